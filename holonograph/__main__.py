@@ -1,0 +1,3 @@
+from holonograph.cli import main
+
+main()

@@ -1,0 +1,109 @@
+"""Client of the loopback admin endpoint of a process that owns an embedded store.
+
+chDB lets one process open a data directory; `serve` and `sink` publish an admin
+endpoint in `<data-dir>/.holonograph-admin.json` and every other command reaches
+the store through it, implementing the same `Store` protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from schemas import jsoncodec
+from schemas.store import QueryResult
+
+ADMIN_FILE = ".holonograph-admin.json"
+
+
+class AdminError(RuntimeError):
+    """The admin endpoint refused the call or the store behind it failed."""
+
+
+def read_admin_file(data_dir: Path) -> dict[str, Any] | None:
+    """The published endpoint of a live owner of `data_dir`, or None."""
+    path = data_dir / ADMIN_FILE
+    try:
+        info: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    pid = int(info.get("pid", 0))
+    if pid <= 0 or not _alive(pid):
+        return None
+    return info
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class AdminStore:
+    """`Store` over HTTP to an owner's admin endpoint. Writes need `write=True`."""
+
+    def __init__(self, url: str, base_url: str, token: str, write: bool = False) -> None:
+        self.url = url
+        self._base = base_url.rstrip("/")
+        self._token = token
+        self._write = write
+
+    def _call(self, path: str, body: dict[str, Any], timeout: float = 600.0) -> Any:
+        request = urllib.request.Request(
+            self._base + path,
+            data=jsoncodec.dumps(body).encode(),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self._token}"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return jsoncodec.loads(response.read())
+        except urllib.error.HTTPError as err:
+            detail = err.read().decode(errors="replace")
+            try:
+                detail = json.loads(detail).get("error", detail)
+            except ValueError:
+                pass
+            raise AdminError(f"admin endpoint: {detail}") from None
+        except urllib.error.URLError as err:
+            raise AdminError(f"admin endpoint {self._base} unreachable: {err.reason}") from None
+
+    def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
+        reply = self._call(
+            "/admin/query", {"sql": sql, "parameters": dict(parameters or {}), "write": self._write}
+        )
+        return QueryResult(tuple(reply["columns"]), [tuple(r) for r in reply["rows"]])
+
+    def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> None:
+        self._call("/admin/command", {"sql": sql, "parameters": dict(parameters or {})})
+
+    def insert(
+        self,
+        table: str,
+        rows: Sequence[Sequence[Any]],
+        column_names: Sequence[str],
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not rows:
+            return
+        self._call(
+            "/admin/insert",
+            {
+                "table": table,
+                "rows": [list(r) for r in rows],
+                "column_names": list(column_names),
+                "settings": dict(settings or {}),
+            },
+        )
+
+    def close(self) -> None:
+        return None

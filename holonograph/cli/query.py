@@ -1,0 +1,42 @@
+"""`holonograph query "SQL"`: run SQL against the store, read-only unless --write."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from holonograph.cli.options import (
+    EXIT_FINDING,
+    emit_json,
+    format_table,
+    open_store_or_exit,
+    store_options,
+)
+
+
+@click.command("query")
+@click.argument("sql")
+@click.option("--write", is_flag=True, help="Allow statements that change the store.")
+@store_options
+def query_command(
+    sql: str, write: bool, store_url: str | None, data_dir: str | None, as_json: bool
+) -> None:
+    """Run SQL and print a table (or a JSON array of row objects with --json)."""
+    store = open_store_or_exit(store_url, data_dir, write=write)
+    try:
+        result = store.query(sql)
+    except Exception as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(EXIT_FINDING)
+    finally:
+        store.close()
+    if as_json:
+        emit_json(result.dicts())
+    else:
+        click.echo(format_table(result.column_names, result.rows))
+        click.echo(f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(query_command)

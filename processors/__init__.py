@@ -1,0 +1,1 @@
+"""Batch jobs over the ClickHouse store, one module per job."""
