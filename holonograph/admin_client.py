@@ -15,10 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ingest.admin import ADMIN_FILE
 from schemas import jsoncodec
 from schemas.store import QueryResult
-
-ADMIN_FILE = ".holonograph-admin.json"
 
 
 class AdminError(RuntimeError):
