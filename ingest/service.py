@@ -89,8 +89,11 @@ class ReceiverService:
         self._grpc, self.listeners.grpc_port = await start_grpc_server(
             exporter, config.host, config.grpc_port, config.max_request_bytes
         )
+        # Bodies stay compressed until our bounded inflater sees them (gzip bombs).
         self._http = web.AppRunner(
-            build_http_app(exporter, config.max_request_bytes), access_log=None
+            build_http_app(exporter, config.max_request_bytes),
+            access_log=None,
+            auto_decompress=False,
         )
         await self._http.setup()
         site = web.TCPSite(self._http, config.host, config.http_port)
