@@ -30,7 +30,7 @@ ReadinessCheck = Callable[[], Awaitable[str | None]]
 class AdminEndpoint:
     def __init__(
         self,
-        store: ClickHouseStore,
+        store: ClickHouseStore | None,
         metrics_exposition: Callable[[], bytes],
         readiness: ReadinessCheck,
         token: str | None = None,
@@ -98,6 +98,8 @@ class AdminEndpoint:
         return body
 
     async def _run(self, call: Callable[[], Any]) -> web.Response:
+        if self._store is None:
+            return web.json_response({"error": "this process holds no store"}, status=503)
         try:
             result = await asyncio.to_thread(call)
         except Exception as err:
@@ -113,6 +115,7 @@ class AdminEndpoint:
         )
 
         def run() -> dict[str, Any]:
+            assert self._store is not None
             result = self._store.query_as(sql, params, readonly=not write)
             return {"columns": list(result.column_names), "rows": [list(r) for r in result.rows]}
 
@@ -121,16 +124,20 @@ class AdminEndpoint:
     async def _command(self, request: web.Request) -> web.Response:
         body = await self._body(request)
         return await self._run(
-            lambda: self._store.command(str(body.get("sql", "")), body.get("parameters") or {})
+            lambda: self._held().command(str(body.get("sql", "")), body.get("parameters") or {})
         )
 
     async def _insert(self, request: web.Request) -> web.Response:
         body = await self._body(request)
         return await self._run(
-            lambda: self._store.insert(
+            lambda: self._held().insert(
                 str(body["table"]), body["rows"], body["column_names"], body.get("settings") or {}
             )
         )
+
+    def _held(self) -> ClickHouseStore:
+        assert self._store is not None
+        return self._store
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
