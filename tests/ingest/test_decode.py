@@ -7,10 +7,10 @@ import json
 import tracemalloc
 
 import pytest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 
 from ingest.decode import any_value, decode_body, gunzip_bounded, parse_json, parse_protobuf
 from ingest.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValueList, KeyValue
 
 
 def test_gunzip_bounded_round_trips() -> None:
@@ -80,7 +80,10 @@ def test_parse_json_hex_ids_and_int64_forms() -> None:
         (b"[]", "must be a JSON object"),
         (b'{"resourceSpans": {}}', "'resourceSpans' must be a JSON array"),
         (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": 5}]}]}]}', "spanId must be"),
-        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"endTimeUnixNano": "soon"}]}]}]}', "OTLP/JSON"),
+        (
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"endTimeUnixNano": "soon"}]}]}]}',
+            "OTLP/JSON",
+        ),
         (b"\xff", "not valid JSON"),
     ],
 )
