@@ -19,7 +19,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue as PB2AnyValue
-from opentelemetry.proto.common.v1.common_pb2 import KeyValue as PB2KeyValue
 
 from ingest.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
 
@@ -84,9 +83,9 @@ def parse_json(payload: bytes) -> PB2ExportTraceServiceRequest:
                     _hex_ids_to_base64(span, ("parentSpanId", "parent_span_id"))
                     for link in _list(span, "links"):
                         _hex_ids_to_base64(link, ("traceId", "trace_id"), ("spanId", "span_id"))
-        return json_format.ParseDict(
-            document, PB2ExportTraceServiceRequest(), ignore_unknown_fields=True
-        )
+        request = PB2ExportTraceServiceRequest()
+        json_format.ParseDict(document, request, ignore_unknown_fields=True)
+        return request
     except DecodeError:
         raise
     except (json_format.ParseError, TypeError, ValueError, AttributeError) as err:
@@ -141,7 +140,6 @@ def any_value(value: PB2AnyValue) -> Any:
 
 def attributes(pairs: Any) -> dict[str, Any]:
     """A repeated KeyValue field as a dict (a repeated key keeps its last value)."""
-    kv: PB2KeyValue
     return {kv.key: any_value(kv.value) for kv in pairs}
 
 

@@ -87,7 +87,7 @@ def dimension_rows(event: EvaluationEvent, ingested_at: dt.datetime) -> list[lis
             list(event.outcome.cohort_tags),
             event.emission.stream,
             ingested_at,
-        ]  # fmt: skip
+        ]
         for d in event.outcome.dimensions
     ]
 

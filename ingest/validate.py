@@ -25,6 +25,7 @@ from schemas.events import (
     SENTINEL_SPAN,
     DimensionResult,
     Emission,
+    EmissionKind,
     EmissionRecord,
     EvaluationEvent,
     Lens,
@@ -405,9 +406,9 @@ def _arrived_ordinal(attrs: dict[str, Any]) -> tuple[str | None, int | None]:
     """The (stream, seq) of a rejected span when both are valid: it arrived, no gap."""
     stream = attrs.get("holonograph.emission.stream")
     seq = attrs.get("holonograph.emission.seq")
-    if isinstance(stream, str) and stream and isinstance(seq, int) and not isinstance(seq, bool):
-        if seq >= 0:
-            return stream, seq
+    valid_seq = isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0
+    if isinstance(stream, str) and stream and valid_seq:
+        return stream, seq
     return None, None
 
 
@@ -416,7 +417,7 @@ def quarantined_emission(
 ) -> EmissionRecord | None:
     if record.emission_stream is None or record.emission_seq is None:
         return None
-    kind = "sentinel" if span.name == SENTINEL_SPAN else "evaluation"
+    kind: EmissionKind = "sentinel" if span.name == SENTINEL_SPAN else "evaluation"
     final = attrs.get("holonograph.emission.final") is True
     surface = attrs.get("holonograph.surface.id")
     event_time = (
