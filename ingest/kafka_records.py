@@ -100,8 +100,7 @@ def screen(batch: DecodedBatch, max_message_bytes: int) -> DecodedBatch:
             arrived.append(emission.model_copy(update={"quarantined": True, "sentinel": None}))
     return DecodedBatch(
         events=tuple(e for e in batch.events if id(e) not in drop_events),
-        emissions=tuple(e for e in batch.emissions if id(e) not in drop_emissions)
-        + tuple(arrived),
+        emissions=tuple(e for e in batch.emissions if id(e) not in drop_emissions) + tuple(arrived),
         quarantined=batch.quarantined + tuple(quarantined),
         ignored_spans=batch.ignored_spans,
     )
@@ -137,7 +136,9 @@ def pack(
             record = _record(stream, chunk, receipt_id, received_at)
             out.extend(_fitted(record, stream, chunk, limit, receipt_id, received_at))
     for span in batch.quarantined:
-        letter = _fit_letter(QuarantinedLetter(receipt_id=receipt_id, received_at=received_at, span=span), limit)
+        letter = _fit_letter(
+            QuarantinedLetter(receipt_id=receipt_id, received_at=received_at, span=span), limit
+        )
         key = span.emission_stream or span.quarantine_id
         out.append(OutRecord(key.encode(), encode(letter), letter, dead_letter=True))
     return out
@@ -194,5 +195,7 @@ def _fit_letter(letter: QuarantinedLetter, limit: int) -> QuarantinedLetter:
     )
     letter = letter.model_copy(update={"span": span})
     if len(encode(letter)) > limit:
-        letter = letter.model_copy(update={"span": span.model_copy(update={"resource_attributes": {}})})
+        letter = letter.model_copy(
+            update={"span": span.model_copy(update={"resource_attributes": {}})}
+        )
     return letter

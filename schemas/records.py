@@ -120,9 +120,9 @@ def decode(value: bytes | None) -> Record:
         supported = ",".join(str(v) for v in sorted(SUPPORTED_VERSIONS))
         raise RecordError(f"schema_version {version!r} is not supported (this build: {supported})")
     kind = body.get("kind")
-    model = _KINDS.get(kind) if isinstance(kind, str) else None
-    if model is None:
+    if not isinstance(kind, str) or kind not in _KINDS:
         raise RecordError(f"kind {kind!r} is not one of {'|'.join(_KINDS)}")
+    model = _KINDS[kind]
     try:
         _unbase64(body, kind)
         return model.model_validate(body)

@@ -1,4 +1,5 @@
-"""`holonograph serve`: the receiver on the embedded default (or a ClickHouse server)."""
+"""`holonograph serve`: the receiver on the embedded default (or a ClickHouse server),
+or, with `--kafka`, publishing to Kafka for `holonograph sink` to store."""
 
 from __future__ import annotations
 
@@ -37,8 +38,12 @@ async def run_service(service: ReceiverService, announce: bool = True) -> None:
         click.echo(
             f"admin      listening on http://127.0.0.1:{listeners.admin_port} (loopback only)"
         )
-        kind = "embedded chDB" if is_embedded(service.store.url) else "ClickHouse server"
-        click.echo(f"store      {service.store.url} ({kind})")
+        if service.store is not None:
+            kind = "embedded chDB" if is_embedded(service.store.url) else "ClickHouse server"
+            click.echo(f"store      {service.store.url} ({kind})")
+        if service.config.kafka:
+            topic = service.config.kafka_records_topic
+            click.echo(f"kafka      {service.config.kafka} (records to {topic})")
     await stop.wait()
     click.echo("stopping: finishing in-flight requests and flushing", err=True)
     await service.stop()
@@ -59,29 +64,51 @@ async def run_service(service: ReceiverService, announce: bool = True) -> None:
     "--max-inflight-bytes", type=int, help="Bytes waiting for commit before 429 [256 MiB]."
 )
 @click.option("--retention", help="TTL on the event tables, e.g. 30d, 12h, 4w [keep].")
+@click.option(
+    "--kafka",
+    metavar="BOOTSTRAP",
+    help="Publish to Kafka at host:port[,host:port] instead of writing a store.",
+)
+@click.option("--kafka-records-topic", help="Topic for validated records [holonograph.records].")
+@click.option(
+    "--kafka-dead-letter-topic", help="Topic for quarantined spans [holonograph.dead-letter]."
+)
+@click.option("--kafka-partitions", type=int, help="Partitions of topics this creates [6].")
+@click.option(
+    "--kafka-idempotence/--no-kafka-idempotence",
+    default=None,
+    help="Idempotent producer (brokers without it, e.g. Tansu: off) [on].",
+)
+@click.option("--kafka-max-message-bytes", type=int, help="Broker's message limit [1000000].")
+@click.option("--kafka-timeout-ms", type=int, help="Wait for acks before 503 [5000].")
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 def serve_command(verbose: bool, **flags: Any) -> None:
     """Receive OTLP traces and store holonograph events (embedded chDB by default)."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
     try:
         config = build_config(flags)
-        url = config.store_url()
+        url = None if config.kafka else config.store_url()
     except (ValidationError, StoreURLError) as err:
         click.echo(f"error: invalid configuration: {err}", err=True)
         sys.exit(EXIT_USAGE)
+    if config.kafka and (flags.get("store") or flags.get("data_dir")):
+        click.echo("error: with --kafka the receiver keeps no store; the sink writes it", err=True)
+        sys.exit(EXIT_USAGE)
     try:
-        store = open_store(url)
+        store = open_store(url) if url else None
     except Exception as err:
         click.echo(f"error: cannot open store {url}: {err}", err=True)
         sys.exit(EXIT_UNAVAILABLE)
-    service = ReceiverService(config, store, periodic=periodic_jobs(config))
+    periodic = periodic_jobs(config) if store is not None else []
+    service = ReceiverService(config, store, periodic=periodic)
     try:
         asyncio.run(run_service(service))
     except OSError as err:
         click.echo(f"error: {err}", err=True)
         sys.exit(EXIT_UNAVAILABLE)
     finally:
-        store.close()
+        if store is not None:
+            store.close()
 
 
 def register(group: click.Group) -> None:
