@@ -76,6 +76,10 @@ class Sink:
         self.flushes = 0
         self.last_error: str | None = None
 
+    def held(self) -> int:
+        """Records consumed and not yet written (and committed)."""
+        return len(self._batch.items)
+
     def listener(self) -> ConsumerRebalanceListener:
         return _Rebalance(self)
 
