@@ -41,8 +41,10 @@ class AdminEndpoint:
         self._readiness = readiness
         self.token = token or secrets.token_urlsafe(24)
         self._runner: web.AppRunner | None = None
+        self._public: web.AppRunner | None = None
         self._published: Path | None = None
         self.port = 0
+        self.metrics_port = 0
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=256 * 1024 * 1024)
@@ -54,10 +56,25 @@ class AdminEndpoint:
         app.router.add_get("/metrics", self._metrics_handler)
         return app
 
+    def public_app(self) -> web.Application:
+        """Only `/healthz`, `/readyz` and `/metrics`: safe to expose to a scraper."""
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics_handler)
+        return app
+
     async def start(self, port: int = 0) -> int:
         self._runner = web.AppRunner(self.app(), access_log=None)
         self.port = await start_site(self._runner, "127.0.0.1", port)
         return self.port
+
+    async def start_public(self, host: str, port: int) -> int:
+        """A second listener, on `host`, for Prometheus and orchestrator probes (the
+        admin routes stay on loopback)."""
+        self._public = web.AppRunner(self.public_app(), access_log=None)
+        self.metrics_port = await start_site(self._public, host, port)
+        return self.metrics_port
 
     def publish(self, data_dir: Path) -> None:
         """Tell other commands on this machine where the owner of `data_dir` listens."""
@@ -75,6 +92,9 @@ class AdminEndpoint:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._public is not None:
+            await self._public.cleanup()
+            self._public = None
 
     # --- handlers -------------------------------------------------------------------
 

@@ -91,6 +91,8 @@ class ServeConfig(KafkaSettings):
     grpc_port: int = Field(4317, ge=0, le=65535)
     http_port: int = Field(4318, ge=0, le=65535)
     admin_port: int = Field(0, ge=0, le=65535)
+    # /healthz, /readyz, /metrics on `host` for scrapers and probes; None: loopback admin only.
+    metrics_port: int | None = Field(None, ge=0, le=65535)
     store: str | None = None
     data_dir: Path = Path("./holonograph-data")
     max_request_bytes: int = Field(64 * MIB, gt=0)
@@ -125,7 +127,9 @@ class SinkConfig(KafkaSettings):
 
     store: str | None = None
     data_dir: Path = Path("./holonograph-data")
+    host: str = "127.0.0.1"
     admin_port: int = Field(0, ge=0, le=65535)
+    metrics_port: int | None = Field(None, ge=0, le=65535)
     sink_group: str = Field(SINK_GROUP, min_length=1)
     sink_batch_rows: int = Field(50_000, gt=0)
     sink_batch_seconds: float = Field(1.0, gt=0)

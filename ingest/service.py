@@ -56,6 +56,7 @@ class Listeners:
     grpc_port: int = 0
     http_port: int = 0
     admin_port: int = 0
+    metrics_port: int = 0
 
 
 @dataclass
@@ -85,6 +86,10 @@ class ReceiverService:
         exporter = Exporter(self.handoff, observer=self.metrics)
         self._admin = AdminEndpoint(self.store, self.metrics.exposition, self._readiness)
         self.listeners.admin_port = await self._admin.start(config.admin_port)
+        if config.metrics_port is not None:
+            self.listeners.metrics_port = await self._admin.start_public(
+                config.host, config.metrics_port
+            )
         if self.store is not None and is_embedded(self.store.url):
             self._admin.publish(chdb_path(self.store.url))
         self._grpc, self.listeners.grpc_port = await start_grpc_server(

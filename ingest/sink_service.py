@@ -45,6 +45,7 @@ class SinkService:
         self.metrics = PipelineMetrics()
         self.sink_metrics = SinkMetrics(self.metrics.registry)
         self.admin_port = 0
+        self.metrics_port = 0
         self.sink: Sink | None = None
         self.halted: str | None = None
         self._admin: AdminEndpoint | None = None
@@ -56,6 +57,10 @@ class SinkService:
         await asyncio.to_thread(apply_migrations, self.store)
         self._admin = AdminEndpoint(self.store, self.metrics.exposition, self._readiness)
         self.admin_port = await self._admin.start(self.config.admin_port)
+        if self.config.metrics_port is not None:
+            self.metrics_port = await self._admin.start_public(
+                self.config.host, self.config.metrics_port
+            )
         if is_embedded(self.store.url):
             self._admin.publish(chdb_path(self.store.url))
         self._task = asyncio.create_task(self._run(), name="sink")

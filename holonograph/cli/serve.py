@@ -38,6 +38,8 @@ async def run_service(service: ReceiverService, announce: bool = True) -> None:
         click.echo(
             f"admin      listening on http://127.0.0.1:{listeners.admin_port} (loopback only)"
         )
+        if service.config.metrics_port is not None:
+            click.echo(f"metrics    listening on http://{host}:{listeners.metrics_port}/metrics")
         if service.store is not None:
             kind = "embedded chDB" if is_embedded(service.store.url) else "ClickHouse server"
             click.echo(f"store      {service.store.url} ({kind})")
@@ -55,6 +57,7 @@ async def run_service(service: ReceiverService, announce: bool = True) -> None:
 @click.option("--grpc-port", type=int, help="OTLP/gRPC port [4317].")
 @click.option("--http-port", type=int, help="OTLP/HTTP port [4318].")
 @click.option("--admin-port", type=int, help="Loopback admin port [0: any free port].")
+@click.option("--metrics-port", type=int, help="/metrics, /healthz, /readyz on --host [off].")
 @click.option("--store", "store", help="chdb:///path or http(s)://host:8123.")
 @click.option(
     "--data-dir", type=click.Path(file_okay=False), help="Shorthand for a chDB store in DIR."

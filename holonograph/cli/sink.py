@@ -35,6 +35,8 @@ async def run_sink(service: SinkService) -> None:
     click.echo(f"topics     {config.kafka_records_topic}, {config.kafka_dead_letter_topic}")
     click.echo(f"store      {service.store.url} ({kind})")
     click.echo(f"admin      listening on http://127.0.0.1:{port} (loopback only)")
+    if config.metrics_port is not None:
+        click.echo(f"metrics    listening on http://{config.host}:{service.metrics_port}/metrics")
     waiting = asyncio.ensure_future(service.wait())
     stop_wait = asyncio.ensure_future(stopping.wait())
     await asyncio.wait({waiting, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
@@ -56,6 +58,8 @@ async def run_sink(service: SinkService) -> None:
     "--data-dir", type=click.Path(file_okay=False), help="Shorthand for a chDB store in DIR."
 )
 @click.option("--admin-port", type=int, help="Loopback admin port [0: any free port].")
+@click.option("--host", help="Interface for --metrics-port [127.0.0.1].")
+@click.option("--metrics-port", type=int, help="/metrics, /healthz, /readyz on --host [off].")
 @click.option("--group", "sink_group", help="Consumer group [holonograph-sink].")
 @click.option("--kafka-records-topic", help="Records topic [holonograph.records].")
 @click.option("--kafka-dead-letter-topic", help="Dead-letter topic [holonograph.dead-letter].")
