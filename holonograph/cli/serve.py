@@ -4,6 +4,7 @@ or, with `--kafka`, publishing to Kafka for `holonograph sink` to store."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
 import sys
@@ -25,27 +26,46 @@ def build_config(overrides: dict[str, Any]) -> ServeConfig:
     return ServeConfig(**given)
 
 
-async def run_service(service: ReceiverService, announce: bool = True) -> None:
+def announce(service: ReceiverService, as_json: bool) -> None:
+    """One line per listener and the store or Kafka (or one JSON object with --json)."""
+    config, listeners = service.config, service.listeners
+    host = config.host
+    info: dict[str, str] = {
+        "grpc": f"{host}:{listeners.grpc_port}",
+        "http": f"http://{host}:{listeners.http_port}/v1/traces",
+        "admin": f"http://127.0.0.1:{listeners.admin_port}",
+    }
+    if config.metrics_port is not None:
+        info["metrics"] = f"http://{host}:{listeners.metrics_port}/metrics"
+    if service.store is not None:
+        info["store"] = service.store.url
+        info["storeKind"] = (
+            "embedded chDB" if is_embedded(service.store.url) else "ClickHouse server"
+        )
+    if config.kafka:
+        info["kafka"] = config.kafka
+        info["kafkaRecordsTopic"] = config.kafka_records_topic
+    if as_json:
+        click.echo(json.dumps(info))
+        return
+    click.echo(f"OTLP/gRPC  listening on {info['grpc']}")
+    click.echo(f"OTLP/HTTP  listening on {info['http']}")
+    click.echo(f"admin      listening on {info['admin']} (loopback only)")
+    if "metrics" in info:
+        click.echo(f"metrics    listening on {info['metrics']}")
+    if "store" in info:
+        click.echo(f"store      {info['store']} ({info['storeKind']})")
+    if "kafka" in info:
+        click.echo(f"kafka      {info['kafka']} (records to {info['kafkaRecordsTopic']})")
+
+
+async def run_service(service: ReceiverService, as_json: bool = False) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    listeners = await service.start()
-    if announce:
-        host = service.config.host
-        click.echo(f"OTLP/gRPC  listening on {host}:{listeners.grpc_port}")
-        click.echo(f"OTLP/HTTP  listening on http://{host}:{listeners.http_port}/v1/traces")
-        click.echo(
-            f"admin      listening on http://127.0.0.1:{listeners.admin_port} (loopback only)"
-        )
-        if service.config.metrics_port is not None:
-            click.echo(f"metrics    listening on http://{host}:{listeners.metrics_port}/metrics")
-        if service.store is not None:
-            kind = "embedded chDB" if is_embedded(service.store.url) else "ClickHouse server"
-            click.echo(f"store      {service.store.url} ({kind})")
-        if service.config.kafka:
-            topic = service.config.kafka_records_topic
-            click.echo(f"kafka      {service.config.kafka} (records to {topic})")
+    await service.start()
+    announce(service, as_json)
     await stop.wait()
     click.echo("stopping: finishing in-flight requests and flushing", err=True)
     await service.stop()
@@ -84,8 +104,9 @@ async def run_service(service: ReceiverService, announce: bool = True) -> None:
 )
 @click.option("--kafka-max-message-bytes", type=int, help="Broker's message limit [1000000].")
 @click.option("--kafka-timeout-ms", type=int, help="Wait for acks before 503 [5000].")
+@click.option("--json", "as_json", is_flag=True, help="Print the listeners as one JSON object.")
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
-def serve_command(verbose: bool, **flags: Any) -> None:
+def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
     """Receive OTLP traces and store holonograph events (embedded chDB by default)."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
     try:
@@ -105,7 +126,7 @@ def serve_command(verbose: bool, **flags: Any) -> None:
     periodic = periodic_jobs(config) if store is not None else []
     service = ReceiverService(config, store, periodic=periodic)
     try:
-        asyncio.run(run_service(service))
+        asyncio.run(run_service(service, as_json))
     except OSError as err:
         click.echo(f"error: {err}", err=True)
         sys.exit(EXIT_UNAVAILABLE)
