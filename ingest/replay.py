@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import TopicPartition
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
@@ -148,12 +149,12 @@ async def replay_quarantine(
 
 async def dead_letters(bootstrap: str, topic: str) -> AsyncIterator[tuple[bytes | None, bytes]]:
     """Every message on the dead-letter topic up to its end when the replay started."""
+    partitions = await _partitions(bootstrap, topic)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False
     )
     await consumer.start()
     try:
-        partitions = await _partitions(consumer, topic)
         consumer.assign(partitions)
         ends = await consumer.end_offsets(partitions)
         await consumer.seek_to_beginning(*partitions)
@@ -171,10 +172,16 @@ async def dead_letters(bootstrap: str, topic: str) -> AsyncIterator[tuple[bytes 
         await consumer.stop()
 
 
-async def _partitions(consumer: AIOKafkaConsumer, topic: str) -> list[TopicPartition]:
-    await consumer.topics()  # refreshes the metadata of every topic
-    numbers = consumer.partitions_for_topic(topic) or set()
-    return [TopicPartition(topic, n) for n in sorted(numbers)]
+async def _partitions(bootstrap: str, topic: str) -> list[TopicPartition]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        (described,) = await admin.describe_topics([topic])
+    finally:
+        await admin.close()
+    if described["error_code"]:
+        raise RuntimeError(f"topic {topic}: Kafka error {described['error_code']}")
+    return [TopicPartition(topic, p["partition"]) for p in described["partitions"]]
 
 
 async def replay_dead_letters(

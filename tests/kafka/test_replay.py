@@ -184,6 +184,7 @@ def test_dead_letter_topic_replay_after_a_fix(
         lambda: count(store) == 2 and count(store, "quarantine") == 1, what="first pass stored"
     )
     assert _record_of(store, "d", 1)["quarantined"] == 1
+    wait_until(lambda: _written(sink, names, 2), what="the v2 record dead-lettered")
 
     _accept_alias(monkeypatch)  # the fixed validator ...
     monkeypatch.setattr(records, "SUPPORTED_VERSIONS", frozenset({1, 2}))  # ... and reader
