@@ -22,7 +22,7 @@ from schemas.events import (
     EvaluationEvent,
     QuarantineRecord,
 )
-from schemas.records import BatchRecord, QuarantinedLetter, Record, encode
+from schemas.records import BatchRecord, QuarantinedLetter, Record, encode, json_text
 
 # Kafka's per-record framing, the key and our headers, generously bounded.
 RECORD_OVERHEAD = 512
@@ -75,14 +75,33 @@ def _record(stream: str, units: list[_Unit], receipt_id: str, at: dt.datetime) -
 
 
 def _unit_size(unit: _Unit) -> int:
-    empty = len(encode(_record(unit.stream, [], "r", _EPOCH)))
-    return len(encode(_record(unit.stream, [unit], "r", _EPOCH))) - empty + 2
+    """Bytes the unit adds to a record: its models' JSON plus separating commas."""
+    parts = [*unit.events, *unit.emissions]
+    return sum(len(json_text(part).encode()) + 1 for part in parts)
+
+
+def _by_stream(batch: DecodedBatch) -> dict[str, list[_Unit]]:
+    streams: dict[str, list[_Unit]] = {}
+    for unit in _units(batch):
+        streams.setdefault(unit.stream, []).append(unit)
+    return streams
+
+
+def _fits_whole(stream: str, units: list[_Unit], limit: int) -> bool:
+    """The common case, one encode per stream: the stream's units fit one record."""
+    return len(encode(_record(stream, units, "r" * 32, _EPOCH))) + 64 <= limit
 
 
 def screen(batch: DecodedBatch, max_message_bytes: int) -> DecodedBatch:
     """Quarantine every event or sentinel too large to travel in one message."""
     limit = payload_limit(max_message_bytes)
-    oversized = [u for u in _units(batch) if _unit_size(u) + 256 > limit]
+    oversized = [
+        unit
+        for stream, units in _by_stream(batch).items()
+        if not _fits_whole(stream, units, limit)
+        for unit in units
+        if _unit_size(unit) + 256 > limit
+    ]
     if not oversized:
         return batch
     drop_events = {id(e) for u in oversized for e in u.events}
@@ -127,11 +146,13 @@ def pack(
 ) -> list[OutRecord]:
     """Records for one screened batch: per-stream batch records, then dead letters."""
     limit = payload_limit(max_message_bytes)
-    streams: dict[str, list[_Unit]] = {}
-    for unit in _units(batch):
-        streams.setdefault(unit.stream, []).append(unit)
     out: list[OutRecord] = []
-    for stream, units in streams.items():
+    for stream, units in _by_stream(batch).items():
+        whole = _record(stream, units, receipt_id, received_at)
+        value = encode(whole)
+        if len(value) <= limit:
+            out.append(OutRecord(stream.encode(), value, whole))
+            continue
         for chunk in _chunks(stream, units, limit):
             record = _record(stream, chunk, receipt_id, received_at)
             out.extend(_fitted(record, stream, chunk, limit, receipt_id, received_at))

@@ -93,8 +93,13 @@ def _default(value: Any) -> Any:
 
 def encode(record: Record) -> bytes:
     """Compact JSON; datetimes as ISO 8601 with offset, bytes as base64."""
-    body = record.model_dump(mode="python")
-    return json.dumps(body, default=_default, separators=(",", ":"), ensure_ascii=False).encode()
+    return json_text(record).encode()
+
+
+def json_text(model: BaseModel) -> str:
+    """The JSON text of any model as it appears inside an encoded record."""
+    body = model.model_dump(mode="python")
+    return json.dumps(body, default=_default, separators=(",", ":"), ensure_ascii=False)
 
 
 def headers(record: Record) -> list[tuple[str, bytes]]:
