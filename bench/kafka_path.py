@@ -84,6 +84,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100)
     parser.add_argument("--spans", type=int, default=50, help="spans per request")
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument(
+        "--drain", action="store_true", help="start the sink after sending: its rate alone"
+    )
     args = parser.parse_args()
 
     port = _free_port()
@@ -97,7 +100,8 @@ def main() -> None:
         receiver = ReceiverService(ServeConfig(grpc_port=0, http_port=0, **kafka), None)
         listeners = receiver_loop.call(receiver.start())
         sink = SinkService(SinkConfig(store=store.url, sink_batch_seconds=0.2, **kafka), store)
-        sink_loop.call(sink.start())
+        if not args.drain:
+            sink_loop.call(sink.start())
         endpoint = f"127.0.0.1:{listeners.grpc_port}"
         payloads = _payloads(args.requests, args.spans)
         latencies: list[float] = []
@@ -112,7 +116,14 @@ def main() -> None:
             list(pool.map(send, payloads))
         accepted = time.perf_counter() - started
         total = args.requests * args.spans
-        while store.query("SELECT count() FROM holonograph.evaluation_events").scalar() < total:
+        if args.drain:  # the sink alone, on a backlog, from when the group assigned it
+            sink_loop.call(sink.start())
+            joined = time.perf_counter()
+            while sink.sink is None or not sink.sink.assigned():
+                time.sleep(0.001)
+            started = time.perf_counter()
+            print(f"group join {started - joined:.2f} s (not counted)")
+        while store.query("SELECT count() FROM holonograph.emission_receipts").scalar() < total:
             time.sleep(0.05)
         stored = time.perf_counter() - started
         quantiles = statistics.quantiles(latencies, n=100)
@@ -121,9 +132,14 @@ def main() -> None:
             f"request latency p50 {quantiles[49] * 1000:.1f} ms  p99 {quantiles[98] * 1000:.1f} ms"
         )
         print(f"accepted {total / accepted:,.0f} spans/s ({accepted:.2f} s)")
-        print(f"stored   {total / stored:,.0f} spans/s end to end ({stored:.2f} s)")
+        what = "sink draining a backlog" if args.drain else "end to end"
+        print(f"stored   {total / stored:,.0f} spans/s {what} ({stored:.2f} s)")
         receiver_loop.call(receiver.stop())
         sink_loop.call(sink.stop())
+        metrics = sink.sink_metrics
+        batches = metrics.batches.labels(result="ok")._value.get()
+        insert = metrics.insert_seconds._sum.get()
+        print(f"sink     {batches:.0f} inserts, {insert:.2f} s inserting")
         store.close()
     broker.terminate()
     broker.wait(10)

@@ -76,6 +76,10 @@ class Sink:
         self.flushes = 0
         self.last_error: str | None = None
 
+    def assigned(self) -> int:
+        """Partitions this member owns now."""
+        return len(self._consumer.assignment())
+
     def held(self) -> int:
         """Records consumed and not yet written (and committed)."""
         return len(self._batch.items)
