@@ -101,3 +101,40 @@ def test_two_receivers_two_sinks_exact_gap_accounting(
     assert {stream: list(missing) for stream, missing in gaps} == expected_gaps
     events = sum(1 for s, q in sent if q % 10 != 9)
     assert count(store) == events
+
+
+def test_rebalance_while_a_members_store_is_down_abandons_safely(
+    broker: Broker, names: dict[str, str], store: ClickHouseStore
+) -> None:
+    receiver = KafkaReceiver(broker, names)
+    sink_a = RunningSink(broker, names, store)
+    sink_b: RunningSink | None = None
+    try:
+        wait_until(lambda: len(_assignments(sink_a)[0]) == 8, timeout=60, what="a owns all")
+        sink_a.faulty.fail()
+        expected = set()
+        for n in range(6):
+            payload = export_request(record_spans([Evaluation(f"rb{n}", 0)], seed=n))
+            code = grpc_export(receiver.grpc_endpoint, payload.SerializeToString()).code
+            assert code is grpc.StatusCode.OK
+            expected.add((f"rb{n}", 0))
+        wait_until(lambda: sink_a.faulty.failed.is_set(), what="a's write failing")
+
+        sink_b = RunningSink(broker, names, store)  # the rebalance revokes a's partitions
+        abandoned = sink_a.service.sink_metrics.abandoned
+        wait_until(lambda: abandoned._value.get() > 0, timeout=60, what="a abandoning")
+        wait_until(
+            lambda: all(len(a) == 4 for a in _assignments(sink_a, sink_b)),  # type: ignore[arg-type]
+            timeout=60,
+            what="the group to settle",
+        )
+        sink_a.faulty.heal()
+        wait_until(lambda: accepted_ordinals(store) == expected, timeout=60, what="all stored")
+    finally:
+        receiver.stop()
+        sink_a.stop()
+        if sink_b is not None:
+            sink_b.stop()
+    rows = store.query("SELECT received_count FROM holonograph.emission_records").rows
+    assert [n for (n,) in rows] == [1] * len(expected)
+    assert count(store) == len(expected)
