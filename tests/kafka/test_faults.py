@@ -110,7 +110,9 @@ def test_broker_away_and_back(
     # The official exporter retries through the outage's tail and is accepted.
     spans = record_spans([Evaluation("b", seq) for seq in range(3, 9)], seed=5)
     assert export_grpc(kafka_receiver.grpc_endpoint, spans) is SpanExportResult.SUCCESS
-    wait_until(lambda: count(store) == 9, timeout=60, what="the sink to reconnect")
+    wait_until(
+        lambda: count(store, "emission_receipts") == 9, timeout=60, what="the sink to reconnect"
+    )
     _exactly_once(store, {("b", seq) for seq in range(9)})
 
 

@@ -42,7 +42,9 @@ def test_split_and_oversize_quarantine(
             topic=names["kafka_records_topic"]
         )._value.get()
         assert produced >= 5
-        wait_until(lambda: count(store) == 60 and count(store, "quarantine") == 1)
+        wait_until(
+            lambda: count(store, "emission_receipts") == 61 and count(store, "quarantine") == 1
+        )
         stored = store.query(
             "SELECT emission_seq, quarantined, received_count FROM holonograph.emission_records"
             " ORDER BY emission_seq"
