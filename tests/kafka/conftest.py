@@ -194,7 +194,7 @@ class RunningSink(_Loop):
             "sink_batch_seconds": 0.05,
             "sink_retry_min_seconds": 0.05,
             "sink_retry_max_seconds": 0.2,
-            "sink_session_timeout_ms": 10_000,
+            "sink_session_timeout_ms": 6_000,
             **names,
         }
         settings.update(config)
