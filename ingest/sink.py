@@ -126,38 +126,38 @@ class Sink:
         return max(1, int(left * 1000))
 
     async def _take(self, message: ConsumerRecord[Any, Any]) -> None:
+        """Decode one message into the batch. Only the records topic feeds the brake:
+        the dead-letter topic holds our own letters, and a bad one is logged and
+        skipped rather than dead-lettered again (no loops)."""
         tp = TopicPartition(message.topic, message.partition)
         value: bytes = message.value or b""
         digest = hashlib.sha256(value).digest()
         self._metrics.consumed.labels(topic=message.topic).inc()
         if not self._batch:
             self._batch = Batch(self._monotonic())
+        data = message.topic != self._topics.dead_letter
         try:
             record = decode(value)
         except RecordError as err:
+            if not data:
+                log.error("undecodable dead letter at %s:%d: %s", tp, message.offset, err)
+                self._batch.add(Consumed(tp, message.offset, digest))
+                return
             self._brake.failed(str(err))
             self._metrics.poison(str(err))
-            poison = None
-            if message.topic != self._topics.dead_letter:  # never loop letters back
-                poison = PoisonLetter(
-                    reason=str(err),
-                    dead_lettered_at=self._clock(),
-                    source_topic=message.topic,
-                    source_partition=message.partition,
-                    source_offset=message.offset,
-                    key=message.key,
-                    value=value,
-                )
-            else:
-                log.error(
-                    "undecodable record on the dead-letter topic at %s:%d: %s",
-                    tp,
-                    message.offset,
-                    err,
-                )
+            poison = PoisonLetter(
+                reason=str(err),
+                dead_lettered_at=self._clock(),
+                source_topic=message.topic,
+                source_partition=message.partition,
+                source_offset=message.offset,
+                key=message.key,
+                value=value,
+            )
             self._batch.add(Consumed(tp, message.offset, digest, poison=poison))
             return
-        self._brake.passed()
+        if data:
+            self._brake.passed()
         stored = record if isinstance(record, (BatchRecord, QuarantinedLetter)) else None
         self._batch.add(Consumed(tp, message.offset, digest, record=stored))
 

@@ -110,6 +110,12 @@ def test_poison_is_dead_lettered_and_the_brake_stops_the_sink(
             what="poison offsets committed",
         )
 
+        # A valid record after the poison ends that run (only records-topic records count).
+        payload = export_request(record_spans([Evaluation("p", 2)], seed=2))
+        reply = grpc_export(kafka_receiver.grpc_endpoint, payload.SerializeToString())
+        assert reply.code is grpc.StatusCode.OK
+        wait_until(lambda: count(store) == 3, what="the run-ending record stored")
+
         asyncio.run(_produce(broker.bootstrap, topic, [b"junk"] * 4))  # a run of 4 > 3
         with pytest.raises(SinkHalted, match="4 invalid records in a row"):
             sink.call(sink.service.wait())

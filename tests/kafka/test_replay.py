@@ -181,7 +181,8 @@ def test_dead_letter_topic_replay_after_a_fix(
     assert grpc_export(kafka_receiver.grpc_endpoint, _payload("d")).code is grpc.StatusCode.OK
     asyncio.run(_produce(broker.bootstrap, names["kafka_records_topic"], _version_2_record()))
     wait_until(
-        lambda: count(store) == 2 and count(store, "quarantine") == 1, what="first pass stored"
+        lambda: count(store, "emission_receipts") == 3 and count(store, "quarantine") == 1,
+        what="first pass stored",
     )
     assert _record_of(store, "d", 1)["quarantined"] == 1
     wait_until(lambda: _written(sink, names, 2), what="the v2 record dead-lettered")
