@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import threading
@@ -83,6 +84,15 @@ class Broker:
                 stderr=subprocess.STDOUT,
             )
         _wait_listening(self.port)
+
+    def pause(self) -> None:
+        """A broker that is there but does not answer (SIGSTOP): a slow broker."""
+        assert self._process is not None
+        self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self._process is not None
+        self._process.send_signal(signal.SIGCONT)
 
     def stop(self) -> None:
         if self._process is not None:
