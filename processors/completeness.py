@@ -553,7 +553,8 @@ WHERE status = 'open' AND toUnixTimestamp64Milli(last_seen_at) + dead_after_ms
 
 def mark_dead_streams(store: Store, now: dt.datetime, version: int | None = None) -> int:
     """Stored `open` streams silent past their dead-after time become `dead` as of
-    `now`; returns how many. Needs no new receipts, so a periodic call finds them."""
+    `now`; returns how many. Needs no new receipts, so a periodic call finds them.
+    (The filter sits in a subquery: the REPLACE alias `status` would shadow it.)"""
     params = {"now": _naive(now), "version": version or time.time_ns()}
     count = int(store.query(f"SELECT count() {_MARK_DEAD_WHERE}", params).scalar() or 0)
     if count:
@@ -561,7 +562,7 @@ def mark_dead_streams(store: Store, now: dt.datetime, version: int | None = None
             f"INSERT INTO holonograph.stream_status ({_cols(STREAM_COLUMNS)})\n"
             f"SELECT * REPLACE ('dead' AS status, {{now:DateTime64(3, 'UTC')}} AS status_as_of,"
             f" {{version:UInt64}} AS version, now64(3, 'UTC') AS computed_at)"
-            f" {_MARK_DEAD_WHERE}",
+            f" FROM (SELECT * {_MARK_DEAD_WHERE})",
             params,
         )
     return count
@@ -590,6 +591,9 @@ def _refresh(
         or 0
     )
     marked = mark_dead_streams(store, now, version + 1)
+    dead = store.query(
+        "SELECT count() FROM holonograph.stream_status FINAL WHERE status = 'dead'"
+    ).scalar()
     duration_ms = (time.perf_counter() - started) * 1000
     summary = RefreshSummary(
         mode="full" if mode == "full" else "incremental",
@@ -598,6 +602,7 @@ def _refresh(
         version=version,
         streams=streams,
         marked_dead=marked,
+        dead=int(dead or 0),
         duration_ms=round(duration_ms, 3),
     )
     store.insert(

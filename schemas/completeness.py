@@ -123,7 +123,9 @@ class CompletenessReport(_Model):
 
 
 class RefreshSummary(_Model):
-    """What one refresh of `stream_status`/`completeness_windows` did."""
+    """What one refresh of `stream_status`/`completeness_windows` did: `streams`
+    recomputed from their records, `marked_dead` silent open streams turned dead
+    without new records, `dead` dead streams in the table afterwards."""
 
     mode: Literal["full", "incremental"]
     now: dt.datetime
@@ -131,4 +133,5 @@ class RefreshSummary(_Model):
     version: int
     streams: int
     marked_dead: int
+    dead: int
     duration_ms: float
