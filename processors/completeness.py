@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -47,6 +47,7 @@ class CompletenessConfig(BaseModel):
     materialized_buckets: tuple[Bucket, ...] = ("minute", "hour", "day")
     lookback: dt.timedelta = dt.timedelta(minutes=5)
     full_every: dt.timedelta = dt.timedelta(hours=1)
+    rows_per_shard: Annotated[int, Field(gt=0)] = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -519,6 +520,10 @@ WHERE scope = 'stream' AND version < {{version:UInt64}}
         SELECT emission_stream FROM holonograph.stream_status WHERE version = {{version:UInt64}})"""
 
 
+def _zero_stale(store: Store, params: dict[str, Any]) -> None:
+    store.command(_ZERO_STALE.format(columns=_cols(WINDOW_COLUMNS)), params)
+
+
 def _insert_surface_windows(store: Store, full: bool, params: dict[str, Any]) -> None:
     """Surface rows from the stored stream rows, for the buckets and surfaces this
     refresh touched (all of them on a full recompute)."""
@@ -568,6 +573,11 @@ def mark_dead_streams(store: Store, now: dt.datetime, version: int | None = None
     return count
 
 
+def _shards(store: Store, config: CompletenessConfig) -> int:
+    rows = int(store.query("SELECT count() FROM holonograph.emission_receipts").scalar() or 0)
+    return max(1, -(-rows // config.rows_per_shard))
+
+
 def _refresh(
     store: Store,
     now: dt.datetime,
@@ -579,10 +589,25 @@ def _refresh(
     version = time.time_ns()
     where, params = selection.where()
     params.update(_job_params(now, version, config), buckets=list(config.materialized_buckets))
-    _insert_streams(store, where, params)
-    _insert_stream_windows(store, where, params)
-    store.command(_ZERO_STALE.format(columns=_cols(WINDOW_COLUMNS)), params)
-    _insert_surface_windows(store, mode == "full", params)
+    steps: dict[str, float] = {}
+
+    def step(name: str, run: Callable[..., object], *args: Any) -> None:
+        begun = time.perf_counter()
+        run(store, *args)
+        steps[name] = round((time.perf_counter() - begun) * 1000, 3)
+
+    shards = _shards(store, config) if mode == "full" else 1
+    for shard in range(shards):
+        # A full recompute runs shard by shard: shorter statements, bounded memory, and
+        # the receiver's inserts interleave instead of waiting behind one long query.
+        clause = where
+        if shards > 1:
+            clause += " AND cityHash64(emission_stream) % {shards:UInt64} = {shard:UInt64}"
+            params.update(shards=shards, shard=shard)
+        step(f"streams[{shard}]", _insert_streams, clause, params)
+        step(f"stream_windows[{shard}]", _insert_stream_windows, clause, params)
+    step("zero_stale", _zero_stale, params)
+    step("surface_windows", _insert_surface_windows, mode == "full", params)
     streams = int(
         store.query(
             "SELECT count() FROM holonograph.stream_status WHERE version = {version:UInt64}",
@@ -590,10 +615,12 @@ def _refresh(
         ).scalar()
         or 0
     )
+    begun = time.perf_counter()
     marked = mark_dead_streams(store, now, version + 1)
     dead = store.query(
         "SELECT count() FROM holonograph.stream_status FINAL WHERE status = 'dead'"
     ).scalar()
+    steps["mark_dead"] = round((time.perf_counter() - begun) * 1000, 3)
     duration_ms = (time.perf_counter() - started) * 1000
     summary = RefreshSummary(
         mode="full" if mode == "full" else "incremental",
@@ -604,6 +631,7 @@ def _refresh(
         marked_dead=marked,
         dead=int(dead or 0),
         duration_ms=round(duration_ms, 3),
+        step_ms=steps,
     )
     store.insert(
         "holonograph.completeness_refreshes",

@@ -135,3 +135,4 @@ class RefreshSummary(_Model):
     marked_dead: int
     dead: int
     duration_ms: float
+    step_ms: dict[str, float] = {}
