@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from holonograph.cli import cli
 from holonograph.cli.completeness import format_gaps
-from ingest.store import open_store
+from ingest.store import chdb_path, open_store
 from schemas.completeness import GapRange
 from schemas.migrations import apply_migrations
 
@@ -111,7 +111,7 @@ def test_text_lists_lossy_and_dead_first_and_exits_with_a_finding(data_dir: Path
 def test_json_is_the_report(data_dir: Path) -> None:
     result = run(data_dir, "--json", "--stream", "lossy", "--bucket", "hour")
     assert result.exit_code == 1, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     (stream,) = report["streams"]
     assert stream["status"] == "closed-lossy"
     assert stream["missingRanges"] == [{"from": 2, "to": 3}, {"from": 5, "to": 5}]
@@ -160,3 +160,22 @@ def test_missing_store_is_unavailable(tmp_path: Path) -> None:
 def test_format_gaps_shortens_long_lists() -> None:
     gaps = [GapRange.model_validate({"from": i * 10, "to": i * 10 + (i % 2)}) for i in range(6)]
     assert format_gaps(gaps) == "0, 10-11, 20, 30-31 (+2 more)"
+
+
+@pytest.mark.e2e
+def test_works_while_serve_holds_the_store(receiver: Any) -> None:
+    """Through the owner's admin endpoint: the live read, and --refresh as a write."""
+    receiver.store.insert(
+        "holonograph.emission_receipts",
+        [row("held", 0, 0), row("held", 2, 1, kind="sentinel", final=True)],
+        COLUMNS,
+    )
+    data_dir = chdb_path(receiver.store.url)
+    result = run(data_dir, "--json", "--refresh")
+    assert result.exit_code == 1, result.output
+    (stream,) = json.loads(result.stdout)["streams"]
+    assert stream["status"] == "closed-lossy"
+    assert stream["missingRanges"] == [{"from": 1, "to": 1}]
+    assert receiver.store.query(
+        "SELECT emission_stream, status FROM holonograph.stream_status FINAL"
+    ).rows == [("held", "closed-lossy")]
