@@ -573,9 +573,35 @@ def mark_dead_streams(store: Store, now: dt.datetime, version: int | None = None
     return count
 
 
-def _shards(store: Store, config: CompletenessConfig) -> int:
-    rows = int(store.query("SELECT count() FROM holonograph.emission_receipts").scalar() or 0)
-    return max(1, -(-rows // config.rows_per_shard))
+_SHARD_BOUNDS = """
+SELECT min(emission_stream) AS lower FROM (
+    SELECT emission_stream, n, sum(n) OVER (
+        ORDER BY emission_stream ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto
+    FROM (SELECT emission_stream, count() AS n
+          FROM holonograph.emission_receipts GROUP BY emission_stream))
+GROUP BY intDiv(upto - n, {rows_per_shard:UInt64})
+ORDER BY lower"""
+
+
+def _shard_clauses(store: Store, config: CompletenessConfig) -> list[tuple[str, dict[str, Any]]]:
+    """Contiguous stream-name ranges of about `rows_per_shard` receipts each: a range
+    of the sorting key's prefix, so each shard reads only its own granules."""
+    bounds = [
+        row[0] for row in store.query(_SHARD_BOUNDS, {"rows_per_shard": config.rows_per_shard}).rows
+    ]
+    if len(bounds) <= 1:
+        return [("1", {})]
+    clauses: list[tuple[str, dict[str, Any]]] = []
+    for i, lower in enumerate(bounds):
+        clause, params = "1", {}
+        if i > 0:
+            clause = "emission_stream >= {shard_lower:String}"
+            params["shard_lower"] = lower
+        if i + 1 < len(bounds):
+            clause += " AND emission_stream < {shard_upper:String}"
+            params["shard_upper"] = bounds[i + 1]
+        clauses.append((clause, params))
+    return clauses
 
 
 def _refresh(
@@ -596,16 +622,13 @@ def _refresh(
         run(store, *args)
         steps[name] = round((time.perf_counter() - begun) * 1000, 3)
 
-    shards = _shards(store, config) if mode == "full" else 1
-    for shard in range(shards):
-        # A full recompute runs shard by shard: shorter statements, bounded memory, and
-        # the receiver's inserts interleave instead of waiting behind one long query.
-        clause = where
-        if shards > 1:
-            clause += " AND cityHash64(emission_stream) % {shards:UInt64} = {shard:UInt64}"
-            params.update(shards=shards, shard=shard)
-        step(f"streams[{shard}]", _insert_streams, clause, params)
-        step(f"stream_windows[{shard}]", _insert_stream_windows, clause, params)
+    # A full recompute runs shard by shard: shorter statements, bounded memory, and
+    # the receiver's inserts interleave instead of waiting behind one long query.
+    shards = _shard_clauses(store, config) if mode == "full" else [("1", {})]
+    for shard, (clause, bounds) in enumerate(shards):
+        shard_where, shard_params = f"{where} AND {clause}", {**params, **bounds}
+        step(f"streams[{shard}]", _insert_streams, shard_where, shard_params)
+        step(f"stream_windows[{shard}]", _insert_stream_windows, shard_where, shard_params)
     step("zero_stale", _zero_stale, params)
     step("surface_windows", _insert_surface_windows, mode == "full", params)
     streams = int(

@@ -356,7 +356,7 @@ def read_tables(store: Store, bucket: str) -> tuple[dict[str, dict[str, Any]], l
 # ---------------------------------------------------------------- properties
 
 PROPERTY = settings(
-    max_examples=30,
+    max_examples=20,
     deadline=None,
     derandomize=True,
     database=None,
@@ -400,7 +400,7 @@ def test_tables_after_full_recompute_equal_ground_truth(
     assert actual_windows(windows) == expected_windows(scenario.streams, "hour")
 
 
-@settings(PROPERTY, max_examples=12)
+@settings(PROPERTY, max_examples=10)
 @given(scenario=scenarios, late_fraction=st.sampled_from([0.0, 0.5, 1.0]))
 def test_incremental_refresh_across_restart_with_late_arrivals(
     holder: StoreHolder, scenario: Scenario, late_fraction: float
