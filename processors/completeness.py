@@ -344,7 +344,8 @@ def account_windows(
     selection: Selection | None = None,
 ) -> list[CompletenessWindow]:
     """Stream and surface windows of one bucket size, computed live (read-only).
-    With a time selection, only buckets overlapping [since, until) are returned."""
+    With a time selection, only buckets overlapping [since, until) are returned;
+    with a stream selection, only stream windows."""
     selection = selection or Selection()
     where, params = selection.where()
     surface_where = "1"
@@ -361,7 +362,7 @@ stream_surfaces AS (
 SELECT * FROM (
     SELECT * FROM stream_windows
     UNION ALL
-    SELECT * FROM ({surfaces}) WHERE offered > 0
+    SELECT * FROM ({surfaces}) WHERE offered > 0 AND {{with_surfaces:Bool}}
 )
 WHERE bucket_start >= {{from_bucket:DateTime('UTC')}}
     AND bucket_start < {{to_bucket:DateTime('UTC')}}
@@ -370,6 +371,8 @@ ORDER BY scope, surface_id, emission_stream, bucket_start"""
     params.update(
         version=0,
         buckets=[bucket],
+        # picking streams by name would make surface rows partial: leave them out
+        with_surfaces=selection.stream is None and selection.streams is None,
         from_bucket=_naive(since),
         to_bucket=_naive(selection.until or _FAR_FUTURE),
     )

@@ -109,23 +109,34 @@ def test_text_lists_lossy_and_dead_first_and_exits_with_a_finding(data_dir: Path
 
 
 def test_json_is_the_report(data_dir: Path) -> None:
-    result = run(data_dir, "--json", "--stream", "lossy", "--bucket", "hour")
+    result = run(data_dir, "--json", "--surface", "route", "--bucket", "hour")
     assert result.exit_code == 1, result.output
     report = json.loads(result.stdout)
-    (stream,) = report["streams"]
+    assert [s["stream"] for s in report["streams"]] == ["crashed", "lossy"]
+    stream = report["streams"][1]
     assert stream["status"] == "closed-lossy"
     assert stream["missingRanges"] == [{"from": 2, "to": 3}, {"from": 5, "to": 5}]
     assert (stream["expected"], stream["delivered"], stream["duplicates"]) == (8, 5, 1)
     assert stream["loss"]["reportedDropped"] == 2 and stream["loss"]["lostAfterClient"] == 1
     assert stream["lastSeenAt"] == "2026-07-01T10:11:00Z"
     hours = {
-        (w["scope"], w["surfaceId"], w["bucketStart"]): (w["missing"], w["biasFlag"])
+        (w["scope"], w["surfaceId"] or w["stream"], w["bucketStart"]): (
+            w["offered"],
+            w["missing"],
+            w["biasFlag"],
+        )
         for w in report["windows"]
     }
-    assert hours[("stream", "", "2026-07-01T09:00:00Z")] == (2, True)
-    assert hours[("stream", "", "2026-07-01T10:00:00Z")] == (1, True)
-    assert hours[("surface", "route", "2026-07-01T10:00:00Z")] == (1, True)
-    assert report["windows"][0]["completenessLowerBound"] == pytest.approx(3 / 5)
+    assert hours == {
+        ("stream", "crashed", "2026-07-01T09:00:00Z"): (1, 0, False),
+        ("stream", "lossy", "2026-07-01T09:00:00Z"): (5, 2, True),
+        ("stream", "lossy", "2026-07-01T10:00:00Z"): (3, 1, True),
+        # route's own records (1 and 1) against the gaps of both streams carrying it
+        ("surface", "route", "2026-07-01T09:00:00Z"): (3, 2, True),
+        ("surface", "route", "2026-07-01T10:00:00Z"): (2, 1, True),
+    }
+    lossy_9 = next(w for w in report["windows"] if w["stream"] == "lossy")
+    assert lossy_9["completenessLowerBound"] == pytest.approx(3 / 5)
 
 
 def test_clean_selection_exits_zero_and_refresh_writes_tables(data_dir: Path) -> None:

@@ -596,7 +596,4 @@ def test_selection_filters_streams_and_windows(holder: StoreHolder) -> None:
     only = job.account_streams(store, day2, job.Selection(surface="route"))
     assert [s.stream for s in only] == ["today"]
     one = job.account_windows(store, "day", job.Selection(stream="yesterday"))
-    assert [(w.scope, w.offered, w.missing) for w in one] == [
-        ("stream", 3, 1),
-        ("surface", 3, 1),
-    ]
+    assert [(w.scope, w.offered, w.missing) for w in one] == [("stream", 3, 1)]
