@@ -63,8 +63,8 @@ class Model(BaseModel):
     )
 
     def to_json(self) -> dict[str, Any]:
-        """The camelCase JSON shape, without unset optional fields."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        """The camelCase JSON shape, without unset optional fields or defaults."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
 
 
 # --- assertions (the same vocabulary serves `when` guards) -----------------------------
