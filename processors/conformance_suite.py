@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import yaml
 from pydantic import ValidationError
@@ -38,6 +38,7 @@ from schemas.conformance import (
 from schemas.store import Store
 
 MAX_DOCUMENT_BYTES = 512 * 1024
+TrialStatus = Literal["passed", "failed", "disallowed", "tolerated"]
 SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern))
     for name, pattern in (
@@ -260,8 +261,8 @@ class StoreSource:
 
 def pass_rate(trials: Sequence[TrialResult]) -> float | None:
     """Passed over trials that reached a verdict the scenario does not tolerate."""
-    decided = [t for t in trials if not t.tolerated]
-    return sum(1 for t in decided if t.verdict == "pass") / len(decided) if decided else None
+    decided = [t for t in trials if t.status != "tolerated"]
+    return sum(1 for t in decided if t.status == "passed") / len(decided) if decided else None
 
 
 def p95(values: Sequence[float]) -> float | None:
@@ -274,22 +275,29 @@ def p95(values: Sequence[float]) -> float | None:
 
 @dataclass(frozen=True)
 class TrialResult:
-    """One trial; `tolerated` when its verdict is a non-pass the scenario allows, so it
-    counts neither for nor against the pass rate."""
+    """One trial. Its verdict is the strongest of its fixtures' and inline assertions'
+    verdicts (the Guide's order), but the gate reads each of them: `failed` if any
+    failed, `disallowed` if any other non-pass is not in the scenario's `allow`, else
+    `passed` if any passed, else `tolerated` (counts neither for nor against the pass
+    rate)."""
 
     event_id: str
     verdict: Verdict
-    tolerated: bool
+    status: TrialStatus
     fixtures: dict[str, Verdict]
     assertions: Verdict | None
     latency_ms: float | None
     cost_usd: float | None
 
+    @property
+    def components(self) -> list[Verdict]:
+        return [*self.fixtures.values(), *([self.assertions] if self.assertions else [])]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "eventId": self.event_id,
             "verdict": self.verdict,
-            "tolerated": self.tolerated,
+            "status": self.status,
             "fixtures": self.fixtures or None,
             "assertions": self.assertions,
             "latencyMs": self.latency_ms,
@@ -326,7 +334,7 @@ class ScenarioResult:
             "repetitions": self.scenario.repetitions,
             "trialsFound": len(self.trials),
             "counts": {v: self.count(v) for v in VERDICT_ORDER},
-            "tolerated": sum(1 for t in self.trials if t.tolerated),
+            "tolerated": sum(1 for t in self.trials if t.status == "tolerated"),
             "passRate": self.pass_rate,
             "meanLatencyMs": sum(latencies) / len(latencies) if latencies else None,
             "p95LatencyMs": p95(latencies),
@@ -335,6 +343,14 @@ class ScenarioResult:
             "failures": list(self.failures),
             "trials": [t.to_json() for t in self.trials],
         }
+
+
+def trial_status(verdicts: Sequence[Verdict], allow: Sequence[str]) -> TrialStatus:
+    if "fail" in verdicts:
+        return "failed"
+    if any(v != "pass" and v not in allow for v in verdicts):
+        return "disallowed"
+    return "passed" if "pass" in verdicts else "tolerated"
 
 
 def _trial(suite: Suite, scenario: Scenario, trial: Trial) -> TrialResult:
@@ -350,11 +366,10 @@ def _trial(suite: Suite, scenario: Scenario, trial: Trial) -> TrialResult:
             trial.view, scenario.when or [], scenario.assertions, scenario.scenario_id
         ).verdict
     verdicts = [*by_fixture.values(), *([inline] if inline else [])]
-    verdict = strongest(verdicts) or "unevaluable"
     return TrialResult(
         trial.view.event_id,
-        verdict,
-        verdict in scenario.allow,
+        strongest(verdicts) or "unevaluable",
+        trial_status(verdicts, scenario.allow),
         by_fixture,
         inline,
         trial.view.latency_ms,
@@ -368,10 +383,11 @@ def run_scenario(suite: Suite, scenario: Scenario, source: TrialSource) -> Scena
     if len(trials) < scenario.repetitions:
         failures.append(f"missing evidence: {len(trials)} of {scenario.repetitions} trials found")
     for trial in trials:
-        if trial.verdict == "fail":
+        if trial.status == "failed":
             failures.append(f"trial {trial.event_id} failed")
-        elif trial.verdict != "pass" and trial.verdict not in scenario.allow:
-            failures.append(f"trial {trial.event_id} is {trial.verdict}, which is not allowed")
+        elif trial.status == "disallowed":
+            found = sorted({v for v in trial.components if v != "pass"} - set(scenario.allow))
+            failures.append(f"trial {trial.event_id} is {', '.join(found)}, which is not allowed")
     return ScenarioResult(scenario, trials, tuple(failures))
 
 
