@@ -1,0 +1,88 @@
+"""`holonograph serve`: the receiver on the embedded default (or a ClickHouse server)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any
+
+import click
+from pydantic import ValidationError
+
+from holonograph.cli.options import EXIT_UNAVAILABLE, EXIT_USAGE
+from holonograph.jobs import periodic_jobs
+from ingest.config import ServeConfig
+from ingest.service import ReceiverService
+from ingest.store import StoreURLError, is_embedded, open_store
+
+
+def build_config(overrides: dict[str, Any]) -> ServeConfig:
+    """Environment (HOLONOGRAPH_*) first, then the flags that were given."""
+    given = {key: value for key, value in overrides.items() if value is not None}
+    return ServeConfig(**given)
+
+
+async def run_service(service: ReceiverService, announce: bool = True) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    listeners = await service.start()
+    if announce:
+        host = service.config.host
+        click.echo(f"OTLP/gRPC  listening on {host}:{listeners.grpc_port}")
+        click.echo(f"OTLP/HTTP  listening on http://{host}:{listeners.http_port}/v1/traces")
+        click.echo(
+            f"admin      listening on http://127.0.0.1:{listeners.admin_port} (loopback only)"
+        )
+        kind = "embedded chDB" if is_embedded(service.store.url) else "ClickHouse server"
+        click.echo(f"store      {service.store.url} ({kind})")
+    await stop.wait()
+    click.echo("stopping: finishing in-flight requests and flushing", err=True)
+    await service.stop()
+    click.echo("stopped", err=True)
+
+
+@click.command("serve")
+@click.option("--host", help="Interface for the OTLP listeners [127.0.0.1].")
+@click.option("--grpc-port", type=int, help="OTLP/gRPC port [4317].")
+@click.option("--http-port", type=int, help="OTLP/HTTP port [4318].")
+@click.option("--admin-port", type=int, help="Loopback admin port [0: any free port].")
+@click.option("--store", "store", help="chdb:///path or http(s)://host:8123.")
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False), help="Shorthand for a chDB store in DIR."
+)
+@click.option("--max-request-bytes", type=int, help="Largest request after decompression [64 MiB].")
+@click.option(
+    "--max-inflight-bytes", type=int, help="Bytes waiting for commit before 429 [256 MiB]."
+)
+@click.option("--retention", help="TTL on the event tables, e.g. 30d, 12h, 4w [keep].")
+@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
+def serve_command(verbose: bool, **flags: Any) -> None:
+    """Receive OTLP traces and store holonograph events (embedded chDB by default)."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
+    try:
+        config = build_config(flags)
+        url = config.store_url()
+    except (ValidationError, StoreURLError) as err:
+        click.echo(f"error: invalid configuration: {err}", err=True)
+        sys.exit(EXIT_USAGE)
+    try:
+        store = open_store(url)
+    except Exception as err:
+        click.echo(f"error: cannot open store {url}: {err}", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+    service = ReceiverService(config, store, periodic=periodic_jobs(config))
+    try:
+        asyncio.run(run_service(service))
+    except OSError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+    finally:
+        store.close()
+
+
+def register(group: click.Group) -> None:
+    group.add_command(serve_command)
