@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,16 +20,10 @@ from processors.conformance_approve import (
 from processors.conformance_check import check_stored, check_surface
 from schemas.conformance import ApprovalRequest, Fixture, RejectionRequest
 from schemas.store import Store
-from tests.processors.conformance_support import T0, event, insert_events, migrated_store
+from tests.processors.conformance_support import T0, event, insert_events
 
 pytestmark = pytest.mark.clickhouse
 SURFACE = "classify-intent"
-
-
-@pytest.fixture
-def store(tmp_path: Any) -> Iterator[Store]:
-    with migrated_store(tmp_path) as s:
-        yield s
 
 
 def refund_fixture(**changes: Any) -> Fixture:
