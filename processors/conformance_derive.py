@@ -59,7 +59,8 @@ STATE_WORDS = (
 )  # fmt: skip
 SUBJECT = (
     r"(?:(?:the )?(?:agent|assistant|bot|model|system|you) "
-    r"|(?:every|each|the|all) (?:events?|responses?|repl(?:y|ies)|answers?|calls?) )?"
+    r"|(?:every|each|the|all) (?:events?|responses?|repl(?:y|ies)|answers?|calls?) "
+    r"|(?:events|responses|replies|answers) )?"
 )
 MODAL = (
     r"(?:must always |must |should always |should |shall |will |always |has to |have to "
@@ -413,6 +414,14 @@ def parse_condition(rule: Rule, cond: str) -> Parsed:
             raise Unparsed("a condition on several phrases", "use one quoted phrase per condition")
         kind = "marker-not-contains" if said["neg"] else "marker-contains"
         return Parsed([_marker(kind, column, values[0])], caveats=caveats)
+    graded = re.fullmatch(
+        r"(?:the )?(?P<d>[a-z][\w-]*) (?:dimension|check) (?:has )?"
+        r"(?P<r>passed|failed|passes|fails)",
+        cond,
+    )
+    if graded:
+        kind = "dimension-passed" if graded["r"].startswith("pass") else "dimension-failed"
+        return Parsed([{"kind": kind, "dimension": graded["d"]}])
     tagged = re.fullmatch(r"the (?:event|call|request|conversation) is tagged (?P<q>«\d+»)", cond)
     if tagged:
         return Parsed([{"kind": "cohort-tag-present", "tag": rule.literal(tagged["q"])}])
@@ -445,7 +454,7 @@ NEGATE = {
     "dimension-failed": "dimension-passed",
 }
 CLAUSES: tuple[tuple[str, str], ...] = (
-    ("if", r"(?:if|when|whenever|once|in case) (?P<cond>.+?), (?:then )?(?P<body>.+)"),
+    ("if", r"(?:if|when|whenever|once|in case|after) (?P<cond>.+?), (?:then )?(?P<body>.+)"),
     ("only-if", r"only (?P<body>.+?) (?P<rel>if|when|after) (?P<cond>.+)"),
     ("only-if", r"(?P<body>.+?) only (?P<rel>if|when|after) (?P<cond>.+)"),
     ("unless", r"(?P<body>.+?),? (?:unless|except when|except if) (?P<cond>.+)"),

@@ -52,6 +52,7 @@ LABELS = {
     "politeness": "JJJJJJN",
     "pii": "JJTTNNN",
     "limits": "TTTTTT",
+    "phrasings": "TTTTTTTTTTTTJTN",
 }
 CODE = {"T": "trace-enforceable", "J": "judge-required", "N": "not-enforceable"}
 
