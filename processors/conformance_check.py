@@ -237,10 +237,12 @@ def check_fixture(
         run_modes=list(run_modes),
     )
     counts = _count(store, sql, parameters)
-    failing = [r.event_id for r in _page(store, sql, parameters, 0, FAILING_SAMPLE, ["fail"])]
-    events = (
-        _page(store, sql, parameters, page_offset, page_size, page_verdicts) if page_size else []
-    )
+    failing: list[EventRow] = []
+    if counts["fail"]:
+        failing = _page(store, sql, parameters, 0, FAILING_SAMPLE, ["fail"])
+    events: list[EventRow] = []
+    if page_size and sum(counts.values()) > page_offset:
+        events = _page(store, sql, parameters, page_offset, page_size, page_verdicts)
     result = CheckResult(
         check_id=check_id or f"chk_{uuid.uuid4().hex}",
         fixture=fixture,
@@ -250,7 +252,7 @@ def check_fixture(
         checked_at=clock().astimezone(dt.UTC),
         run_modes=tuple(run_modes),
         counts=counts,
-        failing_event_ids=tuple(failing),
+        failing_event_ids=tuple(r.event_id for r in failing),
         events=tuple(events),
         page_offset=page_offset,
         page_size=page_size,
