@@ -124,7 +124,8 @@ def derive_command(surface_file: str, output: str | None, as_json: bool) -> None
 
 
 def _fixtures_from(document: Any, source: str, only: tuple[str, ...], take_all: bool) -> list[Any]:
-    """Fixtures from a fixture, {fixtures: [...]}, an approval request or derive output."""
+    """Fixtures from a fixture, a list or {fixtures: [...]}, an approval request or derive
+    output; ids must be unique."""
     if isinstance(document, dict) and "candidates" in document:
         found = [c["fixture"] for c in document["candidates"] if c.get("fixture")]
         if not only and not take_all:
@@ -133,11 +134,16 @@ def _fixtures_from(document: Any, source: str, only: tuple[str, ...], take_all: 
             )
     elif isinstance(document, dict) and "fixtures" in document:
         found = list(document["fixtures"])
+    elif isinstance(document, list):
+        found = document
     elif isinstance(document, dict) and "fixture" in document:
         found = [document["fixture"]]
     else:
         found = [document]
     fixtures = [_validate(Fixture, f, source) for f in found]
+    ids = [f.fixture_id for f in fixtures]
+    if len(set(ids)) != len(ids):
+        _fail_input([f"duplicate fixtureId in {source}"], source)
     if only:
         missing = set(only) - {f.fixture_id for f in fixtures}
         if missing:

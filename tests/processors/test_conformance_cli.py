@@ -122,3 +122,54 @@ def test_invalid_inputs(tmp_path: Path) -> None:
     result = invoke("check", "--fixture", str(tmp_path / "fx.yaml"), "--surface", "other",
                     *WINDOW, "--data-dir", str(tmp_path / "nowhere"), "--no-persist")  # fmt: skip
     assert result.exit_code == 3  # no store there
+
+
+@pytest.mark.e2e
+def test_nightly_check_while_serve_holds_the_store(tmp_path: Path) -> None:
+    """The collector runs; approvals, checks and suites reach its store through the admin
+    endpoint, over events sent with the official OTLP exporter."""
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from tests.holonograph.test_serve_cli import ServeProcess, holonograph
+    from tests.otel_emit import Evaluation, export_grpc, record_spans
+
+    data = tmp_path / "data"
+    serve = ServeProcess(data)
+    try:
+        spans = record_spans(
+            [
+                Evaluation("nightly", i, event_id=f"evt_n{i}", dims=[], extra={
+                    "holonograph.marker.user_message": "refund please",
+                    "holonograph.marker.tool_invocations": tools,
+                    "holonograph.fixture.id": "refund-request",
+                    "holonograph.latency_ms": 800.0 + i,
+                    "holonograph.cost.usd": 0.003,
+                })
+                for i, tools in enumerate([["refund_lookup"], ["refund_lookup"], ["refund_lookup"]])
+            ]
+        )  # fmt: skip
+        assert export_grpc(serve.grpc_endpoint, spans) is SpanExportResult.SUCCESS
+        store = ["--data-dir", str(data)]
+        window = ["--since", "2026-11-30T13:00:00Z", "--until", "2026-11-30T15:00:00Z"]
+        approved = holonograph("conformance", "approve", str(EXAMPLES / "approval.json"), *store)
+        assert approved.returncode == 0, approved.stderr
+        checked = holonograph("conformance", "check", "--surface", "classify-intent", *window,
+                              *store, "--json")  # fmt: skip
+        assert checked.returncode == 0, checked.stderr
+        (result,) = json.loads(checked.stdout)
+        assert result["verdict"] == "pass" and result["counts"]["pass"] == 3
+        persisted = holonograph(
+            "query",
+            *store,
+            "--json",
+            "SELECT verdict, count_pass FROM holonograph.conformance_results",
+        )
+        assert json.loads(persisted.stdout) == [{"verdict": "pass", "count_pass": 3}]
+        gate = holonograph("conformance", "suite", "run", str(EXAMPLES / "suite.yaml"), *window,
+                           *store)  # fmt: skip
+        # the example's polite-answer scenario allows requires-judge; cost mean 0.003 is
+        # under the 0.004 baseline; latency p95 802 ms under 1500 ms
+        assert gate.returncode == 0, gate.stdout + gate.stderr
+    finally:
+        code, stderr = serve.stop()
+    assert code == 0, stderr
