@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from processors.conformance_eval import explain
 from schemas.conformance import (
     Enforceability,
     Fixture,
@@ -558,12 +559,19 @@ class Candidate:
     fixture: Fixture | None
     caveats: tuple[str, ...] = ()
 
+    @property
+    def explanation(self) -> str | None:
+        if self.fixture is None:
+            return None
+        return explain(self.fixture.when or [], self.fixture.checks())
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "ruleId": self.rule_id,
             "rule": self.rule,
             "enforceability": self.enforceability,
             "pattern": self.pattern,
+            "explanation": self.explanation,
             "fixture": self.fixture.to_json() if self.fixture else None,
         }
         if self.caveats:

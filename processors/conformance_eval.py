@@ -62,6 +62,37 @@ def judge_dimension(assertion: JudgeAssertion, rule_id: str) -> str:
     return assertion.dimension or f"{JUDGE_DIMENSION_PREFIX}{rule_id}"
 
 
+def describe(a: Assertion) -> str:
+    """One assertion in words, for people reviewing a candidate fixture."""
+    if isinstance(a, MarkerAssertion):
+        where = a.column or "any marker"
+        verb = "contains" if a.kind == "marker-contains" else "does not contain"
+        case = " (exact case)" if a.case_sensitive else ""
+        return f'{where} {verb} "{a.value}"{case}'
+    if isinstance(a, ToolAssertion):
+        if a.kind == "tool-not-invoked":
+            return f"{a.tool} is not invoked"
+        return f"{a.tool} is invoked" + (f" before {a.before}" if a.before else "")
+    if isinstance(a, DimensionAssertion):
+        return f"dimension {a.dimension} {'passed' if a.kind == 'dimension-passed' else 'failed'}"
+    if isinstance(a, ScoreAssertion):
+        return f"{a.dimension} score >= {a.min:g}"
+    if isinstance(a, CohortTagAssertion):
+        return f'cohort tag "{a.tag}" is present'
+    if isinstance(a, LatencyAssertion):
+        return f"latency <= {a.max_ms:g} ms"
+    if isinstance(a, CostAssertion):
+        return f"cost <= ${a.max_usd:g}"
+    return f'a judge grades it against "{a.criterion}"'
+
+
+def explain(when: Sequence[Assertion], checks: Sequence[Assertion]) -> str:
+    body = " and ".join(describe(a) for a in checks)
+    if not when:
+        return f"on every event: {body}"
+    return f"when {' and '.join(describe(p) for p in when)}: {body}"
+
+
 # --- Python ----------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ baseline regressed.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import math
 import re
@@ -103,6 +104,12 @@ def find_secrets(value: Any, path: str = "$") -> list[str]:
 
 def validation_problems(err: ValidationError) -> list[str]:
     return [f"{'.'.join(str(p) for p in e['loc']) or '$'}: {e['msg']}" for e in err.errors()[:50]]
+
+
+def suite_digest(suite: Suite) -> str:
+    """sha256 of the normalized suite: which exact suite version produced a result."""
+    canonical = json.dumps(suite.to_json(), sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def load_suite(text: str, name: str = "suite") -> Suite:
@@ -449,6 +456,7 @@ class SuiteResult:
             "schema": SUITE_RESULT_SCHEMA,
             "suiteId": self.suite.suite_id,
             "revision": self.suite.revision,
+            "suiteDigest": suite_digest(self.suite),
             "status": "passed" if self.passed else "failed",
             "ranAt": self.ran_at,
             "source": self.source,

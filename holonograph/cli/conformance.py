@@ -115,6 +115,12 @@ def derive_command(surface_file: str, output: str | None, as_json: bool) -> None
         for c in result.candidates
     ]
     click.echo(format_table(["rule", "enforceability", "fixture", "text"], rows))
+    click.echo("")
+    for c in result.candidates:
+        if c.explanation:
+            click.echo(f"{c.rule_id}: {c.explanation}")
+        for caveat in c.caveats:
+            click.echo(f"  caveat: {caveat}")
     click.echo(f"\ncoverage: {result.coverage_line}")
     for repair in result.needs_repair:
         click.echo(f"needs repair {repair.rule_id}: {repair.why}\n  rephrase: {repair.rephrase}")

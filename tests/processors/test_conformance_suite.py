@@ -182,6 +182,7 @@ def test_passing_suite_exits_zero(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     assert out["schema"] == "harness-conformance-result/v1" and out["status"] == "passed"
+    assert out["suiteDigest"].startswith("sha256:") and len(out["suiteDigest"]) == 71
     (scn,) = out["scenarios"]
     assert scn["passRate"] == 1.0 and scn["trialsFound"] == 3
     assert scn["meanLatencyMs"] == 1001.0 and scn["p95LatencyMs"] == 1002.0
