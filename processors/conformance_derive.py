@@ -52,7 +52,8 @@ TOKEN_CLASSES: tuple[tuple[str, str, str | None], ...] = (
      "links without an http(s) scheme are not caught"),
 )  # fmt: skip
 STATE_WORDS = (
-    "database", "encrypt", "log ", "logs", "logged", "store ", "stored", "retain", "retention",
+    "database", "encrypt", "encrypted", "log", "logs", "logged", "store", "stored", "retain",
+    "retention",
     "delete", "audit", "authenticated", "logged in", "verified", "account", "subscription",
     "older than", "days", "hours", "weeks", "later", "afterwards", "after the conversation",
     "follow up", "follow-up", "ticket", "crm", "human agent", "supervisor", "premium", "balance",
@@ -361,9 +362,9 @@ def parse_body(rule: Rule, body: str, original: str) -> Parsed:
 
 def _unrecognised(clause: str, context: str = "") -> Unparsed:
     for word in STATE_WORDS:
-        if word.strip() in f"{clause} {context}":
+        if re.search(rf"(?<![\w]){re.escape(word)}(?![\w])", f"{clause} {context}"):
             return Unparsed(
-                f"refers to state that evaluation events do not record ({word.strip()!r})",
+                f"refers to state that evaluation events do not record ({word!r})",
                 'record it on the event (a marker or a cohort tag such as "tier=premium") and'
                 " refer to that, e.g. 'If the event is tagged \"tier=premium\", ...'",
                 state=True,
