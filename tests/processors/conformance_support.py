@@ -111,3 +111,26 @@ def event(
         cost_usd=cost,
         dimensions={k: DimensionView(*v) for k, v in (dims or {}).items()},
     )
+
+
+# Slot verdicts are driven by dimensions: a dimension-passed slot reads pass (True), fail
+# (False) or unevaluable (absent); a judge slot reads pass, fail or requires-judge.
+DIM_STATES = {"pass": (True, None), "fail": (False, None), "unevaluable": None}
+JUDGE_STATES = {"pass": (True, None), "fail": (False, None), "requires-judge": None}
+
+
+def guide_verdict(guard: tuple[str, ...], verdicts: tuple[str, ...]) -> str:
+    """The Guide's rules, spelled out: a failed guard is not-applicable; an undecided
+    guard leaves the event undecided; then fail, else pass if any passed, else a
+    pending judge, else unevaluable."""
+    if "fail" in guard:
+        return "not-applicable"
+    if any(v != "pass" for v in guard):
+        return "requires-judge" if "requires-judge" in guard else "unevaluable"
+    if "fail" in verdicts:
+        return "fail"
+    if "pass" in verdicts:
+        return "pass"
+    if "requires-judge" in verdicts:
+        return "requires-judge"
+    return "unevaluable"

@@ -16,7 +16,15 @@ from processors.conformance_check import FixtureNotFound, check_fixture, check_s
 from processors.conformance_eval import EventView, evaluate_event
 from schemas.conformance import VERDICT_ORDER, Fixture
 from schemas.store import Store
-from tests.processors.conformance_support import T0, event, insert_events, migrated_store
+from tests.processors.conformance_support import (
+    DIM_STATES,
+    JUDGE_STATES,
+    T0,
+    event,
+    guide_verdict,
+    insert_events,
+    migrated_store,
+)
 
 pytestmark = pytest.mark.clickhouse
 DAY = dt.timedelta(days=1)
@@ -180,29 +188,6 @@ def test_assertion_kind(
 
 
 # --- precedence ------------------------------------------------------------------------
-# Slot verdicts are driven by dimensions: a dimension-passed slot reads pass (True), fail
-# (False) or unevaluable (absent); a judge slot reads pass, fail or requires-judge.
-DIM_STATES = {"pass": (True, None), "fail": (False, None), "unevaluable": None}
-JUDGE_STATES = {"pass": (True, None), "fail": (False, None), "requires-judge": None}
-
-
-def guide_verdict(guard: tuple[str, ...], verdicts: tuple[str, ...]) -> str:
-    """The Guide's rules, spelled out: a failed guard is not-applicable; an undecided
-    guard leaves the event undecided; then fail, else pass if any passed, else a
-    pending judge, else unevaluable."""
-    if "fail" in guard:
-        return "not-applicable"
-    if any(v != "pass" for v in guard):
-        return "requires-judge" if "requires-judge" in guard else "unevaluable"
-    if "fail" in verdicts:
-        return "fail"
-    if "pass" in verdicts:
-        return "pass"
-    if "requires-judge" in verdicts:
-        return "requires-judge"
-    return "unevaluable"
-
-
 def test_precedence_table_exhaustive(shared_store: Store) -> None:
     surface = fresh_surface()
     fx = fixture(

@@ -4,6 +4,7 @@ the real receiver, then checked in the store; each verdict state, guards, preced
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from typing import Any
 
 import pytest
@@ -11,9 +12,10 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from processors.conformance_approve import approve
 from processors.conformance_check import check_fixture, check_surface
-from schemas.conformance import ApprovalRequest, Fixture
+from schemas.conformance import VERDICT_ORDER, ApprovalRequest, Fixture
 from tests.conftest import RunningReceiver
 from tests.otel_emit import BASE_NS, Dim, Evaluation, export_grpc, export_http, record_spans
+from tests.processors.conformance_support import DIM_STATES, JUDGE_STATES, guide_verdict
 
 pytestmark = [pytest.mark.e2e, pytest.mark.clickhouse]
 SURFACE = "classify-intent"
@@ -138,3 +140,45 @@ def test_nightly_check_persists_verdicts(ingested: RunningReceiver) -> None:
         " FROM holonograph.conformance_results FINAL ORDER BY fixture_id"
     ).rows
     assert rows == [("be-polite", "fail", 1, 1, 4), ("refund-requires-lookup", "fail", 1, 2, 0)]
+
+
+def test_precedence_table_exhaustive_through_the_receiver(receiver: RunningReceiver) -> None:
+    """All 3^5 combinations of guard and assertion slot states, sent as real spans whose
+    `holonograph.dimension` events drive each slot's verdict."""
+    slots = [("g1", DIM_STATES), ("gj", JUDGE_STATES), ("a1", DIM_STATES),
+             ("a2", DIM_STATES), ("aj", JUDGE_STATES)]  # fmt: skip
+    evaluations, expected = [], {}
+    for n, combo in enumerate(itertools.product(*(states for _, states in slots))):
+        dims = [
+            Dim(dim, passed=states[state][0])
+            for (dim, states), state in zip(slots, combo, strict=True)
+            if states[state] is not None
+        ]
+        event_id = f"evt_p{n:03d}"
+        evaluations.append(Evaluation(stream="precedence", seq=n, surface="precedence-surface",
+                                      event_id=event_id, dims=dims))  # fmt: skip
+        expected[event_id] = guide_verdict(combo[:2], combo[2:])
+    spans = record_spans(evaluations)
+    assert export_grpc(receiver.grpc_endpoint, spans[:120]) is SpanExportResult.SUCCESS
+    assert export_http(receiver.http_endpoint, spans[120:]) is SpanExportResult.SUCCESS
+    fixture = Fixture.model_validate(
+        {
+            "fixtureId": "precedence",
+            "ruleId": "precedence-01",
+            "description": "every slot of the precedence table",
+            "enforceability": "judge-required",
+            "appliesTo": {"surfaceId": "precedence-surface"},
+            "when": [{"kind": "dimension-passed", "dimension": "g1"},
+                     {"kind": "judge", "criterion": "guard", "dimension": "gj"}],
+            "assertions": [{"kind": "dimension-passed", "dimension": "a1"},
+                           {"kind": "dimension-passed", "dimension": "a2"},
+                           {"kind": "judge", "criterion": "graded", "dimension": "aj"}],
+        }
+    )  # fmt: skip
+    result = check_fixture(
+        receiver.store, fixture, since=SINCE, until=UNTIL, page_size=1000, persist=False
+    )
+    assert {e.event_id: e.verdict for e in result.events} == expected
+    assert {v: result.counts[v] for v in VERDICT_ORDER} == {
+        v: list(expected.values()).count(v) for v in VERDICT_ORDER
+    }
