@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from processors.conformance_eval import DimensionView, EventView, evaluate_event
 from schemas.conformance import (
+    MAX_TRIALS,
     SUITE_RESULT_SCHEMA,
     VERDICT_ORDER,
     Baseline,
@@ -139,6 +140,7 @@ class Trial:
     timestamp: dt.datetime
     surface_id: str
     fixture_id: str
+    run_mode: str = "test"
 
 
 def load_recorded_events(text: str, name: str = "events") -> list[Trial]:
@@ -152,7 +154,7 @@ def load_recorded_events(text: str, name: str = "events") -> list[Trial]:
             view = EventView(
                 e.event_id, ts, e.markers, e.cohort_tags, e.latency_ms, e.cost_usd, dims
             )
-            trials.append(Trial(view, ts, e.surface_id, e.fixture_id))
+            trials.append(Trial(view, ts, e.surface_id, e.fixture_id, e.run_mode))
     except ValidationError as err:
         raise SuiteError(validation_problems(err)) from None
     except ValueError as err:
@@ -200,6 +202,63 @@ class RecordedSource:
         return {"kind": "file", "path": self.path, "since": self.since, "until": self.until}
 
 
+def select_events(
+    store: Store,
+    surface_id: str,
+    since: dt.datetime,
+    until: dt.datetime,
+    *,
+    fixture_id: str | None = None,
+    cohort_tag: str | None = None,
+    run_modes: Sequence[str] = (),
+    limit: int = MAX_TRIALS,
+) -> list[Trial]:
+    """The most recent `limit` events of a surface in [since, until), oldest first."""
+    filters = [
+        "surface_id = {surface:String}",
+        "timestamp >= {since:DateTime64(6, 'UTC')}",
+        "timestamp < {until:DateTime64(6, 'UTC')}",
+    ]
+    if fixture_id is not None:
+        filters.append("fixture_id = {fixture_id:String}")
+    if cohort_tag is not None:
+        filters.append("has(cohort_tags, {cohort_tag:String})")
+    if run_modes:
+        filters.append("run_mode IN {run_modes:Array(String)}")
+    sql = f"""
+        SELECT e.event_id, e.timestamp, e.markers, e.cohort_tags, e.latency_ms, e.cost_usd,
+               e.fixture_id, e.run_mode, d.dims
+        FROM (
+            SELECT event_id, timestamp, markers, cohort_tags, latency_ms, cost_usd, fixture_id,
+                   run_mode
+            FROM holonograph.evaluation_events FINAL WHERE {" AND ".join(filters)}
+            ORDER BY timestamp DESC, event_id DESC LIMIT {{limit:UInt32}}
+        ) AS e
+        LEFT JOIN (
+            SELECT event_id, groupArray(tuple(dimension_id, passed, score, judge)) AS dims
+            FROM holonograph.evaluation_dimensions FINAL WHERE {" AND ".join(filters[:3])}
+            GROUP BY event_id
+        ) AS d ON e.event_id = d.event_id
+        ORDER BY e.timestamp, e.event_id"""
+    parameters = {
+        "surface": surface_id,
+        "since": since,
+        "until": until,
+        "fixture_id": fixture_id,
+        "cohort_tag": cohort_tag,
+        "run_modes": list(run_modes),
+        "limit": limit,
+    }
+    trials = []
+    for row in store.query(sql, parameters).rows:
+        event_id, ts, markers, tags, latency, cost, fixture, run_mode, dims = row
+        ts = ts.replace(tzinfo=dt.UTC) if ts.tzinfo is None else ts
+        views = {d[0]: DimensionView(d[1], d[2], d[3]) for d in dims}
+        view = EventView(event_id, ts, markers, tags, latency, cost, views)
+        trials.append(Trial(view, ts, surface_id, fixture, run_mode))
+    return trials
+
+
 @dataclass
 class StoreSource:
     """A window [since, until) of the store's events."""
@@ -210,49 +269,16 @@ class StoreSource:
     run_modes: Sequence[str] = ()
 
     def trials(self, scenario: Scenario) -> list[Trial]:
-        filters = [
-            "surface_id = {surface:String}",
-            "timestamp >= {since:DateTime64(6, 'UTC')}",
-            "timestamp < {until:DateTime64(6, 'UTC')}",
-        ]
-        if scenario.select.fixture_id is not None:
-            filters.append("fixture_id = {fixture_id:String}")
-        if scenario.select.cohort_tag is not None:
-            filters.append("has(cohort_tags, {cohort_tag:String})")
-        if self.run_modes:
-            filters.append("run_mode IN {run_modes:Array(String)}")
-        sql = f"""
-            SELECT e.event_id, e.timestamp, e.markers, e.cohort_tags, e.latency_ms, e.cost_usd,
-                   e.fixture_id, d.dims
-            FROM (
-                SELECT event_id, timestamp, markers, cohort_tags, latency_ms, cost_usd, fixture_id
-                FROM holonograph.evaluation_events FINAL WHERE {" AND ".join(filters)}
-                ORDER BY timestamp DESC, event_id DESC LIMIT {{limit:UInt32}}
-            ) AS e
-            LEFT JOIN (
-                SELECT event_id, groupArray(tuple(dimension_id, passed, score, judge)) AS dims
-                FROM holonograph.evaluation_dimensions FINAL WHERE {" AND ".join(filters[:3])}
-                GROUP BY event_id
-            ) AS d ON e.event_id = d.event_id
-            ORDER BY e.timestamp, e.event_id"""
-        parameters = {
-            "surface": scenario.surface_id,
-            "since": self.since,
-            "until": self.until,
-            "fixture_id": scenario.select.fixture_id,
-            "cohort_tag": scenario.select.cohort_tag,
-            "run_modes": list(self.run_modes),
-            "limit": scenario.repetitions,
-        }
-        trials = []
-        for event_id, ts, markers, tags, latency, cost, fixture_id, dims in self.store.query(
-            sql, parameters
-        ).rows:
-            ts = ts.replace(tzinfo=dt.UTC) if ts.tzinfo is None else ts
-            views = {d[0]: DimensionView(d[1], d[2], d[3]) for d in dims}
-            view = EventView(event_id, ts, markers, tags, latency, cost, views)
-            trials.append(Trial(view, ts, scenario.surface_id, fixture_id))
-        return trials
+        return select_events(
+            self.store,
+            scenario.surface_id,
+            self.since,
+            self.until,
+            fixture_id=scenario.select.fixture_id,
+            cohort_tag=scenario.select.cohort_tag,
+            run_modes=self.run_modes,
+            limit=scenario.repetitions,
+        )
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -261,6 +287,39 @@ class StoreSource:
             "until": self.until,
             "runModes": list(self.run_modes) or None,
         }
+
+
+def recorded_events(trials: Sequence[Trial], markers: Sequence[str] = ()) -> dict[str, Any]:
+    """A `holonograph-recorded-events/v1` document for the credential-free lane; with
+    `markers`, only those markers are kept (leave private text out of committed files).
+    Refuses (SuiteError) when the result holds secret-like text."""
+    events = []
+    for t in trials:
+        kept = {k: list(v) for k, v in t.view.markers.items() if not markers or k in markers}
+        dims = [
+            {"dimensionId": k, "passed": d.passed, "score": d.score, "judge": d.judge}
+            for k, d in t.view.dimensions.items()
+        ]
+        event = {
+            "eventId": t.view.event_id,
+            "surfaceId": t.surface_id,
+            "timestamp": t.timestamp.astimezone(dt.UTC).isoformat().replace("+00:00", "Z"),
+            "fixtureId": t.fixture_id,
+            "runMode": t.run_mode,
+            "markers": kept,
+            "cohortTags": list(t.view.cohort_tags),
+            "latencyMs": t.view.latency_ms,
+            "costUsd": t.view.cost_usd,
+            "dimensions": dims,
+        }
+        events.append(event)
+    document = RecordedEvents.model_validate(
+        {"schema": "holonograph-recorded-events/v1", "events": events}
+    ).to_json()
+    secrets = find_secrets(document)
+    if secrets:
+        raise SuiteError(secrets)
+    return document
 
 
 # --- running ----------------------------------------------------------------------------

@@ -254,6 +254,8 @@ class SurfaceInput(Model):
 
 # --- recorded events (the credential-free lane) -----------------------------------------
 
+MAX_RECORDED_EVENTS = 10_000
+
 
 class RecordedDimension(Model):
     dimension_id: Id
@@ -295,7 +297,7 @@ class RecordedEvent(Model):
 
 class RecordedEvents(Model):
     schema_: Literal["holonograph-recorded-events/v1"] = Field(alias="schema")
-    events: list[RecordedEvent] = Field(max_length=10000)
+    events: list[RecordedEvent] = Field(max_length=MAX_RECORDED_EVENTS)
 
     @model_validator(mode="after")
     def _unique(self) -> RecordedEvents:

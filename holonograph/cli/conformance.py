@@ -8,6 +8,7 @@ a suite failed/regressed, 2 invalid input, 3 store unavailable.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -43,10 +44,13 @@ from processors.conformance_suite import (
     load_recorded_events,
     load_suite,
     parse_document,
+    recorded_events,
     run_suite,
+    select_events,
     validation_problems,
 )
 from schemas.conformance import (
+    MAX_RECORDED_EVENTS,
     VERDICT_ORDER,
     ApprovalRequest,
     Fixture,
@@ -104,8 +108,6 @@ def derive_command(surface_file: str, output: str | None, as_json: bool) -> None
     surface = _validate(SurfaceInput, _document(surface_file), surface_file)
     result = derive(surface)
     if output:
-        import json
-
         Path(output).write_text(json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
     if as_json:
         emit_json(result.to_json())
@@ -477,6 +479,67 @@ def suite_run(
         _print_suite(result)
     if not result.passed:
         sys.exit(EXIT_FINDING)
+
+
+@suite_group.command("record")
+@click.option("--surface", "surfaces", multiple=True, required=True, help="Surface(s) to record.")
+@click.option("--since", type=RFC3339(), help="Window start, inclusive (default until - 24h).")
+@click.option("--until", type=RFC3339(), help="Window end, exclusive (default now).")
+@click.option("--fixture-id", help="Only events produced by this fixture (holonograph.fixture.id).")
+@click.option("--run-mode", "run_modes", multiple=True, type=RUN_MODES, help="Only these modes.")
+@click.option("--marker", "markers", multiple=True, help="Keep only these markers (default all).")
+@click.option(
+    "--limit",
+    default=500,
+    show_default=True,
+    type=click.IntRange(1, MAX_RECORDED_EVENTS),
+    help="Most recent events per surface.",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here, not stdout.")
+@click.option(
+    "--store", "store_url", envvar="HOLONOGRAPH_STORE", help="chdb:///path or http(s)://."
+)
+@click.option("--data-dir", envvar="HOLONOGRAPH_DATA_DIR", type=click.Path(file_okay=False))
+def suite_record(
+    surfaces: tuple[str, ...],
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    fixture_id: str | None,
+    run_modes: tuple[str, ...],
+    markers: tuple[str, ...],
+    limit: int,
+    output: str | None,
+    store_url: str | None,
+    data_dir: str | None,
+) -> None:
+    """Write a window of stored events as a recorded-events file for `suite run --events`
+    (refused when it would hold secret-like text)."""
+    try:
+        window = Window.resolve(since, until, lambda: dt.datetime.now(dt.UTC))
+    except ValueError as err:
+        raise click.UsageError(str(err)) from None
+    store = open_store_or_exit(store_url, data_dir, write=False)
+    try:
+        trials = [
+            t
+            for surface in surfaces
+            for t in select_events(store, surface, window.since, window.until,
+                                   fixture_id=fixture_id, run_modes=run_modes, limit=limit)
+        ]  # fmt: skip
+    finally:
+        store.close()
+    if len(trials) > MAX_RECORDED_EVENTS:
+        raise click.UsageError(f"{len(trials)} events exceed {MAX_RECORDED_EVENTS}: lower --limit")
+    try:
+        document = recorded_events(trials, markers)
+    except SuiteError as err:
+        _fail_input(err.problems, "the recorded events")
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    if output:
+        Path(output).write_text(text)
+        click.echo(f"{len(trials)} events written to {output}", err=True)
+    else:
+        click.echo(text, nl=False)
 
 
 def _print_suite(result: SuiteResult) -> None:

@@ -18,6 +18,7 @@ from processors.conformance_suite import SuiteError, load_suite
 from tests.processors.conformance_support import T0, event, insert_events, migrated_store
 
 SURFACE = "classify-intent"
+EXAMPLE_SUITE = Path(__file__).parents[2] / "docs" / "examples" / "conformance" / "suite.yaml"
 REFUND_FIXTURE = {
     "fixtureId": "refund-requires-lookup",
     "ruleId": "refund-01",
@@ -102,8 +103,7 @@ def scenario(i: int, repetitions: int = 1) -> dict[str, Any]:
 
 
 def test_example_suite_loads() -> None:
-    example = Path(__file__).parents[2] / "docs" / "examples" / "conformance" / "suite.yaml"
-    loaded = load_suite(example.read_text())
+    loaded = load_suite(EXAMPLE_SUITE.read_text())
     assert loaded.suite_id == "billing-triage-release" and len(loaded.scenarios) == 2
 
 
@@ -317,3 +317,45 @@ def test_suite_over_store_window(tmp_path: Path) -> None:
     wider = ["--since", T0.isoformat(), "--until", (T0 + dt.timedelta(hours=3)).isoformat()]
     result = run_cli(tmp_path, suite(), *store_opt, *wider)
     assert result.exit_code == 1 and "trial late failed" in result.output
+
+
+@pytest.mark.clickhouse
+def test_record_then_run_the_credential_free_lane(tmp_path: Path) -> None:
+    data = tmp_path / "store"
+    with migrated_store(data) as store:
+        events = [
+            event(f"e{i}", {"user_message": ["refund"], "tool_invocations": ["refund_lookup"],
+                            "response_text": ["private reply"]},
+                  at=i, latency=900.0, cost=0.002, dims={"judge:refund-request": (True, None, "j")})
+            for i in range(4)
+        ]  # fmt: skip
+        insert_events(store, events, surface_id=SURFACE, fixture_id="refund-request")
+        secret = event("leak", {"user_message": ["my key is sk-proj-" + "a1B2c3D4" * 4]}, at=30)
+        insert_events(store, [secret], surface_id="other-surface")
+    out = tmp_path / "recorded.json"
+    window = ["--since", T0.isoformat(), "--until", (T0 + dt.timedelta(hours=1)).isoformat()]
+    recorded_run = CliRunner().invoke(
+        cli,
+        ["conformance", "suite", "record", "--surface", SURFACE, *window, "--limit", "3",
+         "--marker", "user_message", "--marker", "tool_invocations", "-o", str(out),
+         "--data-dir", str(data)],
+    )  # fmt: skip
+    assert recorded_run.exit_code == 0, recorded_run.output
+    document = json.loads(out.read_text())
+    assert [e["eventId"] for e in document["events"]] == ["e1", "e2", "e3"]
+    assert all(
+        set(e["markers"]) == {"user_message", "tool_invocations"} for e in document["events"]
+    )
+    assert document["events"][0]["dimensions"] == [
+        {"dimensionId": "judge:refund-request", "passed": True, "judge": "j"}
+    ]
+    result = CliRunner().invoke(
+        cli, ["conformance", "suite", "run", str(EXAMPLE_SUITE), "--events", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    refused = CliRunner().invoke(
+        cli, ["conformance", "suite", "record", "--surface", "other-surface", *window,
+              "--data-dir", str(data)],
+    )  # fmt: skip
+    assert refused.exit_code == 2 and "secret-like text" in refused.output
+    assert "a1B2c3D4" not in refused.output
