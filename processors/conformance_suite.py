@@ -77,14 +77,16 @@ def parse_document(text: str, name: str = "document") -> Any:
     """JSON or YAML (safe subset, no aliases), size-bounded."""
     if len(text.encode()) > MAX_DOCUMENT_BYTES:
         raise SuiteError([f"{name} is larger than {MAX_DOCUMENT_BYTES} bytes"])
-    stripped = text.lstrip()
-    try:
-        if stripped.startswith(("{", "[")):
+    if text.lstrip().startswith(("{", "[")):
+        try:
             return json.loads(text)
+        except json.JSONDecodeError:
+            pass  # YAML flow style also starts with a brace
+    try:
         if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=yaml.SafeLoader)):
             raise SuiteError([f"{name}: YAML aliases are not allowed"])
         return yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
+    except yaml.YAMLError as err:
         raise SuiteError([f"{name} is neither valid JSON nor YAML: {err}"]) from None
 
 
@@ -144,7 +146,11 @@ class Trial:
 
 
 def load_recorded_events(text: str, name: str = "events") -> list[Trial]:
+    """Validate a recorded-events file; like a suite, it must hold no secret-like text."""
     document = parse_document(text, name)
+    secrets = find_secrets(document)
+    if secrets:
+        raise SuiteError(secrets)
     try:
         recorded = RecordedEvents.model_validate(document)
         trials = []

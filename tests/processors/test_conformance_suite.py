@@ -282,6 +282,19 @@ def test_invalid_inputs_exit_two(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "events.0.arguments" in result.output
 
 
+def test_secret_in_recorded_events_is_refused(tmp_path: Path) -> None:
+    markers = {"user_message": "token: Bearer " + "x" * 30, "tool_invocations": ["refund_lookup"]}
+    leaky = recorded(overrides={1: {"markers": markers}})
+    result = run_cli(tmp_path, suite(), events=leaky)
+    assert result.exit_code == 2
+    assert "$.events[1].markers.user_message: secret-like text (bearer token)" in result.output
+
+
+def test_yaml_flow_style_is_not_mistaken_for_json() -> None:
+    flow = "{schema: harness-conformance-suite/v1, suiteId: s, revision: 1, scenarios: []}"
+    assert "scenarios" in problems(flow)  # a validation error, not a parse error
+
+
 def test_validate_command(tmp_path: Path) -> None:
     path = tmp_path / "suite.json"
     path.write_text(json.dumps(suite()))
