@@ -272,11 +272,10 @@ def check_stored(store: Store, fixture_id: str, **options: Any) -> CheckResult:
 
 
 def check_surface(store: Store, surface_id: str, **options: Any) -> list[CheckResult]:
-    """Run every live fixture of a surface over the same window, under one check id."""
-    clock = options.pop("clock", utc_now)
+    """Run every live fixture of a surface over the same window (one clock reading),
+    under one check id; `options` are those of `check_fixture`."""
+    now = options.pop("clock", utc_now)()
     options.setdefault("check_id", f"chk_{uuid.uuid4().hex}")
-    now = clock()
-    options.setdefault("until", now)
     return [
         check_fixture(store, r.fixture, fixture_version=r.version, clock=lambda: now, **options)
         for r in live_fixtures(store, surface_id)
