@@ -160,8 +160,12 @@ def _fixtures_from(document: Any, source: str, only: tuple[str, ...], take_all: 
     return fixtures
 
 
-def _request_defaults(document: Any) -> dict[str, Any]:
+def _request_defaults(document: Any, source: str) -> dict[str, Any]:
+    """approverId/sourceSurfaceId/comment from an approval body (unknown keys refused)."""
     if isinstance(document, dict) and "fixture" in document:
+        unknown = set(document) - {"approverId", "sourceSurfaceId", "fixture", "comment"}
+        if unknown:
+            _fail_input([f"{k}: Extra inputs are not permitted" for k in sorted(unknown)], source)
         return {
             k: document[k] for k in ("approverId", "sourceSurfaceId", "comment") if k in document
         }
@@ -194,7 +198,7 @@ def _decide(
 ) -> None:
     document = _document(fixture_file)
     fixtures = _fixtures_from(document, fixture_file, only, take_all)
-    defaults = _request_defaults(document)
+    defaults = _request_defaults(document, fixture_file)
     approver = approver or defaults.get("approverId")
     comment = comment or defaults.get("comment")
     if not approver:

@@ -114,6 +114,11 @@ def test_approve_reject_list_and_inline_check(tmp_path: Path, data_dir: Path) ->
 
 
 def test_invalid_inputs(tmp_path: Path) -> None:
+    typo = json.loads((EXAMPLES / "approval.json").read_text())
+    typo["aproverId"] = typo.pop("approverId")
+    (tmp_path / "typo.json").write_text(json.dumps(typo))
+    result = invoke("approve", str(tmp_path / "typo.json"), "--data-dir", str(tmp_path / "d"))
+    assert result.exit_code == 2 and "aproverId: Extra inputs are not permitted" in result.output
     bad = tmp_path / "surface.yaml"
     bad.write_text("surfaceId: s\nrules: [Be polite.]\nprompt: do anything\n")
     result = invoke("derive", str(bad))
