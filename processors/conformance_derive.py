@@ -77,7 +77,7 @@ TOOL_VERBS = r"(?:invoke|invoking|call|calling|use|using|run|running|trigger|tri
 SAY_VERBS = (
     r"(?:say|mention|include|quote|output|reveal|share|disclose|write|give|provide|state|"
     r"promise|offer|use|repeat|expose|print|return|respond with|reply with|end with|start with|"
-    r"begin with|contain)"
+    r"begin with|contain|tell (?:the )?(?:users?|customers?))"
 )
 RESPONDING = r"(?: before (?:responding|answering|replying)| first| before anything else)?"
 USER_VERBS = (
@@ -85,7 +85,7 @@ USER_VERBS = (
     r"enquires about|is asking for|is asking about|types|uses the word|brings up|talks about)"
 )
 DETERMINERS = {"a", "an", "the", "their", "his", "her", "my", "our", "your", "any", "some"}
-USER_SUBJECT = r"(?:the )?(?:user|customer|caller|client|requester)"
+USER_SUBJECT = r"(?:the |a |an |any )?(?:user|customer|caller|client|requester)"
 
 
 class Unparsed(Exception):
@@ -207,6 +207,12 @@ def _tool_list(rule: Rule, phrase: str) -> tuple[list[str], str]:
 
 
 def _tool_body(rule: Rule, body: str, negated: bool) -> Parsed | None:
+    without = re.fullmatch(
+        rf"{TOOL_VERBS} (?P<tool>⟨\d+⟩) without (?:{TOOL_VERBS} )?(?P<other>⟨\d+⟩)(?: first)?",
+        body,
+    )
+    if without and negated:  # "never call A without calling B first" = "never A before B"
+        return _ordering(rule.tool(without["tool"]), "before", rule.tool(without["other"]), True)
     match = re.fullmatch(
         rf"{TOOL_VERBS} (?P<tools>.+?)"
         rf"(?: (?P<rel>before|after) (?:{TOOL_VERBS} )?(?P<other>⟨\d+⟩))?{RESPONDING}",
@@ -299,6 +305,27 @@ def _limit_body(body: str) -> Parsed | None:
     return None
 
 
+def _exceed_body(body: str) -> Parsed | None:
+    """'never exceed 2 seconds (of latency)' / 'do not exceed $0.05 per call'."""
+    latency = re.fullmatch(
+        r"(?:exceed|take (?:more|longer) than) (?P<n>[\d.,]+) ?"
+        r"(?P<unit>ms|milliseconds?|s|secs?|seconds?)(?: of latency| to (?:respond|answer|reply))?",
+        body,
+    )
+    if latency:
+        n = _number(latency["n"])
+        factor = 1000 if latency["unit"].startswith("s") else 1
+        return Parsed([{"kind": "latency-at-most", "maxMs": n * factor}])
+    cost = re.fullmatch(
+        r"(?:exceed|cost more than|spend more than) \$(?P<n>[\d.,]+)"
+        r"(?: per (?:call|response|request|reply))?(?: in cost)?",
+        body,
+    )
+    if cost:
+        return Parsed([{"kind": "cost-at-most", "maxUsd": _number(cost["n"])}])
+    return None
+
+
 def _dimension_body(rule: Rule, body: str) -> Parsed | None:
     passed = re.fullmatch(
         r"(?:pass (?:the )?(?P<a>[a-z][\w-]*) (?:check|dimension|evaluation|grade)"
@@ -344,15 +371,32 @@ def _tone_body(body: str) -> bool:
     )
 
 
+PASSIVE = re.compile(
+    r"(?P<t>⟨\d+⟩) (?P<modal>must|should|has to|needs to|is to) (?P<neg>not |never )?(?:always )?"
+    r"be (?:called|invoked|used|run)(?P<rest>(?: before| after| first).*)?"
+)
+
+
+def _active(body: str) -> str:
+    """'T must be called before U' -> 'call T before U' (the grammar's active voice)."""
+    match = PASSIVE.fullmatch(body)
+    if not match:
+        return body
+    return f"{'never ' if match['neg'] else ''}call {match['t']}{match['rest'] or ''}"
+
+
 def parse_body(rule: Rule, body: str, original: str) -> Parsed:
     """An action clause ("invoke X before responding", "never say ...")."""
-    body = re.sub(rf"^(?:please |then )?{SUBJECT}", "", body.strip())
+    body = re.sub(r"^before (?:responding|answering|replying),? ", "", body.strip())
+    body = _active(re.sub(rf"^(?:please |then )?{SUBJECT}", "", body))
     negated = bool(re.match(rf"{NEGATION} ", body))
     body = re.sub(rf"^{NEGATION} ", "", body) if negated else re.sub(rf"^{MODAL}", "", body)
     body = re.sub(r"^(?:ever |always )", "", body)
     parsed = _tool_body(rule, body, negated) or _content_body(rule, body, negated, original)
     if parsed is None and not negated:
         parsed = _limit_body(body) or _dimension_body(rule, body)
+    if parsed is None and negated:
+        parsed = _exceed_body(body)
     if parsed is not None:
         return parsed
     if _tone_body(body) or (negated and _tone_body("be " + re.sub(r"^be ", "", body))):

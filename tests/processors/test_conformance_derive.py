@@ -52,7 +52,7 @@ LABELS = {
     "politeness": "JJJJJJN",
     "pii": "JJTTNNN",
     "limits": "TTTTTT",
-    "phrasings": "TTTTTTTTTTTTJTN",
+    "phrasings": "TTTTTTTTTTTTJTNTTTTTTTTNN",
 }
 CODE = {"T": "trace-enforceable", "J": "judge-required", "N": "not-enforceable"}
 
