@@ -115,6 +115,7 @@ class CheckResult:
             "checkId": self.check_id,
             "fixtureId": self.fixture.fixture_id,
             "fixtureVersion": self.fixture_version or None,
+            "fixtureDigest": fixture_digest(self.fixture),
             "ruleId": self.fixture.rule_id,
             "surfaceId": self.surface_id,
             "enforceability": self.fixture.enforceability,
@@ -327,3 +328,60 @@ def persist_result(store: Store, result: CheckResult) -> None:
         list(result.failing_event_ids),
     ]
     store.insert(RESULTS_TABLE, [row], RESULT_COLUMNS)
+
+
+def list_results(
+    store: Store,
+    *,
+    surface_id: str | None = None,
+    fixture_id: str | None = None,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    limit: int = 100,
+) -> list[dict[str, Any]]:
+    """Persisted check results, newest first: conformance over time for one surface or
+    fixture (checked_at in [since, until))."""
+    filters: list[str] = ["1"]
+    parameters: dict[str, Any] = {"limit": limit}
+    for column, name, value, type_name in (
+        ("surface_id", "surface", surface_id, "String"),
+        ("fixture_id", "fixture", fixture_id, "String"),
+    ):
+        if value is not None:
+            filters.append(f"{column} = {{{name}:{type_name}}}")
+            parameters[name] = value
+    if since is not None:
+        filters.append("checked_at >= {since:DateTime64(3, 'UTC')}")
+        parameters["since"] = since
+    if until is not None:
+        filters.append("checked_at < {until:DateTime64(3, 'UTC')}")
+        parameters["until"] = until
+    rows = store.query(
+        f"SELECT {', '.join(RESULT_COLUMNS)} FROM {RESULTS_TABLE} FINAL"
+        f" WHERE {' AND '.join(filters)} ORDER BY checked_at DESC, fixture_id"
+        " LIMIT {limit:UInt32}",
+        parameters,
+    ).dicts()
+    return [_result_json(row) for row in rows]
+
+
+def _result_json(row: dict[str, Any]) -> dict[str, Any]:
+    utc = {k: v.replace(tzinfo=dt.UTC) for k, v in row.items() if isinstance(v, dt.datetime)}
+    row = {**row, **utc}
+    return {
+        "checkId": row["check_id"],
+        "fixtureId": row["fixture_id"],
+        "fixtureVersion": row["fixture_version"] or None,
+        "fixtureDigest": row["fixture_digest"],
+        "ruleId": row["rule_id"],
+        "surfaceId": row["surface_id"],
+        "enforceability": row["enforceability"],
+        "verdict": row["verdict"],
+        "eventsChecked": row["events_checked"],
+        "counts": {v: row[f"count_{v.replace('-', '_')}"] for v in VERDICT_ORDER},
+        "evaluableShare": row["evaluable_share"],
+        "window": {"since": row["window_start"], "until": row["window_end"]},
+        "runModes": row["run_modes"] or None,
+        "checkedAt": row["checked_at"],
+        "failingEventIds": row["failing_event_ids"],
+    }

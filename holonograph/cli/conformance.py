@@ -34,6 +34,7 @@ from processors.conformance_check import (
     check_fixture,
     check_stored,
     check_surface,
+    list_results,
 )
 from processors.conformance_derive import derive
 from processors.conformance_suite import (
@@ -405,6 +406,44 @@ def _print_check(results: list[CheckResult], surface: str | None) -> None:
                     ],
                 )
             )
+
+
+@conformance.command("results")
+@click.option("--surface", help="Only this surface.")
+@click.option("--fixture-id", help="Only this fixture.")
+@click.option("--since", type=RFC3339(), help="Checked at or after (inclusive).")
+@click.option("--until", type=RFC3339(), help="Checked before (exclusive).")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@store_options
+def results_command(
+    surface: str | None,
+    fixture_id: str | None,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    limit: int,
+    store_url: str | None,
+    data_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Persisted check results, newest first: conformance over time."""
+    store = open_store_or_exit(store_url, data_dir, write=False)
+    try:
+        rows = list_results(
+            store, surface_id=surface, fixture_id=fixture_id, since=since, until=until, limit=limit
+        )
+    finally:
+        store.close()
+    if as_json:
+        emit_json(rows)
+        return
+    columns = ["checked", "fixture", "version", "verdict", "events", *VERDICT_ORDER, "evaluable"]
+    table = [
+        [r["checkedAt"], r["fixtureId"], r["fixtureVersion"] or "inline", r["verdict"],
+         r["eventsChecked"], *r["counts"].values(),
+         "-" if r["evaluableShare"] is None else f"{r['evaluableShare']:.0%}"]
+        for r in rows
+    ]  # fmt: skip
+    click.echo(format_table(columns, table))
 
 
 # --- suites -----------------------------------------------------------------------------

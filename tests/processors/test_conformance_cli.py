@@ -78,6 +78,15 @@ def test_three_rules_to_nightly_check(tmp_path: Path, data_dir: Path) -> None:
         ("fx-classify-intent-r02", 1, "fail"),
         ("fx-classify-intent-r03", 1, "requires-judge"),
     ]
+    history = invoke("results", "--surface", "classify-intent", *store, "--json")
+    assert history.exit_code == 0, history.output
+    listed = json.loads(history.output)
+    assert sorted(r["fixtureId"] for r in listed) == sorted(results)
+    assert {r["checkId"] for r in listed} == {r["checkId"] for r in results.values()}
+    refund = next(r for r in listed if r["fixtureId"] == "fx-billing-triage-refund-flow-01")
+    assert refund["counts"] == results["fx-billing-triage-refund-flow-01"]["counts"]
+    assert refund["fixtureDigest"] == results["fx-billing-triage-refund-flow-01"]["fixtureDigest"]
+    assert "fail" in invoke("results", "--fixture-id", "fx-classify-intent-r02", *store).output
 
 
 def test_approve_reject_list_and_inline_check(tmp_path: Path, data_dir: Path) -> None:
