@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -466,3 +468,27 @@ def test_sql_and_python_agree(
         for i, e in enumerate(events)
     ]
     run(shared_store, fx, events)  # asserts agreement
+
+
+def test_every_derived_golden_fixture_runs_in_the_store(shared_store: Store) -> None:
+    """Each candidate fixture of the derive corpus compiles to SQL and agrees with Python."""
+    corpus = Path(__file__).parents[1] / "testdata" / "conformance" / "derive"
+    events = [
+        event("d1", {"user_message": ["a refund please"], "response_text": ["$40, guaranteed"],
+                     TOOLS: ["refund_lookup", "issue_refund"]}, latency=900.0, cost=0.01,
+              dims={"correctness": (False, 0.5)}),
+        event("d2", {"user_message": ["hello"], "response_text": ["Hi"], TOOLS: []},
+              tags=["vip", "lens=v2"], dims={"tone": (None, 0.9)}),
+        event("d3", {"response_text": ["see https://x"]}, at=3),
+    ]  # fmt: skip
+    ran = 0
+    for expected in sorted(corpus.glob("*/expected.json")):
+        for candidate in json.loads(expected.read_text())["candidates"]:
+            if candidate["fixture"] is None:
+                continue
+            fx = Fixture.model_validate(
+                {**candidate["fixture"], "appliesTo": {"surfaceId": fresh_surface()}}
+            )
+            run(shared_store, fx, events)
+            ran += 1
+    assert ran >= 50
