@@ -118,23 +118,20 @@ def _hex_ids_to_base64(obj: dict[str, Any], *names: tuple[str, ...] | tuple[str]
                 raise DecodeError(f"{key} {value!r} is not valid hex") from None
 
 
+_SCALAR_KINDS = frozenset(
+    {"string_value", "int_value", "bool_value", "double_value", "bytes_value"}
+)
+
+
 def any_value(value: PB2AnyValue) -> Any:
     """AnyValue -> str | bool | int | float | bytes | list | dict | None."""
     kind = value.WhichOneof("value")
-    if kind == "string_value":
-        return value.string_value
-    if kind == "int_value":
-        return value.int_value
-    if kind == "bool_value":
-        return value.bool_value
-    if kind == "double_value":
-        return value.double_value
+    if kind in _SCALAR_KINDS:
+        return getattr(value, kind)
     if kind == "array_value":
         return [any_value(v) for v in value.array_value.values]
     if kind == "kvlist_value":
         return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
-    if kind == "bytes_value":
-        return value.bytes_value
     return None
 
 
