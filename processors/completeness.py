@@ -394,16 +394,25 @@ def read_report(
     by_status: dict[str, int] = {}
     for stream in streams:
         by_status[stream.status] = by_status.get(stream.status, 0) + 1
+    in_range: dict[str, int] | None = None
+    if selection.since is not None or selection.until is not None:
+        # gaps counted in the selected buckets: "lost yesterday", not over the stream's life
+        in_range = {s.stream: 0 for s in streams}
+        for w in windows:
+            if w.scope == "stream" and w.stream in in_range:
+                in_range[w.stream] += w.missing
     totals = CompletenessTotals(
         streams=len(streams),
         by_status=by_status,
         expected=sum(s.expected for s in streams),
         delivered=sum(s.delivered for s in streams),
         missing=sum(s.missing for s in streams),
+        missing_in_range=None if in_range is None else sum(in_range.values()),
         duplicates=sum(s.duplicates for s in streams),
         biased_windows=sum(1 for w in windows if w.bias_flag),
     )
     return CompletenessReport(
+        missing_in_range=in_range,
         as_of=_aware(now),
         since=selection.since,
         until=selection.until,

@@ -106,12 +106,15 @@ class CompletenessTotals(_Model):
     expected: int
     delivered: int
     missing: int
+    missing_in_range: int | None
     duplicates: int
     biased_windows: int
 
 
 class CompletenessReport(_Model):
-    """The whole answer for one selection: streams (lossy and dead first) and windows."""
+    """The whole answer for one selection: streams (lossy and dead first) and windows.
+    With a time range, `missing_in_range` gives each stream's gaps counted in the
+    selected buckets (stream totals cover the stream's whole life)."""
 
     as_of: dt.datetime
     since: dt.datetime | None
@@ -120,6 +123,7 @@ class CompletenessReport(_Model):
     totals: CompletenessTotals
     streams: list[StreamAccounting]
     windows: list[CompletenessWindow]
+    missing_in_range: dict[str, int] | None = None
 
 
 class RefreshSummary(_Model):

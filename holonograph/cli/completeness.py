@@ -27,6 +27,7 @@ from processors.completeness import (
     read_report,
     recompute_completeness,
 )
+from schemas import jsoncodec
 from schemas.completeness import (
     BUCKETS,
     Bucket,
@@ -64,6 +65,12 @@ def _stream_row(s: StreamAccounting) -> list[object]:
     ]
 
 
+def _range_text(report: CompletenessReport) -> str:
+    since = jsoncodec.plain(report.since) if report.since else "the beginning"
+    until = jsoncodec.plain(report.until) if report.until else "now"
+    return f"[{since}, {until})"
+
+
 def render_text(report: CompletenessReport, limit: int) -> str:
     t = report.totals
     states = ", ".join(f"{n} {state}" for state, n in sorted(t.by_status.items()))
@@ -72,6 +79,8 @@ def render_text(report: CompletenessReport, limit: int) -> str:
         f"delivered {t.delivered}, missing {t.missing}, duplicates {t.duplicates}",
         "",
     ]
+    if t.missing_in_range is not None:
+        lines.insert(1, f"missing in {_range_text(report)}: {t.missing_in_range}")
     shown = report.streams[:limit] if limit else report.streams
     columns = [
         "stream",
@@ -85,7 +94,12 @@ def render_text(report: CompletenessReport, limit: int) -> str:
         "lost after client",
         "missing seqs",
     ]
-    lines.append(format_table(columns, [_stream_row(s) for s in shown]))
+    rows = [_stream_row(s) for s in shown]
+    if report.missing_in_range is not None:
+        columns.insert(5, "in range")
+        for row, s in zip(rows, shown, strict=True):
+            row.insert(5, report.missing_in_range.get(s.stream, 0))
+    lines.append(format_table(columns, rows))
     if len(shown) < len(report.streams):
         lines.append(f"... {len(report.streams) - len(shown)} more (--limit 0 or --json)")
     biased = [w for w in report.windows if w.scope == "surface" and w.bias_flag]

@@ -154,6 +154,25 @@ def test_clean_selection_exits_zero_and_refresh_writes_tables(data_dir: Path) ->
     assert got == [("clean", "closed-complete"), ("crashed", "dead"), ("lossy", "closed-lossy")]
 
 
+def test_time_range_counts_the_gaps_in_range(data_dir: Path) -> None:
+    result = run(data_dir, "--since", "2026-07-01T10:00:00Z", "--until", "2026-07-01T11:00:00Z")
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("1 stream(s) (1 closed-lossy): expected 8, delivered 5, missing 3")
+    assert lines[1] == "missing in [2026-07-01T10:00:00Z, 2026-07-01T11:00:00Z): 1"
+    header, _, lossy = lines[3:6]
+    assert header.split()[:7] == [
+        "stream",
+        "status",
+        "expected",
+        "delivered",
+        "missing",
+        "in",
+        "range",
+    ]
+    assert lossy.split()[:6] == ["lossy", "closed-lossy", "8", "5", "3", "1"]
+
+
 def test_time_range_and_usage_errors(data_dir: Path) -> None:
     empty = run(data_dir, "--since", "2026-07-02T00:00:00Z")
     assert empty.exit_code == 0 and "no emission streams" in empty.output

@@ -592,6 +592,8 @@ def test_selection_filters_streams_and_windows(holder: StoreHolder) -> None:
     assert ("stream", "yesterday", 10) in biased and ("surface", "classify-intent", 10) in biased
     assert all(since <= w.bucket_start < until for w in report.windows)
     assert report.totals.missing == 1 and report.totals.biased_windows == 2
+    assert report.missing_in_range == {"yesterday": 1} and report.totals.missing_in_range == 1
+    assert job.read_report(store, day2).missing_in_range is None
 
     only = job.account_streams(store, day2, job.Selection(surface="route"))
     assert [s.stream for s in only] == ["today"]
