@@ -723,3 +723,42 @@ def refresh_stream_status(
         return recompute_completeness(store, now, config)
     since = min(_aware(last), _aware(now)) - config.lookback
     return refresh_completeness(store, now, since, config)
+
+
+# ---------------------------------------------------------------- stored reads
+
+
+def stored_streams(store: Store, stream: str | None = None) -> list[StreamAccounting]:
+    """`stream_status` as last refreshed (lossy and dead first)."""
+    sql = "SELECT * FROM holonograph.stream_status FINAL"
+    params: dict[str, Any] = {}
+    if stream is not None:
+        sql += " WHERE emission_stream = {stream:String}"
+        params["stream"] = stream
+    rows = store.query(sql, params).dicts()
+    return sorted((_stream_from_row(row) for row in rows), key=_stream_rank)
+
+
+def stored_windows(
+    store: Store,
+    bucket: Bucket,
+    scope: str | None = None,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+) -> list[CompletenessWindow]:
+    """`completeness_windows` as last refreshed, for later jobs that weigh their
+    samples: rows with `offered = 0` (zeroed or empty) are left out."""
+    rows = store.query(
+        "SELECT * FROM holonograph.completeness_windows FINAL"
+        " WHERE bucket = {bucket:String} AND offered > 0"
+        " AND ({scope:String} = '' OR scope = {scope:String})"
+        " AND bucket_start >= {since:DateTime('UTC')} AND bucket_start < {until:DateTime('UTC')}"
+        " ORDER BY scope, surface_id, emission_stream, bucket_start",
+        {
+            "bucket": bucket,
+            "scope": scope or "",
+            "since": _naive(floor_to_bucket(since, bucket) if since else _EPOCH),
+            "until": _naive(until or _FAR_FUTURE),
+        },
+    ).dicts()
+    return [_window_from_row(row) for row in rows]

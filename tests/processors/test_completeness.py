@@ -341,16 +341,8 @@ def scenario_now(scenario: Scenario) -> dt.datetime:
 
 
 def read_tables(store: Store, bucket: str) -> tuple[dict[str, dict[str, Any]], list[Any]]:
-    streams = store.query("SELECT * FROM holonograph.stream_status FINAL").dicts()
-    windows = store.query(
-        "SELECT * FROM holonograph.completeness_windows FINAL WHERE bucket = {b:String}",
-        {"b": bucket},
-    ).dicts()
-    accs = {row["emission_stream"]: job._stream_from_row(row) for row in streams}
-    return (
-        {k: actual_stream(v) for k, v in accs.items()},
-        [job._window_from_row(row) for row in windows],
-    )
+    streams = {a.stream: actual_stream(a) for a in job.stored_streams(store)}
+    return streams, job.stored_windows(store, bucket)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- properties
@@ -594,6 +586,11 @@ def test_selection_filters_streams_and_windows(holder: StoreHolder) -> None:
     assert report.totals.missing == 1 and report.totals.biased_windows == 2
     assert report.missing_in_range == {"yesterday": 1} and report.totals.missing_in_range == 1
     assert job.read_report(store, day2).missing_in_range is None
+
+    job.recompute_completeness(store, day2)
+    stored = job.stored_windows(store, "hour", scope="surface", since=since, until=until)
+    assert stored == [w for w in report.windows if w.scope == "surface"]
+    assert [s.stream for s in job.stored_streams(store, "today")] == ["today"]
 
     only = job.account_streams(store, day2, job.Selection(surface="route"))
     assert [s.stream for s in only] == ["today"]
