@@ -616,6 +616,13 @@ def _shard_clauses(store: Store, config: CompletenessConfig) -> list[tuple[str, 
     return clauses
 
 
+def _next_version(store: Store) -> int:
+    """Wall-clock nanoseconds, but always above the last refresh's versions (it used
+    `version` and `version + 1`), so a clock step back cannot let old rows win."""
+    last = store.query("SELECT max(version) FROM holonograph.completeness_refreshes").scalar()
+    return max(time.time_ns(), int(last or 0) + 2)
+
+
 def _refresh(
     store: Store,
     now: dt.datetime,
@@ -624,7 +631,7 @@ def _refresh(
     config: CompletenessConfig,
 ) -> RefreshSummary:
     started = time.perf_counter()
-    version = time.time_ns()
+    version = _next_version(store)
     where, params = selection.where()
     params.update(_job_params(now, version, config), buckets=list(config.materialized_buckets))
     steps: dict[str, float] = {}
