@@ -38,6 +38,7 @@ from schemas.topics import Topics
 log = logging.getLogger(__name__)
 
 Monotonic = Callable[[], float]
+STOP_LATENCY_SECONDS = 0.25
 
 
 class Sink:
@@ -100,6 +101,8 @@ class Sink:
                 for messages in fetched.values():
                     for message in messages:
                         await self._take(message)
+                        if self._batch.rows >= self._batch_rows:  # bound memory mid-fetch
+                            await self._flush_until_done(stop)
                 await self._observe_lag()
         except SinkHalted:
             with contextlib.suppress(Exception):
@@ -120,10 +123,11 @@ class Sink:
         return self._batch.rows >= self._batch_rows or age >= self._batch_seconds
 
     def _wait_ms(self) -> int:
-        if not self._batch:
-            return int(self._batch_seconds * 1000)
-        left = self._batch_seconds - (self._monotonic() - self._batch.opened_at)
-        return max(1, int(left * 1000))
+        """Until the batch is due, but never long: a stop request is seen within it."""
+        left = self._batch_seconds
+        if self._batch:
+            left -= self._monotonic() - self._batch.opened_at
+        return max(1, int(min(left, STOP_LATENCY_SECONDS) * 1000))
 
     async def _take(self, message: ConsumerRecord[Any, Any]) -> None:
         """Decode one message into the batch. Only the records topic feeds the brake:
