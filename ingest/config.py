@@ -140,6 +140,7 @@ class SinkConfig(KafkaSettings):
     sink_invalid_ratio_min_records: int = Field(100, gt=0)
     sink_max_invalid_run: int = Field(100, gt=0)
     sink_session_timeout_ms: int = Field(10_000, gt=0)
+    status_refresh_seconds: float = Field(60.0, gt=0)
 
     @model_validator(mode="after")
     def _needs_kafka(self) -> SinkConfig:

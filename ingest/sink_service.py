@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
@@ -24,6 +24,7 @@ from ingest.handoff import Clock, utc_now
 from ingest.kafka_metrics import SinkMetrics
 from ingest.kafka_topics import ensure_topics
 from ingest.metrics import PipelineMetrics
+from ingest.service import Periodic
 from ingest.sink import Monotonic, Sink
 from ingest.sink_dlq import KafkaDeadLetters, PoisonBrake, SinkHalted
 from ingest.store import ClickHouseStore, chdb_path, is_embedded
@@ -40,6 +41,7 @@ class SinkService:
     write_store: Store | None = None
     clock: Clock = utc_now
     monotonic: Monotonic = time.monotonic
+    periodic: list[Periodic] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.metrics = PipelineMetrics()
@@ -51,6 +53,7 @@ class SinkService:
         self._admin: AdminEndpoint | None = None
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._jobs: list[asyncio.Task[None]] = []
 
     async def start(self) -> int:
         """Migrate, open the admin endpoint, start consuming; returns the admin port."""
@@ -64,7 +67,18 @@ class SinkService:
         if is_embedded(self.store.url):
             self._admin.publish(chdb_path(self.store.url))
         self._task = asyncio.create_task(self._run(), name="sink")
+        self._jobs = [asyncio.create_task(self._every(j), name=j.name) for j in self.periodic]
         return self.admin_port
+
+    async def _every(self, job: Periodic) -> None:
+        """Jobs over the store this process owns (e.g. stream status), as `serve` runs
+        them on the embedded path."""
+        while True:
+            try:
+                await asyncio.to_thread(job.run, self.store, self.clock())
+            except Exception:  # a failing job is logged and retried next period
+                log.exception("periodic job %s failed", job.name)
+            await asyncio.sleep(job.every_seconds)
 
     async def wait(self) -> None:
         """Until the loop ends: after `stop()`, or raising `SinkHalted` when the brake trips."""
@@ -88,6 +102,12 @@ class SinkService:
         await self._close_admin()
 
     async def _close_admin(self) -> None:
+        for job in self._jobs:
+            job.cancel()
+        for job in self._jobs:
+            with contextlib.suppress(asyncio.CancelledError):
+                await job
+        self._jobs = []
         if self._admin is not None:
             await self._admin.stop()
             self._admin = None

@@ -12,7 +12,8 @@ import click
 from pydantic import ValidationError
 
 from holonograph.cli.options import EXIT_FINDING, EXIT_UNAVAILABLE, EXIT_USAGE
-from ingest.config import SinkConfig
+from holonograph.jobs import periodic_jobs
+from ingest.config import ServeConfig, SinkConfig
 from ingest.sink_dlq import SinkHalted
 from ingest.sink_service import SinkService
 from ingest.store import StoreURLError, is_embedded, open_store
@@ -100,8 +101,12 @@ def sink_command(verbose: bool, **flags: Any) -> None:
     except Exception as err:
         click.echo(f"error: cannot open store {url}: {err}", err=True)
         sys.exit(EXIT_UNAVAILABLE)
+    # The sink owns the store on the scale-out path, so it runs the jobs `serve` runs on
+    # the embedded one; `periodic_jobs` reads only the refresh period from its config.
+    jobs_config = ServeConfig.model_construct(status_refresh_seconds=config.status_refresh_seconds)
+    service = SinkService(config, store, periodic=periodic_jobs(jobs_config))
     try:
-        asyncio.run(run_sink(SinkService(config, store)))
+        asyncio.run(run_sink(service))
     except SinkHalted as err:
         click.echo(
             f"error: sink halted, nothing past the last good batch committed: {err}", err=True

@@ -25,7 +25,7 @@ import pytest
 
 from ingest.config import ServeConfig, SinkConfig
 from ingest.faults import FaultyStore
-from ingest.service import ReceiverService
+from ingest.service import Periodic, ReceiverService
 from ingest.sink_service import SinkService
 from ingest.store import ClickHouseStore
 
@@ -189,7 +189,12 @@ class RunningSink(_Loop):
     """`holonograph sink` over the test's store, with the failing-store seam."""
 
     def __init__(
-        self, broker: Broker, names: dict[str, str], store: ClickHouseStore, **config: Any
+        self,
+        broker: Broker,
+        names: dict[str, str],
+        store: ClickHouseStore,
+        periodic: list[Periodic] | None = None,
+        **config: Any,
     ) -> None:
         super().__init__()
         self.store = store
@@ -209,7 +214,9 @@ class RunningSink(_Loop):
         }
         settings.update(config)
         self.config = SinkConfig(**settings)
-        self.service = SinkService(self.config, store, write_store=self.faulty)
+        self.service = SinkService(
+            self.config, store, write_store=self.faulty, periodic=periodic or []
+        )
         self.admin_port = self.call(self.service.start())
         self._stopped = False
 

@@ -34,10 +34,11 @@ def holonograph(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 class Process:
-    def __init__(self, args: list[str], lines: int) -> None:
+    def __init__(self, args: list[str], lines: int, env: dict[str, str] | None = None) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "holonograph", *args],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, **(env or {})},
         )  # fmt: skip
         assert self.process.stdout is not None
         self.lines = [self.process.stdout.readline().strip() for _ in range(lines)]
@@ -65,10 +66,10 @@ def _kafka_flags(broker: Broker, names: dict[str, str]) -> list[str]:
     ]  # fmt: skip
 
 
-def _count(data_dir: Path) -> int:
+def _count(data_dir: Path, table: str = "emission_records", final: str = "") -> int:
     done = holonograph(
         "query", "--data-dir", str(data_dir), "--json",
-        "SELECT count() AS n FROM holonograph.emission_records",
+        f"SELECT count() AS n FROM holonograph.{table} {final}",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return int(json.loads(done.stdout)[0]["n"])
@@ -86,6 +87,7 @@ def test_serve_kafka_and_sink_processes(
         ["sink", *kafka, "--data-dir", str(data_dir), "--group", names["sink_group"],
          "--batch-seconds", "0.05", "--metrics-port", "0"],
         5,
+        env={"HOLONOGRAPH_STATUS_REFRESH_SECONDS": "0.2"},
     )  # fmt: skip
     try:
         assert any(line.startswith("kafka ") for line in serve.lines), serve.lines
@@ -95,6 +97,10 @@ def test_serve_kafka_and_sink_processes(
         payload = export_request(record_spans(items)).SerializeToString()
         assert grpc_export(endpoint, payload).code is grpc.StatusCode.OK
         wait_until(lambda: _count(data_dir) == 3, timeout=60, what="query via the sink")
+        # The sink owns the store here, so it runs the stream status refresh `serve` would.
+        wait_until(
+            lambda: _count(data_dir, "stream_status", "FINAL") == 1, what="stream status refreshed"
+        )
 
         metrics_port = serve.port("metrics")
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics") as reply:
