@@ -105,8 +105,10 @@ class Sink:
                             await self._flush_until_done(stop)
                 await self._observe_lag()
         except SinkHalted:
-            with contextlib.suppress(Exception):
+            try:
                 await self._flush_once()  # keep the good records taken before the trip
+            except Exception as err:  # they stay uncommitted: reread after the fix
+                log.warning("flush at halt failed: %s", err)
             raise
         if self._batch:
             try:
@@ -173,9 +175,9 @@ class Sink:
                 await self._flush_once()
                 self._resume()
                 return
-            except (KafkaError, OSError, Exception) as err:
-                if isinstance(err, (SinkHalted, asyncio.CancelledError)):
-                    raise
+            except SinkHalted:
+                raise
+            except Exception as err:  # store or broker: keep the batch, back off, retry
                 self.last_error = str(err) or type(err).__name__
                 log.warning("sink write failed (retrying in %.1fs): %s", delay, self.last_error)
                 if stop.is_set():
