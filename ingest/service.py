@@ -75,16 +75,19 @@ class ReceiverService:
         self._http: web.AppRunner | None = None
         self._admin: AdminEndpoint | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._side: ClickHouseStore | None = None
 
     async def start(self) -> Listeners:
         config = self.config
         if self.store is not None:
             await asyncio.to_thread(apply_migrations, self.store)
             await asyncio.to_thread(apply_retention, self.store, config.retention)
+            # Admin queries and periodic jobs get their own connection (see reopen).
+            self._side = await asyncio.to_thread(self.store.reopen)
         if self.handoff is None:
             self.handoff = await self._build_handoff()
         exporter = Exporter(self.handoff, observer=self.metrics)
-        self._admin = AdminEndpoint(self.store, self.metrics.exposition, self._readiness)
+        self._admin = AdminEndpoint(self._side, self.metrics.exposition, self._readiness)
         self.listeners.admin_port = await self._admin.start(config.admin_port)
         if config.metrics_port is not None:
             self.listeners.metrics_port = await self._admin.start_public(
@@ -151,8 +154,8 @@ class ReceiverService:
     async def _every(self, job: Periodic) -> None:
         while True:
             try:
-                assert self.store is not None
-                await asyncio.to_thread(job.run, self.store, self.clock())
+                assert self._side is not None
+                await asyncio.to_thread(job.run, self._side, self.clock())
             except Exception:  # a failing job is logged and retried next period
                 log.exception("periodic job %s failed", job.name)
             await asyncio.sleep(job.every_seconds)
@@ -172,6 +175,9 @@ class ReceiverService:
             await self.handoff.close()
         if self._admin is not None:
             await self._admin.stop()
+        if self._side is not None:
+            await asyncio.to_thread(self._side.close)
+            self._side = None
 
     @property
     def data_dir(self) -> Path | None:

@@ -54,11 +54,14 @@ class SinkService:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._jobs: list[asyncio.Task[None]] = []
+        self._side: ClickHouseStore | None = None
 
     async def start(self) -> int:
         """Migrate, open the admin endpoint, start consuming; returns the admin port."""
         await asyncio.to_thread(apply_migrations, self.store)
-        self._admin = AdminEndpoint(self.store, self.metrics.exposition, self._readiness)
+        # Admin queries and periodic jobs get their own connection (see reopen).
+        self._side = await asyncio.to_thread(self.store.reopen)
+        self._admin = AdminEndpoint(self._side, self.metrics.exposition, self._readiness)
         self.admin_port = await self._admin.start(self.config.admin_port)
         if self.config.metrics_port is not None:
             self.metrics_port = await self._admin.start_public(
@@ -75,7 +78,8 @@ class SinkService:
         them on the embedded path."""
         while True:
             try:
-                await asyncio.to_thread(job.run, self.store, self.clock())
+                assert self._side is not None
+                await asyncio.to_thread(job.run, self._side, self.clock())
             except Exception:  # a failing job is logged and retried next period
                 log.exception("periodic job %s failed", job.name)
             await asyncio.sleep(job.every_seconds)
@@ -111,6 +115,9 @@ class SinkService:
         if self._admin is not None:
             await self._admin.stop()
             self._admin = None
+        if self._side is not None:
+            await asyncio.to_thread(self._side.close)
+            self._side = None
 
     async def _run(self) -> None:
         config = self.config

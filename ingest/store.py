@@ -101,6 +101,12 @@ class ClickHouseStore:
         with self._lock:
             self._client.close()
 
+    def reopen(self) -> ClickHouseStore:
+        """A second connection to the same store, with its own lock: long jobs and
+        admin queries on it never hold up the inserts on this one (chDB allows
+        several connections to the directory its process owns)."""
+        return open_store(self.url)
+
 
 def open_store(url: str) -> ClickHouseStore:
     """Connect to the store at `url` (creating a chDB directory if needed)."""
