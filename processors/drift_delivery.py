@@ -1,0 +1,99 @@
+"""Delivery-loss windows of a surface, read from `holonograph.completeness_windows`.
+
+That table belongs to the completeness job (issue 3) and is read tolerantly: its
+columns are looked up first; without the table (or without `bucket_start` and
+`bias_flag`) the answer is None and callers say so instead of pretending there was no
+loss. Windows are per surface when the table has `surface_id`, else per emission stream
+(the streams that carried the surface's events).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from processors.drift_series import BUCKETS, SeriesQuery, naive_utc
+from schemas.store import Store
+
+_WIDTH_SQL = {
+    "minute": 60,
+    "hour": 3600,
+    "day": 86400,
+}
+
+
+@dataclass(frozen=True)
+class LossWindow:
+    start: dt.datetime
+    end: dt.datetime
+    offered: float
+    delivered: float
+
+    @property
+    def completeness(self) -> float:
+        return self.delivered / self.offered if self.offered > 0 else 1.0
+
+
+def completeness_columns(store: Store) -> dict[str, str]:
+    rows = store.query(
+        "SELECT name, type FROM system.columns"
+        " WHERE database = 'holonograph' AND table = 'completeness_windows'"
+    ).rows
+    return {str(name): str(kind) for name, kind in rows}
+
+
+def fetch_loss_windows(store: Store, query: SeriesQuery) -> list[LossWindow] | None:
+    """Windows flagged `bias_flag` for the surface, merged when they touch; None when
+    the completeness table is not there to ask."""
+    cols = completeness_columns(store)
+    if not {"bucket_start", "bias_flag"} <= cols.keys():
+        return None
+    if "surface_id" in cols:
+        scope = "surface_id = {surface:String}"
+    elif "emission_stream" in cols:
+        scope = """emission_stream IN (
+            SELECT DISTINCT emission_stream FROM holonograph.evaluation_events FINAL
+            WHERE surface_id = {surface:String}
+              AND timestamp >= {since:DateTime64(3, 'UTC')}
+              AND timestamp < {until:DateTime64(3, 'UTC')})"""
+    else:
+        return None
+    end = "bucket_end" if "bucket_end" in cols else "bucket_start"
+    offered = "toFloat64(offered)" if "offered" in cols else "0"
+    delivered = "toFloat64(delivered)" if "delivered" in cols else "0"
+    granularity = next((c for c in ("bucket", "granularity") if c in cols), None)
+    width = f"toString({granularity})" if granularity else "''"
+    sql = f"""
+        SELECT bucket_start, {end} AS bucket_end, {width} AS width, {offered}, {delivered}
+        FROM holonograph.completeness_windows
+        WHERE {scope} AND bias_flag
+          AND bucket_start < {{until:DateTime64(3, 'UTC')}}
+          AND {end} >= {{since:DateTime64(3, 'UTC')}} - INTERVAL 1 DAY
+        ORDER BY bucket_start
+    """
+    default = BUCKETS[query.bucket]
+    windows = []
+    for start, stop, width_name, off, dlv in store.query(sql, query.params()).rows:
+        seconds = _WIDTH_SQL.get(str(width_name))
+        step = dt.timedelta(seconds=seconds) if seconds else default
+        stop = stop if end == "bucket_end" and stop > start else start + step
+        if stop <= naive_utc(query.since):
+            continue
+        windows.append(LossWindow(start, stop, float(off), float(dlv)))
+    return merge(windows)
+
+
+def merge(windows: list[LossWindow]) -> list[LossWindow]:
+    out: list[LossWindow] = []
+    for w in sorted(windows, key=lambda w: w.start):
+        if out and w.start <= out[-1].end:
+            last = out[-1]
+            out[-1] = LossWindow(
+                last.start,
+                max(last.end, w.end),
+                last.offered + w.offered,
+                last.delivered + w.delivered,
+            )
+        else:
+            out.append(w)
+    return out
