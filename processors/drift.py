@@ -88,8 +88,29 @@ class DriftRequest:
         )
 
 
+@dataclass(frozen=True)
+class DimensionTrace:
+    """What the plot needs of one dimension: the series and its fitted levels."""
+
+    series: Series
+    levels: np.ndarray
+    tau2: float
+    unit_variance: float
+
+
+@dataclass(frozen=True)
+class DriftRun:
+    report: DriftReport
+    traces: dict[str, DimensionTrace]
+
+
 def run_drift(store: Store, request: DriftRequest, run_id: str | None = None) -> DriftReport:
     """Analyse every (or the requested) dimension of the surface over the window."""
+    return analyse(store, request, run_id).report
+
+
+def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> DriftRun:
+    """`run_drift` plus the per-dimension series behind the report (for plotting)."""
     query = request.query()
     grid = bucket_grid(request.since, request.until, request.bucket)
     attribution = AttributionConfig(
@@ -100,10 +121,13 @@ def run_drift(store: Store, request: DriftRequest, run_id: str | None = None) ->
     brackets: list[BracketedWindow] = []
     summaries: list[DimensionSummary] = []
     notes: list[str] = []
+    traces: dict[str, DimensionTrace] = {}
     for dimension_id, binary in dimension_kinds(store, query).items():
         series = build_series(grid, fetch_cells(store, query, dimension_id, binary), binary)
         brackets += sparse_brackets(series, request.sparse_min_events, dimension_id)
-        found = analyse_dimension(series, dimension_id, request, attribution, corroborate)
+        found, trace = analyse_dimension(series, dimension_id, request, attribution, corroborate)
+        if trace is not None:
+            traces[dimension_id] = trace
         points += [p for p, _ in found]
         brackets += [b for _, b in found if b is not None]
         summaries.append(summarise(series, dimension_id, found, request))
@@ -121,7 +145,7 @@ def run_drift(store: Store, request: DriftRequest, run_id: str | None = None) ->
         ]
     if not summaries:
         notes.append("no outcomes recorded for this surface, window and filter")
-    return DriftReport(
+    report = DriftReport(
         run_id=run_id or f"drift_{uuid.uuid4().hex}",
         surface_id=request.surface_id,
         dimension_id=request.dimension_id,
@@ -144,6 +168,7 @@ def run_drift(store: Store, request: DriftRequest, run_id: str | None = None) ->
         ),
         notes=notes,
     )
+    return DriftRun(report, traces)
 
 
 _Found = list[tuple[ChangePoint, BracketedWindow | None]]
@@ -155,11 +180,12 @@ def analyse_dimension(
     request: DriftRequest,
     attribution: AttributionConfig,
     corroborate: Corroborate,
-) -> _Found:
+) -> tuple[_Found, DimensionTrace | None]:
     buckets = series.bucket_series()
     if len(buckets) < 2 * request.min_segment:
-        return []
+        return [], None
     detection = cp.detect(buckets, request.detect_config(), seed=request.seed)
+    trace = DimensionTrace(series, detection.levels, detection.tau2, detection.unit_variance)
     inflation = float(np.sqrt(1.0 + np.mean(buckets.n) * detection.tau2 / detection.unit_variance))
     found: _Found = []
     for raw in detection.change_points:
@@ -169,7 +195,7 @@ def analyse_dimension(
             start, end, reason, why = bracket
             window = BracketedWindow.of(start, end, reason, why, dimension_id)
         found.append((point, window))
-    return found
+    return found, trace
 
 
 def summarise(

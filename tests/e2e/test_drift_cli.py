@@ -1,0 +1,84 @@
+"""`holonograph drift` from the command line over a store holding scenario traffic."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from holonograph.cli import cli
+from processors.scenarios import Change, SurfaceSpec, generate, write_cells
+from schemas.migrations import apply_migrations
+
+pytestmark = [pytest.mark.clickhouse]
+
+
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from ingest.store import open_store
+
+    path = tmp_path_factory.mktemp("drift-cli")
+    store = open_store(f"chdb://{path}")
+    try:
+        apply_migrations(store)
+        spec = SurfaceSpec(
+            "classify-intent",
+            buckets=168,
+            events=(100, 250),
+            tau=0.01,
+            changes=(Change(80, -0.1, ("light source",)),),
+        )
+        write_cells(store, generate(spec, seed=1), ingested_at=dt.datetime(2026, 7, 1))
+    finally:
+        store.close()
+    return path
+
+
+ARGS = ["--surface", "classify-intent", "--since", "2026-06-01T00:00:00Z",
+        "--until", "2026-06-08T00:00:00Z"]  # fmt: skip
+
+
+def test_drift_json_labels_the_vendor_change_and_saves_the_run(
+    store_dir: Path, tmp_path: Path
+) -> None:
+    plot = tmp_path / "drift.png"
+    result = CliRunner().invoke(
+        cli, ["drift", *ARGS, "--store", f"chdb://{store_dir}", "--json", "--plot", str(plot)]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["surfaceId"] == "classify-intent" and report["eventCount"] > 20000
+    (point,) = report["changePoints"]
+    assert point["source"] == "light source" and point["confident"] is True
+    assert point["timestamp"].endswith("Z") and set(point["window"]) == {"from", "to"}
+    assert point["window"]["from"] <= "2026-06-04T08:00:00Z" < point["window"]["to"]
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    saved = CliRunner().invoke(
+        cli,
+        ["query", "SELECT source, run_id FROM holonograph.drift_change_points",
+         "--store", f"chdb://{store_dir}", "--json"],
+    )  # fmt: skip
+    assert saved.exit_code == 0, saved.output
+    assert json.loads(saved.output) == [{"source": "light source", "run_id": report["runId"]}]
+
+
+def test_drift_text_output_and_usage_errors(store_dir: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["drift", *ARGS, "--store", f"chdb://{store_dir}", "--no-save"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "light source" in result.output and "1 change point(s)" in result.output
+    bad = CliRunner().invoke(
+        cli,
+        ["drift", "--surface", "x", "--since", "2026-06-02T00:00:00Z",
+         "--until", "2026-06-01T00:00:00Z", "--store", f"chdb://{store_dir}"],
+    )  # fmt: skip
+    assert bad.exit_code == 2
+    naive = CliRunner().invoke(
+        cli, ["drift", "--surface", "x", "--since", "2026-06-01T00:00:00", "--until", "2026-06-02"]
+    )
+    assert naive.exit_code == 2

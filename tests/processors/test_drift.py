@@ -1,0 +1,199 @@
+"""Drift attribution on the store, over scenarios whose truth is known."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from processors.drift import DriftRequest, persist_drift, run_drift
+from processors.scenarios import Change, SurfaceSpec, generate, write_cells
+from schemas.analysis import DriftReport
+from schemas.migrations import apply_migrations
+from schemas.store import Store
+
+pytestmark = pytest.mark.clickhouse
+
+START = dt.datetime(2026, 6, 1)
+HOURS = 240
+SPECS = [
+    SurfaceSpec("lens-surface", tau=0.015, events=(100, 300), buckets=HOURS,
+                changes=(Change(120, -0.08, ("lens",)),)),
+    SurfaceSpec("both-surface", tau=0.015, events=(100, 300), buckets=HOURS, alias="solo-1",
+                changes=(Change(100, -0.08, ("lens", "light source")),)),
+    SurfaceSpec("mix-surface", tau=0.0, events=(100, 300), buckets=HOURS, alias="solo-2",
+                changes=(Change(140, -0.06, ("cohort-mix",)),)),
+    SurfaceSpec("rollout-surface", tau=0.0, events=(150, 300), buckets=HOURS, alias="solo-3",
+                changes=(Change(100, -0.08, ("substrate",), rollout=8),
+                         Change(100, 0.0, ("light source",), rollout=8))),
+    *[
+        SurfaceSpec(f"vendor-{i}", tau=0.01, events=(100, 300), buckets=HOURS, alias="acme/pro",
+                    changes=(Change(160, -0.07, ("silent",)),))
+        for i in range(3)
+    ],
+    SurfaceSpec("lonely-surface", tau=0.01, events=(100, 300), buckets=HOURS, alias="solo-4",
+                changes=(Change(160, -0.07, ("silent",)),)),
+    SurfaceSpec("noise-surface", tau=0.03, events=(50, 300), buckets=HOURS, alias="solo-5"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    from ingest.store import open_store
+
+    path: Path = tmp_path_factory.mktemp("drift-store")
+    store = open_store(f"chdb://{path}")
+    apply_migrations(store)
+    cells = [c for spec in SPECS for c in generate(spec, seed=42)]
+    write_cells(store, cells, ingested_at=dt.datetime(2026, 7, 1))
+    yield store
+    store.close()
+
+
+def drift(store: Store, surface: str, **kw: object) -> DriftReport:
+    request = DriftRequest(
+        surface,
+        START.replace(tzinfo=dt.UTC),
+        (START + dt.timedelta(hours=HOURS)).replace(tzinfo=dt.UTC),
+        **kw,
+    )  # type: ignore[arg-type]
+    return run_drift(store, request)
+
+
+def only_point(report: DriftReport, at: int) -> dict[str, object]:
+    assert len(report.change_points) == 1, report.change_points
+    point = report.change_points[0]
+    truth = START + dt.timedelta(hours=at)
+    hours_off = (point.timestamp.replace(tzinfo=None) - truth) / dt.timedelta(hours=1)
+    in_window = (
+        point.window.from_.replace(tzinfo=None) <= truth < point.window.to.replace(tzinfo=None)
+    )
+    assert abs(hours_off) <= 3 or in_window
+    assert point.window.from_ <= point.timestamp < point.window.to
+    return point.to_json()
+
+
+def test_lens_change_is_labelled_lens_with_evidence(store: Store) -> None:
+    report = drift(store, "lens-surface")
+    point = only_point(report, 120)
+    assert point["source"] == "lens" and point["confident"] is True
+    (change,) = point["layerChanges"]  # type: ignore[misc]
+    assert change["column"] == "lens_version"
+    assert change["before"] == {"lv_0": 1.0} and change["after"] == {"lv_1": 1.0}
+    effect = point["effect"]
+    assert effect["ciLow"] < -0.08 < effect["ciHigh"]  # type: ignore[index]
+    assert report.bracketed_windows == []
+    assert report.event_count == sum(c.delivered for c in generate(SPECS[0], seed=42))
+
+
+def test_simultaneous_layer_changes_are_bracketed_as_confounded(store: Store) -> None:
+    report = drift(store, "both-surface")
+    point = only_point(report, 100)
+    assert point["confident"] is False
+    assert {c["layer"] for c in point["layerChanges"]} == {"lens", "light source"}  # type: ignore[union-attr]
+    (bracket,) = report.bracketed_windows
+    assert bracket.reason == "confounded"
+    assert bracket.from_ <= report.change_points[0].timestamp < bracket.to
+
+
+def test_cohort_mix_shift_is_bracketed(store: Store) -> None:
+    report = drift(store, "mix-surface")
+    point = only_point(report, 140)
+    assert point["confident"] is False and point["layerChanges"] == []
+    mix = point["cohortMix"]
+    assert abs(mix["deltaFromMix"] + 0.06) < 0.02  # type: ignore[index]
+    assert [b.reason for b in report.bracketed_windows] == ["cohort-mix"]
+
+
+def test_overlapping_rollout_separates_the_layer_that_moved(store: Store) -> None:
+    report = drift(store, "rollout-surface")
+    sources = {p.source for p in report.change_points}
+    assert sources == {"substrate"}, report.change_points
+    contrasts = report.change_points[0].within_bucket_contrasts
+    by_column = {c.column: c for c in contrasts}
+    assert by_column["prompt_hash"].ci_high < 0
+    assert by_column["light_source_id"].ci_low < 0 < by_column["light_source_id"].ci_high
+    assert all(p.confident for p in report.change_points)
+
+
+def test_silent_vendor_change_is_corroborated_across_the_alias(store: Store) -> None:
+    report = drift(store, "vendor-0")
+    point = only_point(report, 160)
+    assert point["source"] == "light source" and point["confident"] is True
+    corroboration = point["corroboration"]
+    assert corroboration["alias"] == "acme/pro"  # type: ignore[index]
+    assert set(corroboration["corroboratingSurfaces"]) == {"vendor-1", "vendor-2"}  # type: ignore[index]
+
+
+def test_shift_without_recorded_change_or_corroboration_is_unattributed(store: Store) -> None:
+    report = drift(store, "lonely-surface")
+    point = only_point(report, 160)
+    assert point["confident"] is False
+    assert [b.reason for b in report.bracketed_windows] == ["unattributed"]
+
+
+def test_pure_noise_has_no_change_points(store: Store) -> None:
+    report = drift(store, "noise-surface")
+    assert report.change_points == []
+    assert report.dimensions[0].overdispersion_tau == pytest.approx(0.03, abs=0.01)
+
+
+def test_practical_threshold_turns_small_shifts_into_noise(store: Store) -> None:
+    report = drift(store, "lens-surface", delta_threshold=0.2)
+    assert [p.source for p in report.change_points] == ["noise"]
+
+
+def test_filters_sparse_buckets_and_missing_completeness_table(store: Store) -> None:
+    report = drift(store, "lens-surface", run_modes=("test",))
+    assert report.event_count == 0 and report.change_points == []
+    assert any("completeness_windows" in n for n in report.notes)
+    report = drift(store, "lens-surface", sparse_min_events=120)
+    assert report.bracketed_windows and {b.reason for b in report.bracketed_windows} == {"sparse"}
+
+
+def test_delivery_loss_windows_come_from_completeness_windows(store: Store) -> None:
+    store.command(
+        "CREATE TABLE holonograph.completeness_windows (bucket_start DateTime64(3, 'UTC'),"
+        " surface_id String, offered UInt64, delivered UInt64, missing UInt64,"
+        " completeness_lower_bound Float64, bias_flag Bool)"
+        " ENGINE = MergeTree ORDER BY bucket_start"
+    )
+    try:
+        rows = [[START + dt.timedelta(hours=h), "lens-surface", 100, 90, 10, 0.9, True]
+                for h in (30, 31, 50)]  # fmt: skip
+        rows.append([START + dt.timedelta(hours=60), "lens-surface", 100, 100, 0, 1.0, False])
+        store.insert("holonograph.completeness_windows", rows,
+                     ["bucket_start", "surface_id", "offered", "delivered", "missing",
+                      "completeness_lower_bound", "bias_flag"])  # fmt: skip
+        report = drift(store, "lens-surface")
+    finally:
+        store.command("DROP TABLE holonograph.completeness_windows")
+    loss = [b for b in report.bracketed_windows if b.reason == "delivery-loss"]
+    assert [(b.from_.replace(tzinfo=None), b.to.replace(tzinfo=None)) for b in loss] == [
+        (START + dt.timedelta(hours=30), START + dt.timedelta(hours=32)),
+        (START + dt.timedelta(hours=50), START + dt.timedelta(hours=51)),
+    ]
+    assert not report.notes
+
+
+def test_run_is_persisted_with_its_parameters(store: Store) -> None:
+    report = drift(store, "both-surface", delta_threshold=0.01)
+    persist_drift(store, report, lambda: dt.datetime(2026, 7, 2, tzinfo=dt.UTC))
+    rows = store.query(
+        "SELECT kind, source, reason, confident, delta_threshold, bucket, provenances"
+        " FROM holonograph.drift_change_points FINAL WHERE run_id = {r:String} ORDER BY kind",
+        {"r": report.run_id},
+    ).rows
+    assert rows == [
+        ("change_point", report.change_points[0].source, report.change_points[0].reason, False,
+         0.01, "hour", ["production-state"]),
+        ("bracketed_window", "", "confounded", False, 0.01, "hour", ["production-state"]),
+    ]  # fmt: skip
+    payload = store.query(
+        "SELECT payload FROM holonograph.analysis_events FINAL WHERE event_id = {r:String}",
+        {"r": report.run_id},
+    ).scalar()
+    assert json.loads(payload)["surfaceId"] == "both-surface"
