@@ -90,4 +90,4 @@ def _panel(ax: Axes, report: DriftReport, dim: str, trace: DimensionTrace) -> No
 def _naive(value: dt.datetime) -> float:
     """Matplotlib's date number of a UTC time."""
     naive = value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
-    return float(mdates.date2num(naive))
+    return float(mdates.date2num(naive))  # type: ignore[no-untyped-call]
