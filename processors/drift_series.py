@@ -20,9 +20,9 @@ from schemas.store import Store
 
 BUCKETS = {"hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1)}
 # Fixed SQL fragments chosen by name (never user text).
-_BUCKET_SQL = {"hour": "toStartOfHour(timestamp)", "day": "toStartOfDay(timestamp)"}
+BUCKET_SQL = {"hour": "toStartOfHour(timestamp)", "day": "toStartOfDay(timestamp)"}
 
-_FILTER = """
+SERIES_FILTER = """
     surface_id = {surface:String}
     AND timestamp >= {since:DateTime64(3, 'UTC')} AND timestamp < {until:DateTime64(3, 'UTC')}
     AND (empty({provenances:Array(String)}) OR has({provenances:Array(String)}, provenance))
@@ -93,7 +93,7 @@ def dimension_kinds(store: Store, query: SeriesQuery) -> dict[str, bool]:
         SELECT dimension_id, countIf(passed IS NOT NULL) AS booleans,
                countIf(score IS NOT NULL) AS scores
         FROM holonograph.evaluation_dimensions FINAL
-        WHERE {_FILTER}
+        WHERE {SERIES_FILTER}
           AND ({{dimension:String}} = '' OR dimension_id = {{dimension:String}})
         GROUP BY dimension_id ORDER BY dimension_id
     """
@@ -105,7 +105,7 @@ def fetch_cells(store: Store, query: SeriesQuery, dimension_id: str, binary: boo
     """One row per (bucket, lens, light source, alias, substrate, run mode, cohort)."""
     outcome = "passed IS NOT NULL" if binary else "score IS NOT NULL"
     sql = f"""
-        SELECT {_BUCKET_SQL[query.bucket]} AS bucket_start,
+        SELECT {BUCKET_SQL[query.bucket]} AS bucket_start,
                lens_version, light_source_id, light_source_requested,
                mapSort(substrate) AS substrate_sorted, run_mode,
                arraySort(cohort_tags) AS cohort,
@@ -113,7 +113,7 @@ def fetch_cells(store: Store, query: SeriesQuery, dimension_id: str, binary: boo
                {"countIf(passed)" if binary else "sum(score)"} AS y,
                {"countIf(passed)" if binary else "sum(score * score)"} AS yy
         FROM holonograph.evaluation_dimensions FINAL
-        WHERE {_FILTER} AND dimension_id = {{dimension:String}} AND {outcome}
+        WHERE {SERIES_FILTER} AND dimension_id = {{dimension:String}} AND {outcome}
         GROUP BY bucket_start, lens_version, light_source_id, light_source_requested,
                  substrate_sorted, run_mode, cohort
         ORDER BY bucket_start
@@ -139,7 +139,7 @@ def fetch_cells(store: Store, query: SeriesQuery, dimension_id: str, binary: boo
 def event_count(store: Store, query: SeriesQuery) -> int:
     sql = f"""
         SELECT uniqExact(event_id) FROM holonograph.evaluation_dimensions FINAL
-        WHERE {_FILTER} AND ({{dimension:String}} = '' OR dimension_id = {{dimension:String}})
+        WHERE {SERIES_FILTER} AND ({{dimension:String}} = '' OR dimension_id = {{dimension:String}})
     """
     return int(store.query(sql, query.params()).scalar() or 0)
 
@@ -199,10 +199,10 @@ def fetch_alias_series(
     """Pass/fail series of the *other* surfaces served under `alias` (requested alias,
     or served id when no alias is recorded), pooled over their boolean dimensions."""
     sql = f"""
-        SELECT surface_id, {_BUCKET_SQL[query.bucket]} AS bucket_start,
+        SELECT surface_id, {BUCKET_SQL[query.bucket]} AS bucket_start,
                count() AS events, countIf(passed) AS passes
         FROM holonograph.evaluation_dimensions FINAL
-        WHERE {_FILTER.replace("surface_id =", "surface_id !=")}
+        WHERE {SERIES_FILTER.replace("surface_id =", "surface_id !=")}
           AND passed IS NOT NULL
           AND if(light_source_requested != '', light_source_requested, light_source_id)
               = {{alias:String}}

@@ -186,3 +186,69 @@ class DriftReport(Model):
     dimensions: list[DimensionSummary]
     parameters: DriftParameters
     notes: list[str] = []
+
+
+class VarianceReading(Model):
+    """`POST /lens/decomposeVariance`: the observed spread of bucket outcomes split into
+    measurement noise and real (between-bucket) variance."""
+
+    event_id: str
+    surface_id: str
+    dimension_id: str
+    since: dt.datetime
+    until: dt.datetime
+    bucket: Bucket
+    run_modes: list[str]
+    provenances: list[str]
+    outcome: Literal["passed", "score"]
+    buckets: int
+    events: int
+    clusters: int
+    mean: float | None
+    observed_variance: float | None
+    noise_variance: float | None
+    cleaned_variance: float | None
+    cleaned_variance_ci: Interval | None
+    noise_share: float | None
+    design_effect: float
+    q_statistic: float | None
+    method: str
+    created_at: dt.datetime
+
+
+class StratumReading(Model):
+    """A reading restricted to one combination of layer values."""
+
+    layers: dict[str, str]
+    buckets: int
+    events: int
+    mean: float | None
+    cleaned_variance: float | None
+    cleaned_variance_ci: Interval | None
+    viable: bool
+    reason: str = ""
+
+
+class VarianceEvaluation(Model):
+    """`POST /lens/decomposition/evaluate`: the verdict on a reading and what would fix it."""
+
+    event_id: str
+    target_event_id: str
+    verdict: Verdict
+    reasons: list[str]
+    guidance: list[str]
+    strata: list[StratumReading] = []
+    checks: dict[str, Any] = {}
+    created_at: dt.datetime
+
+
+class LifecycleRecord(Model):
+    """`POST /lens/decomposition/lifecycle`: a governance decision on a reading."""
+
+    event_id: str
+    target_event_id: str
+    status: LifecycleStatus
+    approver_id: str
+    pinned_label: str | None = None
+    superseded_by: str | None = None
+    created_at: dt.datetime

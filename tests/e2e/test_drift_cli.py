@@ -82,3 +82,35 @@ def test_drift_text_output_and_usage_errors(store_dir: Path) -> None:
         cli, ["drift", "--surface", "x", "--since", "2026-06-01T00:00:00", "--until", "2026-06-02"]
     )
     assert naive.exit_code == 2
+
+
+def test_variance_decompose_evaluate_lifecycle(store_dir: Path) -> None:
+    store = ["--store", f"chdb://{store_dir}", "--json"]
+    decomposed = CliRunner().invoke(
+        cli,
+        ["variance", "decompose", "--surface", "classify-intent", "--dimension", "correctness",
+         "--since", "2026-06-01T00:00:00Z", "--until", "2026-06-04T00:00:00Z", *store],
+    )  # fmt: skip
+    assert decomposed.exit_code == 0, decomposed.output
+    reading = json.loads(decomposed.output)
+    assert reading["eventId"].startswith("evt_") and reading["buckets"] == 72
+    assert reading["cleanedVarianceCi"]["ciLow"] <= reading["cleanedVariance"]
+    target = reading["eventId"]
+    evaluated = CliRunner().invoke(
+        cli, ["variance", "evaluate", "--target-event-id", target, *store]
+    )
+    assert evaluated.exit_code == 0, evaluated.output
+    assert json.loads(evaluated.output)["verdict"] == "viable"
+    locked = CliRunner().invoke(
+        cli,
+        ["variance", "lifecycle", "--target-event-id", target, "--status", "pin",
+         "--approver-id", "brian", "--pinned-label", "baseline", *store],
+    )  # fmt: skip
+    assert locked.exit_code == 0, locked.output
+    assert json.loads(locked.output)["targetEventId"] == target
+    refused = CliRunner().invoke(
+        cli,
+        ["variance", "lifecycle", "--target-event-id", target, "--status", "supersede",
+         "--approver-id", "brian", *store],
+    )  # fmt: skip
+    assert refused.exit_code == 2 and "supersededBy" in refused.output
