@@ -175,6 +175,16 @@ class ChangePoint:
     penalty: float
     p_value: float
     segment: tuple[int, int]  # the neighbouring segment [a, b) the change was tested in
+    profile: FloatArray = field(repr=False, default_factory=lambda: np.zeros(0))
+    threshold: float = 0.0  # a split s is in the time's confidence set when
+    # profile.max() - profile[s - segment[0]] <= threshold
+
+    def plausible(self, index: int) -> bool:
+        """Is a change at series index `index` inside this change's confidence set?"""
+        a, b = self.segment
+        if not a < index < b or self.profile.size == 0:
+            return False
+        return bool(self.profile.max() - self.profile[index - a] <= self.threshold)
 
 
 @dataclass(frozen=True)
@@ -257,9 +267,12 @@ def location_window(
     b: int,
     cfg: DetectConfig,
     rng: np.random.Generator,
-) -> tuple[int, int]:
-    """Parametric bootstrap of the change time: simulate the two fitted levels with the
-    estimated dispersion, re-locate the split, take the central `level` interval."""
+) -> tuple[int, int, FloatArray, float]:
+    """Confidence set of the change time: every split whose gain is within `threshold` of
+    the best one, the threshold being the `level` quantile of that same deviance at the
+    true time in a parametric bootstrap (the two fitted levels with the estimated
+    dispersion). Returns the set's hull (series indices), the gain profile over [a, b)
+    and the threshold."""
     m1, _ = _level(w, a, c)
     m2, _ = _level(w, c, b)
     n = series.n[a:b]
@@ -268,18 +281,20 @@ def location_window(
     if w.binary:
         p = np.clip(mean + np.sqrt(w.tau2) * z, 1e-6, 1 - 1e-6)
         k = rng.binomial(n.astype(np.int64), p).astype(np.float64)
-        unit = max(float((m1 + m2) / 2 * (1 - (m1 + m2) / 2)), 1e-9)
-        phi = 1.0 + n * w.tau2 / unit
+        phi = 1.0 + n * w.tau2 / w.unit_variance
         u, v = k / phi, np.broadcast_to(n / phi, k.shape)
     else:
         x = mean + np.sqrt(w.unit_variance / n + w.tau2) * z
         wt = 1.0 / (w.unit_variance / n + w.tau2)
         u, v = x * wt, np.broadcast_to(wt, x.shape)
-    located = a + np.argmax(gain_curve(u, np.ascontiguousarray(v), w.binary, 1), axis=1)
-    tail = (1.0 - cfg.level) / 2.0
-    lo = int(np.floor(np.quantile(located, tail)))
-    hi = int(np.ceil(np.quantile(located, 1.0 - tail)))
-    return min(lo, c), max(hi, c)
+    boot = gain_curve(u, np.ascontiguousarray(v), w.binary, 1)
+    deviance = boot.max(axis=1) - boot[:, c - a]
+    threshold = float(np.quantile(deviance, cfg.level))
+    profile = gain_curve(w.u[a:b], w.v[a:b], w.binary, 1)
+    inside = np.flatnonzero(profile.max() - profile <= threshold)
+    lo = a + int(inside.min()) if inside.size else c
+    hi = a + int(inside.max()) if inside.size else c
+    return min(lo, c), max(hi, c), profile, threshold
 
 
 def detect(
@@ -296,7 +311,7 @@ def detect(
         a, c, b = bounds[i], s.index, bounds[i + 2]
         m1, se1 = _level(w, a, c)
         m2, se2 = _level(w, c, b)
-        lo, hi = location_window(series, w, a, c, b, cfg, rng)
+        lo, hi, profile, threshold = location_window(series, w, a, c, b, cfg, rng)
         points.append(
             ChangePoint(
                 index=c,
@@ -310,6 +325,8 @@ def detect(
                 penalty=s.penalty,
                 p_value=s.p_value,
                 segment=(a, b),
+                profile=profile,
+                threshold=threshold,
             )
         )
     levels = np.empty(len(series))

@@ -39,6 +39,8 @@ from schemas.analysis import (
     DimensionSummary,
     DriftParameters,
     DriftReport,
+    Effect,
+    TimeWindow,
 )
 from schemas.store import Store
 
@@ -195,7 +197,43 @@ def analyse_dimension(
             start, end, reason, why = bracket
             window = BracketedWindow.of(start, end, reason, why, dimension_id)
         found.append((point, window))
-    return found, trace
+    return merge_rollouts(found), trace
+
+
+def _transition_key(point: ChangePoint) -> tuple[object, ...] | None:
+    if not point.confident or point.source == "noise" or not point.layer_changes:
+        return None
+    return (point.source, point.effect.delta > 0, *[
+        (c.column, c.changed_at) for c in point.layer_changes if c.layer == point.source
+    ])  # fmt: skip
+
+
+def merge_rollouts(found: _Found) -> _Found:
+    """A gradual rollout can look like a staircase of steps; consecutive points that the
+    evidence ties to the same recorded layer switch (same column, same switch time, same
+    direction) are one change: their windows and shifts are combined."""
+    out: _Found = []
+    for point, bracket in sorted(found, key=lambda f: f[0].timestamp):
+        key = _transition_key(point)
+        if out and key is not None and key == _transition_key(out[-1][0]):
+            prev = out[-1][0]
+            strongest = max(prev, point, key=lambda p: p.test_statistic)
+            half = float(np.hypot(prev.effect.ci_high - prev.effect.delta,
+                                  point.effect.ci_high - point.effect.delta))  # fmt: skip
+            delta = prev.effect.delta + point.effect.delta
+            merged = strongest.model_copy(
+                update={
+                    "timestamp": min(prev.timestamp, point.timestamp),
+                    "window": TimeWindow.of(prev.window.from_, point.window.to),
+                    "effect": Effect(before=prev.effect.before, after=point.effect.after,
+                                     delta=delta, ci_low=delta - half, ci_high=delta + half),
+                    "reason": strongest.reason + " (rollout seen as several steps, merged)",
+                }
+            )  # fmt: skip
+            out[-1] = (merged, out[-1][1])
+            continue
+        out.append((point, bracket))
+    return out
 
 
 def summarise(

@@ -130,6 +130,7 @@ def changed_layers(ctx: Context, cfg: AttributionConfig) -> list[LayerChange]:
                 before={str(k): round(v, 4) for k, v in sb.items()},
                 after={str(k): round(v, 4) for k, v in sa.items()},
                 changed_at=ctx.series.grid[span[0]],
+                completed_at=ctx.series.grid[span[1]],
             )
         )
     return out
@@ -326,6 +327,20 @@ def _separate(
     return Label(first, False, f"confounded: {' + '.join(sources)} changed together", "confounded")
 
 
+def snap(at: dt.datetime, label: Label, changes: list[LayerChange]) -> dt.datetime:
+    """A confident single-layer change happened when that layer switched: the detected
+    time moves onto the recorded switch (its rollout span) when it lies outside it."""
+    spans = [
+        (c.changed_at, c.completed_at or c.changed_at)
+        for c in changes
+        if c.layer == label.source and c.changed_at is not None
+    ]
+    if not label.confident or len(spans) != 1:
+        return at
+    first, last = spans[0]
+    return min(max(at, first), last)
+
+
 def attribute(
     series: Series,
     raw: RawChangePoint,
@@ -344,11 +359,12 @@ def attribute(
         corroboration = corroborate(dominant_alias(ctx), ctx.lo, ctx.hi, raw.delta)
     label = decide(ctx, raw, changes, contrasts, mix, corroboration, cfg)
     grid, step = series.grid, series.grid[1] - series.grid[0] if len(series.grid) > 1 else None
-    start = grid[ctx.lo]
-    end = grid[ctx.hi] + (step or dt.timedelta(hours=1))
+    at = snap(grid[ctx.row], label, changes)
+    start = min(grid[ctx.lo], at)
+    end = max(grid[ctx.hi], at) + (step or dt.timedelta(hours=1))
     half = 1.96 * raw.delta_se
     point = ChangePoint(
-        timestamp=grid[ctx.row],
+        timestamp=at,
         dimension_id=dimension_id,
         source=label.source,
         window=TimeWindow.of(start, end),

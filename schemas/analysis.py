@@ -73,7 +73,8 @@ class LayerChange(Model):
     column: str
     before: dict[str, float]
     after: dict[str, float]
-    changed_at: dt.datetime | None = None
+    changed_at: dt.datetime | None = None  # first bucket where the new value carries 10 %
+    completed_at: dt.datetime | None = None  # first bucket where it carries 90 %
 
 
 class Contrast(Model):
