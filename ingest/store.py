@@ -66,10 +66,15 @@ class ClickHouseStore:
         return {"readonly": 2} if self.readonly else {}
 
     def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
+        return self.query_as(sql, parameters, readonly=self.readonly)
+
+    def query_as(
+        self, sql: str, parameters: Mapping[str, Any] | None = None, *, readonly: bool
+    ) -> QueryResult:
+        """Query with an explicit read-only choice (the admin endpoint's per-call flag)."""
+        settings = {"readonly": 2} if readonly else {}
         with self._lock:
-            result = self._client.query(
-                sql, parameters=dict(parameters or {}), settings=self._settings()
-            )
+            result = self._client.query(sql, parameters=dict(parameters or {}), settings=settings)
         return QueryResult(tuple(result.column_names), [tuple(r) for r in result.result_rows])
 
     def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> None:

@@ -1,0 +1,105 @@
+"""`holonograph serve`: the receiver on the embedded default (or a ClickHouse server)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import sys
+from typing import Any
+
+import click
+from pydantic import ValidationError
+
+from holonograph.cli.options import EXIT_UNAVAILABLE, EXIT_USAGE
+from holonograph.jobs import periodic_jobs
+from ingest.config import ServeConfig
+from ingest.service import ReceiverService
+from ingest.store import StoreURLError, is_embedded, open_store
+
+
+def build_config(overrides: dict[str, Any]) -> ServeConfig:
+    """Environment (HOLONOGRAPH_*) first, then the flags that were given."""
+    given = {key: value for key, value in overrides.items() if value is not None}
+    return ServeConfig(**given)
+
+
+def announce(service: ReceiverService, as_json: bool) -> None:
+    """One line per listener and the store (or one JSON object with --json)."""
+    host, listeners, url = service.config.host, service.listeners, service.store.url
+    kind = "embedded chDB" if is_embedded(url) else "ClickHouse server"
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "grpc": f"{host}:{listeners.grpc_port}",
+                    "http": f"http://{host}:{listeners.http_port}/v1/traces",
+                    "admin": f"http://127.0.0.1:{listeners.admin_port}",
+                    "store": url,
+                    "storeKind": kind,
+                }
+            )
+        )
+        return
+    click.echo(f"OTLP/gRPC  listening on {host}:{listeners.grpc_port}")
+    click.echo(f"OTLP/HTTP  listening on http://{host}:{listeners.http_port}/v1/traces")
+    click.echo(f"admin      listening on http://127.0.0.1:{listeners.admin_port} (loopback only)")
+    click.echo(f"store      {url} ({kind})")
+
+
+async def run_service(service: ReceiverService, as_json: bool = False) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await service.start()
+    announce(service, as_json)
+    await stop.wait()
+    click.echo("stopping: finishing in-flight requests and flushing", err=True)
+    await service.stop()
+    click.echo("stopped", err=True)
+
+
+@click.command("serve")
+@click.option("--host", help="Interface for the OTLP listeners [127.0.0.1].")
+@click.option("--grpc-port", type=int, help="OTLP/gRPC port [4317].")
+@click.option("--http-port", type=int, help="OTLP/HTTP port [4318].")
+@click.option("--admin-port", type=int, help="Loopback admin port [0: any free port].")
+@click.option("--store", "store", help="chdb:///path or http(s)://host:8123.")
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False), help="Shorthand for a chDB store in DIR."
+)
+@click.option("--max-request-bytes", type=int, help="Largest request after decompression [64 MiB].")
+@click.option(
+    "--max-inflight-bytes", type=int, help="Bytes waiting for commit before 429 [256 MiB]."
+)
+@click.option("--retention", help="TTL on the event tables, e.g. 30d, 12h, 4w [keep].")
+@click.option("--json", "as_json", is_flag=True, help="Print the listeners as one JSON object.")
+@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
+def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
+    """Receive OTLP traces and store holonograph events (embedded chDB by default)."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
+    try:
+        config = build_config(flags)
+        url = config.store_url()
+    except (ValidationError, StoreURLError) as err:
+        click.echo(f"error: invalid configuration: {err}", err=True)
+        sys.exit(EXIT_USAGE)
+    try:
+        store = open_store(url)
+    except Exception as err:
+        click.echo(f"error: cannot open store {url}: {err}", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+    service = ReceiverService(config, store, periodic=periodic_jobs(config))
+    try:
+        asyncio.run(run_service(service, as_json))
+    except OSError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+    finally:
+        store.close()
+
+
+def register(group: click.Group) -> None:
+    group.add_command(serve_command)

@@ -1,0 +1,151 @@
+"""Turn request bytes into an OTLP `ExportTraceServiceRequest` and attribute values
+into Python values. Nothing here knows about holonograph semantics (see validate).
+
+Limits apply after decompression: a gzip body is inflated in bounded steps and
+refused as soon as it passes `max_bytes`, so a gzip bomb never reaches memory.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import zlib
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError as PB2DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue as PB2AnyValue
+
+from ingest.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
+
+_CHUNK = 1 << 16
+
+
+def gunzip_bounded(body: bytes, max_bytes: int) -> bytes:
+    """Inflate a gzip body, refusing once the output would exceed `max_bytes`."""
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    out = bytearray()
+    data = body
+    try:
+        while data:
+            out += inflater.decompress(data, _CHUNK)
+            if len(out) > max_bytes:
+                raise PayloadTooLarge(f"request exceeds {max_bytes} bytes after gzip decompression")
+            data = inflater.unconsumed_tail
+        out += inflater.flush()
+    except zlib.error as err:
+        raise DecodeError(f"gzip body is corrupt: {err}") from None
+    if len(out) > max_bytes:
+        raise PayloadTooLarge(f"request exceeds {max_bytes} bytes after gzip decompression")
+    if not inflater.eof:
+        raise DecodeError("gzip body is truncated")
+    return bytes(out)
+
+
+def decode_body(body: bytes, content_encoding: str | None, max_bytes: int) -> bytes:
+    encoding = (content_encoding or "identity").strip().lower()
+    if encoding in ("", "identity"):
+        if len(body) > max_bytes:
+            raise PayloadTooLarge(f"request of {len(body)} bytes exceeds {max_bytes} bytes")
+        return body
+    if encoding == "gzip":
+        return gunzip_bounded(body, max_bytes)
+    raise UnsupportedMediaType(f"Content-Encoding {encoding!r} is not supported (use gzip)")
+
+
+def parse_protobuf(payload: bytes) -> PB2ExportTraceServiceRequest:
+    request = PB2ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(payload)
+    except PB2DecodeError as err:
+        raise DecodeError(f"body is not a protobuf ExportTraceServiceRequest: {err}") from None
+    return request
+
+
+def parse_json(payload: bytes) -> PB2ExportTraceServiceRequest:
+    """OTLP/JSON: lowerCamelCase keys, hex trace/span ids, enums as integers,
+    int64 as string or number; unknown fields are ignored."""
+    try:
+        document = json.loads(payload)
+    except (UnicodeDecodeError, ValueError) as err:
+        raise DecodeError(f"body is not valid JSON: {err}") from None
+    if not isinstance(document, dict):
+        raise DecodeError("OTLP/JSON body must be a JSON object")
+    try:
+        for resource_spans in _list(document, "resourceSpans", "resource_spans"):
+            for scope_spans in _list(resource_spans, "scopeSpans", "scope_spans"):
+                for span in _list(scope_spans, "spans"):
+                    _hex_ids_to_base64(span, ("traceId", "trace_id"), ("spanId", "span_id"))
+                    _hex_ids_to_base64(span, ("parentSpanId", "parent_span_id"))
+                    for link in _list(span, "links"):
+                        _hex_ids_to_base64(link, ("traceId", "trace_id"), ("spanId", "span_id"))
+        request = PB2ExportTraceServiceRequest()
+        json_format.ParseDict(document, request, ignore_unknown_fields=True)
+        return request
+    except DecodeError:
+        raise
+    except (json_format.ParseError, TypeError, ValueError, AttributeError) as err:
+        raise DecodeError(f"body is not an OTLP/JSON ExportTraceServiceRequest: {err}") from None
+
+
+def _list(obj: Any, *keys: str) -> list[Any]:
+    if not isinstance(obj, dict):
+        raise DecodeError(f"expected a JSON object, got {type(obj).__name__}")
+    for key in keys:
+        value = obj.get(key)
+        if value is not None:
+            if not isinstance(value, list):
+                raise DecodeError(f"{key!r} must be a JSON array")
+            return value
+    return []
+
+
+def _hex_ids_to_base64(obj: dict[str, Any], *names: tuple[str, ...] | tuple[str]) -> None:
+    for aliases in names:
+        for key in aliases:
+            value = obj.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, str):
+                raise DecodeError(f"{key} must be a hex string")
+            try:
+                obj[key] = base64.b64encode(binascii.unhexlify(value)).decode()
+            except (binascii.Error, ValueError):
+                raise DecodeError(f"{key} {value!r} is not valid hex") from None
+
+
+_SCALAR_KINDS = frozenset(
+    {"string_value", "int_value", "bool_value", "double_value", "bytes_value"}
+)
+
+
+def any_value(value: PB2AnyValue) -> Any:
+    """AnyValue -> str | bool | int | float | bytes | list | dict | None."""
+    kind = value.WhichOneof("value")
+    if kind in _SCALAR_KINDS:
+        return getattr(value, kind)
+    if kind == "array_value":
+        return [any_value(v) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
+    return None
+
+
+def attributes(pairs: Any) -> dict[str, Any]:
+    """A repeated KeyValue field as a dict (a repeated key keeps its last value)."""
+    return {kv.key: any_value(kv.value) for kv in pairs}
+
+
+def jsonable(value: Any) -> Any:
+    """Attribute values as JSON-safe values (bytes become base64 text)."""
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, list):
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    return value

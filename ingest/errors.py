@@ -1,0 +1,49 @@
+"""The ingest exception tree, classified once:
+
+    IngestError
+    ├── PermanentError            the same request will fail again; do not retry
+    │   ├── DecodeError           body is not an OTLP export request
+    │   ├── PayloadTooLarge       over --max-request-bytes after decompression
+    │   └── UnsupportedMediaType  content type or encoding we do not speak
+    └── RetryableError            try again after `retry_after` seconds
+        ├── Backpressure          too many bytes waiting to be committed
+        └── Unavailable           store or broker down or too slow
+
+`ingest.status` is the one place that maps these to gRPC codes and HTTP statuses.
+"""
+
+from __future__ import annotations
+
+
+class IngestError(Exception):
+    """Base of every error the export path reports to a client."""
+
+
+class PermanentError(IngestError):
+    pass
+
+
+class DecodeError(PermanentError):
+    pass
+
+
+class PayloadTooLarge(PermanentError):
+    pass
+
+
+class UnsupportedMediaType(PermanentError):
+    pass
+
+
+class RetryableError(IngestError):
+    def __init__(self, message: str, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Backpressure(RetryableError):
+    pass
+
+
+class Unavailable(RetryableError):
+    pass

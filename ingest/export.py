@@ -1,0 +1,145 @@
+"""The one export path both transports call: request -> validated batch -> hand-off.
+
+A request is answered only after the hand-off made its rows durable (committed in
+the store, or acknowledged by Kafka with acks=all). Rejected spans become
+quarantine rows and an OTLP `partial_success`; the valid spans of the same request
+land regardless.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
+)
+from pydantic import ValidationError
+
+from ingest.decode import attributes, jsonable
+from ingest.validate import (
+    EVALUATION_SPAN,
+    SENTINEL_SPAN,
+    SpanRejected,
+    emission_of,
+    evaluation_event,
+    is_holonograph_span,
+    quarantine_record,
+    quarantined_emission,
+    sentinel_record,
+)
+from schemas.events import DecodedBatch, EmissionRecord, EvaluationEvent, QuarantineRecord
+
+MAX_REPORTED_PROBLEMS = 5
+
+
+class Handoff(Protocol):
+    """Where validated batches go. `submit` returns once they are durable, or raises
+    a `RetryableError` (nothing promised) for the client to retry."""
+
+    async def submit(self, batch: DecodedBatch, receipt_id: str, size_bytes: int) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ExportOutcome:
+    accepted_spans: int
+    rejected_spans: int
+    ignored_spans: int
+    error_message: str
+
+
+class ExportObserver(Protocol):
+    def observe_export(self, outcome: ExportOutcome, reasons: list[str]) -> None: ...
+
+
+def decode_request(request: PB2ExportTraceServiceRequest, source: str = "receiver") -> DecodedBatch:
+    """Validate every span of a request; never raises for a bad span."""
+    events: list[EvaluationEvent] = []
+    emissions: list[EmissionRecord] = []
+    quarantined: list[QuarantineRecord] = []
+    ignored = 0
+    for resource_spans in request.resource_spans:
+        resource = jsonable(attributes(resource_spans.resource.attributes))
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                if not is_holonograph_span(span.name):
+                    ignored += 1
+                    continue
+                attrs = attributes(span.attributes)
+                try:
+                    if span.name == EVALUATION_SPAN:
+                        event = evaluation_event(span, attrs, resource)
+                        events.append(event)
+                        emissions.append(emission_of(event))
+                    elif span.name == SENTINEL_SPAN:
+                        emissions.append(sentinel_record(span, attrs))
+                    else:
+                        raise SpanRejected(f"span name {span.name!r} is not in the wire contract")
+                except (SpanRejected, ValidationError) as err:
+                    reason = _reason(err)
+                    record = quarantine_record(span, attrs, resource, reason, source)
+                    quarantined.append(record)
+                    arrived = quarantined_emission(record, span, attrs)
+                    if arrived is not None:
+                        emissions.append(arrived)
+    return DecodedBatch.model_construct(
+        events=tuple(events),
+        emissions=tuple(emissions),
+        quarantined=tuple(quarantined),
+        ignored_spans=ignored,
+    )
+
+
+def _reason(err: Exception) -> str:
+    if isinstance(err, ValidationError):
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return f"{where}: {first['msg']}"
+    return str(err)
+
+
+def rejection_message(batch: DecodedBatch) -> str:
+    if not batch.quarantined:
+        return ""
+    problems = [
+        f"span {q.span_id or '?'} ({q.span_name}): {q.reason}"
+        for q in batch.quarantined[:MAX_REPORTED_PROBLEMS]
+    ]
+    more = len(batch.quarantined) - len(problems)
+    suffix = f"; and {more} more" if more > 0 else ""
+    return f"rejected {len(batch.quarantined)} span(s): " + "; ".join(problems) + suffix
+
+
+class Exporter:
+    """Shared by gRPC and HTTP: validate, hand off, report partial success."""
+
+    def __init__(self, handoff: Handoff, observer: ExportObserver | None = None) -> None:
+        self._handoff = handoff
+        self._observer = observer
+
+    async def export(self, request: PB2ExportTraceServiceRequest, size_bytes: int) -> ExportOutcome:
+        batch = decode_request(request)
+        if batch.events or batch.emissions or batch.quarantined:
+            await self._handoff.submit(batch, uuid.uuid4().hex, size_bytes)
+        outcome = ExportOutcome(
+            accepted_spans=len(batch.events)
+            + sum(e.kind == "sentinel" and not e.quarantined for e in batch.emissions),
+            rejected_spans=batch.rejected,
+            ignored_spans=batch.ignored_spans,
+            error_message=rejection_message(batch),
+        )
+        if self._observer is not None:
+            self._observer.observe_export(outcome, [q.reason for q in batch.quarantined])
+        return outcome
+
+
+def summarize(batch: DecodedBatch) -> dict[str, Any]:
+    return {
+        "events": len(batch.events),
+        "emissions": len(batch.emissions),
+        "quarantined": len(batch.quarantined),
+        "ignored": batch.ignored_spans,
+    }

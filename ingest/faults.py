@@ -1,0 +1,85 @@
+"""A store wrapper that can be made to fail: the seam tests (and chaos drills) use to
+take the store away without killing anything."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from schemas.store import QueryResult, Store
+
+
+class StoreDown(ConnectionError):
+    """Raised by `FaultyStore` while it is failing."""
+
+
+class FaultyStore:
+    """Delegates to `inner` until `fail()`; counts inserts so tests can see batching."""
+
+    def __init__(self, inner: Store) -> None:
+        self._inner = inner
+        self.url = inner.url
+        self._failing: str | None = None
+        self._fail_after_inserts: int | None = None
+        self._lock = threading.Lock()
+        self._gate = threading.Event()
+        self._gate.set()
+        self.held = threading.Event()
+        self.failed = threading.Event()
+        self.insert_calls: list[tuple[str, int]] = []
+
+    def hold(self) -> None:
+        """Make the next inserts wait (as a slow store would) until `release()`;
+        `held` is set once an insert is waiting."""
+        self.held.clear()
+        self._gate.clear()
+
+    def release(self) -> None:
+        self._gate.set()
+
+    def fail(self, message: str = "store is down (injected)", after_inserts: int = 0) -> None:
+        """Fail every call from now on (or after `after_inserts` more successful inserts)."""
+        with self._lock:
+            self._failing = message
+            self._fail_after_inserts = after_inserts
+
+    def heal(self) -> None:
+        with self._lock:
+            self._failing = None
+            self._fail_after_inserts = None
+
+    def _check(self, counts_as_insert: bool = False) -> None:
+        with self._lock:
+            if self._failing is None:
+                return
+            if counts_as_insert and self._fail_after_inserts:
+                self._fail_after_inserts -= 1
+                return
+            self.failed.set()
+            raise StoreDown(self._failing)
+
+    def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
+        self._check()
+        return self._inner.query(sql, parameters)
+
+    def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> None:
+        self._check()
+        self._inner.command(sql, parameters)
+
+    def insert(
+        self,
+        table: str,
+        rows: Sequence[Sequence[Any]],
+        column_names: Sequence[str],
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not self._gate.is_set():
+            self.held.set()
+            self._gate.wait()
+        self._check(counts_as_insert=True)
+        self._inner.insert(table, rows, column_names, settings)
+        self.insert_calls.append((table, len(rows)))
+
+    def close(self) -> None:
+        self._inner.close()

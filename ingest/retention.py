@@ -1,0 +1,35 @@
+"""`--retention`: a TTL on the event tables, or none (keep forever, the default)."""
+
+from __future__ import annotations
+
+from ingest.config import parse_retention
+from schemas.store import DATABASE, Store
+
+# table -> the time column its TTL counts from
+RETAINED_TABLES = {
+    "evaluation_events": "timestamp",
+    "evaluation_dimensions": "timestamp",
+    "emission_receipts": "received_at",
+    "quarantine": "received_at",
+}
+
+
+def apply_retention(store: Store, retention: str | None) -> None:
+    parsed = parse_retention(retention)
+    for table, column in RETAINED_TABLES.items():
+        has_ttl = bool(
+            store.query(
+                "SELECT count() FROM system.tables WHERE database = {db:String}"
+                " AND name = {t:String} AND position(create_table_query, ' TTL ') > 0",
+                {"db": DATABASE, "t": table},
+            ).scalar()
+        )
+        if parsed is None:
+            if has_ttl:
+                store.command(f"ALTER TABLE {DATABASE}.{table} REMOVE TTL")
+            continue
+        amount, unit = parsed
+        store.command(
+            f"ALTER TABLE {DATABASE}.{table} MODIFY TTL toDateTime({column})"
+            f" + INTERVAL {amount} {unit}"
+        )

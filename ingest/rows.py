@@ -1,0 +1,153 @@
+"""Decoded models -> ClickHouse rows, column lists kept beside the conversions.
+
+Shared by the embedded writer and the Kafka sink so both paths store identical rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas.events import DecodedBatch, EmissionRecord, EvaluationEvent, QuarantineRecord
+from schemas.store import DATABASE, Store
+
+EVENT_COLUMNS = (
+    "event_id", "surface_id", "agent_id", "correlation_id", "run_mode", "provenance",
+    "timestamp", "lens_version", "light_source_id", "light_source_requested", "substrate",
+    "cohort_tags", "multiplex_role", "fixture_id", "markers", "latency_ms", "cost_usd",
+    "tokens_input", "tokens_output", "sdk_name", "sdk_version", "dimension_ids",
+    "emission_stream", "emission_seq", "emission_final", "trace_id", "span_id",
+    "resource_attributes", "extras", "ingested_at",
+)  # fmt: skip
+
+DIMENSION_COLUMNS = (
+    "event_id", "dimension_id", "passed", "score", "expected", "actual", "judge",
+    "surface_id", "agent_id", "correlation_id", "run_mode", "provenance", "timestamp",
+    "lens_version", "light_source_id", "light_source_requested", "substrate", "cohort_tags",
+    "emission_stream", "ingested_at",
+)  # fmt: skip
+
+RECEIPT_COLUMNS = (
+    "emission_stream", "emission_seq", "receipt_id", "kind", "final", "quarantined",
+    "event_id", "surface_id", "event_time", "received_at", "sentinel_interval_ms",
+    "completeness_offered", "completeness_delivered", "completeness_dropped",
+    "completeness_failed", "completeness_window_start", "completeness_window_end",
+)  # fmt: skip
+
+QUARANTINE_COLUMNS = (
+    "quarantine_id", "received_at", "reason", "span_name", "trace_id", "span_id",
+    "emission_stream", "emission_seq", "attributes", "resource_attributes", "span_proto",
+    "source",
+)  # fmt: skip
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def event_row(
+    event: EvaluationEvent, ingested_at: dt.datetime, resource_json: str | None = None
+) -> list[Any]:
+    outcome = event.outcome
+    return [
+        event.event_id, event.surface_id, event.agent_id, event.correlation_id,
+        event.run_mode, event.provenance, event.timestamp, event.lens.version,
+        event.light_source.id, event.light_source.requested, dict(event.substrate.columns),
+        list(outcome.cohort_tags), event.multiplex_role, event.lens.fixture_id,
+        {name: list(values) for name, values in outcome.markers.items()},
+        outcome.latency_ms, outcome.cost_usd, outcome.tokens_input, outcome.tokens_output,
+        event.sdk_name, event.sdk_version, [d.dimension_id for d in outcome.dimensions],
+        event.emission.stream, event.emission.seq, event.emission.final, event.trace_id,
+        event.span_id, resource_json or _json(event.resource_attributes), _json(event.extras),
+        ingested_at,
+    ]  # fmt: skip
+
+
+def dimension_rows(event: EvaluationEvent, ingested_at: dt.datetime) -> list[list[Any]]:
+    substrate = dict(event.substrate.columns)
+    return [
+        [
+            event.event_id,
+            d.dimension_id,
+            d.passed,
+            d.score,
+            d.expected,
+            d.actual,
+            d.judge,
+            event.surface_id,
+            event.agent_id,
+            event.correlation_id,
+            event.run_mode,
+            event.provenance,
+            event.timestamp,
+            event.lens.version,
+            event.light_source.id,
+            event.light_source.requested,
+            substrate,
+            list(event.outcome.cohort_tags),
+            event.emission.stream,
+            ingested_at,
+        ]
+        for d in event.outcome.dimensions
+    ]
+
+
+def receipt_row(record: EmissionRecord, receipt_id: str, received_at: dt.datetime) -> list[Any]:
+    s = record.sentinel
+    return [
+        record.stream, record.seq, receipt_id, record.kind, record.final, record.quarantined,
+        record.event_id, record.surface_id, record.event_time, received_at,
+        s.interval_ms if s else None, s.offered if s else None, s.delivered if s else None,
+        s.dropped if s else None, s.failed if s else None, s.window_start if s else None,
+        s.window_end if s else None,
+    ]  # fmt: skip
+
+
+def quarantine_row(record: QuarantineRecord, received_at: dt.datetime) -> list[Any]:
+    return [
+        record.quarantine_id, received_at, record.reason, record.span_name, record.trace_id,
+        record.span_id, record.emission_stream, record.emission_seq, _json(record.attributes),
+        _json(record.resource_attributes), record.span_proto, record.source,
+    ]  # fmt: skip
+
+
+@dataclass
+class TableRows:
+    """Rows for every table from one or more batches, written receipts last."""
+
+    events: list[list[Any]] = field(default_factory=list)
+    dimensions: list[list[Any]] = field(default_factory=list)
+    receipts: list[list[Any]] = field(default_factory=list)
+    quarantine: list[list[Any]] = field(default_factory=list)
+
+    def add(self, batch: DecodedBatch, receipt_id: str, received_at: dt.datetime) -> None:
+        resource_json: dict[int, str] = {}  # a request's events share their resource
+        for event in batch.events:
+            key = id(event.resource_attributes)
+            if key not in resource_json:
+                resource_json[key] = _json(event.resource_attributes)
+            self.events.append(event_row(event, received_at, resource_json[key]))
+            self.dimensions.extend(dimension_rows(event, received_at))
+        self.receipts.extend(receipt_row(r, receipt_id, received_at) for r in batch.emissions)
+        self.quarantine.extend(quarantine_row(q, received_at) for q in batch.quarantined)
+
+    @property
+    def row_count(self) -> int:
+        return len(self.events) + len(self.dimensions) + len(self.receipts) + len(self.quarantine)
+
+
+def write_rows(store: Store, rows: TableRows) -> None:
+    """Insert into every table. Receipts go last: a failure before them leaves no
+    receipt, so the client's retry does not look like a duplicate delivery."""
+    plan: Iterable[tuple[str, list[list[Any]], tuple[str, ...]]] = (
+        ("evaluation_events", rows.events, EVENT_COLUMNS),
+        ("evaluation_dimensions", rows.dimensions, DIMENSION_COLUMNS),
+        ("quarantine", rows.quarantine, QUARANTINE_COLUMNS),
+        ("emission_receipts", rows.receipts, RECEIPT_COLUMNS),
+    )
+    for table, table_rows, columns in plan:
+        if table_rows:
+            store.insert(f"{DATABASE}.{table}", table_rows, columns)

@@ -1,0 +1,137 @@
+"""The embedded receiver as one service: store, hand-off, export path, gRPC and HTTP
+listeners, admin endpoint and periodic jobs, started and stopped in order.
+
+Stopping: listeners stop accepting, in-flight requests finish, the hand-off writes
+what it holds, then the admin endpoint goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from aiohttp import web
+
+from ingest.admin import AdminEndpoint
+from ingest.config import ServeConfig
+from ingest.export import Exporter, Handoff
+from ingest.grpc_server import start_grpc_server
+from ingest.handoff import Clock, EmbeddedHandoff, utc_now
+from ingest.http_server import build_http_app
+from ingest.listen import start_site
+from ingest.metrics import PipelineMetrics
+from ingest.retention import apply_retention
+from ingest.store import ClickHouseStore, chdb_path, is_embedded
+from schemas.migrations import apply_migrations
+from schemas.store import Store
+
+log = logging.getLogger(__name__)
+
+PeriodicJob = Callable[[Store, dt.datetime], object]
+
+
+@dataclass
+class Periodic:
+    """A job the CLI wiring schedules while the service runs (e.g. stream status)."""
+
+    name: str
+    every_seconds: float
+    run: PeriodicJob
+
+
+@dataclass
+class Listeners:
+    grpc_port: int = 0
+    http_port: int = 0
+    admin_port: int = 0
+
+
+@dataclass
+class ReceiverService:
+    config: ServeConfig
+    store: ClickHouseStore
+    handoff_store: Store | None = None
+    periodic: list[Periodic] = field(default_factory=list)
+    clock: Clock = utc_now
+    handoff: Handoff | None = None
+
+    def __post_init__(self) -> None:
+        self.metrics = PipelineMetrics()
+        self.listeners = Listeners()
+        self._grpc: grpc.aio.Server | None = None
+        self._http: web.AppRunner | None = None
+        self._admin: AdminEndpoint | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> Listeners:
+        config = self.config
+        await asyncio.to_thread(apply_migrations, self.store)
+        await asyncio.to_thread(apply_retention, self.store, config.retention)
+        if self.handoff is None:
+            self.handoff = EmbeddedHandoff(
+                self.handoff_store or self.store,
+                max_inflight_bytes=config.max_inflight_bytes,
+                max_batch_rows=config.max_batch_rows,
+                linger_seconds=config.linger_ms / 1000,
+                clock=self.clock,
+                observer=self.metrics,
+            )
+        exporter = Exporter(self.handoff, observer=self.metrics)
+        self._admin = AdminEndpoint(self.store, self.metrics.exposition, self._readiness)
+        self.listeners.admin_port = await self._admin.start(config.admin_port)
+        if is_embedded(self.store.url):
+            self._admin.publish(chdb_path(self.store.url))
+        self._grpc, self.listeners.grpc_port = await start_grpc_server(
+            exporter, config.host, config.grpc_port, config.max_request_bytes
+        )
+        # Bodies stay compressed until our bounded inflater sees them (gzip bombs).
+        self._http = web.AppRunner(
+            build_http_app(exporter, config.max_request_bytes),
+            access_log=None,
+            auto_decompress=False,
+        )
+        self.listeners.http_port = await start_site(self._http, config.host, config.http_port)
+        for job in self.periodic:
+            self._tasks.append(asyncio.create_task(self._every(job), name=job.name))
+        return self.listeners
+
+    async def _readiness(self) -> str | None:
+        try:
+            await asyncio.to_thread(self.store.query, "SELECT 1")
+        except Exception as err:
+            return f"store: {err}"
+        return None
+
+    async def _every(self, job: Periodic) -> None:
+        while True:
+            try:
+                await asyncio.to_thread(job.run, self.store, self.clock())
+            except Exception:  # a failing job is logged and retried next period
+                log.exception("periodic job %s failed", job.name)
+            await asyncio.sleep(job.every_seconds)
+
+    async def stop(self, grace_seconds: float = 10.0) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._grpc is not None:
+            await self._grpc.stop(grace_seconds)
+        if self._http is not None:
+            await self._http.shutdown()
+            await self._http.cleanup()
+        if self.handoff is not None:
+            await self.handoff.close()
+        if self._admin is not None:
+            await self._admin.stop()
+
+    @property
+    def data_dir(self) -> Path | None:
+        return chdb_path(self.store.url) if is_embedded(self.store.url) else None

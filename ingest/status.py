@@ -1,0 +1,68 @@
+"""The one mapping from ingest errors to gRPC status codes and HTTP statuses."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import grpc
+from google.protobuf import duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+from ingest.errors import (
+    Backpressure,
+    DecodeError,
+    IngestError,
+    PayloadTooLarge,
+    RetryableError,
+    Unavailable,
+    UnsupportedMediaType,
+)
+
+
+@dataclass(frozen=True)
+class Failure:
+    grpc_code: grpc.StatusCode
+    http_status: int
+    message: str
+    retry_after: float | None
+
+    def rpc_status(self) -> status_pb2.Status:
+        """google.rpc.Status with RetryInfo for retryable failures, as OTLP specifies."""
+        status = status_pb2.Status(code=self.grpc_code.value[0], message=self.message)
+        if self.retry_after is not None:
+            seconds = int(self.retry_after)
+            nanos = int((self.retry_after - seconds) * 1e9)
+            info = error_details_pb2.RetryInfo(
+                retry_delay=duration_pb2.Duration(seconds=seconds, nanos=nanos)
+            )
+            status.details.add().Pack(info)
+        return status
+
+    def retry_after_header(self) -> dict[str, str]:
+        if self.retry_after is None:
+            return {}
+        return {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
+
+
+def classify(error: Exception) -> Failure:
+    """Classify any exception from the export path; unknown ones are retryable."""
+    message = str(error) or type(error).__name__
+    if isinstance(error, PayloadTooLarge):
+        return Failure(grpc.StatusCode.RESOURCE_EXHAUSTED, 413, message, None)
+    if isinstance(error, UnsupportedMediaType):
+        return Failure(grpc.StatusCode.INVALID_ARGUMENT, 415, message, None)
+    if isinstance(error, DecodeError):
+        return Failure(grpc.StatusCode.INVALID_ARGUMENT, 400, message, None)
+    if isinstance(error, Backpressure):
+        return Failure(grpc.StatusCode.RESOURCE_EXHAUSTED, 429, message, error.retry_after)
+    if isinstance(error, Unavailable):
+        return Failure(grpc.StatusCode.UNAVAILABLE, 503, message, error.retry_after)
+    if isinstance(error, RetryableError):
+        return Failure(grpc.StatusCode.UNAVAILABLE, 503, message, error.retry_after)
+    if isinstance(error, IngestError):
+        return Failure(grpc.StatusCode.INVALID_ARGUMENT, 400, message, None)
+    return Failure(grpc.StatusCode.UNAVAILABLE, 503, f"internal error: {message}", 1.0)
+
+
+assert grpc.StatusCode.UNAVAILABLE.value[0] == code_pb2.UNAVAILABLE

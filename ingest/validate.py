@@ -1,0 +1,451 @@
+"""Fail-closed validation: one OTLP span becomes an `EvaluationEvent` (or a sentinel)
+with its `EmissionRecord`, or a `QuarantineRecord` saying exactly what was wrong.
+
+Nothing is guessed: a missing or unknown run mode, a missing surface, stream or seq,
+a dimension with no grade, a malformed id or a wrongly typed attribute rejects the
+span. Unknown `holonograph.*` attributes are kept in `extras`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
+
+from ingest.decode import attributes, jsonable
+from schemas.events import (
+    DIMENSION_EVENT,
+    EVALUATION_SPAN,
+    PROVENANCES,
+    RUN_MODES,
+    SENTINEL_SPAN,
+    EmissionKind,
+    EmissionRecord,
+    EvaluationEvent,
+    QuarantineRecord,
+    SentinelCounters,
+    default_provenance,
+)
+
+PREFIX = "holonograph."
+SUBSTRATE_PREFIX = "holonograph.substrate."
+MARKER_PREFIX = "holonograph.marker."
+
+_EVALUATION_KEYS = frozenset(
+    {
+        "holonograph.event.id",
+        "holonograph.surface.id",
+        "holonograph.run_mode",
+        "holonograph.emission.stream",
+        "holonograph.emission.seq",
+        "holonograph.emission.final",
+        "holonograph.agent.id",
+        "holonograph.correlation.id",
+        "holonograph.provenance",
+        "holonograph.lens.version",
+        "holonograph.light_source.id",
+        "holonograph.light_source.requested",
+        "holonograph.cohort_tags",
+        "holonograph.multiplex.role",
+        "holonograph.fixture.id",
+        "holonograph.latency_ms",
+        "holonograph.cost.usd",
+        "holonograph.tokens.input",
+        "holonograph.tokens.output",
+        "holonograph.sdk.name",
+        "holonograph.sdk.version",
+        "holonograph.timestamp",
+    }
+)
+_SENTINEL_COUNTERS = ("offered", "delivered", "dropped", "failed")
+
+
+class SpanRejected(Exception):
+    """The span breaks the wire contract; the message names the attribute and why."""
+
+
+def is_holonograph_span(name: str) -> bool:
+    return name.startswith(PREFIX)
+
+
+# --- typed attribute readers -------------------------------------------------------
+
+
+def _string(attrs: dict[str, Any], key: str, required: bool = False) -> str:
+    value = attrs.get(key)
+    if value is None:
+        if required:
+            raise SpanRejected(f"{key}: missing")
+        return ""
+    if not isinstance(value, str):
+        raise SpanRejected(f"{key}: expected a string, got {_type_name(value)}")
+    if required and not value:
+        raise SpanRejected(f"{key}: empty")
+    return value
+
+
+def _int(attrs: dict[str, Any], key: str) -> int | None:
+    value = attrs.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpanRejected(f"{key}: expected an int, got {_type_name(value)}")
+    return value
+
+
+def _float(attrs: dict[str, Any], key: str) -> float | None:
+    value = attrs.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpanRejected(f"{key}: expected a double, got {_type_name(value)}")
+    return float(value)
+
+
+def _bool(attrs: dict[str, Any], key: str) -> bool | None:
+    value = attrs.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        raise SpanRejected(f"{key}: expected a bool, got {_type_name(value)}")
+    return value
+
+
+def _strings(attrs: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = attrs.get(key)
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise SpanRejected(f"{key}: expected a string or string array, got {_type_name(value)}")
+
+
+def _type_name(value: Any) -> str:
+    return {
+        str: "string",
+        bool: "bool",
+        int: "int",
+        float: "double",
+        list: "array",
+        dict: "kvlist",
+        bytes: "bytes",
+    }.get(type(value), type(value).__name__)
+
+
+def _time_from_nanos(nanos: int) -> dt.datetime:
+    seconds, rem = divmod(nanos, 1_000_000_000)
+    return dt.datetime.fromtimestamp(seconds, dt.UTC) + dt.timedelta(microseconds=rem // 1000)
+
+
+def _rfc3339(key: str, text: str) -> dt.datetime:
+    try:
+        parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise SpanRejected(f"{key}: {text!r} is not an RFC 3339 time") from None
+    if parsed.tzinfo is None:
+        raise SpanRejected(f"{key}: {text!r} has no UTC offset")
+    return parsed.astimezone(dt.UTC)
+
+
+# --- pieces shared by both span kinds -----------------------------------------------
+
+
+def _ids(span: PB2Span) -> tuple[str, str]:
+    if len(span.trace_id) != 16 or not any(span.trace_id):
+        raise SpanRejected(f"trace_id: must be 16 non-zero bytes, got {len(span.trace_id)} bytes")
+    if len(span.span_id) != 8 or not any(span.span_id):
+        raise SpanRejected(f"span_id: must be 8 non-zero bytes, got {len(span.span_id)} bytes")
+    return span.trace_id.hex(), span.span_id.hex()
+
+
+def _emission(attrs: dict[str, Any]) -> dict[str, Any]:
+    stream = _string(attrs, "holonograph.emission.stream", required=True)
+    seq = _int(attrs, "holonograph.emission.seq")
+    if seq is None:
+        raise SpanRejected("holonograph.emission.seq: missing")
+    if seq < 0:
+        raise SpanRejected(f"holonograph.emission.seq: must be >= 0, got {seq}")
+    final = _bool(attrs, "holonograph.emission.final") or False
+    return {"stream": stream, "seq": seq, "final": final}
+
+
+def _timestamp(span: PB2Span, attrs: dict[str, Any]) -> dt.datetime:
+    value = attrs.get("holonograph.timestamp")
+    if value is None:
+        if span.end_time_unix_nano == 0:
+            raise SpanRejected("end_time_unix_nano: 0 and no holonograph.timestamp")
+        return _time_from_nanos(span.end_time_unix_nano)
+    if isinstance(value, str):
+        return _rfc3339("holonograph.timestamp", value)
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return _time_from_nanos(value)
+    raise SpanRejected(
+        f"holonograph.timestamp: expected RFC 3339 string or unix nanos, got {value!r}"
+    )
+
+
+def derive_event_id(stream: str, seq: int) -> str:
+    """Stable id for an event sent without `holonograph.event.id`."""
+    digest = hashlib.sha256(f"{stream}\x00{seq}".encode()).hexdigest()
+    return f"evt_d_{digest[:24]}"
+
+
+# --- evaluation spans ----------------------------------------------------------------
+
+
+def _dimension(span: PB2Span, index: int) -> dict[str, Any]:
+    attrs = attributes(span.events[index].attributes)
+    where = f"event {index} ({DIMENSION_EVENT})"
+    try:
+        dimension_id = _string(attrs, "holonograph.dimension.id", required=True)
+        passed = _bool(attrs, "holonograph.dimension.passed")
+        score = _float(attrs, "holonograph.dimension.score")
+        if passed is None and score is None:
+            raise SpanRejected(
+                f"dimension {dimension_id!r}: neither holonograph.dimension.passed"
+                " nor holonograph.dimension.score"
+            )
+        if score is not None and score != score:
+            raise SpanRejected(f"dimension {dimension_id!r}: score is NaN")
+        return {
+            "dimension_id": dimension_id,
+            "passed": passed,
+            "score": score,
+            "expected": _string(attrs, "holonograph.dimension.expected"),
+            "actual": _string(attrs, "holonograph.dimension.actual"),
+            "judge": _string(attrs, "holonograph.dimension.judge"),
+        }
+    except SpanRejected as err:
+        raise SpanRejected(f"{where}: {err}") from None
+
+
+def _dimensions(span: PB2Span) -> list[dict[str, Any]]:
+    results = []
+    seen: set[str] = set()
+    for index, event in enumerate(span.events):
+        if event.name != DIMENSION_EVENT:
+            continue
+        result = _dimension(span, index)
+        dimension_id = result["dimension_id"]
+        if dimension_id in seen:
+            raise SpanRejected(f"event {index}: dimension {dimension_id!r} graded twice")
+        seen.add(dimension_id)
+        results.append(result)
+    return results
+
+
+def _run_mode(attrs: dict[str, Any]) -> str:
+    run_mode = _string(attrs, "holonograph.run_mode", required=True)
+    if run_mode not in RUN_MODES:
+        allowed = "|".join(sorted(RUN_MODES))
+        raise SpanRejected(f"holonograph.run_mode: {run_mode!r} is not one of {allowed}")
+    return run_mode
+
+
+def _provenance(attrs: dict[str, Any], run_mode: str) -> str:
+    provenance = _string(attrs, "holonograph.provenance")
+    if not provenance:
+        return default_provenance(run_mode)
+    if provenance not in PROVENANCES:
+        raise SpanRejected(
+            f"holonograph.provenance: {provenance!r} is not production-state or exploratory-state"
+        )
+    return provenance
+
+
+def _prefixed(attrs: dict[str, Any], prefix: str, read: Callable[[str], Any]) -> dict[str, Any]:
+    return {key[len(prefix) :]: read(key) for key in attrs if key.startswith(prefix)}
+
+
+def _diagnostic_columns(tags: tuple[str, ...]) -> dict[str, str]:
+    return dict(tag.split("=", 1) for tag in tags if "=" in tag)
+
+
+def evaluation_event(
+    span: PB2Span, attrs: dict[str, Any], resource: dict[str, Any]
+) -> EvaluationEvent:
+    """Check every rule of the contract, then validate the whole event in one pydantic
+    call (one pass through its core instead of one per nested model). `resource`
+    must already be JSON-safe; a request's events share it."""
+    trace_id, span_id = _ids(span)
+    emission = _emission(attrs)
+    run_mode = _run_mode(attrs)
+    surface_id = _string(attrs, "holonograph.surface.id", required=True)
+    event_id = _string(attrs, "holonograph.event.id") or derive_event_id(
+        emission["stream"], emission["seq"]
+    )
+    agent_id = _string(attrs, "holonograph.agent.id")
+    provenance = _provenance(attrs, run_mode)
+    lens_version = _string(attrs, "holonograph.lens.version")
+    light_source_id = _string(attrs, "holonograph.light_source.id")
+    cohort_tags = _strings(attrs, "holonograph.cohort_tags")
+    extras = {
+        key: jsonable(value)
+        for key, value in attrs.items()
+        if key.startswith(PREFIX)
+        and key not in _EVALUATION_KEYS
+        and not key.startswith((SUBSTRATE_PREFIX, MARKER_PREFIX))
+    }
+    return EvaluationEvent.model_validate(
+        {
+            "event_id": event_id,
+            "surface_id": surface_id,
+            "agent_id": agent_id,
+            "correlation_id": _string(attrs, "holonograph.correlation.id"),
+            "run_mode": run_mode,
+            "provenance": provenance,
+            "timestamp": _timestamp(span, attrs),
+            "emission": emission,
+            "trace_id": trace_id,
+            "span_id": span_id,
+            "substrate": {
+                "surface_id": surface_id,
+                "agent_id": agent_id,
+                "run_mode": run_mode,
+                "provenance": provenance,
+                "lens_version": lens_version,
+                "light_source_id": light_source_id,
+                "columns": _prefixed(attrs, SUBSTRATE_PREFIX, lambda k: _string(attrs, k)),
+                "diagnostic": _diagnostic_columns(cohort_tags),
+            },
+            "light_source": {
+                "id": light_source_id,
+                "requested": _string(attrs, "holonograph.light_source.requested"),
+            },
+            "lens": {
+                "version": lens_version,
+                "fixture_id": _string(attrs, "holonograph.fixture.id"),
+            },
+            "outcome": {
+                "dimensions": _dimensions(span),
+                "cohort_tags": cohort_tags,
+                "markers": _prefixed(attrs, MARKER_PREFIX, lambda k: _strings(attrs, k)),
+                "latency_ms": _float(attrs, "holonograph.latency_ms"),
+                "cost_usd": _float(attrs, "holonograph.cost.usd"),
+                "tokens_input": _int(attrs, "holonograph.tokens.input"),
+                "tokens_output": _int(attrs, "holonograph.tokens.output"),
+            },
+            "multiplex_role": _string(attrs, "holonograph.multiplex.role"),
+            "sdk_name": _string(attrs, "holonograph.sdk.name"),
+            "sdk_version": _string(attrs, "holonograph.sdk.version"),
+            "resource_attributes": resource,
+            "extras": extras,
+        }
+    )
+
+
+# --- sentinels -----------------------------------------------------------------------
+
+
+def sentinel_record(span: PB2Span, attrs: dict[str, Any]) -> EmissionRecord:
+    _ids(span)
+    emission = _emission(attrs)
+    window = {}
+    for edge in ("start", "end"):
+        key = f"holonograph.completeness.window_{edge}"
+        text = _string(attrs, key)
+        window[edge] = _rfc3339(key, text) if text else None
+    counters = SentinelCounters(
+        interval_ms=_int(attrs, "holonograph.sentinel.interval_ms"),
+        window_start=window["start"],
+        window_end=window["end"],
+        **{name: _int(attrs, f"holonograph.completeness.{name}") for name in _SENTINEL_COUNTERS},
+    )
+    return EmissionRecord(
+        stream=emission["stream"],
+        seq=emission["seq"],
+        kind="sentinel",
+        final=emission["final"],
+        event_time=_timestamp(span, attrs),
+        sentinel=counters,
+    )
+
+
+def emission_of(event: EvaluationEvent) -> EmissionRecord:
+    return EmissionRecord(
+        stream=event.emission.stream,
+        seq=event.emission.seq,
+        kind="evaluation",
+        final=event.emission.final,
+        event_id=event.event_id,
+        surface_id=event.surface_id,
+        event_time=event.timestamp,
+    )
+
+
+# --- rejection -----------------------------------------------------------------------
+
+
+def quarantine_record(
+    span: PB2Span, attrs: dict[str, Any], resource: dict[str, Any], reason: str, source: str
+) -> QuarantineRecord:
+    span_bytes = span.SerializeToString(deterministic=True)
+    resource_json = json.dumps(jsonable(resource), sort_keys=True)
+    quarantine_id = hashlib.sha256(resource_json.encode() + b"\x00" + span_bytes).hexdigest()
+    stream, seq = _arrived_ordinal(attrs)
+    return QuarantineRecord(
+        quarantine_id=quarantine_id,
+        reason=reason,
+        span_name=span.name,
+        trace_id=span.trace_id.hex(),
+        span_id=span.span_id.hex(),
+        emission_stream=stream,
+        emission_seq=seq,
+        attributes={k: jsonable(v) for k, v in attrs.items()},
+        resource_attributes={k: jsonable(v) for k, v in resource.items()},
+        span_proto=span_bytes,
+        source=source,
+    )
+
+
+def _arrived_ordinal(attrs: dict[str, Any]) -> tuple[str | None, int | None]:
+    """The (stream, seq) of a rejected span when both are valid: it arrived, no gap."""
+    stream = attrs.get("holonograph.emission.stream")
+    seq = attrs.get("holonograph.emission.seq")
+    valid_seq = isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0
+    if isinstance(stream, str) and stream and valid_seq:
+        return stream, seq
+    return None, None
+
+
+def quarantined_emission(
+    record: QuarantineRecord, span: PB2Span, attrs: dict[str, Any]
+) -> EmissionRecord | None:
+    if record.emission_stream is None or record.emission_seq is None:
+        return None
+    kind: EmissionKind = "sentinel" if span.name == SENTINEL_SPAN else "evaluation"
+    final = attrs.get("holonograph.emission.final") is True
+    surface = attrs.get("holonograph.surface.id")
+    event_time = (
+        _time_from_nanos(span.end_time_unix_nano)
+        if span.end_time_unix_nano
+        else dt.datetime.now(dt.UTC)
+    )
+    return EmissionRecord(
+        stream=record.emission_stream,
+        seq=record.emission_seq,
+        kind=kind,
+        final=final,
+        quarantined=True,
+        surface_id=surface if isinstance(surface, str) else "",
+        event_time=event_time,
+    )
+
+
+__all__ = [
+    "EVALUATION_SPAN",
+    "SENTINEL_SPAN",
+    "SpanRejected",
+    "emission_of",
+    "evaluation_event",
+    "is_holonograph_span",
+    "quarantine_record",
+    "quarantined_emission",
+    "sentinel_record",
+]

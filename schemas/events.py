@@ -1,0 +1,165 @@
+"""What one OTLP span becomes after decoding: the models every later step shares.
+
+An `EvaluationEvent` binds the Guide's four layers of one model call (substrate,
+light source, lens, outcome) with the metadata that ties them together. Every
+`holonograph.*` span, evaluation or sentinel, also yields an `EmissionRecord` for
+delivery accounting; a span that fails validation yields a `QuarantineRecord`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RUN_MODES: frozenset[str] = frozenset({"production", "test", "eval", "replay", "local_dev"})
+PROVENANCES: frozenset[str] = frozenset({"production-state", "exploratory-state"})
+
+RunMode = Literal["production", "test", "eval", "replay", "local_dev"]
+Provenance = Literal["production-state", "exploratory-state"]
+EmissionKind = Literal["evaluation", "sentinel"]
+
+EVALUATION_SPAN = "holonograph.evaluation"
+SENTINEL_SPAN = "holonograph.session.sentinel"
+DIMENSION_EVENT = "holonograph.dimension"
+
+
+def default_provenance(run_mode: str) -> Provenance:
+    return "production-state" if run_mode == "production" else "exploratory-state"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DimensionResult(_Model):
+    """One graded dimension; at least one of `passed` and `score` is set."""
+
+    dimension_id: str = Field(min_length=1)
+    passed: bool | None = None
+    score: float | None = None
+    expected: str = ""
+    actual: str = ""
+    judge: str = ""
+
+
+class Substrate(_Model):
+    """Deployment state at call time: the mandatory columns plus the operator's
+    `holonograph.substrate.*` columns and diagnostic `column=value` cohort tags."""
+
+    surface_id: str
+    agent_id: str = ""
+    run_mode: RunMode
+    provenance: Provenance
+    lens_version: str = ""
+    light_source_id: str = ""
+    columns: dict[str, str] = Field(default_factory=dict)
+    diagnostic: dict[str, str] = Field(default_factory=dict)
+
+
+class LightSource(_Model):
+    """The model that answered, as served, and the alias asked for when it differs."""
+
+    id: str = ""
+    requested: str = ""
+
+
+class Lens(_Model):
+    """The evaluation configuration in effect."""
+
+    version: str = ""
+    fixture_id: str = ""
+
+
+class Outcome(_Model):
+    dimensions: tuple[DimensionResult, ...] = ()
+    cohort_tags: tuple[str, ...] = ()
+    markers: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    latency_ms: float | None = None
+    cost_usd: float | None = None
+    tokens_input: int | None = None
+    tokens_output: int | None = None
+
+
+class Emission(_Model):
+    stream: str = Field(min_length=1)
+    seq: int = Field(ge=0)
+    final: bool = False
+
+
+class EvaluationEvent(_Model):
+    event_id: str = Field(min_length=1)
+    surface_id: str = Field(min_length=1)
+    agent_id: str = ""
+    correlation_id: str = ""
+    run_mode: RunMode
+    provenance: Provenance
+    timestamp: dt.datetime
+    emission: Emission
+    trace_id: str
+    span_id: str
+    substrate: Substrate
+    light_source: LightSource
+    lens: Lens
+    outcome: Outcome
+    multiplex_role: str = ""
+    sdk_name: str = ""
+    sdk_version: str = ""
+    resource_attributes: dict[str, Any] = Field(default_factory=dict)
+    extras: dict[str, Any] = Field(default_factory=dict)
+
+
+class SentinelCounters(_Model):
+    """The client's own accounting for its last window, as a sentinel reports it."""
+
+    interval_ms: int | None = None
+    offered: int | None = None
+    delivered: int | None = None
+    dropped: int | None = None
+    failed: int | None = None
+    window_start: dt.datetime | None = None
+    window_end: dt.datetime | None = None
+
+
+class EmissionRecord(_Model):
+    """One arrival of a (stream, seq); `quarantined` marks arrived-but-invalid."""
+
+    stream: str = Field(min_length=1)
+    seq: int = Field(ge=0)
+    kind: EmissionKind
+    final: bool = False
+    quarantined: bool = False
+    event_id: str = ""
+    surface_id: str = ""
+    event_time: dt.datetime
+    sentinel: SentinelCounters | None = None
+
+
+class QuarantineRecord(_Model):
+    """A rejected span, its reason, and enough of the original to replay it."""
+
+    quarantine_id: str
+    reason: str
+    span_name: str
+    trace_id: str
+    span_id: str
+    emission_stream: str | None = None
+    emission_seq: int | None = None
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    resource_attributes: dict[str, Any] = Field(default_factory=dict)
+    span_proto: bytes = b""
+    source: str = "receiver"
+
+
+class DecodedBatch(_Model):
+    """Everything one export request yields, ready to hand off."""
+
+    events: tuple[EvaluationEvent, ...] = ()
+    emissions: tuple[EmissionRecord, ...] = ()
+    quarantined: tuple[QuarantineRecord, ...] = ()
+    ignored_spans: int = 0
+
+    @property
+    def rejected(self) -> int:
+        return len(self.quarantined)
