@@ -32,12 +32,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from processors.drift import DriftRequest, run_drift  # noqa: E402
-from processors.scenarios import Change, SurfaceSpec, generate, write_cells  # noqa: E402
-from processors.variance import DecomposeRequest, decompose  # noqa: E402
-from schemas.analysis import DriftReport  # noqa: E402
+from processors.drift import DriftRequest, run_drift
+from processors.scenarios import Change, SurfaceSpec, generate, write_cells
+from processors.variance import DecomposeRequest, decompose
+from schemas.analysis import DriftReport
 
 START = dt.datetime(2026, 6, 1)
 TAUS = (0.0, 0.015, 0.03)
@@ -82,12 +82,16 @@ def build_cases(sizes: dict[str, int], seed: int, buckets: int) -> list[list[Cas
     for layer, shift, tau in itertools.product(LAYERS, SHIFTS, TAUS):
         for _ in range(sizes["singles"]):
             ch = Change(at(), sign() * shift, (layer,), rollout=int(rng.choice([0, 0, 6])))
-            groups.append([Case(spec("single", tau, (ch,), events=(100, 500)), "single", tau, [ch])])
+            groups.append(
+                [Case(spec("single", tau, (ch,), events=(100, 500)), "single", tau, [ch])]
+            )
     for i in range(sizes["confounded"]):
         tau, pair = TAUS[i % 3], [("lens", "light source"), ("lens", "substrate"),
                                   ("substrate", "light source")][i % 3]  # fmt: skip
         ch = Change(at(), sign() * float(rng.choice(SHIFTS[1:])), pair)
-        groups.append([Case(spec("confounded", tau, (ch,), events=(100, 500)), "confounded", tau, [ch])])
+        groups.append(
+            [Case(spec("confounded", tau, (ch,), events=(100, 500)), "confounded", tau, [ch])]
+        )
     for i in range(sizes["mix"]):
         tau = TAUS[i % 3]
         ch = Change(at(), sign() * float(rng.choice(SHIFTS[1:])), ("cohort-mix",))
@@ -128,9 +132,9 @@ def match(report: DriftReport, truth: list[Change], tolerance: int = 2) -> tuple
         best = None
         for j, (_p, idx) in enumerate(points):
             off = _distance(idx, ch)
-            if j not in used and off <= tolerance:
-                if best is None or off < _distance(points[best][1], ch):
-                    best = j
+            closer = best is None or off < _distance(points[best][1], ch)
+            if j not in used and off <= tolerance and closer:
+                best = j
         if best is not None:
             used.add(best)
             pairs.append((ch, points[best][0]))
@@ -217,7 +221,9 @@ def score(store, case: Case, args, stats, counts) -> None:  # type: ignore[no-un
             p = pairs[0][1]
             counts[f"attr_n_{ch.layers[0]}"] += 1
             counts[f"attr_ok_{ch.layers[0]}"] += p.source == ch.expected and p.confident
-            counts[f"attr_wrong_confident_{ch.layers[0]}"] += p.source != ch.expected and p.confident
+            counts[f"attr_wrong_confident_{ch.layers[0]}"] += (
+                p.source != ch.expected and p.confident
+            )
     elif case.kind == "silent":
         counts["attr_n_silent"] += bool(pairs)
         counts["attr_ok_silent"] += bool(pairs) and pairs[0][1].source == "light source"
@@ -245,8 +251,9 @@ def summarise(stats, counts, sizes, load_seconds, events, args) -> dict[str, obj
         k = f"{shift:.2f}"
         tp, fp, fn = counts[f"tp_{k}"], counts[f"fp_{k}"], counts[f"fn_{k}"]
         prec, rec = ratio(tp, tp + fp), ratio(tp, tp + fn)
+        f1_value = round(2 * prec * rec / (prec + rec), 4) if prec and rec else 0.0
         f1[k] = {"tp": int(tp), "fp": int(fp), "fn": int(fn), "precision": prec, "recall": rec,
-                 "f1": round(2 * prec * rec / (prec + rec), 4) if prec and rec else 0.0}  # fmt: skip
+                 "f1": f1_value}  # fmt: skip
     big = [f"{s:.2f}" for s in SHIFTS if s >= 0.05]
     tp = sum(f1[k]["tp"] for k in big)  # type: ignore[misc]
     fp = sum(f1[k]["fp"] for k in big)  # type: ignore[misc]
@@ -277,7 +284,9 @@ def summarise(stats, counts, sizes, load_seconds, events, args) -> dict[str, obj
         "surfaces": int(runtime.size),
         "drift_seconds_per_surface_mean": round(float(runtime.mean()), 3),
         "drift_seconds_per_surface_p95": round(float(np.quantile(runtime, 0.95)), 3),
-        "drift_seconds_for_100_surfaces": round(float(runtime[:100].sum() * 100 / min(100, runtime.size)), 1),
+        "drift_seconds_for_100_surfaces": round(
+            float(runtime[:100].sum() * 100 / min(100, runtime.size)), 1
+        ),
         "events_loaded": int(events),
         "load_seconds": round(load_seconds, 1),
     }

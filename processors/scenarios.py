@@ -289,3 +289,54 @@ _EXPAND_RECEIPTS = (
     + _EVENTS
     + ")"
 )
+
+
+@dataclass(frozen=True)
+class ScenarioEvent:
+    """One delivered event of a cell, as an SDK would emit it (for the receiver path)."""
+
+    event_id: str
+    stream: str
+    seq: int
+    timestamp: dt.datetime
+    passed: bool
+    attributes: dict[str, object]
+
+
+def events_from_cells(cells: list[CellRow]) -> list[ScenarioEvent]:
+    """The same events `write_cells` stores (same ids, times, ordinals and outcomes), with
+    the OTLP attributes of the wire contract, ordered by stream and ordinal."""
+    width = _WIDTH["hour"] if _guess_hourly(cells) else _WIDTH["day"]
+    offsets: dict[str, int] = {}
+    out = []
+    for i, c in enumerate(sorted(cells, key=lambda c: (c.surface_id, c.bucket_start))):
+        stream = f"{c.surface_id}/{c.bucket_start:%Y-%m-%d}"
+        offset = offsets.get(stream, 0)
+        offsets[stream] = offset + c.offered
+        attributes: dict[str, object] = {
+            "holonograph.surface.id": c.surface_id,
+            "holonograph.run_mode": c.run_mode,
+            "holonograph.provenance": c.provenance,
+            "holonograph.agent.id": "scenario-agent",
+            "holonograph.lens.version": c.lens_version,
+            "holonograph.light_source.id": c.light_source_id,
+            "holonograph.light_source.requested": c.light_source_requested,
+            "holonograph.cohort_tags": list(c.cohort),
+            **{f"holonograph.substrate.{k}": v for k, v in c.substrate.items()},
+        }
+        for j in range(c.offered):
+            if c.passes <= j < c.passes + c.dropped:
+                continue
+            slot = (j * 7919 + 13) % c.offered
+            event_id = f"{c.surface_id}-{i}-{j}"
+            out.append(
+                ScenarioEvent(
+                    event_id=event_id,
+                    stream=stream,
+                    seq=offset + slot,
+                    timestamp=c.bucket_start + width * slot / c.offered,
+                    passed=j < c.passes,
+                    attributes=attributes | {"holonograph.correlation.id": event_id},
+                )
+            )
+    return sorted(out, key=lambda e: (e.stream, e.seq))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -114,3 +115,52 @@ def test_variance_decompose_evaluate_lifecycle(store_dir: Path) -> None:
          "--approver-id", "brian", *store],
     )  # fmt: skip
     assert refused.exit_code == 2 and "supersededBy" in refused.output
+
+
+@pytest.mark.e2e
+def test_scenario_through_the_receiver_gets_the_right_labels(receiver: Any) -> None:
+    from processors.scenarios import events_from_cells
+    from tests.otel_emit import Dim, Evaluation, export_grpc, record_spans
+
+    specs = [
+        SurfaceSpec("classify-intent", buckets=72, events=(40, 60),
+                    changes=(Change(36, -0.2, ("lens",)),)),
+        SurfaceSpec("billing-triage", buckets=72, events=(40, 60), alias="acme/other",
+                    changes=(Change(30, -0.2, ("lens", "light source")),)),
+    ]  # fmt: skip
+    events = events_from_cells([c for s in specs for c in generate(s, seed=3)])
+    items = [
+        Evaluation(
+            stream=e.stream,
+            seq=e.seq,
+            surface=str(e.attributes["holonograph.surface.id"]),
+            event_id=e.event_id,
+            dims=[Dim("correctness", passed=e.passed)],
+            extra=e.attributes,
+            end_ns=int(e.timestamp.replace(tzinfo=dt.UTC).timestamp() * 1e9),
+        )
+        for e in events
+    ]
+    spans = record_spans(items)
+    for start in range(0, len(spans), 1000):
+        assert export_grpc(receiver.grpc_endpoint, spans[start : start + 1000]).name == "SUCCESS"
+    stored = receiver.store.query(
+        "SELECT count() FROM holonograph.evaluation_dimensions FINAL"
+    ).scalar()
+    assert stored == len(events)
+
+    data_dir = receiver.store.url.removeprefix("chdb://")
+    args = ["--since", "2026-06-01T00:00:00Z", "--until", "2026-06-04T00:00:00Z",
+            "--store", f"chdb://{data_dir}", "--json"]  # fmt: skip
+    lens = CliRunner().invoke(cli, ["drift", "--surface", "classify-intent", *args])
+    assert lens.exit_code == 0, lens.output
+    (point,) = json.loads(lens.output)["changePoints"]
+    assert (point["source"], point["confident"]) == ("lens", True)
+    assert point["timestamp"] == "2026-06-02T12:00:00Z"
+
+    both = CliRunner().invoke(cli, ["drift", "--surface", "billing-triage", *args])
+    assert both.exit_code == 0, both.output
+    report = json.loads(both.output)
+    (point,) = report["changePoints"]
+    assert point["confident"] is False
+    assert [b["reason"] for b in report["bracketedWindows"]] == ["confounded"]
