@@ -167,7 +167,7 @@ def contrast(ctx: Context, change: LayerChange, others: list[LayerChange]) -> Co
     old = max(change.before, key=lambda v: change.before[v] - change.after.get(v, 0.0))
     new = max(change.after, key=lambda v: change.after[v] - change.before.get(v, 0.0))
     other_keys = [_column_key(o) for o in others]
-    arms: dict[tuple[object, ...], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+    arms: dict[tuple[object, ...], list[float]] = defaultdict(lambda: [0.0] * 6)
     for c, r in zip(ctx.series.cells, ctx.series.cell_index, strict=True):
         if not ctx.before[0] <= r < ctx.after[1]:
             continue
@@ -175,20 +175,20 @@ def contrast(ctx: Context, change: LayerChange, others: list[LayerChange]) -> Co
         if value not in (old, new):
             continue
         arm = arms[(int(r), *[c.layer(k) for k in other_keys])]
-        j = 0 if value == new else 2
+        j = 0 if value == new else 3
         arm[j] += c.n
         arm[j + 1] += c.y
+        arm[j + 2] += c.yy
     num = den = var = overlap = 0.0
     strata = 0
-    for n1, y1, n0, y0 in arms.values():
+    for n1, y1, yy1, n0, y0, yy0 in arms.values():
         if n1 <= 0 or n0 <= 0:
             continue
         w = n1 * n0 / (n1 + n0)
         p1, p0 = y1 / n1, y0 / n0
-        p = (y1 + y0) / (n1 + n0)
         num += w * (p1 - p0)
         den += w
-        var += w * w * max(p * (1 - p), 1e-6) * (1 / n1 + 1 / n0)
+        var += w * w * unit_variance(n1 + n0, y1 + y0, yy1 + yy0) * (1 / n1 + 1 / n0)
         overlap += min(n1, n0)
         strata += 1
     if den <= 0:
@@ -236,18 +236,22 @@ def cohort_mix(ctx: Context, delta: float, cfg: AttributionConfig) -> CohortMix 
     )
 
 
+def unit_variance(n: float, y: float, yy: float) -> float:
+    """Per-event variance from sums; for pass/fail yy = y, so this is p(1-p)."""
+    mean = y / n
+    return max(yy / n - mean * mean, 1e-6)
+
+
 def _rates(cells: list[Cell]) -> dict[object, tuple[float, float]]:
-    """Per stratum: rate and its binomial variance."""
+    """Per stratum: mean outcome and its sampling variance."""
     n: dict[object, float] = defaultdict(float)
     y: dict[object, float] = defaultdict(float)
+    yy: dict[object, float] = defaultdict(float)
     for c in cells:
         n[c.stratum] += c.n
         y[c.stratum] += c.y
-    out = {}
-    for s in n:
-        p = y[s] / n[s]
-        out[s] = (p, max(p * (1 - p), 1e-6) / n[s])
-    return out
+        yy[c.stratum] += c.yy
+    return {s: (y[s] / n[s], unit_variance(n[s], y[s], yy[s]) / n[s]) for s in n}
 
 
 def explains_shift(mix: CohortMix, delta: float) -> bool:

@@ -78,6 +78,7 @@ class SurfaceSpec:
     cohort_gap: float = 0.1
     dimension_id: str = "correctness"
     run_mode: str = "production"
+    scored: bool = False  # record a score (3 + 2 * passed) instead of passed
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,7 @@ class CellRow:
     offered: int
     passes: int
     dropped: int  # failed events lost before delivery
+    scored: bool = False
 
     @property
     def delivered(self) -> int:
@@ -184,6 +186,7 @@ def _cell(
         offered=n,
         passes=passes,
         dropped=dropped,
+        scored=spec.scored,
     )
 
 
@@ -196,7 +199,7 @@ STAGING = "holonograph.scenario_cells"
 _STAGING_COLUMNS = [
     "cell_id", "surface_id", "dimension_id", "bucket_start", "width_ms", "lens_version",
     "light_source_id", "light_source_requested", "substrate", "run_mode", "provenance",
-    "cohort_tags", "offered", "passes", "dropped", "emission_stream", "seq_offset",
+    "cohort_tags", "offered", "passes", "dropped", "emission_stream", "seq_offset", "scored",
 ]  # fmt: skip
 
 
@@ -210,7 +213,7 @@ def write_cells(store: Store, cells: list[CellRow], ingested_at: dt.datetime) ->
             light_source_id String, light_source_requested String,
             substrate Map(String, String), run_mode String, provenance String,
             cohort_tags Array(String), offered UInt32, passes UInt32, dropped UInt32,
-            emission_stream String, seq_offset UInt64
+            emission_stream String, seq_offset UInt64, scored Bool
         ) ENGINE = MergeTree ORDER BY cell_id"""
     )
     store.command(f"TRUNCATE TABLE {STAGING}")
@@ -226,7 +229,7 @@ def write_cells(store: Store, cells: list[CellRow], ingested_at: dt.datetime) ->
                 f"{c.surface_id}-{i}", c.surface_id, c.dimension_id, c.bucket_start, width,
                 c.lens_version, c.light_source_id, c.light_source_requested, c.substrate,
                 c.run_mode, c.provenance, list(c.cohort), c.offered, c.passes, c.dropped,
-                stream, offset,
+                stream, offset, c.scored,
             ]
         )  # fmt: skip
     store.insert(STAGING, rows, _STAGING_COLUMNS)
@@ -255,10 +258,11 @@ _EVENTS = """
 """
 _EXPAND_DIMENSIONS = (
     """INSERT INTO holonograph.evaluation_dimensions
-    (event_id, dimension_id, passed, surface_id, agent_id, correlation_id, run_mode, provenance,
-     timestamp, lens_version, light_source_id, light_source_requested, substrate, cohort_tags,
-     emission_stream, ingested_at)
-    SELECT event_id, dimension_id, j < passes, surface_id, 'scenario-agent', event_id,
+    (event_id, dimension_id, passed, score, surface_id, agent_id, correlation_id, run_mode,
+     provenance, timestamp, lens_version, light_source_id, light_source_requested, substrate,
+     cohort_tags, emission_stream, ingested_at)
+    SELECT event_id, dimension_id, if(scored, NULL, j < passes),
+           if(scored, 3.0 + 2.0 * (j < passes), NULL), surface_id, 'scenario-agent', event_id,
            run_mode, provenance, ts, lens_version, light_source_id, light_source_requested,
            substrate, cohort_tags, emission_stream, {{ingested_at:DateTime64(3, 'UTC')}}
     FROM ("""

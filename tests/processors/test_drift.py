@@ -37,6 +37,9 @@ SPECS = [
     SurfaceSpec("lonely-surface", tau=0.01, events=(100, 300), buckets=HOURS, alias="solo-4",
                 changes=(Change(160, -0.07, ("silent",)),)),
     SurfaceSpec("noise-surface", tau=0.03, events=(50, 300), buckets=HOURS, alias="solo-5"),
+    SurfaceSpec("scored-surface", tau=0.01, events=(100, 300), buckets=HOURS, alias="solo-6",
+                scored=True, changes=(Change(120, -0.1, ("lens",), rollout=6),
+                                      Change(120, 0.0, ("substrate",), rollout=6))),
 ]  # fmt: skip
 
 
@@ -197,3 +200,13 @@ def test_run_is_persisted_with_its_parameters(store: Store) -> None:
         {"r": report.run_id},
     ).scalar()
     assert json.loads(payload)["surfaceId"] == "both-surface"
+
+
+def test_scored_dimension_uses_score_sums(store: Store) -> None:
+    report = drift(store, "scored-surface")
+    assert report.dimensions[0].outcome == "score"
+    (point,) = report.change_points
+    assert point.source == "lens" and point.confident
+    assert point.effect.delta == pytest.approx(-0.2, abs=0.03)  # score = 3 + 2 * passed
+    lens = next(c for c in point.within_bucket_contrasts if c.column == "lens_version")
+    assert lens.ci_low < -0.2 < lens.ci_high < 0
