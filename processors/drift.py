@@ -10,6 +10,7 @@ persisted to `drift_change_points` and `analysis_events`.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import uuid
@@ -115,9 +116,7 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
     """`run_drift` plus the per-dimension series behind the report (for plotting)."""
     query = request.query()
     grid = bucket_grid(request.since, request.until, request.bucket)
-    attribution = AttributionConfig(
-        **{**request.attribution.__dict__, "delta_threshold": request.delta_threshold}
-    )
+    attribution = dataclasses.replace(request.attribution, delta_threshold=request.delta_threshold)
     corroborate = alias_corroborator(store, query, request)
     points: list[ChangePoint] = []
     brackets: list[BracketedWindow] = []

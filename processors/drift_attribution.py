@@ -52,9 +52,8 @@ class AttributionConfig:
     neighbourhood: int = 72  # buckets each side used to read layer values
     share_change: float = 0.3  # total-variation distance that counts as a layer change
     slack: int = 2  # buckets the layer switch may sit outside the time window
-    min_overlap_events: float = 30.0
+    min_overlap_events: float = 30.0  # same-bucket events each side needed to compare
     mix_change: float = 0.1
-    level: float = 0.95
 
 
 def source_of(layer: str) -> LayerSource:
@@ -160,9 +159,12 @@ def _column_key(change: LayerChange) -> str:
     return "lens_version" if change.layer == "lens" else "light_source_id"
 
 
-def contrast(ctx: Context, change: LayerChange, others: list[LayerChange]) -> Contrast | None:
+def contrast(
+    ctx: Context, change: LayerChange, others: list[LayerChange], min_overlap: float = 30.0
+) -> Contrast | None:
     """Risk difference new vs old value of `change`, Mantel-Haenszel weighted over strata
-    (bucket x the other changed layers' values); only buckets holding both values count."""
+    (bucket x the other changed layers' values); only buckets holding both values count,
+    and None when they hold fewer than `min_overlap` events of the smaller side."""
     key = _column_key(change)
     old = max(change.before, key=lambda v: change.before[v] - change.after.get(v, 0.0))
     new = max(change.after, key=lambda v: change.after[v] - change.before.get(v, 0.0))
@@ -191,7 +193,7 @@ def contrast(ctx: Context, change: LayerChange, others: list[LayerChange]) -> Co
         var += w * w * unit_variance(n1 + n0, y1 + y0, yy1 + yy0) * (1 / n1 + 1 / n0)
         overlap += min(n1, n0)
         strata += 1
-    if den <= 0:
+    if den <= 0 or overlap < min_overlap:
         return None
     delta = num / den
     se = float(np.sqrt(var)) / den
@@ -356,7 +358,10 @@ def attribute(
     """The labelled change point and, when it must be bracketed, (from, to, reason, why)."""
     ctx = context_for(series, raw, cfg, inflation)
     changes = changed_layers(ctx, cfg)
-    contrasts = [contrast(ctx, c, [o for o in changes if o is not c]) for c in changes]
+    contrasts = [
+        contrast(ctx, c, [o for o in changes if o is not c], cfg.min_overlap_events)
+        for c in changes
+    ]
     mix = None if changes else cohort_mix(ctx, raw.delta, cfg)
     corroboration = None
     if not changes and not (mix is not None and explains_shift(mix, raw.delta)):
