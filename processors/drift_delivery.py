@@ -44,43 +44,77 @@ def completeness_columns(store: Store) -> dict[str, str]:
 
 def fetch_loss_windows(store: Store, query: SeriesQuery) -> list[LossWindow] | None:
     """Windows flagged `bias_flag` for the surface, merged when they touch; None when
-    the completeness table is not there to ask."""
+    the completeness table is not there to ask. With several bucket granularities in the
+    table, the query's own (or else the finest) is used."""
     cols = completeness_columns(store)
     if not {"bucket_start", "bias_flag"} <= cols.keys():
         return None
+    where = [
+        "bias_flag",
+        "bucket_start < {until:DateTime64(3, 'UTC')}",
+        "bucket_start >= {since:DateTime64(3, 'UTC')} - INTERVAL 1 DAY",
+    ]
     if "surface_id" in cols:
-        scope = "surface_id = {surface:String}"
+        where.append("surface_id = {surface:String}")
+        if "scope" in cols:
+            where.append("toString(scope) = 'surface'")
     elif "emission_stream" in cols:
-        scope = """emission_stream IN (
-            SELECT DISTINCT emission_stream FROM holonograph.evaluation_events FINAL
-            WHERE surface_id = {surface:String}
-              AND timestamp >= {since:DateTime64(3, 'UTC')}
-              AND timestamp < {until:DateTime64(3, 'UTC')})"""
+        where.append(_STREAMS_OF_SURFACE)
     else:
         return None
+    table = "holonograph.completeness_windows" + (" FINAL" if _replacing(store) else "")
+    granularity = next((c for c in ("bucket", "granularity") if c in cols), None)
+    params = query.params()
+    if granularity:
+        chosen = _granularity(store, table, granularity, where, params, query.bucket)
+        where.append(f"toString({granularity}) = {{granularity:String}}")
+        params["granularity"] = chosen
     end = "bucket_end" if "bucket_end" in cols else "bucket_start"
     offered = "toFloat64(offered)" if "offered" in cols else "0"
     delivered = "toFloat64(delivered)" if "delivered" in cols else "0"
-    granularity = next((c for c in ("bucket", "granularity") if c in cols), None)
-    width = f"toString({granularity})" if granularity else "''"
     sql = f"""
-        SELECT bucket_start, {end} AS bucket_end, {width} AS width, {offered}, {delivered}
-        FROM holonograph.completeness_windows
-        WHERE {scope} AND bias_flag
-          AND bucket_start < {{until:DateTime64(3, 'UTC')}}
-          AND {end} >= {{since:DateTime64(3, 'UTC')}} - INTERVAL 1 DAY
-        ORDER BY bucket_start
+        SELECT bucket_start, {end}, {offered}, {delivered} FROM {table}
+        WHERE {" AND ".join(where)} ORDER BY bucket_start
     """
-    default = BUCKETS[query.bucket]
+    step = (
+        dt.timedelta(seconds=_WIDTH_SQL.get(str(params.get("granularity")), 0))
+        or (BUCKETS[query.bucket])
+    )
     windows = []
-    for start, stop, width_name, off, dlv in store.query(sql, query.params()).rows:
-        seconds = _WIDTH_SQL.get(str(width_name))
-        step = dt.timedelta(seconds=seconds) if seconds else default
+    for start, stop, off, dlv in store.query(sql, params).rows:
         stop = stop if end == "bucket_end" and stop > start else start + step
-        if stop <= naive_utc(query.since):
-            continue
-        windows.append(LossWindow(start, stop, float(off), float(dlv)))
+        if stop > naive_utc(query.since):
+            windows.append(LossWindow(start, stop, float(off), float(dlv)))
     return merge(windows)
+
+
+_STREAMS_OF_SURFACE = """emission_stream IN (
+    SELECT DISTINCT emission_stream FROM holonograph.evaluation_events FINAL
+    WHERE surface_id = {surface:String}
+      AND timestamp >= {since:DateTime64(3, 'UTC')}
+      AND timestamp < {until:DateTime64(3, 'UTC')})"""
+
+
+def _replacing(store: Store) -> bool:
+    engine = store.query(
+        "SELECT engine FROM system.tables"
+        " WHERE database = 'holonograph' AND name = 'completeness_windows'"
+    ).scalar()
+    return "Replacing" in str(engine or "")
+
+
+def _granularity(
+    store: Store, table: str, column: str, where: list[str], params: dict[str, object], own: str
+) -> str:
+    found = {
+        str(g)
+        for (g,) in store.query(
+            f"SELECT DISTINCT toString({column}) FROM {table} WHERE {' AND '.join(where)}", params
+        ).rows
+    }
+    if own in found or not found:
+        return own
+    return min(found, key=lambda g: _WIDTH_SQL.get(g, 10**9))
 
 
 def merge(windows: list[LossWindow]) -> list[LossWindow]:

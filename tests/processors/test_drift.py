@@ -157,21 +157,33 @@ def test_filters_sparse_buckets_and_missing_completeness_table(store: Store) -> 
     assert report.bracketed_windows and {b.reason for b in report.bracketed_windows} == {"sparse"}
 
 
+# The shape issue 3's migration gives the table (scope, several granularities, FINAL).
+COMPLETENESS_DDL = """CREATE TABLE holonograph.completeness_windows (
+    bucket Enum8('minute' = 1, 'hour' = 2, 'day' = 3), scope Enum8('stream' = 1, 'surface' = 2),
+    surface_id String, emission_stream String, bucket_start DateTime('UTC'), offered UInt64,
+    delivered UInt64, missing UInt64, completeness_lower_bound Float64, bias_flag Bool,
+    version UInt64) ENGINE = ReplacingMergeTree(version)
+    ORDER BY (bucket, scope, surface_id, emission_stream, bucket_start)"""
+COMPLETENESS_COLUMNS = ["bucket", "scope", "surface_id", "emission_stream", "bucket_start",
+                        "offered", "delivered", "missing", "completeness_lower_bound",
+                        "bias_flag", "version"]  # fmt: skip
+
+
 def test_delivery_loss_windows_come_from_completeness_windows(store: Store) -> None:
-    store.command(
-        "CREATE TABLE holonograph.completeness_windows (bucket_start DateTime64(3, 'UTC'),"
-        " surface_id String, offered UInt64, delivered UInt64, missing UInt64,"
-        " completeness_lower_bound Float64, bias_flag Bool)"
-        " ENGINE = MergeTree ORDER BY bucket_start"
-    )
+    store.command(COMPLETENESS_DDL)
     try:
-        rows = [[START + dt.timedelta(hours=h), "lens-surface", 100, 90, 10, 0.9, True]
+        hour = dt.timedelta(hours=1)
+        rows = [["hour", "surface", "lens-surface", "", START + h * hour, 100, 90, 10, 0.9, True, 1]
                 for h in (30, 31, 50)]  # fmt: skip
-        rows.append([START + dt.timedelta(hours=60), "lens-surface", 100, 100, 0, 1.0, False])
-        store.insert("holonograph.completeness_windows", rows,
-                     ["bucket_start", "surface_id", "offered", "delivered", "missing",
-                      "completeness_lower_bound", "bias_flag"])  # fmt: skip
+        rows += [
+            ["hour", "surface", "lens-surface", "", START + 60 * hour, 100, 100, 0, 1.0, False, 1],
+            ["day", "surface", "lens-surface", "", START, 2000, 1970, 30, 0.985, True, 1],
+            ["hour", "stream", "", "s-1", START + 70 * hour, 100, 90, 10, 0.9, True, 1],
+            ["hour", "surface", "other", "", START + 80 * hour, 100, 90, 10, 0.9, True, 1],
+        ]
+        store.insert("holonograph.completeness_windows", rows, COMPLETENESS_COLUMNS)
         report = drift(store, "lens-surface")
+        daily = drift(store, "lens-surface", bucket="day")
     finally:
         store.command("DROP TABLE holonograph.completeness_windows")
     loss = [b for b in report.bracketed_windows if b.reason == "delivery-loss"]
@@ -180,6 +192,10 @@ def test_delivery_loss_windows_come_from_completeness_windows(store: Store) -> N
         (START + dt.timedelta(hours=50), START + dt.timedelta(hours=51)),
     ]
     assert not report.notes
+    loss = [b for b in daily.bracketed_windows if b.reason == "delivery-loss"]
+    assert [(b.from_.replace(tzinfo=None), b.to.replace(tzinfo=None)) for b in loss] == [
+        (START, START + dt.timedelta(days=1))
+    ]
 
 
 def test_run_is_persisted_with_its_parameters(store: Store) -> None:
