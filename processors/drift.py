@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from processors import changepoint as cp
 from processors.drift_attribution import AttributionConfig, Corroborate, attribute
+from processors.drift_corroborate import CorroborationConfig, alias_corroborator
 from processors.drift_delivery import fetch_loss_windows
 from processors.drift_series import (
     BUCKETS,
@@ -30,13 +29,12 @@ from processors.drift_series import (
     build_series,
     dimension_kinds,
     event_count,
-    fetch_alias_series,
     fetch_cells,
 )
+from processors.drift_store import persist_drift
 from schemas.analysis import (
     BracketedWindow,
     ChangePoint,
-    Corroboration,
     DimensionSummary,
     DriftParameters,
     DriftReport,
@@ -117,7 +115,16 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
     query = request.query()
     grid = bucket_grid(request.since, request.until, request.bucket)
     attribution = dataclasses.replace(request.attribution, delta_threshold=request.delta_threshold)
-    corroborate = alias_corroborator(store, query, request)
+    corroborate = alias_corroborator(
+        store,
+        query,
+        CorroborationConfig(
+            seed=request.seed,
+            neighbourhood=request.corroboration_neighbourhood,
+            slack=request.attribution.slack,
+            min_segment=request.min_segment,
+        ),
+    )
     points: list[ChangePoint] = []
     brackets: list[BracketedWindow] = []
     summaries: list[DimensionSummary] = []
@@ -281,139 +288,4 @@ def sparse_brackets(series: Series, min_events: int, dimension_id: str) -> list[
     return out
 
 
-def alias_corroborator(store: Store, query: SeriesQuery, request: DriftRequest) -> Corroborate:
-    """A check, per change window, that other surfaces served under the same model alias
-    shifted inside the same window (a permutation test local to that window, Bonferroni
-    over the surfaces checked)."""
-    cache: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
-    rng = np.random.default_rng(request.seed + 1)
-
-    def check(alias: str, lo: int, hi: int, delta: float) -> Corroboration | None:
-        if not alias:
-            return None
-        if alias not in cache:
-            cache[alias] = fetch_alias_series(store, query, alias)
-        checked: list[str] = []
-        p_values: dict[str, float] = {}
-        for surface, (n, k) in sorted(cache[alias].items()):
-            p = local_shift_p_value(n, k, lo, hi, request, rng)
-            if p is not None:
-                checked.append(surface)
-                p_values[surface] = p
-        level = 0.01 / max(len(checked), 1)
-        hits = [s for s in checked if p_values[s] <= level]
-        return Corroboration(
-            alias=alias, surfaces_checked=checked, corroborating_surfaces=hits, p_values=p_values
-        )
-
-    return check
-
-
-def local_shift_p_value(
-    n: np.ndarray,
-    k: np.ndarray,
-    lo: int,
-    hi: int,
-    request: DriftRequest,
-    rng: np.random.Generator,
-    permutations: int = 999,
-) -> float | None:
-    """p-value of the largest split gain located within [lo, hi] (+ slack) on the rows
-    around it; None when there is too little data to say."""
-    reach = request.corroboration_neighbourhood
-    slack = request.attribution.slack
-    rows = np.arange(max(0, lo - reach), min(len(n), hi + 1 + reach))
-    rows = rows[n[rows] > 0]
-    m = request.min_segment
-    if rows.size < 4 * m or n[rows].sum() < 20 * m:
-        return None
-    w = cp.weigh(cp.BucketSeries(n[rows], k[rows]))
-    allowed = (rows >= lo - slack) & (rows <= hi + slack)
-    allowed[:m] = False
-    allowed[rows.size - m + 1 :] = False
-    if not allowed.any():
-        return None
-    observed = cp.gain_curve(w.u, w.v, True, m)[allowed].max()
-    order = np.argsort(rng.random((permutations, rows.size)), axis=1)
-    null = cp.gain_curve(w.u[order], w.v[order], True, m)[:, allowed].max(axis=1)
-    return float((1 + np.sum(null >= observed)) / (permutations + 1))
-
-
-def persist_drift(store: Store, report: DriftReport, now: Callable[[], dt.datetime]) -> None:
-    """Write the run's change points and brackets, then the run itself as an analysis event."""
-    run_at = now().astimezone(dt.UTC).replace(tzinfo=None)
-    p = report.parameters
-    common = [
-        report.since.astimezone(dt.UTC).replace(tzinfo=None)
-        if report.since.tzinfo
-        else report.since,
-        report.until.astimezone(dt.UTC).replace(tzinfo=None)
-        if report.until.tzinfo
-        else report.until,
-        p.bucket,
-        p.change_point_delta_threshold,
-        p.run_modes,
-        p.provenances,
-        p.alpha,
-        p.permutations,
-        p.seed,
-        report.event_count,
-    ]
-    rows: list[list[object]] = []
-    for point in report.change_points:
-        evidence = point.to_json()
-        rows.append(
-            [
-                report.run_id, run_at, report.surface_id, point.dimension_id, "change_point",
-                _naive(point.timestamp), _naive(point.window.from_), _naive(point.window.to),
-                point.source, point.reason, point.confident, point.effect.delta,
-                point.effect.ci_low, point.effect.ci_high, point.test_statistic, point.penalty,
-                point.p_value, json.dumps(evidence), *common,
-            ]
-        )  # fmt: skip
-    for window in report.bracketed_windows:
-        rows.append(
-            [
-                report.run_id, run_at, report.surface_id, window.dimension_id,
-                "bracketed_window", None, _naive(window.from_), _naive(window.to), "",
-                window.reason, False, None, None, None, None, None, None,
-                json.dumps(window.to_json()), *common,
-            ]
-        )  # fmt: skip
-    store.insert("holonograph.drift_change_points", rows, DRIFT_COLUMNS)
-    store.insert(
-        "holonograph.analysis_events",
-        [
-            [
-                report.run_id,
-                "drift-run",
-                "",
-                report.surface_id,
-                report.dimension_id or "",
-                "",
-                "",
-                "",
-                "",
-                "",
-                run_at,
-                json.dumps(report.to_json()),
-            ]
-        ],
-        ANALYSIS_EVENT_COLUMNS,
-    )
-
-
-def _naive(value: dt.datetime) -> dt.datetime:
-    return value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
-
-
-DRIFT_COLUMNS = [
-    "run_id", "run_at", "surface_id", "dimension_id", "kind", "change_time", "window_from",
-    "window_to", "source", "reason", "confident", "effect", "effect_ci_low", "effect_ci_high",
-    "test_statistic", "penalty", "p_value", "evidence", "since", "until", "bucket",
-    "delta_threshold", "run_modes", "provenances", "alpha", "permutations", "seed", "event_count",
-]  # fmt: skip
-ANALYSIS_EVENT_COLUMNS = [
-    "event_id", "kind", "target_event_id", "surface_id", "dimension_id", "status", "verdict",
-    "approver_id", "pinned_label", "superseded_by", "created_at", "payload",
-]  # fmt: skip
+__all__ = ["DriftRequest", "DriftRun", "analyse", "persist_drift", "run_drift"]
