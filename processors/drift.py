@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from processors import changepoint as cp
-from processors.drift_attribution import AttributionConfig, Corroborate, attribute
+from processors.drift_attribution import Corroborate, attribute
 from processors.drift_corroborate import CorroborationConfig, alias_corroborator
 from processors.drift_delivery import fetch_loss_windows
+from processors.drift_evidence import AttributionConfig
 from processors.drift_series import (
     BUCKETS,
     Series,

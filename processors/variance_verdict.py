@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from processors import changepoint as cp
-from processors.drift_attribution import layer_names
 from processors.drift_delivery import LossWindow, fetch_loss_windows
+from processors.drift_evidence import layer_names
 from processors.drift_series import (
     BUCKETS,
     Cell,
