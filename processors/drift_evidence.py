@@ -24,7 +24,8 @@ PRECEDENCE = {"lens": 0, "light source": 1, "substrate": 2}
 @dataclass(frozen=True)
 class AttributionConfig:
     delta_threshold: float = 0.0
-    neighbourhood: int = 72  # buckets each side used to read layer values
+    neighbourhood: int = 72  # buckets each side read for contrasts and the cohort mix
+    near: int = 12  # buckets each side (at least the window's width) read for layer switches
     share_change: float = 0.3  # total-variation distance that counts as a layer change
     slack: int = 2  # buckets the layer switch may sit outside the time window
     min_overlap_events: float = 30.0  # same-bucket events each side needed to compare
@@ -86,27 +87,39 @@ def context_for(
 
 
 def changed_layers(ctx: Context, cfg: AttributionConfig) -> list[LayerChange]:
-    before, after = ctx.cells_in(ctx.before), ctx.cells_in(ctx.after)
+    """Layer columns whose values switched at this change: shares compared over the
+    nearest buckets each side of the window, and a value that gained share must have
+    rolled out (10 % -> 90 %) within reach of the window."""
+    reach = max(cfg.near, ctx.hi - ctx.lo + 1)
+    before = ctx.cells_in((max(ctx.before[0], ctx.lo - reach), ctx.lo))
+    after = ctx.cells_in((ctx.hi + 1, min(ctx.after[1], ctx.hi + 1 + reach)))
     out = []
     for name in layer_names(ctx.series.cells):
         sb = _shares(before, lambda c, n=name: c.layer(n))  # type: ignore[misc]
         sa = _shares(after, lambda c, n=name: c.layer(n))  # type: ignore[misc]
         if _tv(sb, sa) < cfg.share_change:
             continue
-        new = max(sa, key=lambda v: sa[v] - sb.get(v, 0.0))
-        span = _transition(ctx, name, str(new))
-        if span is None or span[1] < ctx.lo - cfg.slack or span[0] > ctx.hi + cfg.slack:
-            continue
-        out.append(
-            LayerChange(
-                layer=source_of(name),
-                column=name.removeprefix("substrate:"),
-                before={str(k): round(v, 4) for k, v in sb.items()},
-                after={str(k): round(v, 4) for k, v in sa.items()},
-                changed_at=ctx.series.grid[span[0]],
-                completed_at=ctx.series.grid[span[1]],
-            )
+        gained = sorted(
+            (v for v in sa if sa[v] > sb.get(v, 0.0)), key=lambda v: sb.get(v, 0.0) - sa[v]
         )
+        for new in gained:
+            span = _transition(ctx, name, str(new))
+            if span is None or span[1] < ctx.lo - cfg.slack or span[0] > ctx.hi + cfg.slack:
+                continue
+            old = max(sb, key=lambda v: sb[v] - sa.get(v, 0.0))
+            out.append(
+                LayerChange(
+                    layer=source_of(name),
+                    column=name.removeprefix("substrate:"),
+                    from_value=str(old),
+                    to_value=str(new),
+                    before={str(k): round(v, 4) for k, v in sb.items()},
+                    after={str(k): round(v, 4) for k, v in sa.items()},
+                    changed_at=ctx.series.grid[span[0]],
+                    completed_at=ctx.series.grid[span[1]],
+                )
+            )
+            break
     return out
 
 
@@ -141,8 +154,7 @@ def contrast(
     (bucket x the other changed layers' values); only buckets holding both values count,
     and None when they hold fewer than `min_overlap` events of the smaller side."""
     key = _column_key(change)
-    old = max(change.before, key=lambda v: change.before[v] - change.after.get(v, 0.0))
-    new = max(change.after, key=lambda v: change.after[v] - change.before.get(v, 0.0))
+    old, new = change.from_value, change.to_value
     other_keys = [_column_key(o) for o in others]
     arms: dict[tuple[object, ...], list[float]] = defaultdict(lambda: [0.0] * 6)
     for c, r in zip(ctx.series.cells, ctx.series.cell_index, strict=True):

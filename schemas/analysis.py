@@ -71,6 +71,8 @@ class LayerChange(Model):
 
     layer: LayerSource
     column: str
+    from_value: str
+    to_value: str
     before: dict[str, float]
     after: dict[str, float]
     changed_at: dt.datetime | None = None  # first bucket where the new value carries 10 %
