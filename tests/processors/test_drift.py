@@ -226,3 +226,28 @@ def test_scored_dimension_uses_score_sums(store: Store) -> None:
     assert point.effect.delta == pytest.approx(-0.2, abs=0.03)  # score = 3 + 2 * passed
     lens = next(c for c in point.within_bucket_contrasts if c.column == "lens_version")
     assert lens.ci_low < -0.2 < lens.ci_high < 0
+
+
+def test_same_bucket_contrast_hand_case() -> None:
+    import numpy as np
+
+    from processors.drift_evidence import Context, contrast
+    from processors.drift_series import Cell, build_series
+    from schemas.analysis import LayerChange
+
+    def cell(lens: str, n: float, y: float) -> Cell:
+        return Cell(START, lens, "m", "", (), "production", (), n, y, y)
+
+    series = build_series([START], [cell("new", 100, 60), cell("old", 100, 80)], True)
+    ctx = Context(series, 0, 0, 0, (0, 0), (0, 1))
+    change = LayerChange(layer="lens", column="lens_version", from_value="old", to_value="new",
+                         before={"old": 1.0}, after={"new": 1.0})  # fmt: skip
+    result = contrast(ctx, change, [])
+    assert result is not None
+    # One stratum: risk difference 0.6 - 0.8; variance p(1-p)(1/n1 + 1/n0) at p = 0.7.
+    assert result.delta == pytest.approx(-0.2)
+    se = np.sqrt(0.7 * 0.3 * (1 / 100 + 1 / 100))
+    assert result.z == pytest.approx(-0.2 / se)
+    assert (result.ci_low, result.ci_high) == pytest.approx((-0.2 - 1.96 * se, -0.2 + 1.96 * se))
+    assert result.overlap_events == 100 and result.strata == 1
+    assert contrast(ctx, change, [], min_overlap=101) is None
