@@ -210,6 +210,11 @@ def score(store, case: Case, args, stats, counts) -> None:  # type: ignore[no-un
         return
     pairs, extra = match(report, case.truth)
     (ch,) = case.truth
+    if case.kind in ("silent", "lonely", "confounded", "cohort-mix"):
+        # Location accuracy where no single recorded switch can pin the time.
+        counts["unpinned_tp"] += len(pairs)
+        counts["unpinned_fn"] += 1 - len(pairs)
+        counts["unpinned_fp"] += extra
     if case.kind == "single":
         key = f"{abs(ch.delta):.2f}"
         counts[f"tp_{key}"] += len(pairs)
@@ -260,6 +265,9 @@ def summarise(stats, counts, sizes, load_seconds, events, args) -> dict[str, obj
     fp = sum(f1[k]["fp"] for k in big)  # type: ignore[misc]
     fn = sum(f1[k]["fn"] for k in big)  # type: ignore[misc]
     out["f1_by_shift"] = f1
+    utp, ufp, ufn = counts["unpinned_tp"], counts["unpinned_fp"], counts["unpinned_fn"]
+    out["f1_unpinned"] = {"tp": int(utp), "fp": int(ufp), "fn": int(ufn),
+                          "f1": round(2 * utp / (2 * utp + ufp + ufn), 4) if utp else 0.0}  # fmt: skip
     out["f1_shift_ge_0.05"] = round(2 * tp / (2 * tp + fp + fn), 4) if tp else 0.0
     attribution = {x: ratio(counts[f"attr_ok_{x}"], counts[f"attr_n_{x}"])
                    for x in (*LAYERS, "silent")}  # fmt: skip
@@ -348,6 +356,11 @@ def markdown(result: dict[str, Any]) -> str:
         for shift, m in result["f1_by_shift"].items():
             lines.append(f"| {shift} | {m['tp']} | {m['fp']} | {m['fn']} | {m['precision']}"
                          f" | {m['recall']} | {m['f1']} |")  # fmt: skip
+        if "f1_unpinned" in result:
+            u = result["f1_unpinned"]
+            lines += ["", f"Change points not pinned by one recorded switch (silent, unattributed,"
+                      f" confounded, cohort-mix; shifts 0.05-0.15): TP {u['tp']}, FP {u['fp']},"
+                      f" FN {u['fn']}, F1 {u['f1']}"]  # fmt: skip
         f1 = result["f1_shift_ge_0.05"]
         lines += [
             "",
