@@ -266,8 +266,8 @@ def summarise(stats, counts, sizes, load_seconds, events, args) -> dict[str, obj
     fn = sum(f1[k]["fn"] for k in big)  # type: ignore[misc]
     out["f1_by_shift"] = f1
     utp, ufp, ufn = counts["unpinned_tp"], counts["unpinned_fp"], counts["unpinned_fn"]
-    out["f1_unpinned"] = {"tp": int(utp), "fp": int(ufp), "fn": int(ufn),
-                          "f1": round(2 * utp / (2 * utp + ufp + ufn), 4) if utp else 0.0}  # fmt: skip
+    unpinned_f1 = round(2 * utp / (2 * utp + ufp + ufn), 4) if utp else 0.0
+    out["f1_unpinned"] = {"tp": int(utp), "fp": int(ufp), "fn": int(ufn), "f1": unpinned_f1}
     out["f1_shift_ge_0.05"] = round(2 * tp / (2 * tp + fp + fn), 4) if tp else 0.0
     attribution = {x: ratio(counts[f"attr_ok_{x}"], counts[f"attr_n_{x}"])
                    for x in (*LAYERS, "silent")}  # fmt: skip
