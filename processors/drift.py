@@ -84,6 +84,27 @@ class DriftRequest:
             self.run_modes,
         )
 
+    def parameters(self) -> DriftParameters:
+        return DriftParameters(
+            bucket=self.bucket,  # type: ignore[arg-type]
+            change_point_delta_threshold=self.delta_threshold,
+            run_modes=list(self.run_modes),
+            provenances=list(self.provenances),
+            alpha=self.alpha,
+            permutations=self.permutations,
+            min_segment_buckets=self.min_segment,
+            sparse_min_events=self.sparse_min_events,
+            seed=self.seed,
+        )
+
+    def corroboration(self) -> CorroborationConfig:
+        return CorroborationConfig(
+            seed=self.seed,
+            neighbourhood=self.corroboration_neighbourhood,
+            slack=self.attribution.slack,
+            min_segment=self.min_segment,
+        )
+
     def detect_config(self) -> cp.DetectConfig:
         return cp.DetectConfig(
             alpha=self.alpha, n_perm=self.permutations, min_size=self.min_segment
@@ -116,16 +137,7 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
     query = request.query()
     grid = bucket_grid(request.since, request.until, request.bucket)
     attribution = dataclasses.replace(request.attribution, delta_threshold=request.delta_threshold)
-    corroborate = alias_corroborator(
-        store,
-        query,
-        CorroborationConfig(
-            seed=request.seed,
-            neighbourhood=request.corroboration_neighbourhood,
-            slack=request.attribution.slack,
-            min_segment=request.min_segment,
-        ),
-    )
+    corroborate = alias_corroborator(store, query, request.corroboration())
     points: list[ChangePoint] = []
     brackets: list[BracketedWindow] = []
     summaries: list[DimensionSummary] = []
@@ -140,18 +152,7 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
         points += [p for p, _ in found]
         brackets += [b for _, b in found if b is not None]
         summaries.append(summarise(series, dimension_id, found, request))
-    loss = fetch_loss_windows(store, query)
-    if loss is None:
-        notes.append(
-            "delivery-loss not checked: holonograph.completeness_windows is not in the store"
-        )
-    else:
-        brackets += [
-            BracketedWindow.of(
-                w.start, w.end, "delivery-loss", f"completeness lower bound {w.completeness:.3f}"
-            )
-            for w in loss
-        ]
+    brackets += delivery_brackets(store, query, notes)
     if not summaries:
         notes.append("no outcomes recorded for this surface, window and filter")
     report = DriftReport(
@@ -164,20 +165,25 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
         change_points=sorted(points, key=lambda p: (p.timestamp, p.dimension_id)),
         bracketed_windows=sorted(brackets, key=lambda b: (b.from_, b.reason)),
         dimensions=summaries,
-        parameters=DriftParameters(
-            bucket=request.bucket,  # type: ignore[arg-type]
-            change_point_delta_threshold=request.delta_threshold,
-            run_modes=list(request.run_modes),
-            provenances=list(request.provenances),
-            alpha=request.alpha,
-            permutations=request.permutations,
-            min_segment_buckets=request.min_segment,
-            sparse_min_events=request.sparse_min_events,
-            seed=request.seed,
-        ),
+        parameters=request.parameters(),
         notes=notes,
     )
     return DriftRun(report, traces)
+
+
+def delivery_brackets(store: Store, query: SeriesQuery, notes: list[str]) -> list[BracketedWindow]:
+    loss = fetch_loss_windows(store, query)
+    if loss is None:
+        notes.append(
+            "delivery-loss not checked: holonograph.completeness_windows is not in the store"
+        )
+        return []
+    return [
+        BracketedWindow.of(
+            w.start, w.end, "delivery-loss", f"completeness lower bound {w.completeness:.3f}"
+        )
+        for w in loss
+    ]
 
 
 _Found = list[tuple[ChangePoint, BracketedWindow | None]]
