@@ -71,60 +71,72 @@ def _query(reading: VarianceReading) -> SeriesQuery:
     )
 
 
+Finding = tuple[Verdict, list[str], list[str], list[StratumReading]]
+
+
 def evaluate(
     store: Store, reading: VarianceReading, now: dt.datetime, cfg: VerdictConfig | None = None
 ) -> VarianceEvaluation:
+    """The first verdict whose check matches, with its reasons, guidance and checks."""
     cfg = cfg or VerdictConfig()
     checks: dict[str, object] = {"buckets": reading.buckets, "events": reading.events}
-
-    def verdict(
-        v: Verdict, reasons: list[str], guidance: list[str], **kw: object
-    ) -> VarianceEvaluation:
-        return VarianceEvaluation.model_validate(
-            {
-                "eventId": f"evt_{uuid.uuid4().hex}",
-                "targetEventId": reading.event_id,
-                "verdict": v,
-                "reasons": reasons,
-                "guidance": guidance,
-                "checks": checks,
-                "createdAt": now,
-                **kw,
-            }
+    finding = insufficiency(reading, cfg)
+    if finding is None:
+        query = _query(reading)
+        binary = reading.outcome == "passed"
+        series = build_series(
+            bucket_grid(reading.since, reading.until, reading.bucket),
+            fetch_cells(store, query, reading.dimension_id, binary),
+            binary,
         )
-
-    if reading.buckets < cfg.min_buckets or reading.events < cfg.min_events:
-        width = BUCKETS[reading.bucket]
-        return verdict(
-            "insufficient-data",
-            [f"{reading.buckets} buckets / {reading.events} events; need {cfg.min_buckets}"
-             f" buckets and {cfg.min_events} events"],
-            [f"more buckets: widen the window to at least {cfg.min_buckets * width}"
-             + (" or use hour buckets" if reading.bucket == "day" else "")],
-        )  # fmt: skip
-    query = _query(reading)
-    binary = reading.outcome == "passed"
-    series = build_series(
-        bucket_grid(reading.since, reading.until, reading.bucket),
-        fetch_cells(store, query, reading.dimension_id, binary),
-        binary,
+        biased = delivery_bias(store, query, reading, series, cfg, checks)
+        finding = ("delivery-biased", *biased, []) if biased else None
+        finding = finding or confounding(series, reading, cfg, checks)
+    verdict, reasons, guidance, strata = finding
+    return VarianceEvaluation(
+        event_id=f"evt_{uuid.uuid4().hex}",
+        target_event_id=reading.event_id,
+        verdict=verdict,
+        reasons=reasons,
+        guidance=guidance,
+        strata=strata,
+        checks=checks,
+        created_at=now,
     )
-    biased = delivery_bias(store, query, reading, series, cfg, checks)
-    if biased:
-        return verdict("delivery-biased", biased[0], biased[1])
+
+
+def insufficiency(reading: VarianceReading, cfg: VerdictConfig) -> Finding | None:
+    if reading.buckets >= cfg.min_buckets and reading.events >= cfg.min_events:
+        return None
+    width = BUCKETS[reading.bucket]
+    return (
+        "insufficient-data",
+        [f"{reading.buckets} buckets / {reading.events} events; need {cfg.min_buckets}"
+         f" buckets and {cfg.min_events} events"],
+        [f"more buckets: widen the window to at least {cfg.min_buckets * width}"
+         + (" or use hour buckets" if reading.bucket == "day" else "")],
+        [],
+    )  # fmt: skip
+
+
+def confounding(
+    series: Series, reading: VarianceReading, cfg: VerdictConfig, checks: dict[str, object]
+) -> Finding:
+    """`confounded` when layers varied or a change point lies inside - unless every layer
+    stratum is viable on its own - else `viable`."""
     layers = varying_layers(series.cells, cfg)
     points = change_points_inside(series, cfg)
     checks["varyingLayers"] = layers
     checks["changePoints"] = [p.isoformat() for p in points]
     if not layers and not points:
-        return verdict("viable", ["no layer changed and no change point in the window"], [])
+        return ("viable", ["no layer changed and no change point in the window"], [], [])
     strata = stratum_readings(series, layers, reading, cfg) if layers else []
-    if strata and all(s.viable for s in strata) and not (points and not layers):
-        return verdict(
+    if strata and all(s.viable for s in strata):
+        return (
             "viable",
             [f"layers varied ({', '.join(layers)}) but every stratum is viable on its own"],
             ["read the per-stratum readings; the pooled figure mixes strata"],
-            strata=[s.to_json() for s in strata],
+            strata,
         )
     reasons = [f"{name} took several values in the window" for name in layers]
     reasons += [f"change point at {p:%Y-%m-%dT%H:%MZ}" for p in points]
@@ -134,7 +146,7 @@ def evaluate(
             "a narrower window: end it before "
             f"{points[0]:%Y-%m-%dT%H:%MZ} or start it after {points[-1]:%Y-%m-%dT%H:%MZ}"
         )
-    return verdict("confounded", reasons, guidance, strata=[s.to_json() for s in strata])
+    return ("confounded", reasons, guidance, strata)
 
 
 def delivery_bias(
