@@ -305,6 +305,7 @@ class ScenarioEvent:
     timestamp: dt.datetime
     passed: bool
     attributes: dict[str, object]
+    score: float | None = None  # set (and `passed` not to be sent) for scored scenarios
 
 
 def events_from_cells(cells: list[CellRow]) -> list[ScenarioEvent]:
@@ -341,6 +342,7 @@ def events_from_cells(cells: list[CellRow]) -> list[ScenarioEvent]:
                     timestamp=c.bucket_start + width * slot / c.offered,
                     passed=j < c.passes,
                     attributes=attributes | {"holonograph.correlation.id": event_id},
+                    score=(3.0 + 2.0 * (j < c.passes)) if c.scored else None,
                 )
             )
     return sorted(out, key=lambda e: (e.stream, e.seq))

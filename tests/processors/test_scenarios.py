@@ -95,3 +95,18 @@ def test_written_events_and_emission_gaps(tmp_path: Path) -> None:
         assert hours == 48
     finally:
         store.close()
+
+
+def test_events_for_the_receiver_match_the_stored_expansion() -> None:
+    from processors.scenarios import events_from_cells
+
+    spec = SurfaceSpec("s", buckets=3, events=(5, 8), loss=((1, 2, 1.0),), scored=True)
+    cells = generate(spec, 2)
+    events = events_from_cells(cells)
+    assert len(events) == sum(c.delivered for c in cells)
+    assert len({e.event_id for e in events}) == len(events)
+    assert all(e.score in (3.0, 5.0) for e in events)
+    assert sum(e.passed for e in events) == sum(c.passes for c in cells)
+    by_stream = sorted(e.seq for e in events)
+    assert by_stream == sorted(set(by_stream))
+    assert events[0].attributes["holonograph.lens.version"] == "lv_0"
