@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from collections.abc import Iterator
@@ -37,6 +38,8 @@ SPECS = [
     SurfaceSpec("lonely-surface", tau=0.01, events=(100, 300), buckets=HOURS, alias="solo-4",
                 changes=(Change(160, -0.07, ("silent",)),)),
     SurfaceSpec("noise-surface", tau=0.03, events=(50, 300), buckets=HOURS, alias="solo-5"),
+    SurfaceSpec("lossy-surface", tau=0.0, events=(100, 300), buckets=HOURS, alias="solo-7",
+                loss=((60, 66, 0.6),)),
     SurfaceSpec("scored-surface", tau=0.01, events=(100, 300), buckets=HOURS, alias="solo-6",
                 scored=True, changes=(Change(120, -0.1, ("lens",), rollout=6),
                                       Change(120, 0.0, ("substrate",), rollout=6))),
@@ -149,53 +152,84 @@ def test_practical_threshold_turns_small_shifts_into_noise(store: Store) -> None
     assert [p.source for p in report.change_points] == ["noise"]
 
 
+@contextlib.contextmanager
+def completeness_table_hidden(store: Store) -> Iterator[None]:
+    """The store as it was before the completeness job's migration (0002)."""
+    store.command(
+        "RENAME TABLE holonograph.completeness_windows TO holonograph.completeness_windows_off"
+    )
+    try:
+        yield
+    finally:
+        store.command(
+            "RENAME TABLE holonograph.completeness_windows_off TO holonograph.completeness_windows"
+        )
+
+
 def test_filters_sparse_buckets_and_missing_completeness_table(store: Store) -> None:
-    report = drift(store, "lens-surface", run_modes=("test",))
+    with completeness_table_hidden(store):
+        report = drift(store, "lens-surface", run_modes=("test",))
     assert report.event_count == 0 and report.change_points == []
     assert any("completeness_windows" in n for n in report.notes)
     report = drift(store, "lens-surface", sparse_min_events=120)
     assert report.bracketed_windows and {b.reason for b in report.bracketed_windows} == {"sparse"}
+    assert not report.notes
 
 
-# The shape issue 3's migration gives the table (scope, several granularities, FINAL).
-COMPLETENESS_DDL = """CREATE TABLE holonograph.completeness_windows (
-    bucket Enum8('minute' = 1, 'hour' = 2, 'day' = 3), scope Enum8('stream' = 1, 'surface' = 2),
-    surface_id String, emission_stream String, bucket_start DateTime('UTC'), offered UInt64,
-    delivered UInt64, missing UInt64, completeness_lower_bound Float64, bias_flag Bool,
-    version UInt64) ENGINE = ReplacingMergeTree(version)
-    ORDER BY (bucket, scope, surface_id, emission_stream, bucket_start)"""
 COMPLETENESS_COLUMNS = ["bucket", "scope", "surface_id", "emission_stream", "bucket_start",
                         "offered", "delivered", "missing", "completeness_lower_bound",
                         "bias_flag", "version"]  # fmt: skip
 
 
 def test_delivery_loss_windows_come_from_completeness_windows(store: Store) -> None:
-    store.command(COMPLETENESS_DDL)
+    hour = dt.timedelta(hours=1)
+    rows = [["hour", "surface", "lens-surface", "", START + h * hour, 100, 90, 10, 0.9, True, 1]
+            for h in (30, 31, 50)]  # fmt: skip
+    rows += [
+        ["hour", "surface", "lens-surface", "", START + 60 * hour, 100, 100, 0, 1.0, False, 1],
+        ["day", "surface", "lens-surface", "", START, 2000, 1970, 30, 0.985, True, 1],
+        ["hour", "stream", "", "s-1", START + 70 * hour, 100, 90, 10, 0.9, True, 1],
+        ["hour", "surface", "other", "", START + 80 * hour, 100, 90, 10, 0.9, True, 1],
+    ]
+    store.insert("holonograph.completeness_windows", rows, COMPLETENESS_COLUMNS)
     try:
-        hour = dt.timedelta(hours=1)
-        rows = [["hour", "surface", "lens-surface", "", START + h * hour, 100, 90, 10, 0.9, True, 1]
-                for h in (30, 31, 50)]  # fmt: skip
-        rows += [
-            ["hour", "surface", "lens-surface", "", START + 60 * hour, 100, 100, 0, 1.0, False, 1],
-            ["day", "surface", "lens-surface", "", START, 2000, 1970, 30, 0.985, True, 1],
-            ["hour", "stream", "", "s-1", START + 70 * hour, 100, 90, 10, 0.9, True, 1],
-            ["hour", "surface", "other", "", START + 80 * hour, 100, 90, 10, 0.9, True, 1],
-        ]
-        store.insert("holonograph.completeness_windows", rows, COMPLETENESS_COLUMNS)
         report = drift(store, "lens-surface")
         daily = drift(store, "lens-surface", bucket="day")
     finally:
-        store.command("DROP TABLE holonograph.completeness_windows")
+        store.command("TRUNCATE TABLE holonograph.completeness_windows")
     loss = [b for b in report.bracketed_windows if b.reason == "delivery-loss"]
     assert [(b.from_.replace(tzinfo=None), b.to.replace(tzinfo=None)) for b in loss] == [
         (START + dt.timedelta(hours=30), START + dt.timedelta(hours=32)),
         (START + dt.timedelta(hours=50), START + dt.timedelta(hours=51)),
     ]
-    assert not report.notes
     loss = [b for b in daily.bracketed_windows if b.reason == "delivery-loss"]
     assert [(b.from_.replace(tzinfo=None), b.to.replace(tzinfo=None)) for b in loss] == [
         (START, START + dt.timedelta(days=1))
     ]
+
+
+def test_delivery_loss_found_by_the_completeness_job(store: Store) -> None:
+    # Failed events dropped in hours 60-66 leave gaps in the emission ordinals; the
+    # completeness job flags those hours and drift brackets them.
+    from processors.completeness import recompute_completeness
+
+    recompute_completeness(store, dt.datetime(2026, 7, 2, tzinfo=dt.UTC))
+    try:
+        report = drift(store, "lossy-surface")
+        clean = drift(store, "lens-surface")
+    finally:
+        for table in ("completeness_windows", "stream_status", "completeness_refreshes"):
+            store.command(f"TRUNCATE TABLE holonograph.{table}")
+    loss = [b for b in report.bracketed_windows if b.reason == "delivery-loss"]
+    assert loss, report.bracketed_windows
+    hours = {(b.from_.replace(tzinfo=None) - START) // dt.timedelta(hours=1) for b in loss}
+    assert min(hours) >= 60 and max(hours) < 67
+    assert not [b for b in clean.bracketed_windows if b.reason == "delivery-loss"]
+    # The selective loss lifts the pass rate inside the window; whatever the detector
+    # finds there sits inside a delivery-loss bracket.
+    for point in report.change_points:
+        at = point.timestamp.replace(tzinfo=None)
+        assert any(b.from_.replace(tzinfo=None) <= at <= b.to.replace(tzinfo=None) for b in loss)
 
 
 def test_run_is_persisted_with_its_parameters(store: Store) -> None:
