@@ -204,8 +204,8 @@ def test_completeness_table_of_another_shape_or_none(store: Store) -> None:
         )
         base = START.replace(tzinfo=None)
         rows = [[base + dt.timedelta(hours=h), "steady", 250, 150, True] for h in range(240)]
-        store.insert("holonograph.completeness_windows", rows,
-                     ["bucket_start", "surface_id", "offered", "delivered", "bias_flag"])  # fmt: skip
+        columns = ["bucket_start", "surface_id", "offered", "delivered", "bias_flag"]
+        store.insert("holonograph.completeness_windows", rows, columns)
         minimal = evaluate(store, read(store, "steady"), NOW)
         store.command("DROP TABLE holonograph.completeness_windows")
     finally:
