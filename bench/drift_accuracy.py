@@ -47,17 +47,40 @@ LAYERS = ("lens", "substrate", "light source")
 SCALES = {
     # noise surfaces per tau, single-layer replicates per (layer, shift, tau),
     # confounded, cohort-mix, silent-vendor groups (of 3 surfaces), unattributed
-    "small": {"noise": 20, "singles": 1, "confounded": 10, "mix": 10, "silent": 3, "lonely": 4},
-    "full": {"noise": 100, "singles": 4, "confounded": 30, "mix": 30, "silent": 10, "lonely": 10},
+    "small": {
+        "noise": 20,
+        "singles": 1,
+        "confounded": 10,
+        "mix": 10,
+        "silent": 3,
+        "lonely": 4,
+        "lossy": 6,
+    },
+    "full": {
+        "noise": 100,
+        "singles": 4,
+        "confounded": 30,
+        "mix": 30,
+        "silent": 10,
+        "lonely": 10,
+        "lossy": 20,
+    },
 }
 
 
 @dataclass
 class Case:
     spec: SurfaceSpec
-    kind: str  # noise | single | confounded | cohort-mix | silent | lonely
+    kind: str  # noise | single | confounded | cohort-mix | silent | lonely | lossy
     tau: float
     truth: list[Change] = field(default_factory=list)
+    loss: tuple[int, int] | None = None
+
+
+TABLES = (
+    "evaluation_events", "evaluation_dimensions", "emission_receipts", "completeness_windows",
+    "stream_status", "completeness_refreshes",
+)  # fmt: skip
 
 
 def build_cases(sizes: dict[str, int], seed: int, buckets: int) -> list[list[Case]]:
@@ -109,6 +132,11 @@ def build_cases(sizes: dict[str, int], seed: int, buckets: int) -> list[list[Cas
         tau = TAUS[i % 3]
         ch = Change(at(), sign() * float(rng.choice(SHIFTS[1:])), ("silent",))
         groups.append([Case(spec("lonely", tau, (ch,), events=(100, 500)), "lonely", tau, [ch])])
+    for i in range(sizes.get("lossy", 0)):
+        tau, start = TAUS[i % 3], at()
+        lossy = SurfaceSpec(f"lossy-{next(count)}", buckets=buckets, tau=tau,
+                            loss=((start, start + 6, 0.6),))  # fmt: skip
+        groups.append([Case(lossy, "lossy", tau, loss=(start, start + 6))])
     order = rng.permutation(len(groups))
     return [groups[i] for i in order]
 
@@ -173,12 +201,18 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     load_seconds = events_loaded = 0.0
     try:
         for batch in batches(groups, args.batch):
-            for table in ("evaluation_events", "evaluation_dimensions", "emission_receipts"):
+            for table in TABLES:
                 store.command(f"TRUNCATE TABLE holonograph.{table}")
             t0 = time.perf_counter()
             cells = [c for case in batch for c in generate(case.spec, args.seed)]
             events_loaded += write_cells(store, cells, until)
             load_seconds += time.perf_counter() - t0
+            if any(case.kind == "lossy" for case in batch):
+                from processors.completeness import recompute_completeness
+
+                t0 = time.perf_counter()
+                recompute_completeness(store, until.replace(tzinfo=dt.UTC) + dt.timedelta(days=1))
+                stats["completeness_seconds"].append(time.perf_counter() - t0)
             for case in batch:
                 score(store, case, args, stats, counts)
             print(f"  {int(counts['surfaces'])} surfaces scored", file=sys.stderr, flush=True)
@@ -207,6 +241,9 @@ def score(store, case: Case, args, stats, counts) -> None:  # type: ignore[no-un
             counts[f"cov_n_{case.tau}"] += 1
             counts[f"cov_hit_{case.tau}"] += ci.ci_low <= case.tau**2 <= ci.ci_high
             stats[f"tau2_{case.tau}"].append(reading.cleaned_variance or 0.0)
+        return
+    if case.kind == "lossy":
+        score_lossy(report, case, counts)
         return
     pairs, extra = match(report, case.truth)
     (ch,) = case.truth
@@ -244,6 +281,22 @@ def score(store, case: Case, args, stats, counts) -> None:  # type: ignore[no-un
         counts[f"{case.kind}_detected"] += bool(pairs) or bool(report.change_points)
 
 
+def score_lossy(report: DriftReport, case: Case, counts: dict[str, float]) -> None:
+    """Loss of failed events in a window (no real change): the window should be bracketed
+    delivery-loss, and change points, if any, should sit inside that bracket."""
+    assert case.loss is not None
+    lo = START + dt.timedelta(hours=case.loss[0])
+    hi = START + dt.timedelta(hours=case.loss[1])
+    loss = [(b.from_.replace(tzinfo=None), b.to.replace(tzinfo=None))
+            for b in report.bracketed_windows if b.reason == "delivery-loss"]  # fmt: skip
+    counts["lossy_n"] += 1
+    counts["lossy_bracketed"] += any(a < hi and b > lo for a, b in loss)
+    inside = [p for p in report.change_points
+              if any(a <= p.timestamp.replace(tzinfo=None) <= b for a, b in loss)]  # fmt: skip
+    counts["lossy_with_points"] += bool(report.change_points)
+    counts["lossy_points_outside"] += len(report.change_points) - len(inside)
+
+
 def summarise(stats, counts, sizes, load_seconds, events, args) -> dict[str, object]:  # type: ignore[no-untyped-def]
     def ratio(a: float, b: float) -> float | None:
         return round(a / b, 4) if b else None
@@ -279,6 +332,13 @@ def summarise(stats, counts, sizes, load_seconds, events, args) -> dict[str, obj
     out["confident_mislabels"] = {x: int(counts[f"attr_wrong_confident_{x}"]) for x in LAYERS}
     for kind in ("confounded", "cohort-mix", "lonely"):
         out[f"{kind}_bracketed"] = ratio(counts[f"{kind}_ok"], counts[f"{kind}_n"])
+    out["delivery_loss"] = {
+        "surfaces": int(counts["lossy_n"]),
+        "loss_window_bracketed": ratio(counts["lossy_bracketed"], counts["lossy_n"]),
+        "surfaces_with_change_points": int(counts["lossy_with_points"]),
+        "change_points_outside_loss_brackets": int(counts["lossy_points_outside"]),
+        "completeness_recompute_seconds": round(float(sum(stats["completeness_seconds"])), 1),
+    }
     out["variance_ci_coverage"] = {str(t): ratio(counts[f"cov_hit_{t}"], counts[f"cov_n_{t}"])
                                    for t in TAUS}  # fmt: skip
     total_cov = sum(counts[f"cov_n_{t}"] for t in TAUS)
@@ -379,6 +439,15 @@ def markdown(result: dict[str, Any]) -> str:
             goal = f" (target >= {target})" if target else ""
             good = value is not None and value >= (target or 0)
             lines.append(f"- {kind} scenarios bracketed: {ok(value, good)}{goal}")
+        if "delivery_loss" in result and result["delivery_loss"]["surfaces"]:
+            d = result["delivery_loss"]
+            lines.append(
+                f"- delivery loss (60 % of failed events dropped for 6 hours, no real change;"
+                f" windows found by the completeness job): {d['surfaces']} surfaces, loss"
+                f" window bracketed `delivery-loss` in {d['loss_window_bracketed']};"
+                f" {d['surfaces_with_change_points']} surfaces show change points,"
+                f" {d['change_points_outside_loss_brackets']} of them outside the brackets"
+            )
         cov = result["variance_ci_coverage"]
         lines += [
             "",
