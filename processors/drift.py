@@ -20,7 +20,7 @@ import numpy as np
 from processors import changepoint as cp
 from processors.drift_attribution import Corroborate, attribute
 from processors.drift_corroborate import CorroborationConfig, alias_corroborator
-from processors.drift_delivery import fetch_loss_windows
+from processors.drift_delivery import fetch_loss_windows, staleness_note
 from processors.drift_evidence import AttributionConfig
 from processors.drift_series import (
     BUCKETS,
@@ -178,6 +178,9 @@ def delivery_brackets(store: Store, query: SeriesQuery, notes: list[str]) -> lis
             "delivery-loss not checked: holonograph.completeness_windows is not in the store"
         )
         return []
+    note = staleness_note(store, query)
+    if note:
+        notes.append(note)
     return [
         BracketedWindow.of(
             w.start, w.end, "delivery-loss", f"completeness lower bound {w.completeness:.3f}"

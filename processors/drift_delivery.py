@@ -117,6 +117,35 @@ def _granularity(
     return min(found, key=lambda g: _WIDTH_SQL.get(g, 10**9))
 
 
+def last_refresh(store: Store) -> dt.datetime | None:
+    """When the completeness job last rewrote its windows (None: never, or no record)."""
+    exists = store.query(
+        "SELECT count() FROM system.tables"
+        " WHERE database = 'holonograph' AND name = 'completeness_refreshes'"
+    ).scalar()
+    if not exists:
+        return None
+    value = store.query("SELECT max(now), count() FROM holonograph.completeness_refreshes").rows[0]
+    return value[0] if value[1] else None
+
+
+def staleness_note(store: Store, query: SeriesQuery) -> str | None:
+    """A note when loss after the last completeness refresh cannot be bracketed."""
+    last = last_refresh(store)
+    if last is None:
+        return (
+            "delivery-loss: the completeness job has never run on this store"
+            " (`holonograph completeness --refresh`); no loss can be bracketed"
+        )
+    last = naive_utc(last)
+    if last < naive_utc(query.until):
+        return (
+            f"delivery-loss: completeness windows last refreshed {last:%Y-%m-%dT%H:%M:%SZ};"
+            " loss after that is not bracketed"
+        )
+    return None
+
+
 def merge(windows: list[LossWindow]) -> list[LossWindow]:
     out: list[LossWindow] = []
     for w in sorted(windows, key=lambda w: w.start):
