@@ -79,6 +79,7 @@ SPECS = [
     SurfaceSpec("lens-flat", tau=0.01, buckets=240, events=(100, 300),
                 changes=(Change(120, 0.0, ("lens",)),)),
     SurfaceSpec("lossy", tau=0.01, buckets=240, events=(100, 300), loss=((60, 90, 0.6),)),
+    SurfaceSpec("scored", tau=0.02, buckets=240, events=(100, 300), scored=True),
 ]  # fmt: skip
 
 
@@ -137,6 +138,26 @@ def test_decompose_recovers_real_variance_and_stores_the_reading(store: Store) -
     )
     assert 0.0 < (reading.noise_share or 0.0) < 1.0
     assert load_reading(store, reading.event_id) == reading
+
+
+def test_scored_dimension_matches_a_decomposition_by_hand(store: Store) -> None:
+    # score = 3 + 2 * passed: the reading must equal the pass-rate decomposition of the
+    # generated cells, with every variance scaled by 4.
+    reading = read(store, "scored")
+    n, k = np.zeros(240), np.zeros(240)
+    for cell in generate(next(s for s in SPECS if s.surface_id == "scored"), seed=9):
+        t = int((cell.bucket_start - START.replace(tzinfo=None)) / dt.timedelta(hours=1))
+        n[t] += cell.delivered
+        k[t] += cell.passes
+    x = k / n
+    hand = paule_mandel(x, np.sum(n * x * (1 - x)) / np.sum(n - 1) / n)
+    assert reading.outcome == "score"
+    assert reading.mean == pytest.approx(3 + 2 * hand.mean)
+    assert reading.cleaned_variance == pytest.approx(4 * hand.tau2)
+    ci = reading.cleaned_variance_ci
+    assert ci is not None
+    assert (ci.ci_low, ci.ci_high) == pytest.approx((4 * hand.ci[0], 4 * hand.ci[1]))
+    assert reading.noise_variance == pytest.approx(4 * hand.noise)
 
 
 def test_verdicts_in_order(store: Store) -> None:
