@@ -12,7 +12,8 @@ kept when its likelihood-ratio gain exceeds a penalty. The penalty is not a text
 constant (BIC raises false alarms on overdispersed traffic); it is the (1 - alpha)
 quantile of the maximal gain over random permutations of the very segment being
 tested, so under "no change" the chance of any split is alpha whatever the dispersion.
-Each change's time gets a parametric-bootstrap confidence window.
+Each change's time gets a confidence window: the splits whose gain is within a
+threshold of the best, the threshold calibrated by a parametric bootstrap.
 """
 
 from __future__ import annotations
