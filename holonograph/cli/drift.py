@@ -1,0 +1,142 @@
+"""`holonograph drift`: change points of a surface's outcomes, labelled by source."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+
+import click
+
+from holonograph.cli.options import (
+    EXIT_USAGE,
+    RFC3339,
+    emit_json,
+    format_table,
+    open_store_or_exit,
+    store_options,
+)
+from processors.drift import DriftRequest, analyse, persist_drift
+from schemas.analysis import DriftReport
+
+RUN_MODES = ("production", "test", "eval", "replay", "local_dev")
+PROVENANCES = ("production-state", "exploratory-state")
+
+
+@click.command("drift")
+@click.option("--surface", "surface_id", required=True, help="Surface id, e.g. classify-intent.")
+@click.option("--dimension", "dimension_id", help="One dimension (default: every dimension).")
+@click.option("--since", type=RFC3339(), required=True, help="Window start, RFC 3339 UTC.")
+@click.option("--until", type=RFC3339(), required=True, help="Window end (exclusive).")
+@click.option("--bucket", type=click.Choice(["hour", "day"]), default="hour", show_default=True)
+@click.option(
+    "--delta-threshold",
+    "--change-point-delta-threshold",
+    "delta_threshold",
+    type=click.FloatRange(min=0.0),
+    default=0.0,
+    show_default=True,
+    help="Minimum practical shift; smaller significant shifts are labelled noise.",
+)
+@click.option("--run-mode", "run_modes", multiple=True, type=click.Choice(RUN_MODES))
+@click.option(
+    "--provenance",
+    "provenances",
+    multiple=True,
+    type=click.Choice([*PROVENANCES, "any"]),
+    help="Default production-state; 'any' disables the filter.",
+)
+@click.option("--alpha", type=float, default=0.02, show_default=True, help="False-alarm rate.")
+@click.option("--permutations", type=click.IntRange(min=19), default=199, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG here.")
+@click.option("--no-save", is_flag=True, help="Do not record the run in the store.")
+@store_options
+def drift_command(
+    surface_id: str,
+    dimension_id: str | None,
+    since: dt.datetime,
+    until: dt.datetime,
+    bucket: str,
+    delta_threshold: float,
+    run_modes: tuple[str, ...],
+    provenances: tuple[str, ...],
+    alpha: float,
+    permutations: int,
+    seed: int,
+    plot_path: str | None,
+    no_save: bool,
+    store_url: str | None,
+    data_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Is this us, the vendor, our evaluation config, or noise? Change points over the
+    window, each with its source, evidence and confidence window, plus the bracketed
+    windows to read before acting."""
+    provenance_filter = () if "any" in provenances else (provenances or ("production-state",))
+    try:
+        request = DriftRequest(
+            surface_id=surface_id,
+            since=since,
+            until=until,
+            bucket=bucket,
+            dimension_id=dimension_id,
+            delta_threshold=delta_threshold,
+            run_modes=run_modes,
+            provenances=provenance_filter,
+            alpha=alpha,
+            permutations=permutations,
+            seed=seed,
+        )
+    except ValueError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(EXIT_USAGE)
+    store = open_store_or_exit(store_url, data_dir, write=not no_save)
+    try:
+        run = analyse(store, request)
+        if not no_save:
+            persist_drift(store, run.report, lambda: dt.datetime.now(dt.UTC))
+    finally:
+        store.close()
+    if plot_path:
+        from processors.drift_plot import plot_drift
+
+        plot_drift(run.report, run.traces, plot_path)
+    if as_json:
+        emit_json(run.report.to_json())
+    else:
+        click.echo(render(run.report))
+
+
+def render(report: DriftReport) -> str:
+    """The report as an operator reads it: change points, then the bracketed windows."""
+    out = [
+        f"surface {report.surface_id}: {report.event_count} events, "
+        f"{len(report.change_points)} change point(s), run {report.run_id}"
+    ]
+    if report.change_points:
+        rows = [
+            [
+                p.timestamp,
+                p.dimension_id,
+                p.source + ("" if p.confident else " (not confident)"),
+                f"{p.effect.delta:+.3f} [{p.effect.ci_low:+.3f}, {p.effect.ci_high:+.3f}]",
+                f"{p.window.from_:%Y-%m-%d %H:%M} .. {p.window.to:%Y-%m-%d %H:%M}",
+                p.reason,
+            ]
+            for p in report.change_points
+        ]
+        out.append(
+            format_table(["timestamp", "dimension", "source", "shift", "window", "why"], rows)
+        )
+    if report.bracketed_windows:
+        rows = [
+            [b.reason, b.from_, b.to, b.dimension_id, b.detail] for b in report.bracketed_windows
+        ]
+        out.append("bracketed windows:")
+        out.append(format_table(["reason", "from", "to", "dimension", "detail"], rows))
+    out += [f"note: {n}" for n in report.notes]
+    return "\n".join(out)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(drift_command)

@@ -1,0 +1,172 @@
+"""`holonograph variance decompose|evaluate|lifecycle`: how much of the spread is real."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from typing import Any
+
+import click
+
+from holonograph.cli.options import (
+    EXIT_USAGE,
+    RFC3339,
+    emit_json,
+    format_table,
+    open_store_or_exit,
+    store_options,
+)
+from processors.variance import DecomposeRequest, decompose, load_reading, persist_reading
+from processors.variance_verdict import LifecycleError, evaluate, lifecycle, persist_evaluation
+
+RUN_MODES = ("production", "test", "eval", "replay", "local_dev")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@click.group("variance")
+def variance_group() -> None:
+    """Variance isolation: decompose a reading, get its verdict, govern it."""
+
+
+@variance_group.command("decompose")
+@click.option("--surface", "surface_id", required=True)
+@click.option("--dimension", "dimension_id", required=True)
+@click.option("--since", type=RFC3339(), required=True, help="RFC 3339 UTC.")
+@click.option("--until", type=RFC3339(), required=True, help="RFC 3339 UTC, exclusive.")
+@click.option("--bucket", type=click.Choice(["hour", "day"]), default="hour", show_default=True)
+@click.option("--run-mode", "run_modes", multiple=True, type=click.Choice(RUN_MODES))
+@click.option(
+    "--provenance",
+    "provenances",
+    multiple=True,
+    type=click.Choice(["production-state", "exploratory-state", "any"]),
+    help="Default production-state; 'any' disables the filter.",
+)
+@store_options
+def decompose_command(
+    surface_id: str,
+    dimension_id: str,
+    since: dt.datetime,
+    until: dt.datetime,
+    bucket: str,
+    run_modes: tuple[str, ...],
+    provenances: tuple[str, ...],
+    store_url: str | None,
+    data_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Split the observed variance of bucket outcomes into noise and real variance, and
+    store the reading (its eventId is what evaluate and lifecycle take)."""
+    if until <= since:
+        raise click.UsageError("--until must be after --since")
+    request = DecomposeRequest(
+        surface_id,
+        dimension_id,
+        since,
+        until,
+        bucket,
+        run_modes,
+        () if "any" in provenances else (provenances or ("production-state",)),
+    )
+    store = open_store_or_exit(store_url, data_dir, write=True)
+    try:
+        reading = decompose(store, request, _now())
+        persist_reading(store, reading)
+    finally:
+        store.close()
+    out = reading.to_json()
+    if as_json:
+        emit_json(out)
+        return
+    ci = out["cleanedVarianceCi"] or {}
+    _table(
+        {
+            "eventId": out["eventId"],
+            "buckets": out["buckets"],
+            "events": out["events"],
+            "clusters": out["clusters"],
+            "mean": out["mean"],
+            "observed variance": out["observedVariance"],
+            "noise variance": out["noiseVariance"],
+            "cleaned variance": out["cleanedVariance"],
+            "95% interval": f"[{ci.get('ciLow')}, {ci.get('ciHigh')}]",
+            "noise share": out["noiseShare"],
+            "design effect": out["designEffect"],
+        }
+    )
+
+
+@variance_group.command("evaluate")
+@click.option("--target-event-id", "target", required=True)
+@store_options
+def evaluate_command(
+    target: str, store_url: str | None, data_dir: str | None, as_json: bool
+) -> None:
+    """Verdict on a reading: insufficient-data, delivery-biased, confounded or viable."""
+    store = open_store_or_exit(store_url, data_dir, write=True)
+    try:
+        reading = load_reading(store, target)
+        if reading is None:
+            click.echo(f"error: no variance reading {target!r}", err=True)
+            sys.exit(EXIT_USAGE)
+        evaluation = evaluate(store, reading, _now())
+        persist_evaluation(store, evaluation, reading)
+    finally:
+        store.close()
+    if as_json:
+        emit_json(evaluation.to_json())
+        return
+    click.echo(f"verdict: {evaluation.verdict}  (target {target})")
+    for line in evaluation.reasons:
+        click.echo(f"  because: {line}")
+    for line in evaluation.guidance:
+        click.echo(f"  to fix: {line}")
+    if evaluation.strata:
+        rows = [
+            [s.layers, s.buckets, s.events, s.cleaned_variance, s.viable, s.reason]
+            for s in evaluation.strata
+        ]
+        click.echo(format_table(["stratum", "buckets", "events", "cleaned", "viable", "why"], rows))
+
+
+@variance_group.command("lifecycle")
+@click.option("--target-event-id", "target", required=True)
+@click.option("--status", type=click.Choice(["lock", "pin", "supersede", "discard"]), required=True)
+@click.option("--approver-id", "approver", required=True)
+@click.option("--pinned-label", default=None)
+@click.option("--superseded-by", default=None, help="Required with --status supersede.")
+@store_options
+def lifecycle_command(
+    target: str,
+    status: str,
+    approver: str,
+    pinned_label: str | None,
+    superseded_by: str | None,
+    store_url: str | None,
+    data_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Record a governance decision on a reading; prints it with the original target id."""
+    store = open_store_or_exit(store_url, data_dir, write=True)
+    try:
+        record = lifecycle(store, target, status, approver, _now(), pinned_label, superseded_by)
+    except LifecycleError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(EXIT_USAGE)
+    finally:
+        store.close()
+    if as_json:
+        emit_json(record.to_json())
+    else:
+        _table(record.to_json())
+
+
+def _table(values: dict[str, Any]) -> None:
+    click.echo(format_table(["field", "value"], [[k, v] for k, v in values.items()]))
+
+
+def register(group: click.Group) -> None:
+    group.add_command(variance_group)

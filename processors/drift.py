@@ -1,0 +1,301 @@
+"""Drift attribution job: change points of a surface's outcome series, each labelled with
+the layer it came from, plus the windows where labels should not be trusted.
+
+Pipeline: cells aggregated in ClickHouse (`drift_series`) -> change points calibrated on
+the series itself (`changepoint`) -> attribution from recorded layer values
+(`drift_attribution`) -> brackets (sparse buckets, delivery loss, confounded,
+unattributed, cohort mix) -> a report shaped like the Guide's `POST /lens/attribute`,
+persisted to `drift_change_points` and `analysis_events`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from processors import changepoint as cp
+from processors.drift_attribution import Corroborate, attribute
+from processors.drift_corroborate import CorroborationConfig, alias_corroborator
+from processors.drift_delivery import fetch_loss_windows, staleness_note
+from processors.drift_evidence import AttributionConfig
+from processors.drift_series import (
+    BUCKETS,
+    Series,
+    SeriesQuery,
+    bucket_grid,
+    build_series,
+    dimension_kinds,
+    event_count,
+    fetch_cells,
+)
+from processors.drift_store import persist_drift
+from schemas.analysis import (
+    BracketedWindow,
+    ChangePoint,
+    DimensionSummary,
+    DriftParameters,
+    DriftReport,
+    Effect,
+    TimeWindow,
+)
+from schemas.store import Store
+
+
+@dataclass(frozen=True)
+class DriftRequest:
+    """Inputs of one run (the Guide's request plus the filters and the method's knobs)."""
+
+    surface_id: str
+    since: dt.datetime
+    until: dt.datetime
+    bucket: str = "hour"
+    dimension_id: str | None = None
+    delta_threshold: float = 0.0
+    run_modes: tuple[str, ...] = ()
+    provenances: tuple[str, ...] = ("production-state",)
+    alpha: float = 0.02
+    permutations: int = 199
+    min_segment: int = 3
+    sparse_min_events: int = 30
+    seed: int = 0
+    corroboration_neighbourhood: int = 72
+    attribution: AttributionConfig = field(default_factory=AttributionConfig)
+
+    def __post_init__(self) -> None:
+        if self.bucket not in BUCKETS:
+            raise ValueError(f"bucket must be one of {sorted(BUCKETS)}")
+        if self.until <= self.since:
+            raise ValueError("until must be after since")
+        if not 0.0 < self.alpha < 0.5:
+            raise ValueError("alpha must be in (0, 0.5)")
+
+    def query(self) -> SeriesQuery:
+        return SeriesQuery(
+            self.surface_id,
+            self.since,
+            self.until,
+            self.bucket,
+            self.dimension_id,
+            self.provenances,
+            self.run_modes,
+        )
+
+    def parameters(self) -> DriftParameters:
+        return DriftParameters(
+            bucket=self.bucket,  # type: ignore[arg-type]
+            change_point_delta_threshold=self.delta_threshold,
+            run_modes=list(self.run_modes),
+            provenances=list(self.provenances),
+            alpha=self.alpha,
+            permutations=self.permutations,
+            min_segment_buckets=self.min_segment,
+            sparse_min_events=self.sparse_min_events,
+            seed=self.seed,
+        )
+
+    def corroboration(self) -> CorroborationConfig:
+        return CorroborationConfig(
+            seed=self.seed,
+            neighbourhood=self.corroboration_neighbourhood,
+            slack=self.attribution.slack,
+            min_segment=self.min_segment,
+        )
+
+    def detect_config(self) -> cp.DetectConfig:
+        return cp.DetectConfig(
+            alpha=self.alpha, n_perm=self.permutations, min_size=self.min_segment
+        )
+
+
+@dataclass(frozen=True)
+class DimensionTrace:
+    """What the plot needs of one dimension: the series and its fitted levels."""
+
+    series: Series
+    levels: np.ndarray
+    tau2: float
+    unit_variance: float
+
+
+@dataclass(frozen=True)
+class DriftRun:
+    report: DriftReport
+    traces: dict[str, DimensionTrace]
+
+
+def run_drift(store: Store, request: DriftRequest, run_id: str | None = None) -> DriftReport:
+    """Analyse every (or the requested) dimension of the surface over the window."""
+    return analyse(store, request, run_id).report
+
+
+def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> DriftRun:
+    """`run_drift` plus the per-dimension series behind the report (for plotting)."""
+    query = request.query()
+    grid = bucket_grid(request.since, request.until, request.bucket)
+    attribution = dataclasses.replace(request.attribution, delta_threshold=request.delta_threshold)
+    corroborate = alias_corroborator(store, query, request.corroboration())
+    points: list[ChangePoint] = []
+    brackets: list[BracketedWindow] = []
+    summaries: list[DimensionSummary] = []
+    notes: list[str] = []
+    traces: dict[str, DimensionTrace] = {}
+    for dimension_id, binary in dimension_kinds(store, query).items():
+        series = build_series(grid, fetch_cells(store, query, dimension_id, binary), binary)
+        brackets += sparse_brackets(series, request.sparse_min_events, dimension_id)
+        found, trace = analyse_dimension(series, dimension_id, request, attribution, corroborate)
+        if trace is not None:
+            traces[dimension_id] = trace
+        points += [p for p, _ in found]
+        brackets += [b for _, b in found if b is not None]
+        summaries.append(summarise(series, dimension_id, found, request))
+    brackets += delivery_brackets(store, query, notes)
+    if not summaries:
+        notes.append("no outcomes recorded for this surface, window and filter")
+    report = DriftReport(
+        run_id=run_id or f"drift_{uuid.uuid4().hex}",
+        surface_id=request.surface_id,
+        dimension_id=request.dimension_id,
+        since=request.since,
+        until=request.until,
+        event_count=event_count(store, query),
+        change_points=sorted(points, key=lambda p: (p.timestamp, p.dimension_id)),
+        bracketed_windows=sorted(brackets, key=lambda b: (b.from_, b.reason)),
+        dimensions=summaries,
+        parameters=request.parameters(),
+        notes=notes,
+    )
+    return DriftRun(report, traces)
+
+
+def delivery_brackets(store: Store, query: SeriesQuery, notes: list[str]) -> list[BracketedWindow]:
+    loss = fetch_loss_windows(store, query)
+    if loss is None:
+        notes.append(
+            "delivery-loss not checked: holonograph.completeness_windows is not in the store"
+        )
+        return []
+    note = staleness_note(store, query)
+    if note:
+        notes.append(note)
+    return [
+        BracketedWindow.of(
+            w.start, w.end, "delivery-loss", f"completeness lower bound {w.completeness:.3f}"
+        )
+        for w in loss
+    ]
+
+
+_Found = list[tuple[ChangePoint, BracketedWindow | None]]
+
+
+def analyse_dimension(
+    series: Series,
+    dimension_id: str,
+    request: DriftRequest,
+    attribution: AttributionConfig,
+    corroborate: Corroborate,
+) -> tuple[_Found, DimensionTrace | None]:
+    buckets = series.bucket_series()
+    if len(buckets) < 2 * request.min_segment:
+        return [], None
+    detection = cp.detect(buckets, request.detect_config(), seed=request.seed)
+    trace = DimensionTrace(series, detection.levels, detection.tau2, detection.unit_variance)
+    inflation = float(np.sqrt(1.0 + np.mean(buckets.n) * detection.tau2 / detection.unit_variance))
+    found: _Found = []
+    for raw in detection.change_points:
+        point, bracket = attribute(series, raw, dimension_id, inflation, corroborate, attribution)
+        window = None
+        if bracket is not None:
+            start, end, reason, why = bracket
+            window = BracketedWindow.of(start, end, reason, why, dimension_id)
+        found.append((point, window))
+    return merge_rollouts(found), trace
+
+
+def _transition_key(point: ChangePoint) -> tuple[object, ...] | None:
+    if not point.confident or point.source == "noise" or not point.layer_changes:
+        return None
+    return (point.source, point.effect.delta > 0, *[
+        (c.column, c.changed_at) for c in point.layer_changes if c.layer == point.source
+    ])  # fmt: skip
+
+
+def merge_rollouts(found: _Found) -> _Found:
+    """A gradual rollout can look like a staircase of steps; consecutive points that the
+    evidence ties to the same recorded layer switch (same column, same switch time, same
+    direction) are one change: their windows and shifts are combined."""
+    out: _Found = []
+    for point, bracket in sorted(found, key=lambda f: f[0].timestamp):
+        key = _transition_key(point)
+        if out and key is not None and key == _transition_key(out[-1][0]):
+            prev = out[-1][0]
+            strongest = max(prev, point, key=lambda p: p.test_statistic)
+            half = float(np.hypot(prev.effect.ci_high - prev.effect.delta,
+                                  point.effect.ci_high - point.effect.delta))  # fmt: skip
+            delta = prev.effect.delta + point.effect.delta
+            merged = strongest.model_copy(
+                update={
+                    "timestamp": min(prev.timestamp, point.timestamp),
+                    "window": TimeWindow.of(prev.window.from_, point.window.to),
+                    "effect": Effect(before=prev.effect.before, after=point.effect.after,
+                                     delta=delta, ci_low=delta - half, ci_high=delta + half),
+                    "reason": strongest.reason + " (rollout seen as several steps, merged)",
+                }
+            )  # fmt: skip
+            out[-1] = (merged, out[-1][1])
+            continue
+        out.append((point, bracket))
+    return out
+
+
+def summarise(
+    series: Series, dimension_id: str, found: _Found, request: DriftRequest
+) -> DimensionSummary:
+    buckets = series.bucket_series()
+    tau2 = cp.estimate_tau2(buckets) if len(buckets) >= 3 else 0.0
+    return DimensionSummary(
+        dimension_id=dimension_id,
+        outcome="passed" if series.binary else "score",
+        buckets=len(buckets),
+        events=int(series.n.sum()),
+        overdispersion_tau=float(np.sqrt(tau2)),
+        change_points=len(found),
+    )
+
+
+def sparse_brackets(series: Series, min_events: int, dimension_id: str) -> list[BracketedWindow]:
+    """Runs of buckets with fewer than `min_events` outcomes (empty ones included)."""
+    step = (
+        BUCKETS["day"]
+        if len(series.grid) > 1 and (series.grid[1] - series.grid[0] == BUCKETS["day"])
+        else BUCKETS["hour"]
+    )
+    thin = series.n < min_events
+    out = []
+    i = 0
+    while i < len(thin):
+        if not thin[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(thin) and thin[j + 1]:
+            j += 1
+        events = int(series.n[i : j + 1].sum())
+        out.append(
+            BracketedWindow.of(
+                series.grid[i],
+                series.grid[j] + step,
+                "sparse",
+                f"{j - i + 1} bucket(s) under {min_events} outcomes ({events} in all)",
+                dimension_id,
+            )
+        )
+        i = j + 1
+    return out
+
+
+__all__ = ["DriftRequest", "DriftRun", "analyse", "persist_drift", "run_drift"]

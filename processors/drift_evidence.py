@@ -1,0 +1,257 @@
+"""Evidence around one change point, read from the cells (bucket x layer values):
+which layer columns switched and when, same-bucket contrasts of new vs old values, and
+whether a shifted mix of cohorts / run modes explains the move."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from processors.changepoint import ChangePoint as RawChangePoint
+from processors.drift_series import Cell, Series
+from schemas.analysis import CohortMix, Contrast, LayerChange, LayerSource
+
+SOURCE_OF_LAYER: dict[str, LayerSource] = {
+    "lens_version": "lens",
+    "light_source_id": "light source",
+}
+PRECEDENCE = {"lens": 0, "light source": 1, "substrate": 2}
+
+
+@dataclass(frozen=True)
+class AttributionConfig:
+    delta_threshold: float = 0.0
+    neighbourhood: int = 72  # buckets each side read for contrasts and the cohort mix
+    near: int = 12  # buckets each side (at least the window's width) read for layer switches
+    share_change: float = 0.3  # total-variation distance that counts as a layer change
+    slack: int = 2  # buckets the layer switch may sit outside the time window
+    min_overlap_events: float = 30.0  # same-bucket events each side needed to compare
+    mix_change: float = 0.1
+
+
+def source_of(layer: str) -> LayerSource:
+    return SOURCE_OF_LAYER.get(layer, "substrate")
+
+
+def layer_names(cells: Iterable[Cell]) -> list[str]:
+    keys = sorted({k for c in cells for k, _ in c.substrate})
+    return ["lens_version", "light_source_id", *[f"substrate:{k}" for k in keys]]
+
+
+def _shares(cells: Iterable[Cell], key: Callable[[Cell], object]) -> dict[object, float]:
+    total: dict[object, float] = defaultdict(float)
+    for c in cells:
+        total[key(c)] += c.n
+    s = sum(total.values())
+    return {k: v / s for k, v in total.items()} if s > 0 else {}
+
+
+def _tv(a: dict[object, float], b: dict[object, float]) -> float:
+    return 0.5 * sum(abs(a.get(k, 0.0) - b.get(k, 0.0)) for k in set(a) | set(b))
+
+
+@dataclass(frozen=True)
+class Context:
+    """The buckets around one change, as grid rows."""
+
+    series: Series
+    row: int  # first bucket of the new level
+    lo: int
+    hi: int
+    before: tuple[int, int]  # [start, end) rows read as "before"
+    after: tuple[int, int]
+    inflation: float = 1.0  # sd factor for hour-to-hour overdispersion
+
+    def cells_in(self, rows: tuple[int, int]) -> list[Cell]:
+        a, b = rows
+        mask = (self.series.cell_index >= a) & (self.series.cell_index < b)
+        return [c for c, m in zip(self.series.cells, mask, strict=True) if m]
+
+
+def context_for(
+    series: Series, cp: RawChangePoint, cfg: AttributionConfig, inflation: float = 1.0
+) -> Context:
+    idx = series.index
+    seg_a, seg_b = idx[cp.segment[0]], idx[cp.segment[1] - 1] + 1
+    row, lo, hi = int(idx[cp.index]), int(idx[cp.lo]), int(idx[cp.hi])
+    before = (max(int(seg_a), lo - cfg.neighbourhood), lo)
+    after = (hi + 1, min(int(seg_b), hi + 1 + cfg.neighbourhood))
+    if before[1] <= before[0]:
+        before = (max(int(seg_a), row - cfg.neighbourhood), row)
+    if after[1] <= after[0]:
+        after = (row, min(int(seg_b), row + cfg.neighbourhood))
+    return Context(series, row, lo, hi, before, after, inflation)
+
+
+def changed_layers(ctx: Context, cfg: AttributionConfig) -> list[LayerChange]:
+    """Layer columns whose values switched at this change: shares compared over the
+    nearest buckets each side of the window, and a value that gained share must have
+    rolled out (10 % -> 90 %) within reach of the window."""
+    reach = max(cfg.near, ctx.hi - ctx.lo + 1)
+    before = ctx.cells_in((max(ctx.before[0], ctx.lo - reach), ctx.lo))
+    after = ctx.cells_in((ctx.hi + 1, min(ctx.after[1], ctx.hi + 1 + reach)))
+    out = []
+    for name in layer_names(ctx.series.cells):
+        sb = _shares(before, lambda c, n=name: c.layer(n))  # type: ignore[misc]
+        sa = _shares(after, lambda c, n=name: c.layer(n))  # type: ignore[misc]
+        if _tv(sb, sa) < cfg.share_change:
+            continue
+        gained = sorted(
+            (v for v in sa if sa[v] > sb.get(v, 0.0)), key=lambda v: sb.get(v, 0.0) - sa[v]
+        )
+        for new in gained:
+            span = _transition(ctx, name, str(new))
+            if span is None or span[1] < ctx.lo - cfg.slack or span[0] > ctx.hi + cfg.slack:
+                continue
+            old = max(sb, key=lambda v: sb[v] - sa.get(v, 0.0))
+            out.append(
+                LayerChange(
+                    layer=source_of(name),
+                    column=name.removeprefix("substrate:"),
+                    from_value=str(old),
+                    to_value=str(new),
+                    before={str(k): round(v, 4) for k, v in sb.items()},
+                    after={str(k): round(v, 4) for k, v in sa.items()},
+                    changed_at=ctx.series.grid[span[0]],
+                    completed_at=ctx.series.grid[span[1]],
+                )
+            )
+            break
+    return out
+
+
+def _transition(ctx: Context, name: str, new: str) -> tuple[int, int] | None:
+    """Rows where `new` first carries 10 % and then 90 % of the events: the rollout."""
+    n = np.zeros(len(ctx.series.grid))
+    hit = np.zeros(len(ctx.series.grid))
+    for c, r in zip(ctx.series.cells, ctx.series.cell_index, strict=True):
+        n[r] += c.n
+        if c.layer(name) == new:
+            hit[r] += c.n
+    rows = np.arange(ctx.before[0], ctx.after[1])
+    rows = rows[n[rows] > 0]
+    share = hit[rows] / n[rows]
+    started = np.flatnonzero(share >= 0.1)
+    if started.size == 0:
+        return None
+    done = np.flatnonzero((share >= 0.9) & (np.arange(rows.size) >= started[0]))
+    return int(rows[started[0]]), int(rows[done[0]] if done.size else rows[-1])
+
+
+def _column_key(change: LayerChange) -> str:
+    if change.layer == "substrate":
+        return f"substrate:{change.column}"
+    return "lens_version" if change.layer == "lens" else "light_source_id"
+
+
+def contrast(
+    ctx: Context, change: LayerChange, others: list[LayerChange], min_overlap: float = 30.0
+) -> Contrast | None:
+    """Risk difference new vs old value of `change`, Mantel-Haenszel weighted over strata
+    (bucket x the other changed layers' values); only buckets holding both values count,
+    and None when they hold fewer than `min_overlap` events of the smaller side."""
+    key = _column_key(change)
+    old, new = change.from_value, change.to_value
+    other_keys = [_column_key(o) for o in others]
+    arms: dict[tuple[object, ...], list[float]] = defaultdict(lambda: [0.0] * 6)
+    for c, r in zip(ctx.series.cells, ctx.series.cell_index, strict=True):
+        if not ctx.before[0] <= r < ctx.after[1]:
+            continue
+        value = c.layer(key)
+        if value not in (old, new):
+            continue
+        arm = arms[(int(r), *[c.layer(k) for k in other_keys])]
+        j = 0 if value == new else 3
+        arm[j] += c.n
+        arm[j + 1] += c.y
+        arm[j + 2] += c.yy
+    num = den = var = overlap = 0.0
+    strata = 0
+    for n1, y1, yy1, n0, y0, yy0 in arms.values():
+        if n1 <= 0 or n0 <= 0:
+            continue
+        w = n1 * n0 / (n1 + n0)
+        p1, p0 = y1 / n1, y0 / n0
+        num += w * (p1 - p0)
+        den += w
+        var += w * w * unit_variance(n1 + n0, y1 + y0, yy1 + yy0) * (1 / n1 + 1 / n0)
+        overlap += min(n1, n0)
+        strata += 1
+    if den <= 0 or overlap < min_overlap:
+        return None
+    delta = num / den
+    se = float(np.sqrt(var)) / den
+    return Contrast(
+        column=change.column,
+        from_value=old,
+        to_value=new,
+        delta=delta,
+        ci_low=delta - 1.96 * se,
+        ci_high=delta + 1.96 * se,
+        z=delta / se if se > 0 else 0.0,
+        overlap_events=overlap,
+        strata=strata,
+    )
+
+
+def cohort_mix(ctx: Context, delta: float, cfg: AttributionConfig) -> CohortMix | None:
+    """Shift explained by a changed mix of (run mode, cohort tags) strata rather than by
+    rates moving inside the strata; None when the mix barely moved."""
+    before, after = ctx.cells_in(ctx.before), ctx.cells_in(ctx.after)
+    pb, pa = _shares(before, lambda c: c.stratum), _shares(after, lambda c: c.stratum)
+    distance = _tv(pb, pa)
+    if distance < cfg.mix_change:
+        return None
+    rate_b, rate_a = _rates(before), _rates(after)
+    overall_b = sum(c.y for c in before) / max(sum(c.n for c in before), 1e-9)
+    from_mix = sum((pa.get(s, 0.0) - pb.get(s, 0.0)) * rate_b.get(s, (overall_b, 0))[0] for s in pa)
+    from_mix -= sum(pb[s] * rate_b[s][0] for s in pb if s not in pa)
+    common = [s for s in pa if s in rate_b and s in rate_a]
+    weight = sum(pa[s] for s in common)
+    if weight <= 0:
+        return None
+    within = sum(pa[s] * (rate_a[s][0] - rate_b[s][0]) for s in common) / weight
+    var = sum((pa[s] / weight) ** 2 * (rate_a[s][1] + rate_b[s][1]) for s in common)
+    se = float(np.sqrt(var)) * max(1.0, ctx.inflation)
+    return CohortMix(
+        mix_distance=distance,
+        delta_from_mix=from_mix,
+        delta_within_strata=within,
+        within_ci_low=within - 1.96 * se,
+        within_ci_high=within + 1.96 * se,
+    )
+
+
+def unit_variance(n: float, y: float, yy: float) -> float:
+    """Per-event variance from sums; for pass/fail yy = y, so this is p(1-p)."""
+    mean = y / n
+    return max(yy / n - mean * mean, 1e-6)
+
+
+def _rates(cells: list[Cell]) -> dict[object, tuple[float, float]]:
+    """Per stratum: mean outcome and its sampling variance."""
+    n: dict[object, float] = defaultdict(float)
+    y: dict[object, float] = defaultdict(float)
+    yy: dict[object, float] = defaultdict(float)
+    for c in cells:
+        n[c.stratum] += c.n
+        y[c.stratum] += c.y
+        yy[c.stratum] += c.yy
+    return {s: (y[s] / n[s], unit_variance(n[s], y[s], yy[s]) / n[s]) for s in n}
+
+
+def explains_shift(mix: CohortMix, delta: float) -> bool:
+    """The mix carries at least half the shift and the within-strata shift does not."""
+    return abs(mix.delta_from_mix) >= 0.5 * abs(delta) and (
+        abs(mix.delta_within_strata) < 0.5 * abs(delta)
+        or mix.within_ci_low <= 0.0 <= mix.within_ci_high
+    )
+
+
+def dominant_alias(ctx: Context) -> str:
+    cells = ctx.cells_in((ctx.before[0], ctx.after[1]))
+    shares = _shares(cells, lambda c: c.light_source_requested or c.light_source_id)
+    return str(max(shares, key=lambda k: shares[k])) if shares else ""

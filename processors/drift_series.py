@@ -1,0 +1,220 @@
+"""Bucketed series for drift and variance, aggregated in ClickHouse.
+
+Every read goes through `evaluation_dimensions FINAL` (one row per event x dimension)
+and comes back grouped: one *cell* per (bucket, layer values) with its event count and
+pass count (or score sum and sum of squares). A month of hourly traffic is a few
+thousand cells however many events it holds; raw events never reach Python.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from processors.changepoint import BucketSeries
+from schemas.store import Store
+
+BUCKETS = {"hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1)}
+# Fixed SQL fragments chosen by name (never user text).
+BUCKET_SQL = {"hour": "toStartOfHour(timestamp)", "day": "toStartOfDay(timestamp)"}
+
+SERIES_FILTER = """
+    surface_id = {surface:String}
+    AND timestamp >= {since:DateTime64(3, 'UTC')} AND timestamp < {until:DateTime64(3, 'UTC')}
+    AND (empty({provenances:Array(String)}) OR has({provenances:Array(String)}, provenance))
+    AND (empty({run_modes:Array(String)}) OR has({run_modes:Array(String)}, run_mode))
+"""
+
+
+@dataclass(frozen=True)
+class SeriesQuery:
+    """What to read: one surface (and dimension), a UTC window, a bucket width and the
+    run-mode / provenance filter (empty tuple = no filter)."""
+
+    surface_id: str
+    since: dt.datetime
+    until: dt.datetime
+    bucket: str = "hour"
+    dimension_id: str | None = None
+    provenances: tuple[str, ...] = ("production-state",)
+    run_modes: tuple[str, ...] = ()
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "surface": self.surface_id,
+            "since": naive_utc(self.since),
+            "until": naive_utc(self.until),
+            "provenances": list(self.provenances),
+            "run_modes": list(self.run_modes),
+            "dimension": self.dimension_id or "",
+        }
+
+
+def naive_utc(value: dt.datetime) -> dt.datetime:
+    if value.tzinfo is None:
+        return value
+    return value.astimezone(dt.UTC).replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Outcomes of one bucket under one combination of layer values."""
+
+    bucket: dt.datetime
+    lens_version: str
+    light_source_id: str
+    light_source_requested: str
+    substrate: tuple[tuple[str, str], ...]
+    run_mode: str
+    cohort: tuple[str, ...]
+    n: float
+    y: float
+    yy: float
+
+    def layer(self, name: str) -> str:
+        """Value of a layer column: 'lens_version', 'light_source_id' or 'substrate:<key>'."""
+        if name.startswith("substrate:"):
+            return dict(self.substrate).get(name.split(":", 1)[1], "")
+        return str(getattr(self, name))
+
+    @property
+    def stratum(self) -> tuple[str, tuple[str, ...]]:
+        """The population slice: run mode and cohort tags."""
+        return (self.run_mode, self.cohort)
+
+
+def dimension_kinds(store: Store, query: SeriesQuery) -> dict[str, bool]:
+    """Dimensions recorded on the surface in the window -> True if pass/fail."""
+    sql = f"""
+        SELECT dimension_id, countIf(passed IS NOT NULL) AS booleans,
+               countIf(score IS NOT NULL) AS scores
+        FROM holonograph.evaluation_dimensions FINAL
+        WHERE {SERIES_FILTER}
+          AND ({{dimension:String}} = '' OR dimension_id = {{dimension:String}})
+        GROUP BY dimension_id ORDER BY dimension_id
+    """
+    rows = store.query(sql, query.params()).rows
+    return {str(d): int(b) >= int(s) for d, b, s in rows if int(b) + int(s) > 0}
+
+
+def fetch_cells(store: Store, query: SeriesQuery, dimension_id: str, binary: bool) -> list[Cell]:
+    """One row per (bucket, lens, light source, alias, substrate, run mode, cohort)."""
+    outcome = "passed IS NOT NULL" if binary else "score IS NOT NULL"
+    sql = f"""
+        SELECT {BUCKET_SQL[query.bucket]} AS bucket_start,
+               lens_version, light_source_id, light_source_requested,
+               mapSort(substrate) AS substrate_sorted, run_mode,
+               arraySort(cohort_tags) AS cohort,
+               count() AS events,
+               {"countIf(passed)" if binary else "sum(score)"} AS y,
+               {"countIf(passed)" if binary else "sum(score * score)"} AS yy
+        FROM holonograph.evaluation_dimensions FINAL
+        WHERE {SERIES_FILTER} AND dimension_id = {{dimension:String}} AND {outcome}
+        GROUP BY bucket_start, lens_version, light_source_id, light_source_requested,
+                 substrate_sorted, run_mode, cohort
+        ORDER BY bucket_start
+    """
+    params = query.params() | {"dimension": dimension_id}
+    return [
+        Cell(
+            bucket=row[0],
+            lens_version=row[1],
+            light_source_id=row[2],
+            light_source_requested=row[3],
+            substrate=tuple(sorted(dict(row[4]).items())),
+            run_mode=row[5],
+            cohort=tuple(row[6]),
+            n=float(row[7]),
+            y=float(row[8]),
+            yy=float(row[9]),
+        )
+        for row in store.query(sql, params).rows
+    ]
+
+
+def event_count(store: Store, query: SeriesQuery) -> int:
+    sql = f"""
+        SELECT uniqExact(event_id) FROM holonograph.evaluation_dimensions FINAL
+        WHERE {SERIES_FILTER} AND ({{dimension:String}} = '' OR dimension_id = {{dimension:String}})
+    """
+    return int(store.query(sql, query.params()).scalar() or 0)
+
+
+def bucket_grid(since: dt.datetime, until: dt.datetime, bucket: str) -> list[dt.datetime]:
+    """Bucket starts (naive UTC) covering [since, until)."""
+    step = BUCKETS[bucket]
+    start = naive_utc(since)
+    start = start.replace(minute=0, second=0, microsecond=0)
+    if bucket == "day":
+        start = start.replace(hour=0)
+    end = naive_utc(until)
+    grid = []
+    while start < end:
+        grid.append(start)
+        start += step
+    return grid
+
+
+@dataclass(frozen=True)
+class Series:
+    """The outcome series on the bucket grid (`index` maps series rows to grid rows;
+    empty buckets are left out of the statistics but stay on the grid)."""
+
+    grid: list[dt.datetime]
+    n: np.ndarray
+    y: np.ndarray
+    yy: np.ndarray
+    binary: bool
+    cells: list[Cell] = field(repr=False)
+    cell_index: np.ndarray = field(repr=False)  # grid row of every cell
+
+    @property
+    def index(self) -> np.ndarray:
+        return np.flatnonzero(self.n > 0)
+
+    def bucket_series(self) -> BucketSeries:
+        i = self.index
+        return BucketSeries(self.n[i], self.y[i], None if self.binary else self.yy[i])
+
+
+def build_series(grid: Sequence[dt.datetime], cells: list[Cell], binary: bool) -> Series:
+    position = {b: i for i, b in enumerate(grid)}
+    n, y, yy = np.zeros(len(grid)), np.zeros(len(grid)), np.zeros(len(grid))
+    kept = [c for c in cells if c.bucket in position]
+    rows = np.array([position[c.bucket] for c in kept], dtype=np.int64)
+    for c, r in zip(kept, rows, strict=True):
+        n[r] += c.n
+        y[r] += c.y
+        yy[r] += c.yy
+    return Series(list(grid), n, y, yy, binary, kept, rows)
+
+
+def fetch_alias_series(
+    store: Store, query: SeriesQuery, alias: str
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Pass/fail series of the *other* surfaces served under `alias` (requested alias,
+    or served id when no alias is recorded), pooled over their boolean dimensions."""
+    sql = f"""
+        SELECT surface_id, {BUCKET_SQL[query.bucket]} AS bucket_start,
+               count() AS events, countIf(passed) AS passes
+        FROM holonograph.evaluation_dimensions FINAL
+        WHERE {SERIES_FILTER.replace("surface_id =", "surface_id !=")}
+          AND passed IS NOT NULL
+          AND if(light_source_requested != '', light_source_requested, light_source_id)
+              = {{alias:String}}
+        GROUP BY surface_id, bucket_start
+    """
+    grid = bucket_grid(query.since, query.until, query.bucket)
+    position = {b: i for i, b in enumerate(grid)}
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for surface, bucket, events, passes in store.query(sql, query.params() | {"alias": alias}).rows:
+        if bucket not in position:
+            continue
+        n, k = out.setdefault(str(surface), (np.zeros(len(grid)), np.zeros(len(grid))))
+        n[position[bucket]] += float(events)
+        k[position[bucket]] += float(passes)
+    return out

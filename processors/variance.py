@@ -1,0 +1,301 @@
+"""Variance isolation: how much of the bucket-to-bucket spread is real.
+
+Each bucket's outcome x_t (pass rate or mean score) is a noisy reading of the system's
+level in that bucket: x_t = mu + u_t + e_t with sampling error e_t (variance v_t) and
+real variation u_t (variance tau^2, what an operator wants). This is the random-effects
+model of meta-analysis, so:
+
+- v_t is the sampling variance of the bucket mean. Events that share a correlation id
+  are not independent, so v_t = deff * s^2 / n_t where s^2 is the pooled within-bucket
+  variance and deff the design effect from the clustered (sandwich) residuals of all
+  buckets: pooled, so v_t is stable even with few events per bucket.
+- tau^2 is the Paule-Mandel estimate (generalised Q equals its expectation T - 1) with a
+  Q-profile confidence interval (Viechtbauer 2007), which keeps its nominal coverage
+  for any number of buckets when v_t is known - unlike Wald intervals on tau^2.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import optimize, stats
+
+from processors.drift_series import BUCKET_SQL, SERIES_FILTER, SeriesQuery, dimension_kinds
+from schemas.analysis import Interval, VarianceReading
+from schemas.store import Store
+
+FloatArray = NDArray[np.float64]
+METHOD = "paule-mandel + q-profile; clustered by correlation id"
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    mean: float
+    observed: float
+    noise: float
+    tau2: float
+    ci: tuple[float, float]
+    q: float
+
+
+def generalised_q(x: FloatArray, v: FloatArray, tau2: float) -> float:
+    """Cochran's Q with random-effects weights 1 / (v + tau^2)."""
+    w = 1.0 / (v + tau2)
+    mu = float(np.sum(w * x) / np.sum(w))
+    return float(np.sum(w * (x - mu) ** 2))
+
+
+def _solve(x: FloatArray, v: FloatArray, target: float) -> float:
+    """tau^2 >= 0 where Q(tau^2) = target (Q falls as tau^2 grows); 0 if Q(0) < target."""
+    if generalised_q(x, v, 0.0) <= target:
+        return 0.0
+    hi = max(float(np.var(x)), float(np.max(v)), 1e-12)
+    while generalised_q(x, v, hi) > target:
+        hi *= 4.0
+    return float(optimize.brentq(lambda t: generalised_q(x, v, t) - target, 0.0, hi, xtol=1e-14))
+
+
+def paule_mandel(x: FloatArray, v: FloatArray, level: float = 0.95) -> Decomposition:
+    """tau^2 with its Q-profile interval; needs at least two buckets."""
+    if x.size < 2:
+        raise ValueError("at least two buckets are needed")
+    dof = x.size - 1
+    tau2 = _solve(x, v, float(dof))
+    tail = (1.0 - level) / 2.0
+    low = _solve(x, v, float(stats.chi2.ppf(1.0 - tail, dof)))
+    high = _solve(x, v, float(stats.chi2.ppf(tail, dof)))
+    return Decomposition(
+        mean=float(np.sum(x / (v + tau2)) / np.sum(1.0 / (v + tau2))),
+        observed=float(np.var(x, ddof=1)),
+        noise=float(np.mean(v)),
+        tau2=tau2,
+        ci=(low, high),
+        q=generalised_q(x, v, 0.0),
+    )
+
+
+@dataclass(frozen=True)
+class ClusteredBuckets:
+    """Per bucket: events n, outcome sum y, within-bucket sum of squares about the bucket
+    mean (events), and the same about the mean for cluster totals, C/(C-1)-corrected."""
+
+    buckets: list[dt.datetime]
+    n: FloatArray
+    y: FloatArray
+    within_ss: FloatArray
+    cluster_ss: FloatArray
+    clusters: FloatArray
+
+    @property
+    def x(self) -> FloatArray:
+        return self.y / self.n
+
+    def design_effect(self) -> float:
+        plain = float(np.sum(self.within_ss * self.n / np.maximum(self.n - 1, 1)))
+        return max(float(np.sum(self.cluster_ss)) / plain, 1.0) if plain > 0 else 1.0
+
+    def sampling_variance(self, deff: float | None = None) -> FloatArray:
+        unit = float(np.sum(self.within_ss) / max(np.sum(self.n - 1), 1.0))
+        effect = self.design_effect() if deff is None else deff
+        return np.asarray(effect * max(unit, 1e-12) / self.n)
+
+
+def fetch_clustered(store: Store, query: SeriesQuery, binary: bool) -> ClusteredBuckets:
+    """Cluster totals are formed in ClickHouse (events without a correlation id are their
+    own cluster); only per-bucket sums come back."""
+    value = "toFloat64(passed)" if binary else "score"
+    outcome = "passed IS NOT NULL" if binary else "score IS NOT NULL"
+    sql = f"""
+        SELECT bucket_start, sum(m) AS n, sum(k) AS y, sum(kk) AS sum_sq,
+               sum(k * k) AS skk, sum(k * m) AS skm, sum(m * m) AS smm, count() AS clusters
+        FROM (
+            SELECT {BUCKET_SQL[query.bucket]} AS bucket_start,
+                   if(correlation_id = '', event_id, correlation_id) AS cluster,
+                   toFloat64(count()) AS m, sum({value}) AS k, sum({value} * {value}) AS kk
+            FROM holonograph.evaluation_dimensions FINAL
+            WHERE {SERIES_FILTER} AND dimension_id = {{dimension:String}} AND {outcome}
+            GROUP BY bucket_start, cluster
+        )
+        GROUP BY bucket_start ORDER BY bucket_start
+    """
+    rows = store.query(sql, query.params()).rows
+    if not rows:
+        empty = np.zeros(0)
+        return ClusteredBuckets([], empty, empty, empty, empty, empty)
+    b, n, y, sq, skk, skm, smm, c = (np.array(col) for col in zip(*rows, strict=True))
+    n, y = n.astype(float), y.astype(float)
+    x = y / n
+    within = sq.astype(float) - n * x * x
+    c = c.astype(float)
+    resid = skk - 2 * x * skm + x * x * smm
+    corrected = np.where(c > 1, c / np.maximum(c - 1, 1), 1.0) * resid
+    return ClusteredBuckets(list(b), n, y, np.maximum(within, 0.0), corrected, c)
+
+
+@dataclass(frozen=True)
+class DecomposeRequest:
+    surface_id: str
+    dimension_id: str
+    since: dt.datetime
+    until: dt.datetime
+    bucket: str = "hour"
+    run_modes: tuple[str, ...] = ()
+    provenances: tuple[str, ...] = ("production-state",)
+    level: float = 0.95
+
+    def query(self) -> SeriesQuery:
+        return SeriesQuery(
+            self.surface_id,
+            self.since,
+            self.until,
+            self.bucket,
+            self.dimension_id,
+            self.provenances,
+            self.run_modes,
+        )
+
+
+def decompose(store: Store, request: DecomposeRequest, now: dt.datetime) -> VarianceReading:
+    """The reading; with fewer than two buckets its variances are NaN (and `evaluate`
+    says insufficient-data)."""
+    kinds = dimension_kinds(store, request.query())
+    binary = kinds.get(request.dimension_id, True)
+    data = fetch_clustered(store, request.query(), binary)
+    deff = data.design_effect() if data.n.size else 1.0
+    result = (
+        paule_mandel(data.x, data.sampling_variance(deff), request.level)
+        if data.n.size >= 2
+        else None
+    )
+    return VarianceReading(
+        event_id=f"evt_{uuid.uuid4().hex}",
+        surface_id=request.surface_id,
+        dimension_id=request.dimension_id,
+        since=request.since,
+        until=request.until,
+        bucket=request.bucket,  # type: ignore[arg-type]
+        run_modes=list(request.run_modes),
+        provenances=list(request.provenances),
+        outcome="passed" if binary else "score",
+        buckets=int(data.n.size),
+        events=int(data.n.sum()),
+        clusters=int(data.clusters.sum()),
+        mean=result.mean if result else None,
+        observed_variance=result.observed if result else None,
+        noise_variance=result.noise if result else None,
+        cleaned_variance=result.tau2 if result else None,
+        cleaned_variance_ci=Interval(
+            estimate=result.tau2, ci_low=result.ci[0], ci_high=result.ci[1], level=request.level
+        )
+        if result
+        else None,
+        noise_share=result.noise / (result.noise + result.tau2) if result else None,
+        design_effect=deff,
+        q_statistic=result.q if result else None,
+        method=METHOD,
+        created_at=now,
+    )
+
+
+def persist_reading(store: Store, reading: VarianceReading) -> None:
+    payload = json.dumps(reading.to_json())
+    when = _naive(reading.created_at)
+    ci = reading.cleaned_variance_ci or Interval(estimate=_NAN, ci_low=_NAN, ci_high=_NAN)
+    store.insert(
+        "holonograph.variance_readings",
+        [
+            [
+                reading.event_id,
+                reading.surface_id,
+                reading.dimension_id,
+                _naive(reading.since),
+                _naive(reading.until),
+                reading.bucket,
+                reading.run_modes,
+                reading.provenances,
+                reading.outcome,
+                reading.buckets,
+                reading.events,
+                reading.clusters,
+                *[
+                    _nan(v)
+                    for v in (
+                        reading.mean,
+                        reading.observed_variance,
+                        reading.noise_variance,
+                        reading.cleaned_variance,
+                        ci.ci_low,
+                        ci.ci_high,
+                        reading.noise_share,
+                        reading.q_statistic,
+                    )
+                ],
+                reading.method,
+                when,
+                payload,
+            ]
+        ],
+        READING_COLUMNS,
+    )
+    record_event(store, reading.event_id, "variance-decompose", reading.surface_id,
+                 reading.dimension_id, when, payload)  # fmt: skip
+
+
+def record_event(
+    store: Store,
+    event_id: str,
+    kind: str,
+    surface_id: str,
+    dimension_id: str,
+    created_at: dt.datetime,
+    payload: str,
+    **fields: Any,
+) -> None:
+    row = {
+        "event_id": event_id,
+        "kind": kind,
+        "target_event_id": "",
+        "surface_id": surface_id,
+        "dimension_id": dimension_id,
+        "status": "",
+        "verdict": "",
+        "approver_id": "",
+        "pinned_label": "",
+        "superseded_by": "",
+        "created_at": _naive(created_at),
+        "payload": payload,
+    } | {k: v if v is not None else "" for k, v in fields.items()}
+    store.insert("holonograph.analysis_events", [list(row.values())], list(row))
+
+
+def load_reading(store: Store, event_id: str) -> VarianceReading | None:
+    payload = store.query(
+        "SELECT payload FROM holonograph.variance_readings FINAL WHERE event_id = {id:String}",
+        {"id": event_id},
+    ).scalar()
+    return VarianceReading.model_validate(json.loads(payload)) if payload else None
+
+
+_NAN = float("nan")
+
+
+def _nan(value: float | None) -> float:
+    return _NAN if value is None else value
+
+
+def _naive(value: dt.datetime) -> dt.datetime:
+    return value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
+
+
+READING_COLUMNS = [
+    "event_id", "surface_id", "dimension_id", "since", "until", "bucket", "run_modes",
+    "provenances", "outcome", "buckets", "events", "clusters", "mean", "observed_variance",
+    "noise_variance", "cleaned_variance", "cleaned_ci_low", "cleaned_ci_high", "noise_share",
+    "q_statistic", "method", "created_at", "payload",
+]  # fmt: skip

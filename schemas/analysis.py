@@ -1,0 +1,257 @@
+"""Response shapes of the drift and variance analyses (the Guide's chapters 13 and 14).
+
+JSON uses the Guide's camelCase names (`model_dump(by_alias=True)`); Python code uses
+snake_case. Source labels and reasons are closed sets, spelled as the Guide spells them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from schemas import jsoncodec
+
+Source = Literal["substrate", "light source", "lens", "noise"]
+LayerSource = Literal["lens", "light source", "substrate"]
+SOURCES: tuple[Source, ...] = ("substrate", "light source", "lens", "noise")
+BracketReason = Literal["sparse", "delivery-loss", "confounded", "unattributed", "cohort-mix"]
+BRACKET_REASONS: tuple[BracketReason, ...] = (
+    "sparse",
+    "delivery-loss",
+    "confounded",
+    "unattributed",
+    "cohort-mix",
+)
+Verdict = Literal["insufficient-data", "delivery-biased", "confounded", "viable"]
+VERDICTS: tuple[Verdict, ...] = ("insufficient-data", "delivery-biased", "confounded", "viable")
+LifecycleStatus = Literal["lock", "pin", "supersede", "discard"]
+Bucket = Literal["hour", "day"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict; datetimes as RFC 3339 UTC (`...Z`), naive ones read as UTC."""
+        out: dict[str, Any] = jsoncodec.plain(self.model_dump(by_alias=True))
+        return out
+
+
+class TimeWindow(Model):
+    from_: dt.datetime = Field(alias="from")
+    to: dt.datetime
+
+    @classmethod
+    def of(cls, start: dt.datetime, end: dt.datetime) -> TimeWindow:
+        return cls.model_validate({"from": start, "to": end})
+
+
+class Interval(Model):
+    estimate: float
+    ci_low: float
+    ci_high: float
+    level: float = 0.95
+
+
+class Effect(Model):
+    """Shift of the level at the change: after - before, with its interval."""
+
+    before: float
+    after: float
+    delta: float
+    ci_low: float
+    ci_high: float
+
+
+class LayerChange(Model):
+    """A layer column whose values differ before and after the change (shares by events)."""
+
+    layer: LayerSource
+    column: str
+    from_value: str
+    to_value: str
+    before: dict[str, float]
+    after: dict[str, float]
+    changed_at: dt.datetime | None = None  # first bucket where the new value carries 10 %
+    completed_at: dt.datetime | None = None  # first bucket where it carries 90 %
+
+
+class Contrast(Model):
+    """New vs old value of one layer compared inside the same buckets (and the same values
+    of the other changed layers), so hour-to-hour noise and other layers cancel out."""
+
+    column: str
+    from_value: str
+    to_value: str
+    delta: float
+    ci_low: float
+    ci_high: float
+    z: float
+    overlap_events: float
+    strata: int
+
+
+class Corroboration(Model):
+    alias: str
+    surfaces_checked: list[str]
+    corroborating_surfaces: list[str]
+    p_values: dict[str, float]
+
+
+class CohortMix(Model):
+    mix_distance: float
+    delta_from_mix: float
+    delta_within_strata: float
+    within_ci_low: float
+    within_ci_high: float
+
+
+class ChangePoint(Model):
+    timestamp: dt.datetime
+    dimension_id: str
+    source: Source
+    window: TimeWindow
+    confident: bool
+    reason: str
+    effect: Effect
+    test_statistic: float
+    penalty: float
+    p_value: float
+    layer_changes: list[LayerChange] = []
+    within_bucket_contrasts: list[Contrast] = []
+    corroboration: Corroboration | None = None
+    cohort_mix: CohortMix | None = None
+
+
+class BracketedWindow(Model):
+    from_: dt.datetime = Field(alias="from")
+    to: dt.datetime
+    reason: BracketReason
+    detail: str = ""
+    dimension_id: str = ""
+
+    @classmethod
+    def of(
+        cls,
+        start: dt.datetime,
+        end: dt.datetime,
+        reason: str,
+        detail: str = "",
+        dimension_id: str = "",
+    ) -> BracketedWindow:
+        return cls.model_validate(
+            {
+                "from": start,
+                "to": end,
+                "reason": reason,
+                "detail": detail,
+                "dimensionId": dimension_id,
+            }
+        )
+
+
+class DimensionSummary(Model):
+    dimension_id: str
+    outcome: Literal["passed", "score"]
+    buckets: int
+    events: int
+    overdispersion_tau: float
+    change_points: int
+
+
+class DriftParameters(Model):
+    bucket: Bucket
+    change_point_delta_threshold: float
+    run_modes: list[str]
+    provenances: list[str]
+    alpha: float
+    permutations: int
+    min_segment_buckets: int
+    sparse_min_events: int
+    seed: int
+
+
+class DriftReport(Model):
+    """Mirrors `POST /lens/attribute`: surfaceId, eventCount, changePoints,
+    bracketedWindows; plus the run's id, window, parameters and per-dimension summary."""
+
+    run_id: str
+    surface_id: str
+    dimension_id: str | None
+    since: dt.datetime
+    until: dt.datetime
+    event_count: int
+    change_points: list[ChangePoint]
+    bracketed_windows: list[BracketedWindow]
+    dimensions: list[DimensionSummary]
+    parameters: DriftParameters
+    notes: list[str] = []
+
+
+class VarianceReading(Model):
+    """`POST /lens/decomposeVariance`: the observed spread of bucket outcomes split into
+    measurement noise and real (between-bucket) variance."""
+
+    event_id: str
+    surface_id: str
+    dimension_id: str
+    since: dt.datetime
+    until: dt.datetime
+    bucket: Bucket
+    run_modes: list[str]
+    provenances: list[str]
+    outcome: Literal["passed", "score"]
+    buckets: int
+    events: int
+    clusters: int
+    mean: float | None
+    observed_variance: float | None
+    noise_variance: float | None
+    cleaned_variance: float | None
+    cleaned_variance_ci: Interval | None
+    noise_share: float | None
+    design_effect: float
+    q_statistic: float | None
+    method: str
+    created_at: dt.datetime
+
+
+class StratumReading(Model):
+    """A reading restricted to one combination of layer values."""
+
+    layers: dict[str, str]
+    buckets: int
+    events: int
+    mean: float | None
+    cleaned_variance: float | None
+    cleaned_variance_ci: Interval | None
+    viable: bool
+    reason: str = ""
+
+
+class VarianceEvaluation(Model):
+    """`POST /lens/decomposition/evaluate`: the verdict on a reading and what would fix it."""
+
+    event_id: str
+    target_event_id: str
+    verdict: Verdict
+    reasons: list[str]
+    guidance: list[str]
+    strata: list[StratumReading] = []
+    checks: dict[str, Any] = {}
+    created_at: dt.datetime
+
+
+class LifecycleRecord(Model):
+    """`POST /lens/decomposition/lifecycle`: a governance decision on a reading."""
+
+    event_id: str
+    target_event_id: str
+    status: LifecycleStatus
+    approver_id: str
+    pinned_label: str | None = None
+    superseded_by: str | None = None
+    created_at: dt.datetime
