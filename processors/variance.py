@@ -8,7 +8,9 @@ model of meta-analysis, so:
 - v_t is the sampling variance of the bucket mean. Events that share a correlation id
   are not independent, so v_t = deff * s^2 / n_t where s^2 is the pooled within-bucket
   variance and deff the design effect from the clustered (sandwich) residuals of all
-  buckets: pooled, so v_t is stable even with few events per bucket.
+  buckets, each corrected for its cluster's leverage on the bucket mean: pooled, so v_t
+  is stable even with few events per bucket, and unbiased where a per-bucket plug-in
+  x(1 - x) / n is not (its noise is tied to x itself and the interval under-covers).
 - tau^2 is the Paule-Mandel estimate (generalised Q equals its expectation T - 1) with a
   Q-profile confidence interval (Viechtbauer 2007), which keeps its nominal coverage
   for any number of buckets when v_t is known - unlike Wald intervals on tau^2.
