@@ -1,0 +1,210 @@
+"""Ingest paths under test, each a set of real processes started from this worktree.
+
+A path starts its processes, says where to send OTLP, which pids are "the
+service" (their CPU and memory are what we measure; a broker is excluded), and
+how to query the store it writes. The runner treats all paths alike, so the
+Kafka path plugs in as one more class.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+ROOT = Path(__file__).resolve().parents[1]
+ADMIN_FILE = ".holonograph-admin.json"
+
+
+class PathError(RuntimeError):
+    """A path's processes did not start or stopped unexpectedly."""
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    grpc: str  # "127.0.0.1:PORT"
+    http: str  # "http://127.0.0.1:PORT"
+
+
+class StoreReader(Protocol):
+    def query(self, sql: str, parameters: dict[str, Any] | None = None) -> list[list[Any]]: ...
+
+
+class IngestPath(Protocol):
+    name: str
+
+    def start(self, workdir: Path) -> Endpoints: ...
+
+    def pids(self) -> list[int]: ...
+
+    def reader(self) -> StoreReader | None: ...
+
+    def stop(self) -> None: ...
+
+
+class AdminReader:
+    """Read-only SQL through the admin endpoint of the process that owns the store."""
+
+    def __init__(self, data_dir: Path) -> None:
+        info = json.loads((data_dir / ADMIN_FILE).read_text())
+        self._url = str(info["url"]) + "/admin/query"
+        self._token = str(info["token"])
+
+    def query(self, sql: str, parameters: dict[str, Any] | None = None) -> list[list[Any]]:
+        request = urllib.request.Request(
+            self._url,
+            data=json.dumps({"sql": sql, "parameters": parameters or {}}).encode(),
+            headers={"Authorization": f"Bearer {self._token}"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=300) as reply:
+            rows: list[list[Any]] = json.loads(reply.read())["rows"]
+        return rows
+
+
+def python_module(*args: str) -> list[str]:
+    return [sys.executable, "-m", *args]
+
+
+def _read_lines(stream: IO[str], wanted: int, timeout: float) -> list[str]:
+    lines: list[str] = []
+
+    def read() -> None:
+        while len(lines) < wanted:
+            line = stream.readline()
+            if not line:
+                return
+            lines.append(line.rstrip("\n"))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    return lines
+
+
+def _port(lines: list[str], prefix: str) -> int:
+    for line in lines:
+        if line.startswith(prefix):
+            match = re.search(r":(\d+)(/|$|\s)", line.split("listening on", 1)[1])
+            if match:
+                return int(match[1])
+    raise PathError(f"no {prefix!r} line in {lines}")
+
+
+def _wait_file(path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise PathError(f"{path} did not appear")
+        time.sleep(0.05)
+
+
+class Process:
+    """A child process with stdout piped and stderr to a log file."""
+
+    def __init__(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        self.log = log
+        self._log_handle = log.open("w")
+        self.popen = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=self._log_handle,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+
+    def lines(self, wanted: int, timeout: float = 60) -> list[str]:
+        assert self.popen.stdout is not None
+        lines = _read_lines(self.popen.stdout, wanted, timeout)
+        if len(lines) < wanted:
+            self.stop()
+            raise PathError(f"{self.log.name}: got {lines}; log: {self.log.read_text()[-2000:]}")
+        return lines
+
+    def stop(self, timeout: float = 60) -> int:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        self._log_handle.close()
+        return self.popen.returncode
+
+
+class EmbeddedPath:
+    """`holonograph serve` on an embedded chDB store: one process does everything."""
+
+    name = "embedded"
+
+    def __init__(self, *serve_flags: str) -> None:
+        self._flags = list(serve_flags)
+        self._serve: Process | None = None
+        self._data_dir: Path | None = None
+
+    def start(self, workdir: Path) -> Endpoints:
+        self._data_dir = workdir / "data"
+        argv = python_module(
+            "holonograph", "serve", "--data-dir", str(self._data_dir),
+            "--grpc-port", "0", "--http-port", "0", *self._flags,
+        )  # fmt: skip
+        self._serve = Process(argv, workdir / "serve.log")
+        lines = self._serve.lines(4)
+        _wait_file(self._data_dir / ADMIN_FILE, 30)
+        return Endpoints(
+            grpc=f"127.0.0.1:{_port(lines, 'OTLP/gRPC')}",
+            http=f"http://127.0.0.1:{_port(lines, 'OTLP/HTTP')}",
+        )
+
+    def pids(self) -> list[int]:
+        assert self._serve is not None
+        return [self._serve.popen.pid]
+
+    def reader(self) -> StoreReader:
+        assert self._data_dir is not None
+        return AdminReader(self._data_dir)
+
+    def stop(self) -> None:
+        if self._serve is not None:
+            code = self._serve.stop()
+            self._serve = None
+            if code != 0:
+                raise PathError(f"serve exited with {code}")
+
+
+class BaselineGrpcPath:
+    """Baseline (a): a bare grpcio TraceService that parses and walks, storing nothing."""
+
+    name = "baseline-grpc"
+
+    def __init__(self) -> None:
+        self._server: Process | None = None
+
+    def start(self, workdir: Path) -> Endpoints:
+        argv = python_module("bench.baselines", "grpc-server", "--port", "0")
+        self._server = Process(argv, workdir / "baseline.log")
+        lines = self._server.lines(1)
+        return Endpoints(grpc=f"127.0.0.1:{_port(lines, 'OTLP/gRPC')}", http="")
+
+    def pids(self) -> list[int]:
+        assert self._server is not None
+        return [self._server.popen.pid]
+
+    def reader(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
