@@ -283,6 +283,7 @@ class LoadRun:
                 await asyncio.sleep(delay)
             if len(pending) >= cap:
                 self.result.overrun_requests += 1
+                self.result.offered_spans += self.config.batch
                 tick += 1
                 continue
             request_no = self._take()

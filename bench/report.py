@@ -1,0 +1,355 @@
+"""results.json -> RESULTS.md tables and the scaling plot."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+TARGET_EMBEDDED = 0.20
+TARGET_KAFKA = 0.13
+TARGET_P99_MS = 250.0
+PHASE_HEADER = (
+    "| phase | seconds | offered spans/s | accepted spans/s | throttled requests |"
+    " not sent (client cap) | unknown outcome | response codes | p50 ms | p99 ms |"
+)
+PHASE_RULE = "|---|---|---|---|---|---|---|---|---|---|"
+
+
+def _n(value: float | None, digits: int = 0) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.{digits}f}"
+
+
+def _ratio(ours: float | None, base: float | None) -> str:
+    if not ours or not base:
+        return "n/a"
+    return f"{ours / base:.2f}"
+
+
+def _ok(flag: bool | None) -> str:
+    return {True: "yes", False: "**NO**", None: "n/a"}[flag]
+
+
+def _store_ok(result: dict[str, Any]) -> bool | None:
+    store = result.get("store")
+    return None if store is None else bool(store["ok"])
+
+
+def _bases(results: dict[str, Any]) -> dict[str, float | None]:
+    insert = results.get("baseline_chdb_insert", {})
+    return {
+        "a": results.get("baseline_grpc", {}).get("spans_per_cpu_s"),
+        "b": results.get("baseline_walk", {}).get("spans_per_cpu_s"),
+        "c": insert.get("row", {}).get("spans_per_cpu_s"),
+    }
+
+
+def _machine(results: dict[str, Any]) -> list[str]:
+    m = results["machine"]
+    packages = ", ".join(f"{k} {v}" for k, v in m["packages"].items())
+    load = ", ".join(f"{x:.2f}" for x in m["load_average_at_start"])
+    return [
+        f"- Date: {m['date_utc']} (commit `{m['commit']}`), whole run took "
+        f"{results.get('elapsed_s', 0) / 60:.1f} min",
+        f"- Machine: {m['cpu']}, **{m['cores']} cores**, {m['memory_gib']} GiB RAM, "
+        f"Linux {m['kernel']}, Python {m['python']}",
+        f"- Packages: {packages}",
+        f"- Load average when the run started: {load}. The machine is shared: other work "
+        "was running, so absolute rates are noisy; the ratios to baselines measured in "
+        "the same run are the figures to compare.",
+        "- The load generator runs in its own process on the same 2 cores as the service "
+        "(loopback only). Its CPU is not counted as the service's; the *client CPU* column "
+        "shows how much of a core it used.",
+    ]
+
+
+def _path_row(name: str, result: dict[str, Any], bases: dict[str, float | None]) -> str:
+    phase = result["phases"][0]
+    ours = result["spans_per_cpu_s"]
+    return (
+        f"| {name} | {_n(phase['accepted_spans_per_s'])} | {_n(result['service_cpu_s'], 1)} | "
+        f"{_n(ours)} | {_ratio(ours, bases['a'])} | {_ratio(ours, bases['b'])} | "
+        f"{_ratio(ours, bases['c'])} | {_n(phase['latency_p50_ms'])} | "
+        f"{_n(phase['latency_p99_ms'])} | {_n(result['queryable_after_s'], 2)} | "
+        f"{_n(result['peak_rss_mib'])} | {_ok(_store_ok(result))} |"
+    )
+
+
+def _targets(results: dict[str, Any], bases: dict[str, float | None]) -> list[str]:
+    lines = ["| target | measured | met |", "|---|---|---|"]
+    for name, target in (("embedded", TARGET_EMBEDDED), ("kafka", TARGET_KAFKA)):
+        path = results.get("paths", {}).get(name)
+        if path is None:
+            lines.append(
+                f"| {name}: >= {target} of baseline (a) per CPU-second | not measured | n/a |"
+            )
+            continue
+        ours = path["headline"]["spans_per_cpu_s"]
+        ratio = ours / bases["a"] if ours and bases["a"] else None
+        lines.append(
+            f"| {name}: >= {target} of baseline (a) per CPU-second | {_n(ours)} vs "
+            f"{_n(bases['a'])} spans/CPU-s = **{_n(ratio, 2)}** | "
+            f"{_ok(ratio is not None and ratio >= target)} |"
+        )
+        half = path["half_rate"]["phases"][0]
+        p99 = half["latency_p99_ms"]
+        lines.append(
+            f"| {name}: p99 export latency < {TARGET_P99_MS:.0f} ms at 50% of sustainable "
+            f"({_n(half['scenario']['rate'])} spans/s) | {_n(p99)} ms | "
+            f"{_ok(p99 is not None and p99 < TARGET_P99_MS)} |"
+        )
+        over = path["overload"]
+        store = over["store"] or {}
+        lines.append(
+            f"| {name}: 3x overload, bounded RSS, zero loss | "
+            f"peak RSS {_n(over['peak_rss_mib'])} MiB "
+            f"(serve {' '.join(over['serve_flags'])}), lost {store.get('spans_lost', 'n/a')} | "
+            f"{_ok(_store_ok(over))} |"
+        )
+    return lines
+
+
+def _phase_rows(result: dict[str, Any]) -> list[str]:
+    rows = []
+    for phase in result["phases"]:
+        scenario = phase["scenario"]
+        offered = scenario["rate"] or (
+            phase["offered_spans"] / phase["elapsed_s"] if phase["elapsed_s"] else 0
+        )
+        throttled = phase["requests"].get("throttled", 0)
+        codes = ", ".join(f"{k} {v}" for k, v in sorted(phase["codes"].items()))
+        rows.append(
+            f"| {scenario['name']} | {scenario['duration']:.0f} | {_n(offered)} | "
+            f"{_n(phase['accepted_spans_per_s'])} | {throttled} | {phase['overrun_requests']} | "
+            f"{phase['requests'].get('unknown', 0)} | {codes} | {_n(phase['latency_p50_ms'])} | "
+            f"{_n(phase['latency_p99_ms'])} |"
+        )
+    return rows
+
+
+def _overload(result: dict[str, Any]) -> list[str]:
+    store = result["store"] or {}
+    recovery = result["phases"][-1]
+    tail = recovery["timeline_accepted"][-6:-1] or recovery["timeline_accepted"]
+    tail_rate = sum(tail) / len(tail) if tail else 0
+    offered = recovery["scenario"]["rate"]
+    samples = result["rss_samples_mib"]
+    return [
+        PHASE_HEADER,
+        PHASE_RULE,
+        *_phase_rows(result),
+        "",
+        f"- Service: `serve {' '.join(result['serve_flags'])}`. Peak RSS (VmHWM) "
+        f"**{_n(result['peak_rss_mib'])} MiB**; RSS sampled every 0.5 s: max "
+        f"{_n(max(samples, default=0))} MiB, at the end {_n(samples[-1] if samples else None)}"
+        " MiB.",
+        f"- Accepted spans: {store.get('spans_accepted')}, stored: {store.get('spans_stored')}, "
+        f"lost: **{store.get('spans_lost')}**, stored but not acknowledged (client timeout, "
+        f"allowed): {store.get('unknown_outcome_spans')}; event rows {store.get('event_rows')}"
+        f" for {store.get('evaluations_accepted')} accepted evaluations.",
+        f"- Recovery: in the last seconds of the 50% phase the service accepted "
+        f"{_n(tail_rate)} spans/s of {_n(offered)} offered "
+        f"({_n(100 * tail_rate / offered if offered else 0)}%); accepted per second over the "
+        f"recovery phase: {recovery['timeline_accepted']}; throttled per second: "
+        f"{recovery['timeline_throttled']}.",
+        f"- Overload phase, accepted spans per second: {result['phases'][0]['timeline_accepted']}",
+    ]
+
+
+def _scaling(points: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| batch | connections | accepted spans/s | spans/CPU-s | CPU-s per 1000 spans |"
+        " service CPU % | p50 ms | p99 ms | client CPU % | rows ok |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in points:
+        phase = p["phases"][0]
+        per = 1000 / p["spans_per_cpu_s"] if p["spans_per_cpu_s"] else None
+        client = 100 * phase["client_cpu_s"] / phase["elapsed_s"] if phase["elapsed_s"] else None
+        lines.append(
+            f"| {p['batch']} | {p['clients']} | {_n(phase['accepted_spans_per_s'])} | "
+            f"{_n(p['spans_per_cpu_s'])} | {_n(per, 3)} | {_n(100 * p['cpu_utilisation'])} | "
+            f"{_n(phase['latency_p50_ms'])} | "
+            f"{_n(phase['latency_p99_ms'])} | {_n(client)} | {_ok(_store_ok(p))} |"
+        )
+    return lines
+
+
+def _transports(path: dict[str, Any]) -> list[str]:
+    lines = [
+        "| transport (batch 512, 4 conn, closed loop) | accepted spans/s | spans/CPU-s |"
+        " p50 ms | p99 ms | request bytes | client CPU % | rows ok |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for result in [path["headline"], *path["transports"]]:
+        phase = result["phases"][0]
+        client = 100 * phase["client_cpu_s"] / phase["elapsed_s"] if phase["elapsed_s"] else None
+        lines.append(
+            f"| {phase['scenario']['name']} | {_n(phase['accepted_spans_per_s'])} | "
+            f"{_n(result['spans_per_cpu_s'])} | {_n(phase['latency_p50_ms'])} | "
+            f"{_n(phase['latency_p99_ms'])} | {_n(phase['mean_request_bytes'])} | {_n(client)} | "
+            f"{_ok(_store_ok(result))} |"
+        )
+    return lines
+
+
+def _profile(results: dict[str, Any]) -> list[str]:
+    lines = []
+    stages = results.get("stages")
+    if stages:
+        lines += [
+            "In-process, without gRPC (`python -m bench.stages`: the receiver's own functions on "
+            f"the same requests, 4 requests per insert): **{_n(stages['spans_per_cpu_s'])} "
+            "spans/CPU-s** end to end.",
+            "",
+            "| stage | µs CPU per span | share |",
+            "|---|---|---|",
+        ]
+        for name, stage in stages["stages"].items():
+            lines.append(
+                f"| {name} | {_n(stage['us_per_span'], 1)} | {100 * stage['share']:.0f}% |"
+            )
+        lines += [
+            "",
+            "Top functions by own time in decode/validate + row building (cProfile; "
+            "its per-call overhead inflates small functions):",
+            "",
+            "| function | calls | own s | share |",
+            "|---|---|---|---|",
+        ]
+        for f in stages["top_functions"][:12]:
+            lines.append(
+                f"| `{f['function']}` | {f['calls']} | {f['own_s']:.3f} |"
+                f" {100 * f['own_share']:.1f}% |"
+            )
+    profile = results.get("profile")
+    if profile and profile.get("samples"):
+        lines += [
+            "",
+            f"Live `serve` process under the headline load, py-spy ({profile['samples']} samples "
+            "of busy threads; a sample goes to the first stage on its stack):",
+            "",
+            "| stage | share of samples |",
+            "|---|---|",
+        ]
+        for name, share in profile["stages"].items():
+            lines.append(f"| {name} | {100 * share:.1f}% |")
+        lines += ["", "| function (inclusive) | share |", "|---|---|"]
+        for f in profile["inclusive"][:15]:
+            lines.append(f"| `{f['function']}` | {100 * f['share']:.1f}% |")
+    elif profile:
+        lines.append(f"py-spy profile: {profile.get('error', 'no samples')}")
+    return lines
+
+
+def markdown(results: dict[str, Any], png_name: str) -> str:
+    bases = _bases(results)
+    paths = results.get("paths", {})
+    out = ["# Ingest benchmark results", "", *_machine(results), ""]
+    out += [
+        "Command: `/work/venv/bin/python -m bench.run` (see `bench/README.md`). Spans per "
+        "CPU-second divide accepted spans by the user+system CPU of every process of the "
+        "path (from `/proc/<pid>/stat`, children included) between the release of the load "
+        "and the moment the last accepted span was queryable.",
+        "",
+        "## Targets",
+        "",
+        *_targets(results, bases),
+        "",
+        "## Paths and baselines (gRPC, batch 512, closed loop)",
+        "",
+        "| path | accepted spans/s | service CPU-s | spans/CPU-s | ratio to (a) | ratio to (b) |"
+        " ratio to (c) | p50 ms | p99 ms | queryable after s | peak RSS MiB | rows == accepted |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, path in paths.items():
+        out.append(_path_row(name, path["headline"], bases))
+    if "baseline_grpc" in results:
+        out.append(_path_row("(a) bare grpcio parse+walk", results["baseline_grpc"], bases))
+    walk = results.get("baseline_walk", {})
+    insert = results.get("baseline_chdb_insert", {})
+    out += [
+        "",
+        f"- (b) parse-and-walk in-process: **{_n(bases['b'])} spans/CPU-s** "
+        f"({walk.get('spans')} spans).",
+        f"- (c) chDB insert of the receiver's rows (events, 2 dimensions, receipt per span), "
+        f"{insert.get('requests_per_insert')} requests per insert: row-oriented (as "
+        f"`ingest.rows` does) **{_n(bases['c'])} spans/CPU-s**; column-oriented "
+        f"{_n(insert.get('columnar', {}).get('spans_per_cpu_s'))} spans/CPU-s.",
+    ]
+    if "kafka" not in paths:
+        out += [
+            "- Kafka path (`serve --kafka` + `sink`): **not measured** in this run "
+            "(branch `kafka` was not merged into main when this was run); `bench/paths.py` "
+            "takes it as one more `IngestPath`.",
+        ]
+    for name, path in paths.items():
+        half = path["half_rate"]
+        out += [
+            "",
+            f"## {name}: transports",
+            "",
+            *_transports(path),
+            "",
+            f"## {name}: latency at 50% of sustainable ({_n(path['sustainable_spans_per_s'])} "
+            "spans/s sustained closed loop)",
+            "",
+            "Open loop, latency measured from each request's scheduled send time.",
+            "",
+            PHASE_HEADER,
+            PHASE_RULE,
+            *_phase_rows(half),
+            "",
+            f"## {name}: overload at 3x sustainable, then 50%",
+            "",
+            *_overload(path["overload"]),
+            "",
+            f"## {name}: scaling",
+            "",
+            *_scaling(path["scaling"]),
+            "",
+            f"![scaling]({png_name})",
+        ]
+    out += ["", "## Where the time goes", "", *_profile(results)]
+    failures = results.get("failures") or []
+    out += ["", "## Data loss check", ""]
+    out.append(
+        "Every run compared the store with the requests the client was told were accepted: "
+        + ("**no accepted span was missing.**" if not failures else f"**FAILED**: {failures}")
+    )
+    return "\n".join(out) + "\n"
+
+
+def write_plot(results: dict[str, Any], png: Path) -> None:
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    import matplotlib.pyplot as plt
+
+    paths = results.get("paths", {})
+    figure, (by_batch, by_clients) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for name, path in paths.items():
+        batch = [p for p in path["scaling"] if p["clients"] == 4]
+        clients = [p for p in path["scaling"] if p["batch"] == 512]
+        for axis, points, key in ((by_batch, batch, "batch"), (by_clients, clients, "clients")):
+            points = sorted(points, key=lambda p: p[key])
+            xs = [p[key] for p in points]
+            axis.plot(xs, [p["phases"][0]["accepted_spans_per_s"] for p in points], "o-",
+                      label=f"{name}: accepted spans/s")  # fmt: skip
+            axis.plot(xs, [p["spans_per_cpu_s"] or 0 for p in points], "s--",
+                      label=f"{name}: spans per CPU-second")  # fmt: skip
+    base = results.get("baseline_grpc", {}).get("spans_per_cpu_s")
+    for axis in (by_batch, by_clients):
+        if base:
+            axis.axhline(base, color="grey", linestyle=":", label="baseline (a) spans/CPU-s")
+        axis.set_yscale("log")
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend(fontsize=8)
+    by_batch.set_xscale("log", base=2)
+    by_batch.set_xlabel("spans per request (4 connections)")
+    by_clients.set_xlabel("concurrent connections (batch 512)")
+    by_batch.set_ylabel("spans")
+    figure.suptitle("Ingest scaling (gRPC, closed loop)")
+    figure.tight_layout()
+    figure.savefig(png, dpi=110)
+    plt.close(figure)
