@@ -7,6 +7,7 @@ the store through it, implementing the same `Store` protocol.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import urllib.error
@@ -68,10 +69,8 @@ class AdminStore:
                 return jsoncodec.loads(response.read())
         except urllib.error.HTTPError as err:
             detail = err.read().decode(errors="replace")
-            try:
+            with contextlib.suppress(ValueError):
                 detail = json.loads(detail).get("error", detail)
-            except ValueError:
-                pass
             raise AdminError(f"admin endpoint: {detail}") from None
         except urllib.error.URLError as err:
             raise AdminError(f"admin endpoint {self._base} unreachable: {err.reason}") from None

@@ -19,6 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ingest.listen import start_site
 from ingest.store import ClickHouseStore
 from schemas import jsoncodec
 
@@ -55,12 +56,7 @@ class AdminEndpoint:
 
     async def start(self, port: int = 0) -> int:
         self._runner = web.AppRunner(self.app(), access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", port)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = await start_site(self._runner, "127.0.0.1", port)
         return self.port
 
     def publish(self, data_dir: Path) -> None:

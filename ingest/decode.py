@@ -19,7 +19,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue as PB2AnyValue
-from opentelemetry.proto.common.v1.common_pb2 import KeyValue as PB2KeyValue
 
 from ingest.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
 
@@ -84,9 +83,9 @@ def parse_json(payload: bytes) -> PB2ExportTraceServiceRequest:
                     _hex_ids_to_base64(span, ("parentSpanId", "parent_span_id"))
                     for link in _list(span, "links"):
                         _hex_ids_to_base64(link, ("traceId", "trace_id"), ("spanId", "span_id"))
-        return json_format.ParseDict(
-            document, PB2ExportTraceServiceRequest(), ignore_unknown_fields=True
-        )
+        request = PB2ExportTraceServiceRequest()
+        json_format.ParseDict(document, request, ignore_unknown_fields=True)
+        return request
     except DecodeError:
         raise
     except (json_format.ParseError, TypeError, ValueError, AttributeError) as err:
@@ -119,29 +118,25 @@ def _hex_ids_to_base64(obj: dict[str, Any], *names: tuple[str, ...] | tuple[str]
                 raise DecodeError(f"{key} {value!r} is not valid hex") from None
 
 
+_SCALAR_KINDS = frozenset(
+    {"string_value", "int_value", "bool_value", "double_value", "bytes_value"}
+)
+
+
 def any_value(value: PB2AnyValue) -> Any:
     """AnyValue -> str | bool | int | float | bytes | list | dict | None."""
     kind = value.WhichOneof("value")
-    if kind == "string_value":
-        return value.string_value
-    if kind == "int_value":
-        return value.int_value
-    if kind == "bool_value":
-        return value.bool_value
-    if kind == "double_value":
-        return value.double_value
+    if kind in _SCALAR_KINDS:
+        return getattr(value, kind)
     if kind == "array_value":
         return [any_value(v) for v in value.array_value.values]
     if kind == "kvlist_value":
         return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
-    if kind == "bytes_value":
-        return value.bytes_value
     return None
 
 
 def attributes(pairs: Any) -> dict[str, Any]:
     """A repeated KeyValue field as a dict (a repeated key keeps its last value)."""
-    kv: PB2KeyValue
     return {kv.key: any_value(kv.value) for kv in pairs}
 
 

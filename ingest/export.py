@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from pydantic import ValidationError
 
-from ingest.decode import attributes
+from ingest.decode import attributes, jsonable
 from ingest.validate import (
     EVALUATION_SPAN,
     SENTINEL_SPAN,
@@ -62,7 +62,7 @@ def decode_request(request: PB2ExportTraceServiceRequest, source: str = "receive
     quarantined: list[QuarantineRecord] = []
     ignored = 0
     for resource_spans in request.resource_spans:
-        resource = attributes(resource_spans.resource.attributes)
+        resource = jsonable(attributes(resource_spans.resource.attributes))
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 if not is_holonograph_span(span.name):
@@ -85,7 +85,7 @@ def decode_request(request: PB2ExportTraceServiceRequest, source: str = "receive
                     arrived = quarantined_emission(record, span, attrs)
                     if arrived is not None:
                         emissions.append(arrived)
-    return DecodedBatch(
+    return DecodedBatch.model_construct(
         events=tuple(events),
         emissions=tuple(emissions),
         quarantined=tuple(quarantined),

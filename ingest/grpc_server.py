@@ -34,7 +34,7 @@ def response_for(outcome: ExportOutcome) -> PB2ExportTraceServiceResponse:
     return response
 
 
-class _TraceService(grpc.GenericRpcHandler):
+class _TraceService(grpc.GenericRpcHandler):  # type: ignore[misc]
     def __init__(self, exporter: Exporter, max_request_bytes: int) -> None:
         self._exporter = exporter
         self._max_bytes = max_request_bytes
@@ -43,11 +43,11 @@ class _TraceService(grpc.GenericRpcHandler):
     def service(
         self, handler_call_details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler | None:
-        if handler_call_details.method == EXPORT_METHOD:  # type: ignore[attr-defined]
+        if handler_call_details.method == EXPORT_METHOD:
             return self._handler
         return None
 
-    async def _export(self, payload: bytes, context: grpc.aio.ServicerContext) -> bytes:  # type: ignore[type-arg]
+    async def _export(self, payload: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
             if len(payload) > self._max_bytes:
                 raise PayloadTooLarge(
@@ -65,7 +65,8 @@ class _TraceService(grpc.GenericRpcHandler):
                 ),
             )
             raise AssertionError("unreachable") from None
-        return response_for(outcome).SerializeToString()
+        body: bytes = response_for(outcome).SerializeToString()
+        return body
 
 
 async def start_grpc_server(

@@ -23,8 +23,10 @@ TRACES_PATH = "/v1/traces"
 
 def _encode(message: Message, content_type: str) -> bytes:
     if content_type == JSON:
-        return json_format.MessageToJson(message, indent=None).encode()
-    return message.SerializeToString()
+        text: str = json_format.MessageToJson(message, indent=None)
+        return text.encode()
+    body: bytes = message.SerializeToString()
+    return body
 
 
 class TracesHandler:

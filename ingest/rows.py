@@ -48,7 +48,9 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def event_row(event: EvaluationEvent, ingested_at: dt.datetime) -> list[Any]:
+def event_row(
+    event: EvaluationEvent, ingested_at: dt.datetime, resource_json: str | None = None
+) -> list[Any]:
     outcome = event.outcome
     return [
         event.event_id, event.surface_id, event.agent_id, event.correlation_id,
@@ -59,7 +61,8 @@ def event_row(event: EvaluationEvent, ingested_at: dt.datetime) -> list[Any]:
         outcome.latency_ms, outcome.cost_usd, outcome.tokens_input, outcome.tokens_output,
         event.sdk_name, event.sdk_version, [d.dimension_id for d in outcome.dimensions],
         event.emission.stream, event.emission.seq, event.emission.final, event.trace_id,
-        event.span_id, _json(event.resource_attributes), _json(event.extras), ingested_at,
+        event.span_id, resource_json or _json(event.resource_attributes), _json(event.extras),
+        ingested_at,
     ]  # fmt: skip
 
 
@@ -87,7 +90,7 @@ def dimension_rows(event: EvaluationEvent, ingested_at: dt.datetime) -> list[lis
             list(event.outcome.cohort_tags),
             event.emission.stream,
             ingested_at,
-        ]  # fmt: skip
+        ]
         for d in event.outcome.dimensions
     ]
 
@@ -121,8 +124,12 @@ class TableRows:
     quarantine: list[list[Any]] = field(default_factory=list)
 
     def add(self, batch: DecodedBatch, receipt_id: str, received_at: dt.datetime) -> None:
+        resource_json: dict[int, str] = {}  # a request's events share their resource
         for event in batch.events:
-            self.events.append(event_row(event, received_at))
+            key = id(event.resource_attributes)
+            if key not in resource_json:
+                resource_json[key] = _json(event.resource_attributes)
+            self.events.append(event_row(event, received_at, resource_json[key]))
             self.dimensions.extend(dimension_rows(event, received_at))
         self.receipts.extend(receipt_row(r, receipt_id, received_at) for r in batch.emissions)
         self.quarantine.extend(quarantine_row(q, received_at) for q in batch.quarantined)

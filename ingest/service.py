@@ -24,6 +24,7 @@ from ingest.export import Exporter, Handoff
 from ingest.grpc_server import start_grpc_server
 from ingest.handoff import Clock, EmbeddedHandoff, utc_now
 from ingest.http_server import build_http_app
+from ingest.listen import start_site
 from ingest.metrics import PipelineMetrics
 from ingest.retention import apply_retention
 from ingest.store import ClickHouseStore, chdb_path, is_embedded
@@ -95,11 +96,7 @@ class ReceiverService:
             access_log=None,
             auto_decompress=False,
         )
-        await self._http.setup()
-        site = web.TCPSite(self._http, config.host, config.http_port)
-        await site.start()
-        assert site._server is not None
-        self.listeners.http_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.listeners.http_port = await start_site(self._http, config.host, config.http_port)
         for job in self.periodic:
             self._tasks.append(asyncio.create_task(self._every(job), name=job.name))
         return self.listeners

@@ -23,16 +23,11 @@ from schemas.events import (
     PROVENANCES,
     RUN_MODES,
     SENTINEL_SPAN,
-    DimensionResult,
-    Emission,
+    EmissionKind,
     EmissionRecord,
     EvaluationEvent,
-    Lens,
-    LightSource,
-    Outcome,
     QuarantineRecord,
     SentinelCounters,
-    Substrate,
     default_provenance,
 )
 
@@ -169,7 +164,7 @@ def _ids(span: PB2Span) -> tuple[str, str]:
     return span.trace_id.hex(), span.span_id.hex()
 
 
-def _emission(attrs: dict[str, Any]) -> Emission:
+def _emission(attrs: dict[str, Any]) -> dict[str, Any]:
     stream = _string(attrs, "holonograph.emission.stream", required=True)
     seq = _int(attrs, "holonograph.emission.seq")
     if seq is None:
@@ -177,7 +172,7 @@ def _emission(attrs: dict[str, Any]) -> Emission:
     if seq < 0:
         raise SpanRejected(f"holonograph.emission.seq: must be >= 0, got {seq}")
     final = _bool(attrs, "holonograph.emission.final") or False
-    return Emission(stream=stream, seq=seq, final=final)
+    return {"stream": stream, "seq": seq, "final": final}
 
 
 def _timestamp(span: PB2Span, attrs: dict[str, Any]) -> dt.datetime:
@@ -204,7 +199,7 @@ def derive_event_id(stream: str, seq: int) -> str:
 # --- evaluation spans ----------------------------------------------------------------
 
 
-def _dimension(span: PB2Span, index: int) -> DimensionResult:
+def _dimension(span: PB2Span, index: int) -> dict[str, Any]:
     attrs = attributes(span.events[index].attributes)
     where = f"event {index} ({DIMENSION_EVENT})"
     try:
@@ -218,30 +213,31 @@ def _dimension(span: PB2Span, index: int) -> DimensionResult:
             )
         if score is not None and score != score:
             raise SpanRejected(f"dimension {dimension_id!r}: score is NaN")
-        return DimensionResult(
-            dimension_id=dimension_id,
-            passed=passed,
-            score=score,
-            expected=_string(attrs, "holonograph.dimension.expected"),
-            actual=_string(attrs, "holonograph.dimension.actual"),
-            judge=_string(attrs, "holonograph.dimension.judge"),
-        )
+        return {
+            "dimension_id": dimension_id,
+            "passed": passed,
+            "score": score,
+            "expected": _string(attrs, "holonograph.dimension.expected"),
+            "actual": _string(attrs, "holonograph.dimension.actual"),
+            "judge": _string(attrs, "holonograph.dimension.judge"),
+        }
     except SpanRejected as err:
         raise SpanRejected(f"{where}: {err}") from None
 
 
-def _dimensions(span: PB2Span) -> tuple[DimensionResult, ...]:
+def _dimensions(span: PB2Span) -> list[dict[str, Any]]:
     results = []
     seen: set[str] = set()
     for index, event in enumerate(span.events):
         if event.name != DIMENSION_EVENT:
             continue
         result = _dimension(span, index)
-        if result.dimension_id in seen:
-            raise SpanRejected(f"event {index}: dimension {result.dimension_id!r} graded twice")
-        seen.add(result.dimension_id)
+        dimension_id = result["dimension_id"]
+        if dimension_id in seen:
+            raise SpanRejected(f"event {index}: dimension {dimension_id!r} graded twice")
+        seen.add(dimension_id)
         results.append(result)
-    return tuple(results)
+    return results
 
 
 def _run_mode(attrs: dict[str, Any]) -> str:
@@ -274,37 +270,21 @@ def _diagnostic_columns(tags: tuple[str, ...]) -> dict[str, str]:
 def evaluation_event(
     span: PB2Span, attrs: dict[str, Any], resource: dict[str, Any]
 ) -> EvaluationEvent:
+    """Check every rule of the contract, then validate the whole event in one pydantic
+    call (one pass through its core instead of one per nested model). `resource`
+    must already be JSON-safe; a request's events share it."""
     trace_id, span_id = _ids(span)
     emission = _emission(attrs)
     run_mode = _run_mode(attrs)
     surface_id = _string(attrs, "holonograph.surface.id", required=True)
     event_id = _string(attrs, "holonograph.event.id") or derive_event_id(
-        emission.stream, emission.seq
+        emission["stream"], emission["seq"]
     )
     agent_id = _string(attrs, "holonograph.agent.id")
     provenance = _provenance(attrs, run_mode)
     lens_version = _string(attrs, "holonograph.lens.version")
     light_source_id = _string(attrs, "holonograph.light_source.id")
     cohort_tags = _strings(attrs, "holonograph.cohort_tags")
-    substrate = Substrate(
-        surface_id=surface_id,
-        agent_id=agent_id,
-        run_mode=run_mode,  # type: ignore[arg-type]
-        provenance=provenance,  # type: ignore[arg-type]
-        lens_version=lens_version,
-        light_source_id=light_source_id,
-        columns=_prefixed(attrs, SUBSTRATE_PREFIX, lambda k: _string(attrs, k)),
-        diagnostic=_diagnostic_columns(cohort_tags),
-    )
-    outcome = Outcome(
-        dimensions=_dimensions(span),
-        cohort_tags=cohort_tags,
-        markers=_prefixed(attrs, MARKER_PREFIX, lambda k: _strings(attrs, k)),
-        latency_ms=_float(attrs, "holonograph.latency_ms"),
-        cost_usd=_float(attrs, "holonograph.cost.usd"),
-        tokens_input=_int(attrs, "holonograph.tokens.input"),
-        tokens_output=_int(attrs, "holonograph.tokens.output"),
-    )
     extras = {
         key: jsonable(value)
         for key, value in attrs.items()
@@ -312,28 +292,51 @@ def evaluation_event(
         and key not in _EVALUATION_KEYS
         and not key.startswith((SUBSTRATE_PREFIX, MARKER_PREFIX))
     }
-    return EvaluationEvent(
-        event_id=event_id,
-        surface_id=surface_id,
-        agent_id=agent_id,
-        correlation_id=_string(attrs, "holonograph.correlation.id"),
-        run_mode=run_mode,  # type: ignore[arg-type]
-        provenance=provenance,  # type: ignore[arg-type]
-        timestamp=_timestamp(span, attrs),
-        emission=emission,
-        trace_id=trace_id,
-        span_id=span_id,
-        substrate=substrate,
-        light_source=LightSource(
-            id=light_source_id, requested=_string(attrs, "holonograph.light_source.requested")
-        ),
-        lens=Lens(version=lens_version, fixture_id=_string(attrs, "holonograph.fixture.id")),
-        outcome=outcome,
-        multiplex_role=_string(attrs, "holonograph.multiplex.role"),
-        sdk_name=_string(attrs, "holonograph.sdk.name"),
-        sdk_version=_string(attrs, "holonograph.sdk.version"),
-        resource_attributes={k: jsonable(v) for k, v in resource.items()},
-        extras=extras,
+    return EvaluationEvent.model_validate(
+        {
+            "event_id": event_id,
+            "surface_id": surface_id,
+            "agent_id": agent_id,
+            "correlation_id": _string(attrs, "holonograph.correlation.id"),
+            "run_mode": run_mode,
+            "provenance": provenance,
+            "timestamp": _timestamp(span, attrs),
+            "emission": emission,
+            "trace_id": trace_id,
+            "span_id": span_id,
+            "substrate": {
+                "surface_id": surface_id,
+                "agent_id": agent_id,
+                "run_mode": run_mode,
+                "provenance": provenance,
+                "lens_version": lens_version,
+                "light_source_id": light_source_id,
+                "columns": _prefixed(attrs, SUBSTRATE_PREFIX, lambda k: _string(attrs, k)),
+                "diagnostic": _diagnostic_columns(cohort_tags),
+            },
+            "light_source": {
+                "id": light_source_id,
+                "requested": _string(attrs, "holonograph.light_source.requested"),
+            },
+            "lens": {
+                "version": lens_version,
+                "fixture_id": _string(attrs, "holonograph.fixture.id"),
+            },
+            "outcome": {
+                "dimensions": _dimensions(span),
+                "cohort_tags": cohort_tags,
+                "markers": _prefixed(attrs, MARKER_PREFIX, lambda k: _strings(attrs, k)),
+                "latency_ms": _float(attrs, "holonograph.latency_ms"),
+                "cost_usd": _float(attrs, "holonograph.cost.usd"),
+                "tokens_input": _int(attrs, "holonograph.tokens.input"),
+                "tokens_output": _int(attrs, "holonograph.tokens.output"),
+            },
+            "multiplex_role": _string(attrs, "holonograph.multiplex.role"),
+            "sdk_name": _string(attrs, "holonograph.sdk.name"),
+            "sdk_version": _string(attrs, "holonograph.sdk.version"),
+            "resource_attributes": resource,
+            "extras": extras,
+        }
     )
 
 
@@ -355,10 +358,10 @@ def sentinel_record(span: PB2Span, attrs: dict[str, Any]) -> EmissionRecord:
         **{name: _int(attrs, f"holonograph.completeness.{name}") for name in _SENTINEL_COUNTERS},
     )
     return EmissionRecord(
-        stream=emission.stream,
-        seq=emission.seq,
+        stream=emission["stream"],
+        seq=emission["seq"],
         kind="sentinel",
-        final=emission.final,
+        final=emission["final"],
         event_time=_timestamp(span, attrs),
         sentinel=counters,
     )
@@ -405,9 +408,9 @@ def _arrived_ordinal(attrs: dict[str, Any]) -> tuple[str | None, int | None]:
     """The (stream, seq) of a rejected span when both are valid: it arrived, no gap."""
     stream = attrs.get("holonograph.emission.stream")
     seq = attrs.get("holonograph.emission.seq")
-    if isinstance(stream, str) and stream and isinstance(seq, int) and not isinstance(seq, bool):
-        if seq >= 0:
-            return stream, seq
+    valid_seq = isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0
+    if isinstance(stream, str) and stream and valid_seq:
+        return stream, seq
     return None, None
 
 
@@ -416,7 +419,7 @@ def quarantined_emission(
 ) -> EmissionRecord | None:
     if record.emission_stream is None or record.emission_seq is None:
         return None
-    kind = "sentinel" if span.name == SENTINEL_SPAN else "evaluation"
+    kind: EmissionKind = "sentinel" if span.name == SENTINEL_SPAN else "evaluation"
     final = attrs.get("holonograph.emission.final") is True
     surface = attrs.get("holonograph.surface.id")
     event_time = (

@@ -75,7 +75,7 @@ def parse_time(value: str | None) -> dt.datetime | None:
     return parsed.astimezone(dt.UTC)
 
 
-class RFC3339(click.ParamType):
+class RFC3339(click.ParamType):  # type: ignore[type-arg]
     name = "RFC3339"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:

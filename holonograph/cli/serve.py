@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
 import sys
@@ -24,21 +25,36 @@ def build_config(overrides: dict[str, Any]) -> ServeConfig:
     return ServeConfig(**given)
 
 
-async def run_service(service: ReceiverService, announce: bool = True) -> None:
+def announce(service: ReceiverService, as_json: bool) -> None:
+    """One line per listener and the store (or one JSON object with --json)."""
+    host, listeners, url = service.config.host, service.listeners, service.store.url
+    kind = "embedded chDB" if is_embedded(url) else "ClickHouse server"
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "grpc": f"{host}:{listeners.grpc_port}",
+                    "http": f"http://{host}:{listeners.http_port}/v1/traces",
+                    "admin": f"http://127.0.0.1:{listeners.admin_port}",
+                    "store": url,
+                    "storeKind": kind,
+                }
+            )
+        )
+        return
+    click.echo(f"OTLP/gRPC  listening on {host}:{listeners.grpc_port}")
+    click.echo(f"OTLP/HTTP  listening on http://{host}:{listeners.http_port}/v1/traces")
+    click.echo(f"admin      listening on http://127.0.0.1:{listeners.admin_port} (loopback only)")
+    click.echo(f"store      {url} ({kind})")
+
+
+async def run_service(service: ReceiverService, as_json: bool = False) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    listeners = await service.start()
-    if announce:
-        host = service.config.host
-        click.echo(f"OTLP/gRPC  listening on {host}:{listeners.grpc_port}")
-        click.echo(f"OTLP/HTTP  listening on http://{host}:{listeners.http_port}/v1/traces")
-        click.echo(
-            f"admin      listening on http://127.0.0.1:{listeners.admin_port} (loopback only)"
-        )
-        kind = "embedded chDB" if is_embedded(service.store.url) else "ClickHouse server"
-        click.echo(f"store      {service.store.url} ({kind})")
+    await service.start()
+    announce(service, as_json)
     await stop.wait()
     click.echo("stopping: finishing in-flight requests and flushing", err=True)
     await service.stop()
@@ -59,8 +75,9 @@ async def run_service(service: ReceiverService, announce: bool = True) -> None:
     "--max-inflight-bytes", type=int, help="Bytes waiting for commit before 429 [256 MiB]."
 )
 @click.option("--retention", help="TTL on the event tables, e.g. 30d, 12h, 4w [keep].")
+@click.option("--json", "as_json", is_flag=True, help="Print the listeners as one JSON object.")
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
-def serve_command(verbose: bool, **flags: Any) -> None:
+def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
     """Receive OTLP traces and store holonograph events (embedded chDB by default)."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
     try:
@@ -76,7 +93,7 @@ def serve_command(verbose: bool, **flags: Any) -> None:
         sys.exit(EXIT_UNAVAILABLE)
     service = ReceiverService(config, store, periodic=periodic_jobs(config))
     try:
-        asyncio.run(run_service(service))
+        asyncio.run(run_service(service, as_json))
     except OSError as err:
         click.echo(f"error: {err}", err=True)
         sys.exit(EXIT_UNAVAILABLE)

@@ -167,3 +167,19 @@ def test_retention_sets_and_removes_ttl(data_dir: Path) -> None:
         {"name": "evaluation_events", "has_ttl": False},
         {"name": "quarantine", "has_ttl": False},
     ]
+
+
+def test_serve_json_announces_listeners_for_machines(data_dir: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "holonograph", "serve", "--data-dir", str(data_dir),
+         "--grpc-port", "0", "--http-port", "0", "--json"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    announced = json.loads(process.stdout.readline())
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert set(announced) == {"grpc", "http", "admin", "store", "storeKind"}
+    assert announced["store"] == f"chdb://{data_dir.resolve()}"
+    assert announced["http"].endswith("/v1/traces")

@@ -22,11 +22,9 @@ from tests.otel_emit import Dim, Evaluation, Sentinel, export_request, record_sp
 
 pytestmark = [pytest.mark.e2e, pytest.mark.clickhouse]
 
+# The wire contract's example request (a copy of shared/examples/, kept with the tests).
 EXAMPLE = (
-    Path(__file__).resolve().parents[3]
-    / "shared"
-    / "examples"
-    / "evaluation-and-sentinel.otlp.json"
+    Path(__file__).resolve().parents[1] / "testdata" / "wire" / "evaluation-and-sentinel.otlp.json"
 )
 
 TABLE_DUMPS = {
