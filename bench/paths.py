@@ -148,24 +148,22 @@ class EmbeddedPath:
 
     name = "embedded"
 
-    def __init__(self, *serve_flags: str) -> None:
+    def __init__(self, *serve_flags: str, env: dict[str, str] | None = None) -> None:
         self._flags = list(serve_flags)
+        self._env = env
         self._serve: Process | None = None
         self._data_dir: Path | None = None
 
     def start(self, workdir: Path) -> Endpoints:
         self._data_dir = workdir / "data"
         argv = python_module(
-            "holonograph", "serve", "--data-dir", str(self._data_dir),
+            "holonograph", "serve", "--json", "--data-dir", str(self._data_dir),
             "--grpc-port", "0", "--http-port", "0", *self._flags,
         )  # fmt: skip
-        self._serve = Process(argv, workdir / "serve.log")
-        lines = self._serve.lines(4)
+        self._serve = Process(argv, workdir / "serve.log", self._env)
+        listeners = json.loads(self._serve.lines(1)[0])
         _wait_file(self._data_dir / ADMIN_FILE, 30)
-        return Endpoints(
-            grpc=f"127.0.0.1:{_port(lines, 'OTLP/gRPC')}",
-            http=f"http://127.0.0.1:{_port(lines, 'OTLP/HTTP')}",
-        )
+        return Endpoints(grpc=listeners["grpc"], http=listeners["http"].removesuffix("/v1/traces"))
 
     def pids(self) -> list[int]:
         assert self._serve is not None

@@ -189,7 +189,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--duration", type=float, default=15.0, help="seconds per measurement")
     parser.add_argument("--scaling-duration", type=float, default=0.0, help="[--duration]")
     parser.add_argument("--overload-seconds", type=float, default=60.0)
-    parser.add_argument("--recovery-seconds", type=float, default=20.0)
+    parser.add_argument("--recovery-seconds", type=float, default=30.0)
     parser.add_argument("--overload-inflight-mib", type=int, default=32)
     parser.add_argument("--clients", type=int, default=4, help="connections in the headline")
     parser.add_argument("--requests", type=int, default=80, help="requests for baselines b, c")
