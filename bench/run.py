@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -95,19 +95,27 @@ class Runner:
             "bench.baselines", "chdb-insert", "--batch", "512",
             "--requests", str(self.args.requests),
         )  # fmt: skip
-        _log("baseline (a): bare grpcio server")
-        self.results["baseline_grpc"] = self.fresh(
-            BaselineGrpcPath, [self.headline(name="baseline (a) gRPC")], check_rows=False
-        )
+        self.baseline_grpc()
         _log("stages of the embedded pipeline in-process")
         self.results["stages"] = _json_command(
             "bench.stages", "--batch", "512", "--requests", str(self.args.requests)
         )
 
+    def baseline_grpc(self) -> None:
+        """Baseline (a); measured before and after each path's headline, ratios use the mean."""
+        run = self.fresh(
+            BaselineGrpcPath, [self.headline(name="baseline (a) gRPC")], check_rows=False
+        )
+        runs = [*self.results.get("baseline_grpc_runs", []), run]
+        self.results["baseline_grpc_runs"] = runs
+        mean = sum(r["spans_per_cpu_s"] for r in runs) / len(runs)
+        self.results["baseline_grpc"] = {**run, "spans_per_cpu_s": mean}
+
     def path(self, name: str, make_path: PathFactory, overload_path: PathFactory) -> None:
         out: dict[str, Any] = {}
         self.results.setdefault("paths", {})[name] = out
         out["headline"] = self.fresh(make_path, [self.headline()])
+        self.baseline_grpc()
         sustainable = out["headline"]["phases"][0]["accepted_spans_per_s"]
         out["sustainable_spans_per_s"] = sustainable
         out["half_rate"] = self.fresh(
@@ -159,28 +167,27 @@ class Runner:
         return ["--max-request-bytes", str(min(inflight, 16 * MIB)),
                 "--max-inflight-bytes", str(inflight)]  # fmt: skip
 
-    def profile(self) -> None:
-        """A separate py-spy run of the headline scenario (sampling slows the service)."""
+    def profile(self, key: str, scenario: Scenario) -> None:
+        """A separate py-spy run (sampling slows the service: shares only, no rates)."""
         path = EmbeddedPath()
-        workdir = self.work / "profile"
+        workdir = self.work / key
         workdir.mkdir()
         endpoints = path.start(workdir)
+        _log(f"py-spy profile: {scenario.name}")
         try:
-            scenario = self.headline(name="profiled")
             load = LoadProcess(scenario, endpoints, new_tag())
             recorder = spy.start(path.pids()[0], scenario.duration, workdir / "profile.txt")
-            if recorder is None:
-                self.results["profile"] = {"error": "py-spy is not installed"}
-                load.go()
-                load.result()
-                return
-            time.sleep(0.3)
             load.go()
             load.result()
-            recorder.wait(timeout=120)
+            if recorder is not None:
+                recorder.wait(timeout=120)
         finally:
             path.stop()
-        self.results["profile"] = spy.summarize(workdir / "profile.txt")
+        if recorder is None:
+            self.results[key] = {"error": "py-spy is not installed"}
+        else:
+            summary = spy.summarize(workdir / "profile.txt")
+            self.results[key] = {"scenario": asdict(scenario), **summary}
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -221,7 +228,8 @@ def main(argv: list[str] | None = None) -> None:
             else:
                 raise SystemExit(f"unknown path {name!r}")
         if not args.no_profile:
-            runner.profile()
+            runner.profile("profile", runner.headline(name="gRPC, batch 512"))
+            runner.profile("profile_batch1", runner.headline(name="gRPC, batch 1", batch=1))
     runner.results["failures"] = runner.failures
     runner.results["elapsed_s"] = time.time() - started
     results_file = args.out / "results.json"

@@ -14,11 +14,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-# A sample is charged to the first stage whose marker is on its stack.
+# A sample is charged to the first stage whose marker ends a frame on its stack.
 STAGES = (
     ("chDB insert (write_rows)", "write_rows (ingest/rows.py)"),
     ("row building (TableRows.add)", "TableRows.add (ingest/rows.py)"),
-    ("pydantic model construction", "BaseModel.__init__ (pydantic/main.py)"),
+    ("pydantic model construction", "(pydantic/main.py)"),
     ("attribute decoding (decode.attributes)", "attributes (ingest/decode.py)"),
     ("validation (validate.*, rest)", "decode_request (ingest/export.py)"),
     ("protobuf parse", "parse_protobuf (ingest/decode.py)"),
@@ -56,7 +56,10 @@ def summarize(collapsed: Path, top: int = 20) -> dict[str, Any]:
         own[frames[-1]] += count
         for frame in set(frames):
             inclusive[frame] += count
-        stage = next((name for name, mark in STAGES if mark in frames), "other threads")
+        stage = next(
+            (name for name, mark in STAGES if any(f.endswith(mark) for f in frames)),
+            "other threads",
+        )
         stages[stage] += count
     if total == 0:
         return {"samples": 0}
