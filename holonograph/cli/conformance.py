@@ -1,0 +1,607 @@
+"""`holonograph conformance derive|approve|reject|list|check|suite ...`.
+
+Inputs (surfaces with tools and rules, fixtures, derive output, suites, recorded
+events) are JSON or YAML files; `-` reads stdin. Exit codes: 0 ok, 1 a check failed or
+a suite failed/regressed, 2 invalid input, 3 store unavailable.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from pydantic import ValidationError
+
+from holonograph.cli.options import (
+    EXIT_FINDING,
+    EXIT_USAGE,
+    RFC3339,
+    emit_json,
+    format_table,
+    open_store_or_exit,
+    store_options,
+)
+from processors import conformance_approve as approval
+from processors.conformance_check import (
+    MAX_PAGE_SIZE,
+    CheckResult,
+    FixtureNotFound,
+    Window,
+    check_fixture,
+    check_stored,
+    check_surface,
+    list_results,
+)
+from processors.conformance_derive import derive
+from processors.conformance_suite import (
+    RecordedSource,
+    StoreSource,
+    SuiteError,
+    SuiteResult,
+    load_recorded_events,
+    load_suite,
+    parse_document,
+    recorded_events,
+    run_suite,
+    select_events,
+    validation_problems,
+)
+from schemas.conformance import (
+    MAX_RECORDED_EVENTS,
+    VERDICT_ORDER,
+    ApprovalRequest,
+    Fixture,
+    RejectionRequest,
+    SurfaceInput,
+)
+
+RUN_MODES = click.Choice(["production", "test", "eval", "replay", "local_dev"])
+
+
+def _fail_input(problems: list[str], source: str) -> NoReturn:
+    click.echo(f"error: {source} is invalid:", err=True)
+    for problem in problems:
+        click.echo(f"  - {problem}", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+def _read(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text()
+    except OSError as err:
+        raise click.BadParameter(f"cannot read {path}: {err.strerror}") from None
+
+
+def _document(path: str) -> Any:
+    try:
+        return parse_document(_read(path), path)
+    except SuiteError as err:
+        _fail_input(err.problems, path)
+
+
+def _validate(model: Any, document: Any, source: str) -> Any:
+    try:
+        return model.model_validate(document)
+    except ValidationError as err:
+        _fail_input(validation_problems(err), source)
+
+
+@click.group("conformance")
+def conformance() -> None:
+    """Derive fixtures from prose rules, approve them, check them, gate CI on suites."""
+
+
+# --- derive -----------------------------------------------------------------------------
+
+
+@conformance.command("derive")
+@click.argument("surface_file")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Also write the JSON here.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")
+def derive_command(surface_file: str, output: str | None, as_json: bool) -> None:
+    """Propose one candidate fixture per rule of SURFACE_FILE (surfaceId, tools, rules)."""
+    surface = _validate(SurfaceInput, _document(surface_file), surface_file)
+    result = derive(surface)
+    if output:
+        Path(output).write_text(json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
+    if as_json:
+        emit_json(result.to_json())
+        return
+    rows = [
+        [c.rule_id, c.enforceability, c.fixture.fixture_id if c.fixture else "-", c.rule]
+        for c in result.candidates
+    ]
+    click.echo(format_table(["rule", "enforceability", "fixture", "text"], rows))
+    click.echo("")
+    for c in result.candidates:
+        if c.explanation:
+            click.echo(f"{c.rule_id}: {c.explanation}")
+        for caveat in c.caveats:
+            click.echo(f"  caveat: {caveat}")
+    click.echo(f"\ncoverage: {result.coverage_line}")
+    for repair in result.needs_repair:
+        click.echo(f"needs repair {repair.rule_id}: {repair.why}\n  rephrase: {repair.rephrase}")
+
+
+# --- approve / reject / list ------------------------------------------------------------
+
+
+def _fixtures_from(document: Any, source: str, only: tuple[str, ...], take_all: bool) -> list[Any]:
+    """Fixtures from a fixture, a list or {fixtures: [...]}, an approval request or derive
+    output; ids must be unique."""
+    if isinstance(document, dict) and "candidates" in document:
+        found = [c["fixture"] for c in document["candidates"] if c.get("fixture")]
+        if not only and not take_all:
+            raise click.UsageError(
+                "derive output holds several candidates: pick them with --fixture-id or --all"
+            )
+    elif isinstance(document, dict) and "fixtures" in document:
+        found = list(document["fixtures"])
+    elif isinstance(document, list):
+        found = document
+    elif isinstance(document, dict) and "fixture" in document:
+        found = [document["fixture"]]
+    else:
+        found = [document]
+    fixtures = [_validate(Fixture, f, source) for f in found]
+    ids = [f.fixture_id for f in fixtures]
+    if len(set(ids)) != len(ids):
+        _fail_input([f"duplicate fixtureId in {source}"], source)
+    if only:
+        missing = set(only) - {f.fixture_id for f in fixtures}
+        if missing:
+            raise click.UsageError(f"not in {source}: {', '.join(sorted(missing))}")
+        fixtures = [f for f in fixtures if f.fixture_id in only]
+    return fixtures
+
+
+def _request_defaults(document: Any, source: str) -> dict[str, Any]:
+    """approverId/sourceSurfaceId/comment from an approval body (unknown keys refused)."""
+    if isinstance(document, dict) and "fixture" in document:
+        unknown = set(document) - {"approverId", "sourceSurfaceId", "fixture", "comment"}
+        if unknown:
+            _fail_input([f"{k}: Extra inputs are not permitted" for k in sorted(unknown)], source)
+        return {
+            k: document[k] for k in ("approverId", "sourceSurfaceId", "comment") if k in document
+        }
+    return {}
+
+
+def _record_rows(records: list[approval.FixtureRecord]) -> list[list[Any]]:
+    return [
+        [r.fixture_id, r.version, r.action, r.surface_id, r.enforceability, r.approver_id,
+         r.recorded_at, r.comment or ""]
+        for r in records
+    ]  # fmt: skip
+
+
+RECORD_COLUMNS = ["fixture", "version", "action", "surface", "enforceability", "approver",
+                  "recorded", "comment"]  # fmt: skip
+
+
+def _decide(
+    action: str,
+    fixture_file: str,
+    approver: str | None,
+    source_surface: str | None,
+    comment: str | None,
+    only: tuple[str, ...],
+    take_all: bool,
+    store_url: str | None,
+    data_dir: str | None,
+    as_json: bool,
+) -> None:
+    document = _document(fixture_file)
+    fixtures = _fixtures_from(document, fixture_file, only, take_all)
+    defaults = _request_defaults(document, fixture_file)
+    approver = approver or defaults.get("approverId")
+    comment = comment or defaults.get("comment")
+    if not approver:
+        raise click.UsageError("--approver is required (who takes responsibility)")
+    if action == "reject" and not comment:
+        raise click.UsageError("--comment is required to reject")
+    model = ApprovalRequest if action == "approve" else RejectionRequest
+    requests = [
+        _validate(
+            model,
+            {
+                "approverId": approver,
+                "sourceSurfaceId": source_surface
+                or defaults.get("sourceSurfaceId")
+                or fx.surface_id,
+                "fixture": fx.to_json(),
+                **({"comment": comment} if comment else {}),
+            },
+            fixture_file,
+        )
+        for fx in fixtures
+    ]
+    store = open_store_or_exit(store_url, data_dir, write=True)
+    try:
+        write = approval.approve if action == "approve" else approval.reject
+        outcomes = [write(store, r) for r in requests]
+    finally:
+        store.close()
+    if as_json:
+        emit_json([o.to_json() for o in outcomes])
+        return
+    click.echo(format_table(RECORD_COLUMNS, _record_rows([o.record for o in outcomes])))
+    for outcome in outcomes:
+        state = "recorded" if outcome.created else "unchanged (already in force)"
+        click.echo(f"{outcome.record.fixture_id}: {state}, eventId {outcome.record.record_id}")
+
+
+def _decision_options(func: Any) -> Any:
+    func = click.option(
+        "--all", "take_all", is_flag=True, help="Every candidate of derive output."
+    )(func)
+    func = click.option("--fixture-id", "only", multiple=True, help="Only these fixtures.")(func)
+    func = click.option("--comment", help="Why (required to reject).")(func)
+    func = click.option("--source-surface", help="Surface the fixture was derived from.")(func)
+    func = click.option("--approver", help="Approver id (or approverId in the file).")(func)
+    return func
+
+
+@conformance.command("approve")
+@click.argument("fixture_file")
+@_decision_options
+@store_options
+def approve_command(fixture_file: str, **options: Any) -> None:
+    """Approve fixtures: each becomes an immutable, versioned record; checks run it."""
+    _decide("approve", fixture_file, **options)
+
+
+@conformance.command("reject")
+@click.argument("fixture_file")
+@_decision_options
+@store_options
+def reject_command(fixture_file: str, **options: Any) -> None:
+    """Reject fixtures with a comment; a live fixture stops running."""
+    _decide("reject", fixture_file, **options)
+
+
+@conformance.command("list")
+@click.option("--surface", help="Only this surface's fixtures.")
+@click.option("--fixture-id", help="Every version of one fixture.")
+@click.option("--all-versions", is_flag=True, help="Every record, not only the newest per fixture.")
+@click.option("--show-fixture", is_flag=True, help="Include the fixture JSON (always in --json).")
+@store_options
+def list_command(
+    surface: str | None,
+    fixture_id: str | None,
+    all_versions: bool,
+    show_fixture: bool,
+    store_url: str | None,
+    data_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Approved and rejected fixtures with their versions."""
+    store = open_store_or_exit(store_url, data_dir, write=False)
+    try:
+        if fixture_id:
+            records = approval.history(store, fixture_id)
+        else:
+            records = approval.list_fixtures(store, surface, all_versions=all_versions)
+    finally:
+        store.close()
+    if as_json:
+        emit_json([r.to_json() for r in records])
+        return
+    click.echo(format_table(RECORD_COLUMNS, _record_rows(records)))
+    if show_fixture:
+        for r in records:
+            click.echo(f"\n{r.fixture_id} v{r.version}:")
+            emit_json(r.fixture.to_json())
+
+
+# --- check ------------------------------------------------------------------------------
+
+
+def _check_rows(results: list[CheckResult]) -> list[list[Any]]:
+    return [
+        [r.fixture.fixture_id, r.fixture_version or "inline", r.verdict, r.events_checked]
+        + [r.counts[v] for v in VERDICT_ORDER]
+        + ["-" if r.evaluable_share is None else f"{r.evaluable_share:.0%}"]
+        for r in results
+    ]
+
+
+@conformance.command("check")
+@click.option("--fixture-id", help="A live (approved) fixture.")
+@click.option("--fixture", "fixture_file", help="An inline fixture file (not yet approved).")
+@click.option("--surface", help="Every live fixture of this surface (or a surface filter).")
+@click.option("--since", type=RFC3339(), help="Window start, inclusive (default until - 24h).")
+@click.option("--until", type=RFC3339(), help="Window end, exclusive (default now).")
+@click.option("--run-mode", "run_modes", multiple=True, type=RUN_MODES, help="Only these modes.")
+@click.option("--offset", default=0, show_default=True, type=click.IntRange(min=0))
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(0, MAX_PAGE_SIZE))
+@click.option("--verdict", "page_verdicts", multiple=True, type=click.Choice(VERDICT_ORDER),
+              help="Breakdown shows only these verdicts.")  # fmt: skip
+@click.option("--no-persist", is_flag=True, help="Do not record the result.")
+@store_options
+def check_command(
+    fixture_id: str | None,
+    fixture_file: str | None,
+    surface: str | None,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    run_modes: tuple[str, ...],
+    offset: int,
+    limit: int,
+    page_verdicts: tuple[str, ...],
+    no_persist: bool,
+    store_url: str | None,
+    data_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Check fixtures over a window; exit 1 when a top-level verdict is fail."""
+    if sum(x is not None for x in (fixture_id, fixture_file)) > 1 or not (
+        fixture_id or fixture_file or surface
+    ):
+        raise click.UsageError("give --fixture-id, --fixture FILE, or --surface")
+    inline = _validate(Fixture, _document(fixture_file), fixture_file) if fixture_file else None
+    options: dict[str, Any] = {
+        "since": since,
+        "until": until,
+        "run_modes": run_modes,
+        "page_offset": offset,
+        "page_size": limit,
+        "page_verdicts": page_verdicts,
+        "persist": not no_persist,
+    }
+    store = open_store_or_exit(store_url, data_dir, write=not no_persist)
+    try:
+        if inline is not None:
+            results = [check_fixture(store, inline, surface_id=surface, **options)]
+        elif fixture_id:
+            results = [check_stored(store, fixture_id, surface_id=surface, **options)]
+        else:
+            assert surface is not None
+            results = check_surface(store, surface, **options)
+    except (FixtureNotFound, ValueError) as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(EXIT_USAGE)
+    finally:
+        store.close()
+    if as_json:
+        emit_json(
+            results[0].to_json() if (inline or fixture_id) else [r.to_json() for r in results]
+        )
+    else:
+        _print_check(results, surface)
+    if any(r.verdict == "fail" for r in results):
+        sys.exit(EXIT_FINDING)
+
+
+def _print_check(results: list[CheckResult], surface: str | None) -> None:
+    if not results:
+        click.echo(f"no live fixtures for surface {surface}")
+        return
+    window = results[0].window
+    click.echo(f"window {window.since.isoformat()} .. {window.until.isoformat()}")
+    columns = ["fixture", "version", "verdict", "events", *VERDICT_ORDER, "evaluable"]
+    click.echo(format_table(columns, _check_rows(results)))
+    for r in results:
+        if r.events:
+            first, last = r.page_offset + 1, r.page_offset + len(r.events)
+            click.echo(f"\n{r.fixture.fixture_id}: events {first}..{last}")
+            click.echo(
+                format_table(
+                    ["event", "timestamp", "verdict", "when", "assertions"],
+                    [
+                        [
+                            e.event_id,
+                            e.timestamp,
+                            e.verdict,
+                            ",".join(e.when),
+                            ",".join(e.assertions),
+                        ]
+                        for e in r.events
+                    ],
+                )
+            )
+
+
+@conformance.command("results")
+@click.option("--surface", help="Only this surface.")
+@click.option("--fixture-id", help="Only this fixture.")
+@click.option("--since", type=RFC3339(), help="Checked at or after (inclusive).")
+@click.option("--until", type=RFC3339(), help="Checked before (exclusive).")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@store_options
+def results_command(
+    surface: str | None,
+    fixture_id: str | None,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    limit: int,
+    store_url: str | None,
+    data_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Persisted check results, newest first: conformance over time."""
+    store = open_store_or_exit(store_url, data_dir, write=False)
+    try:
+        rows = list_results(
+            store, surface_id=surface, fixture_id=fixture_id, since=since, until=until, limit=limit
+        )
+    finally:
+        store.close()
+    if as_json:
+        emit_json(rows)
+        return
+    columns = ["checked", "fixture", "version", "verdict", "events", *VERDICT_ORDER, "evaluable"]
+    table = [
+        [r["checkedAt"], r["fixtureId"], r["fixtureVersion"] or "inline", r["verdict"],
+         r["eventsChecked"], *r["counts"].values(),
+         "-" if r["evaluableShare"] is None else f"{r['evaluableShare']:.0%}"]
+        for r in rows
+    ]  # fmt: skip
+    click.echo(format_table(columns, table))
+
+
+# --- suites -----------------------------------------------------------------------------
+
+
+@conformance.group("suite")
+def suite_group() -> None:
+    """Harness conformance suites (harness-conformance-suite/v1) for CI gates."""
+
+
+def _load_suite(path: str) -> Any:
+    try:
+        return load_suite(_read(path), path)
+    except SuiteError as err:
+        _fail_input(err.problems, path)
+
+
+@suite_group.command("validate")
+@click.argument("suite_file")
+@click.option("--json", "as_json", is_flag=True, help="Print the normalized suite as JSON.")
+def suite_validate(suite_file: str, as_json: bool) -> None:
+    """Load a suite and enforce its limits without running it."""
+    suite = _load_suite(suite_file)
+    if as_json:
+        emit_json(suite.to_json())
+    else:
+        trials = sum(s.repetitions for s in suite.scenarios)
+        scenarios = len(suite.scenarios)
+        click.echo(
+            f"{suite.suite_id} r{suite.revision}: {scenarios} scenarios, {trials} trials: ok"
+        )
+
+
+@suite_group.command("run")
+@click.argument("suite_file")
+@click.option("--events", "events_file", help="Recorded events file instead of the store.")
+@click.option(
+    "--since", type=RFC3339(), help="Window start, inclusive (store default until - 24h)."
+)
+@click.option("--until", type=RFC3339(), help="Window end, exclusive (store default now).")
+@click.option("--run-mode", "run_modes", multiple=True, type=RUN_MODES, help="Only these modes.")
+@store_options
+def suite_run(
+    suite_file: str,
+    events_file: str | None,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    run_modes: tuple[str, ...],
+    store_url: str | None,
+    data_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Run a suite; exit 1 on any failure, regression or disallowed verdict."""
+    suite = _load_suite(suite_file)
+    now = dt.datetime.now(dt.UTC)
+    if events_file is not None:
+        try:
+            events = load_recorded_events(_read(events_file), events_file)
+        except SuiteError as err:
+            _fail_input(err.problems, events_file)
+        result = run_suite(suite, RecordedSource(events, events_file, since, until), now)
+    else:
+        try:
+            window = Window.resolve(since, until, lambda: now)
+        except ValueError as err:
+            raise click.UsageError(str(err)) from None
+        store = open_store_or_exit(store_url, data_dir, write=False)
+        try:
+            source = StoreSource(store, window.since, window.until, run_modes)
+            result = run_suite(suite, source, now)
+        finally:
+            store.close()
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        _print_suite(result)
+    if not result.passed:
+        sys.exit(EXIT_FINDING)
+
+
+@suite_group.command("record")
+@click.option("--surface", "surfaces", multiple=True, required=True, help="Surface(s) to record.")
+@click.option("--since", type=RFC3339(), help="Window start, inclusive (default until - 24h).")
+@click.option("--until", type=RFC3339(), help="Window end, exclusive (default now).")
+@click.option("--fixture-id", help="Only events produced by this fixture (holonograph.fixture.id).")
+@click.option("--run-mode", "run_modes", multiple=True, type=RUN_MODES, help="Only these modes.")
+@click.option("--marker", "markers", multiple=True, help="Keep only these markers (default all).")
+@click.option(
+    "--limit",
+    default=500,
+    show_default=True,
+    type=click.IntRange(1, MAX_RECORDED_EVENTS),
+    help="Most recent events per surface.",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here, not stdout.")
+@click.option(
+    "--store", "store_url", envvar="HOLONOGRAPH_STORE", help="chdb:///path or http(s)://."
+)
+@click.option("--data-dir", envvar="HOLONOGRAPH_DATA_DIR", type=click.Path(file_okay=False))
+def suite_record(
+    surfaces: tuple[str, ...],
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    fixture_id: str | None,
+    run_modes: tuple[str, ...],
+    markers: tuple[str, ...],
+    limit: int,
+    output: str | None,
+    store_url: str | None,
+    data_dir: str | None,
+) -> None:
+    """Write a window of stored events as a recorded-events file for `suite run --events`
+    (refused when it would hold secret-like text)."""
+    try:
+        window = Window.resolve(since, until, lambda: dt.datetime.now(dt.UTC))
+    except ValueError as err:
+        raise click.UsageError(str(err)) from None
+    store = open_store_or_exit(store_url, data_dir, write=False)
+    try:
+        trials = [
+            t
+            for surface in surfaces
+            for t in select_events(store, surface, window.since, window.until,
+                                   fixture_id=fixture_id, run_modes=run_modes, limit=limit)
+        ]  # fmt: skip
+    finally:
+        store.close()
+    if len(trials) > MAX_RECORDED_EVENTS:
+        raise click.UsageError(f"{len(trials)} events exceed {MAX_RECORDED_EVENTS}: lower --limit")
+    try:
+        document = recorded_events(trials, markers)
+    except SuiteError as err:
+        _fail_input(err.problems, "the recorded events")
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    if output:
+        Path(output).write_text(text)
+        click.echo(f"{len(trials)} events written to {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+def _print_suite(result: SuiteResult) -> None:
+    rows = []
+    for r in result.scenarios:
+        out = r.to_json()
+        rate = "-" if out["passRate"] is None else f"{out['passRate']:.0%}"
+        rows.append([out["scenarioId"], out["tier"], out["status"],
+                     f"{out['trialsFound']}/{out['repetitions']}", rate,
+                     out["meanLatencyMs"], out["p95LatencyMs"], out["totalCostUsd"]])  # fmt: skip
+    columns = ["scenario", "tier", "status", "trials", "pass", "mean ms", "p95 ms", "cost $"]
+    click.echo(format_table(columns, rows))
+    for line in result.failures:
+        click.echo(f"FAIL {line}")
+    for line in result.regressions:
+        click.echo(f"REGRESSION {line}")
+    status = "passed" if result.passed else "FAILED"
+    click.echo(f"suite {result.suite.suite_id} r{result.suite.revision}: {status}")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(conformance)

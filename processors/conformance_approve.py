@@ -1,0 +1,245 @@
+"""The approval gate: nothing runs as a check until a named approver committed it.
+
+Each approval or rejection is an immutable record in `conformance_fixtures` with the
+approver, the time, the source surface and the fixture's canonical JSON. Editing a
+fixture and approving it again appends the next version; approving the content that is
+already live is a no-op that returns the live record. A fixture is live while its
+newest record is an approval; a rejection (which needs a comment) retires it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from schemas.conformance import ApprovalRequest, Fixture, RejectionRequest
+from schemas.store import Store
+
+TABLE = "holonograph.conformance_fixtures"
+COLUMNS = (
+    "record_id",
+    "fixture_id",
+    "version",
+    "action",
+    "surface_id",
+    "source_surface_id",
+    "rule_id",
+    "enforceability",
+    "approver_id",
+    "comment",
+    "fixture",
+    "fixture_digest",
+    "recorded_at",
+)
+Action = Literal["approved", "rejected"]
+Clock = Callable[[], dt.datetime]
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def new_record_id() -> str:
+    return f"apv_{uuid.uuid4().hex}"
+
+
+def canonical_json(fixture: Fixture) -> str:
+    """Key-sorted compact JSON: equal fixtures have equal text and digest."""
+    return json.dumps(fixture.to_json(), sort_keys=True, separators=(",", ":"))
+
+
+def fixture_digest(fixture: Fixture) -> str:
+    return "sha256:" + hashlib.sha256(canonical_json(fixture).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class FixtureRecord:
+    record_id: str
+    fixture_id: str
+    version: int
+    action: Action
+    surface_id: str
+    source_surface_id: str
+    rule_id: str
+    enforceability: str
+    approver_id: str
+    comment: str
+    fixture: Fixture
+    fixture_digest: str
+    recorded_at: dt.datetime
+
+    @property
+    def live(self) -> bool:
+        return self.action == "approved"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "eventId": self.record_id,
+            "fixtureId": self.fixture_id,
+            "version": self.version,
+            "action": self.action,
+            "surfaceId": self.surface_id,
+            "sourceSurfaceId": self.source_surface_id,
+            "ruleId": self.rule_id,
+            "enforceability": self.enforceability,
+            "approverId": self.approver_id,
+            "comment": self.comment or None,
+            "recordedAt": self.recorded_at,
+            "fixtureDigest": self.fixture_digest,
+            "fixture": self.fixture.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """An approval or rejection: the record in force and whether this call wrote it."""
+
+    record: FixtureRecord
+    created: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"created": self.created, **self.record.to_json()}
+
+
+def _record(row: dict[str, Any]) -> FixtureRecord:
+    recorded = row["recorded_at"]
+    if recorded.tzinfo is None:
+        recorded = recorded.replace(tzinfo=dt.UTC)
+    return FixtureRecord(
+        record_id=row["record_id"],
+        fixture_id=row["fixture_id"],
+        version=int(row["version"]),
+        action=row["action"],
+        surface_id=row["surface_id"],
+        source_surface_id=row["source_surface_id"],
+        rule_id=row["rule_id"],
+        enforceability=row["enforceability"],
+        approver_id=row["approver_id"],
+        comment=row["comment"],
+        fixture=Fixture.model_validate_json(row["fixture"]),
+        fixture_digest=row["fixture_digest"],
+        recorded_at=recorded,
+    )
+
+
+def _select(store: Store, where: str, parameters: dict[str, Any]) -> list[FixtureRecord]:
+    sql = (
+        f"SELECT {', '.join(COLUMNS)} FROM {TABLE} FINAL WHERE {where}"
+        " ORDER BY fixture_id, version, recorded_at, record_id"
+    )
+    return [_record(row) for row in store.query(sql, parameters).dicts()]
+
+
+def history(store: Store, fixture_id: str) -> list[FixtureRecord]:
+    """Every record of one fixture, oldest version first."""
+    return _select(store, "fixture_id = {fixture_id:String}", {"fixture_id": fixture_id})
+
+
+def _latest_per_fixture(records: list[FixtureRecord]) -> list[FixtureRecord]:
+    latest: dict[str, FixtureRecord] = {}
+    for record in records:  # ordered by version, so the last one wins
+        latest[record.fixture_id] = record
+    return list(latest.values())
+
+
+def list_fixtures(
+    store: Store, surface_id: str | None = None, *, all_versions: bool = False
+) -> list[FixtureRecord]:
+    """The newest record per fixture (or every version), optionally for one surface."""
+    if surface_id is None:
+        records = _select(store, "1", {})
+    else:
+        records = _select(store, "surface_id = {surface_id:String}", {"surface_id": surface_id})
+    return records if all_versions else _latest_per_fixture(records)
+
+
+def live_fixture(store: Store, fixture_id: str) -> FixtureRecord | None:
+    records = history(store, fixture_id)
+    return records[-1] if records and records[-1].live else None
+
+
+def live_fixtures(store: Store, surface_id: str) -> list[FixtureRecord]:
+    """The approved version of every live fixture of a surface: what checks run."""
+    return [r for r in list_fixtures(store, surface_id) if r.live]
+
+
+def _write(
+    store: Store,
+    fixture: Fixture,
+    action: Action,
+    approver_id: str,
+    source_surface_id: str,
+    comment: str,
+    clock: Clock,
+    new_id: Callable[[], str],
+) -> Outcome:
+    previous = history(store, fixture.fixture_id)
+    digest = fixture_digest(fixture)
+    if previous:
+        last = previous[-1]
+        if last.action == action and last.fixture_digest == digest:
+            return Outcome(last, created=False)
+    record = FixtureRecord(
+        record_id=new_id(),
+        fixture_id=fixture.fixture_id,
+        version=previous[-1].version + 1 if previous else 1,
+        action=action,
+        surface_id=fixture.surface_id,
+        source_surface_id=source_surface_id,
+        rule_id=fixture.rule_id,
+        enforceability=fixture.enforceability,
+        approver_id=approver_id,
+        comment=comment,
+        fixture=fixture,
+        fixture_digest=digest,
+        recorded_at=clock().astimezone(dt.UTC),
+    )
+    row = [getattr(record, c) for c in COLUMNS[:-3]]
+    row += [canonical_json(fixture), digest, record.recorded_at]
+    store.insert(TABLE, [row], COLUMNS)
+    return Outcome(record, created=True)
+
+
+def approve(
+    store: Store,
+    request: ApprovalRequest,
+    *,
+    clock: Clock = utc_now,
+    new_id: Callable[[], str] = new_record_id,
+) -> Outcome:
+    """Commit a fixture as the next version of its id (a no-op if already live as is)."""
+    return _write(
+        store,
+        request.fixture,
+        "approved",
+        request.approver_id,
+        request.source_surface_id,
+        request.comment or "",
+        clock,
+        new_id,
+    )
+
+
+def reject(
+    store: Store,
+    request: RejectionRequest,
+    *,
+    clock: Clock = utc_now,
+    new_id: Callable[[], str] = new_record_id,
+) -> Outcome:
+    """Record that an approver turned a fixture down, with why; retires a live one."""
+    return _write(
+        store,
+        request.fixture,
+        "rejected",
+        request.approver_id,
+        request.source_surface_id,
+        request.comment,
+        clock,
+        new_id,
+    )

@@ -1,0 +1,563 @@
+"""Harness conformance suites (`harness-conformance-suite/v1`): CI gates that fail closed.
+
+A suite is declarative and bounded (see `schemas.conformance.Suite`): scenarios select
+recorded events of a surface as trials, assert fixtures and inline assertions on each,
+and compare pass rate, p95 latency and mean cost with per-surface baselines. Loading
+rejects unknown fields, over-limit sizes, YAML aliases and secret-like text before
+anything runs; nothing in a suite is ever executed. Running reads the most recent
+`repetitions` events per scenario from the store (a window) or from a file of recorded
+events (the credential-free lane) and passes only when every gating scenario has all
+its trials, no trial failed, every non-pass verdict is one the scenario allows, and no
+baseline regressed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import yaml
+from pydantic import ValidationError
+
+from processors.conformance_eval import DimensionView, EventView, evaluate_event
+from schemas.conformance import (
+    MAX_TRIALS,
+    SUITE_RESULT_SCHEMA,
+    VERDICT_ORDER,
+    Baseline,
+    RecordedEvents,
+    Scenario,
+    Suite,
+    Verdict,
+    strongest,
+)
+from schemas.store import Store
+
+MAX_DOCUMENT_BYTES = 512 * 1024
+TrialStatus = Literal["passed", "failed", "disallowed", "tolerated"]
+SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern))
+    for name, pattern in (
+        ("private key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+        ("bearer token", r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{16,}"),
+        ("API key (sk-...)", r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}"),
+        ("AWS access key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+        ("GitHub token", r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
+        ("Slack token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+        ("Google API key", r"\bAIza[0-9A-Za-z_-]{35}"),
+        ("JSON web token", r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
+        (
+            "credential assignment",
+            r"(?i)\b(?:api[_-]?key|secret|password|passwd|access[_-]?token|auth[_-]?token)"
+            r"\s*[:=]\s*\S{8,}",
+        ),
+        ("credentials in a URL", r"://[^/\s:@]+:[^/\s@]+@"),
+    )
+)
+
+
+class SuiteError(ValueError):
+    """A suite or events document that must not run; `problems` lists every reason."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = list(problems)
+
+
+# --- loading ----------------------------------------------------------------------------
+
+
+def parse_document(text: str, name: str = "document") -> Any:
+    """JSON or YAML (safe subset, no aliases), size-bounded."""
+    if len(text.encode()) > MAX_DOCUMENT_BYTES:
+        raise SuiteError([f"{name} is larger than {MAX_DOCUMENT_BYTES} bytes"])
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            pass  # YAML flow style also starts with a brace
+    try:
+        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=yaml.SafeLoader)):
+            raise SuiteError([f"{name}: YAML aliases are not allowed"])
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise SuiteError([f"{name} is neither valid JSON nor YAML: {err}"]) from None
+
+
+def find_secrets(value: Any, path: str = "$") -> list[str]:
+    """Paths of secret-like strings (keys included); the secrets themselves are not echoed."""
+    found: list[str] = []
+    if isinstance(value, str):
+        found += [f"{path}: secret-like text ({n})" for n, p in SECRET_PATTERNS if p.search(value)]
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            found += find_secrets(str(key), f"{path}.<key>")
+            found += find_secrets(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += find_secrets(item, f"{path}[{i}]")
+    return found
+
+
+def validation_problems(err: ValidationError) -> list[str]:
+    return [f"{'.'.join(str(p) for p in e['loc']) or '$'}: {e['msg']}" for e in err.errors()[:50]]
+
+
+def suite_digest(suite: Suite) -> str:
+    """sha256 of the normalized suite: which exact suite version produced a result."""
+    canonical = json.dumps(suite.to_json(), sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def load_suite(text: str, name: str = "suite") -> Suite:
+    """Parse, screen for secrets, and validate a suite; SuiteError lists the problems."""
+    document = parse_document(text, name)
+    secrets = find_secrets(document)
+    if secrets:
+        raise SuiteError(secrets)
+    try:
+        return Suite.model_validate(document)
+    except ValidationError as err:
+        raise SuiteError(validation_problems(err)) from None
+
+
+def _parse_time(text: str) -> dt.datetime:
+    parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset")
+    return parsed.astimezone(dt.UTC)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One recorded event as a scenario trial."""
+
+    view: EventView
+    timestamp: dt.datetime
+    surface_id: str
+    fixture_id: str
+    run_mode: str = "test"
+
+
+def load_recorded_events(text: str, name: str = "events") -> list[Trial]:
+    """Validate a recorded-events file; like a suite, it must hold no secret-like text."""
+    document = parse_document(text, name)
+    secrets = find_secrets(document)
+    if secrets:
+        raise SuiteError(secrets)
+    try:
+        recorded = RecordedEvents.model_validate(document)
+        trials = []
+        for e in recorded.events:
+            dims = {d.dimension_id: DimensionView(d.passed, d.score, d.judge) for d in e.dimensions}
+            ts = _parse_time(e.timestamp)
+            view = EventView(
+                e.event_id, ts, e.markers, e.cohort_tags, e.latency_ms, e.cost_usd, dims
+            )
+            trials.append(Trial(view, ts, e.surface_id, e.fixture_id, e.run_mode))
+    except ValidationError as err:
+        raise SuiteError(validation_problems(err)) from None
+    except ValueError as err:
+        raise SuiteError([f"{name}: {err}"]) from None
+    return trials
+
+
+# --- event sources ----------------------------------------------------------------------
+
+
+class TrialSource(Protocol):
+    def trials(self, scenario: Scenario) -> list[Trial]:
+        """The scenario's most recent events, at most `repetitions`, oldest first."""
+        ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+@dataclass
+class RecordedSource:
+    """A file of recorded events: the credential-free lane."""
+
+    events: list[Trial]
+    path: str = ""
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+
+    def trials(self, scenario: Scenario) -> list[Trial]:
+        chosen = [
+            t
+            for t in self.events
+            if t.surface_id == scenario.surface_id
+            and (scenario.select.fixture_id is None or t.fixture_id == scenario.select.fixture_id)
+            and (
+                scenario.select.cohort_tag is None
+                or scenario.select.cohort_tag in t.view.cohort_tags
+            )
+            and (self.since is None or t.timestamp >= self.since)
+            and (self.until is None or t.timestamp < self.until)
+        ]
+        chosen.sort(key=lambda t: (t.timestamp, t.view.event_id))
+        return chosen[-scenario.repetitions :]
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "file", "path": self.path, "since": self.since, "until": self.until}
+
+
+def select_events(
+    store: Store,
+    surface_id: str,
+    since: dt.datetime,
+    until: dt.datetime,
+    *,
+    fixture_id: str | None = None,
+    cohort_tag: str | None = None,
+    run_modes: Sequence[str] = (),
+    limit: int = MAX_TRIALS,
+) -> list[Trial]:
+    """The most recent `limit` events of a surface in [since, until), oldest first."""
+    filters = [
+        "surface_id = {surface:String}",
+        "timestamp >= {since:DateTime64(6, 'UTC')}",
+        "timestamp < {until:DateTime64(6, 'UTC')}",
+    ]
+    if fixture_id is not None:
+        filters.append("fixture_id = {fixture_id:String}")
+    if cohort_tag is not None:
+        filters.append("has(cohort_tags, {cohort_tag:String})")
+    if run_modes:
+        filters.append("run_mode IN {run_modes:Array(String)}")
+    sql = f"""
+        SELECT e.event_id, e.timestamp, e.markers, e.cohort_tags, e.latency_ms, e.cost_usd,
+               e.fixture_id, e.run_mode, d.dims
+        FROM (
+            SELECT event_id, timestamp, markers, cohort_tags, latency_ms, cost_usd, fixture_id,
+                   run_mode
+            FROM holonograph.evaluation_events FINAL WHERE {" AND ".join(filters)}
+            ORDER BY timestamp DESC, event_id DESC LIMIT {{limit:UInt32}}
+        ) AS e
+        LEFT JOIN (
+            SELECT event_id, groupArray(tuple(dimension_id, passed, score, judge)) AS dims
+            FROM holonograph.evaluation_dimensions FINAL WHERE {" AND ".join(filters[:3])}
+            GROUP BY event_id
+        ) AS d ON e.event_id = d.event_id
+        ORDER BY e.timestamp, e.event_id"""
+    parameters = {
+        "surface": surface_id,
+        "since": since,
+        "until": until,
+        "fixture_id": fixture_id,
+        "cohort_tag": cohort_tag,
+        "run_modes": list(run_modes),
+        "limit": limit,
+    }
+    trials = []
+    for row in store.query(sql, parameters).rows:
+        event_id, ts, markers, tags, latency, cost, fixture, run_mode, dims = row
+        ts = ts.replace(tzinfo=dt.UTC) if ts.tzinfo is None else ts
+        views = {d[0]: DimensionView(d[1], d[2], d[3]) for d in dims}
+        view = EventView(event_id, ts, markers, tags, latency, cost, views)
+        trials.append(Trial(view, ts, surface_id, fixture, run_mode))
+    return trials
+
+
+@dataclass
+class StoreSource:
+    """A window [since, until) of the store's events."""
+
+    store: Store
+    since: dt.datetime
+    until: dt.datetime
+    run_modes: Sequence[str] = ()
+
+    def trials(self, scenario: Scenario) -> list[Trial]:
+        return select_events(
+            self.store,
+            scenario.surface_id,
+            self.since,
+            self.until,
+            fixture_id=scenario.select.fixture_id,
+            cohort_tag=scenario.select.cohort_tag,
+            run_modes=self.run_modes,
+            limit=scenario.repetitions,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": "store",
+            "since": self.since,
+            "until": self.until,
+            "runModes": list(self.run_modes) or None,
+        }
+
+
+def recorded_events(trials: Sequence[Trial], markers: Sequence[str] = ()) -> dict[str, Any]:
+    """A `holonograph-recorded-events/v1` document for the credential-free lane; with
+    `markers`, only those markers are kept (leave private text out of committed files).
+    Refuses (SuiteError) when the result holds secret-like text."""
+    events = []
+    for t in trials:
+        kept = {k: list(v) for k, v in t.view.markers.items() if not markers or k in markers}
+        dims = [
+            {"dimensionId": k, "passed": d.passed, "score": d.score, "judge": d.judge}
+            for k, d in t.view.dimensions.items()
+        ]
+        event = {
+            "eventId": t.view.event_id,
+            "surfaceId": t.surface_id,
+            "timestamp": t.timestamp.astimezone(dt.UTC).isoformat().replace("+00:00", "Z"),
+            "fixtureId": t.fixture_id,
+            "runMode": t.run_mode,
+            "markers": kept,
+            "cohortTags": list(t.view.cohort_tags),
+            "latencyMs": t.view.latency_ms,
+            "costUsd": t.view.cost_usd,
+            "dimensions": dims,
+        }
+        events.append(event)
+    document = RecordedEvents.model_validate(
+        {"schema": "holonograph-recorded-events/v1", "events": events}
+    ).to_json()
+    secrets = find_secrets(document)
+    if secrets:
+        raise SuiteError(secrets)
+    return document
+
+
+# --- running ----------------------------------------------------------------------------
+
+
+def pass_rate(trials: Sequence[TrialResult]) -> float | None:
+    """Passed over trials that reached a verdict the scenario does not tolerate."""
+    decided = [t for t in trials if t.status != "tolerated"]
+    return sum(1 for t in decided if t.status == "passed") / len(decided) if decided else None
+
+
+def p95(values: Sequence[float]) -> float | None:
+    """Nearest-rank 95th percentile."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """One trial. Its verdict is the strongest of its fixtures' and inline assertions'
+    verdicts (the Guide's order), but the gate reads each of them: `failed` if any
+    failed, `disallowed` if any other non-pass is not in the scenario's `allow`, else
+    `passed` if any passed, else `tolerated` (counts neither for nor against the pass
+    rate)."""
+
+    event_id: str
+    verdict: Verdict
+    status: TrialStatus
+    fixtures: dict[str, Verdict]
+    assertions: Verdict | None
+    latency_ms: float | None
+    cost_usd: float | None
+
+    @property
+    def components(self) -> list[Verdict]:
+        return [*self.fixtures.values(), *([self.assertions] if self.assertions else [])]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "eventId": self.event_id,
+            "verdict": self.verdict,
+            "status": self.status,
+            "fixtures": self.fixtures or None,
+            "assertions": self.assertions,
+            "latencyMs": self.latency_ms,
+            "costUsd": self.cost_usd,
+        }
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    scenario: Scenario
+    trials: tuple[TrialResult, ...]
+    failures: tuple[str, ...]
+
+    @property
+    def gating(self) -> bool:
+        return self.scenario.tier == "core"
+
+    def count(self, verdict: str) -> int:
+        return sum(1 for t in self.trials if t.verdict == verdict)
+
+    @property
+    def pass_rate(self) -> float | None:
+        return pass_rate(self.trials)
+
+    def to_json(self) -> dict[str, Any]:
+        latencies = [t.latency_ms for t in self.trials if t.latency_ms is not None]
+        costs = [t.cost_usd for t in self.trials if t.cost_usd is not None]
+        return {
+            "scenarioId": self.scenario.scenario_id,
+            "surfaceId": self.scenario.surface_id,
+            "tier": self.scenario.tier,
+            "status": "failed" if self.failures else "passed",
+            "gating": self.gating,
+            "repetitions": self.scenario.repetitions,
+            "trialsFound": len(self.trials),
+            "counts": {v: self.count(v) for v in VERDICT_ORDER},
+            "tolerated": sum(1 for t in self.trials if t.status == "tolerated"),
+            "passRate": self.pass_rate,
+            "meanLatencyMs": sum(latencies) / len(latencies) if latencies else None,
+            "p95LatencyMs": p95(latencies),
+            "totalCostUsd": sum(costs) if costs else None,
+            "meanCostUsd": sum(costs) / len(costs) if costs else None,
+            "failures": list(self.failures),
+            "trials": [t.to_json() for t in self.trials],
+        }
+
+
+def trial_status(verdicts: Sequence[Verdict], allow: Sequence[str]) -> TrialStatus:
+    if "fail" in verdicts:
+        return "failed"
+    if any(v != "pass" and v not in allow for v in verdicts):
+        return "disallowed"
+    return "passed" if "pass" in verdicts else "tolerated"
+
+
+def _trial(suite: Suite, scenario: Scenario, trial: Trial) -> TrialResult:
+    fixtures = {f.fixture_id: f for f in suite.fixtures}
+    by_fixture: dict[str, Verdict] = {}
+    for ref in scenario.fixtures:
+        fx = fixtures[ref]
+        by_fixture[ref] = evaluate_event(trial.view, fx.when or [], fx.checks(), fx.rule_id).verdict
+    inline: Verdict | None = None
+    if scenario.assertions:
+        # Inline judge assertions read the dimension judge:<scenarioId>.
+        inline = evaluate_event(
+            trial.view, scenario.when or [], scenario.assertions, scenario.scenario_id
+        ).verdict
+    verdicts = [*by_fixture.values(), *([inline] if inline else [])]
+    return TrialResult(
+        trial.view.event_id,
+        strongest(verdicts) or "unevaluable",
+        trial_status(verdicts, scenario.allow),
+        by_fixture,
+        inline,
+        trial.view.latency_ms,
+        trial.view.cost_usd,
+    )
+
+
+def run_scenario(suite: Suite, scenario: Scenario, source: TrialSource) -> ScenarioResult:
+    trials = tuple(_trial(suite, scenario, t) for t in source.trials(scenario))
+    failures = []
+    if len(trials) < scenario.repetitions:
+        failures.append(f"missing evidence: {len(trials)} of {scenario.repetitions} trials found")
+    for trial in trials:
+        if trial.status == "failed":
+            failures.append(f"trial {trial.event_id} failed")
+        elif trial.status == "disallowed":
+            found = sorted({v for v in trial.components if v != "pass"} - set(scenario.allow))
+            failures.append(f"trial {trial.event_id} is {', '.join(found)}, which is not allowed")
+    return ScenarioResult(scenario, trials, tuple(failures))
+
+
+def baseline_regressions(baseline: Baseline, results: Sequence[ScenarioResult]) -> list[str]:
+    """Compare one surface's trials (all its scenarios) with its baseline."""
+    trials = [t for r in results for t in r.trials]
+    where = f"{baseline.surface_id} (baseline revision {baseline.revision})"
+    found: list[str] = []
+    if baseline.pass_rate is not None:
+        rate = pass_rate(trials)
+        if rate is None:
+            found.append(f"{where}: no decided trials to compare the pass rate with")
+        elif rate < baseline.pass_rate - baseline.pass_rate_tolerance - 1e-12:
+            found.append(f"{where}: pass rate {rate:.3f} below baseline {baseline.pass_rate:.3f}")
+    if baseline.p95_latency_ms is not None:
+        observed = p95([t.latency_ms for t in trials if t.latency_ms is not None])
+        limit = baseline.p95_latency_ms * (1 + baseline.latency_tolerance)
+        if observed is None:
+            found.append(f"{where}: no latency recorded to compare with the p95 baseline")
+        elif observed > limit:
+            found.append(
+                f"{where}: p95 latency {observed:g} ms above baseline"
+                f" {baseline.p95_latency_ms:g} ms (+{baseline.latency_tolerance:.0%})"
+            )
+    if baseline.mean_cost_usd is not None:
+        costs = [t.cost_usd for t in trials if t.cost_usd is not None]
+        limit = baseline.mean_cost_usd * (1 + baseline.cost_tolerance)
+        if not costs:
+            found.append(f"{where}: no cost recorded to compare with the cost baseline")
+        elif sum(costs) / len(costs) > limit:
+            found.append(
+                f"{where}: mean cost ${sum(costs) / len(costs):.6f} above baseline"
+                f" ${baseline.mean_cost_usd:.6f} (+{baseline.cost_tolerance:.0%})"
+            )
+    return found
+
+
+@dataclass(frozen=True)
+class SuiteResult:
+    suite: Suite
+    source: dict[str, Any]
+    scenarios: tuple[ScenarioResult, ...]
+    regressions: tuple[str, ...]
+    ran_at: dt.datetime
+    surfaces: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def failures(self) -> list[str]:
+        return [
+            f"{r.scenario.scenario_id}: {f}" for r in self.scenarios if r.gating for f in r.failures
+        ]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures and not self.regressions
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SUITE_RESULT_SCHEMA,
+            "suiteId": self.suite.suite_id,
+            "revision": self.suite.revision,
+            "suiteDigest": suite_digest(self.suite),
+            "status": "passed" if self.passed else "failed",
+            "ranAt": self.ran_at,
+            "source": self.source,
+            "failures": self.failures,
+            "regressions": list(self.regressions),
+            "surfaces": self.surfaces,
+            "scenarios": [r.to_json() for r in self.scenarios],
+        }
+
+
+def _surface_summary(
+    results: Sequence[ScenarioResult], baseline: Baseline | None
+) -> dict[str, Any]:
+    trials = [t for r in results for t in r.trials]
+    latencies = [t.latency_ms for t in trials if t.latency_ms is not None]
+    costs = [t.cost_usd for t in trials if t.cost_usd is not None]
+    return {
+        "trials": len(trials),
+        "passRate": pass_rate(trials),
+        "p95LatencyMs": p95(latencies),
+        "totalCostUsd": sum(costs) if costs else None,
+        "meanCostUsd": sum(costs) / len(costs) if costs else None,
+        "baseline": baseline.to_json() if baseline else None,
+    }
+
+
+def run_suite(suite: Suite, source: TrialSource, ran_at: dt.datetime) -> SuiteResult:
+    """Every scenario in declaration order, then the baselines per surface."""
+    results = tuple(run_scenario(suite, s, source) for s in suite.scenarios)
+    baselines = {b.surface_id: b for b in suite.baselines}
+    regressions: list[str] = []
+    surfaces: dict[str, dict[str, Any]] = {}
+    for surface_id in dict.fromkeys(s.surface_id for s in suite.scenarios):
+        on_surface = [r for r in results if r.scenario.surface_id == surface_id]
+        baseline = baselines.get(surface_id)
+        if baseline is not None:
+            regressions += baseline_regressions(baseline, on_surface)
+        surfaces[surface_id] = _surface_summary(on_surface, baseline)
+    return SuiteResult(suite, source.describe(), results, tuple(regressions), ran_at, surfaces)
