@@ -171,8 +171,34 @@ def measure_chdb_insert(batch: int, requests: int, spans_per_insert: int) -> dic
                 "wall_s": wall,
                 "spans_per_cpu_s": spans / cpu,
             }
+        results["single_span_commits"] = _single_span_commits(store, min(requests, 60))
         store.close()
     return results
+
+
+def _single_span_commits(store: Any, commits: int) -> dict[str, Any]:
+    """The fixed cost of a commit: one 1-span request per insert round (3 INSERTs)."""
+    from ingest.decode import parse_protobuf
+    from ingest.export import decode_request
+    from ingest.handoff import utc_now
+    from ingest.rows import TableRows, write_rows
+
+    factory = RequestFactory(PayloadSpec(batch=1, sentinel_every=10**6, tag="single00"))
+    groups = []
+    for r in range(commits):
+        rows = TableRows()
+        rows.add(decode_request(parse_protobuf(factory.body(r))), f"single{r}", utc_now())
+        groups.append(rows)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    for rows in groups:
+        write_rows(store, rows)
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    return {
+        "commits": commits,
+        "inserts_per_commit": 3,
+        "cpu_ms_per_commit": 1000 * cpu / commits,
+        "wall_ms_per_commit": 1000 * wall / commits,
+    }
 
 
 def _write_columnar(client: Any, database: str, rows: Any) -> None:

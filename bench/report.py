@@ -198,6 +198,27 @@ def _scaling(points: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _small(runs: list[dict[str, Any]]) -> list[str]:
+    if not runs:
+        return []
+    lines = [
+        "",
+        "Small requests (1 span per request, 16 connections), group commit with and without a"
+        " linger (`HOLONOGRAPH_LINGER_MS`):",
+        "",
+        "| linger ms | accepted spans/s | spans/CPU-s | p50 ms | p99 ms | rows ok |",
+        "|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        phase = run["phases"][0]
+        lines.append(
+            f"| {run['linger_ms']:.0f} | {_n(phase['accepted_spans_per_s'])} | "
+            f"{_n(run['spans_per_cpu_s'])} | {_n(phase['latency_p50_ms'])} | "
+            f"{_n(phase['latency_p99_ms'])} | {_ok(_store_ok(run))} |"
+        )
+    return lines
+
+
 def _transports(path: dict[str, Any]) -> list[str]:
     lines = [
         "| transport (batch 512, 4 conn, closed loop) | accepted spans/s | spans/CPU-s |"
@@ -259,7 +280,9 @@ def _spy(profile: dict[str, Any] | None) -> list[str]:
     lines = [
         "",
         f"Live `serve` process, py-spy, {scenario['name']} closed loop ({profile['samples']} "
-        "samples of busy threads, all threads; a sample goes to the first stage on its stack):",
+        "samples of non-idle Python threads; a sample goes to the first stage on its stack; "
+        "*other threads* are mostly the insert thread pool and gRPC pollers waiting in native "
+        "code, which py-spy's idle heuristic does not always recognise):",
         "",
         "| stage | share of samples |",
         "|---|---|",
@@ -303,10 +326,16 @@ def _findings(results: dict[str, Any]) -> list[str]:
             f"- **Small requests.** At 1 span per request a request costs {_n(ms, 1)} ms of "
             f"CPU ({_n(small['spans_per_cpu_s'])} spans/CPU-s)"
             + (f"; {100 * share:.0f}% of the profile is the chDB insert" if share else "")
-            + ": each group commit issues one INSERT per table, and an INSERT into chDB "
-            "costs milliseconds however few rows it carries. With 4 closed-loop clients a "
-            "commit holds at most 4 requests. Batching across requests for longer "
-            "(`linger_ms`, or ClickHouse `async_insert`) is what would help."
+            + ": each group commit issues one INSERT per table, and an INSERT into a chDB "
+            "MergeTree costs milliseconds however few rows it carries (it writes a part)"
+            + (
+                f"; baseline (c) measured {_n(commit['cpu_ms_per_commit'], 1)} ms CPU per "
+                "1-span commit of 3 INSERTs"
+                if (commit := results.get("baseline_chdb_insert", {}).get("single_span_commits"))
+                else ""
+            )
+            + ". With 4 closed-loop clients a commit holds at most 4 requests; more "
+            "connections or a linger batch more requests per commit (table below)."
         )
     over = path["overload"]["phases"][0]
     if not over["requests"].get("throttled"):
@@ -315,9 +344,14 @@ def _findings(results: dict[str, Any]) -> list[str]:
             "`EmbeddedHandoff.submit`, *after* `decode_request` has run on the event loop. "
             "Decoding is the bottleneck, so excess requests queue *before* it (as pending "
             "gRPC/aiohttp handlers holding their bodies), where no limit applies: latency grew"
-            f" to p50 {_n(over['latency_p50_ms'])} ms, {over['requests'].get('unknown', 0)} "
-            f"requests hit the 30 s client timeout (their spans were stored anyway, so "
-            "an SDK's retry would duplicate them), and RSS reached "
+            f" to p50 {_n(over['latency_p50_ms'])} ms, "
+            + (
+                f"{timeouts} requests hit the 30 s client timeout (their spans were stored "
+                "anyway, so an SDK's retry would duplicate them), "
+                if (timeouts := over["requests"].get("unknown", 0))
+                else ""
+            )
+            + "and RSS reached "
             f"{_n(path['overload']['peak_rss_mib'])} MiB with a 32 MiB in-flight limit. "
             "Admission must happen before decode (count bytes or requests at arrival, or "
             "`grpc.aio.server(maximum_concurrent_rpcs=...)`, which answers RESOURCE_EXHAUSTED)."
@@ -409,6 +443,7 @@ def markdown(results: dict[str, Any], png_name: str) -> str:
             f"## {name}: scaling",
             "",
             *_scaling(path["scaling"]),
+            *_small(path.get("small_requests", [])),
             "",
             f"![scaling]({png_name})",
         ]

@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,22 @@ class Runner:
         )
         out["overload"]["serve_flags"] = self.overload_flags()
         out["scaling"] = self.scaling(make_path, out["headline"])
+        if name == "embedded":
+            out["small_requests"] = self.small_requests()
+
+    def small_requests(self) -> list[dict[str, Any]]:
+        """1-span requests from 16 connections, without and with a 25 ms linger."""
+        duration = self.args.scaling_duration or self.args.duration
+        scenario = self.headline(name="batch 1, 16 conn", batch=1, clients=16, duration=duration)
+        runs = []
+        for linger in ("0", "25"):
+            env = {"HOLONOGRAPH_LINGER_MS": linger}
+            result = self.fresh(
+                partial(EmbeddedPath, env=env),
+                [replace(scenario, name=f"{scenario.name}, linger {linger} ms")],
+            )
+            runs.append({"linger_ms": float(linger), **result})
+        return runs
 
     def scaling(self, make_path: PathFactory, headline: dict[str, Any]) -> list[dict[str, Any]]:
         points = []
