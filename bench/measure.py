@@ -140,19 +140,25 @@ def measure(
     expected = Expected()
     phases: list[Phase] = []
     with procstat.RssSampler(pids) as rss:
-        cpu0 = wall0 = 0.0
+        excluded = list(getattr(path, "excluded_pids", lambda: [])())
+        cpu0: list[float] = []
+        wall0 = 0.0
         for index, scenario in enumerate(scenarios):
             load = LoadProcess(scenario, endpoints, new_tag())
             if index == 0:
-                cpu0, wall0 = procstat.tree_cpu_seconds(pids), time.monotonic()
+                cpu0 = [procstat.tree_cpu_seconds([pid]) for pid in [*pids, *excluded]]
+                wall0 = time.monotonic()
             load.go()
             result = load.result()
             expected.add(result)
             phases.append(phase_of(scenario, result))
         reader = path.reader() if verify_rows else None
         queryable = wait_queryable(reader, expected) if reader is not None else None
-        cpu = procstat.tree_cpu_seconds(pids) - cpu0
+        cpu1 = [procstat.tree_cpu_seconds([pid]) for pid in [*pids, *excluded]]
         wall = time.monotonic() - wall0
+    deltas = [after - before for before, after in zip(cpu0, cpu1, strict=True)]
+    cpu = sum(deltas[: len(pids)])
+    roles = list(getattr(path, "roles", [f"pid {pid}" for pid in pids]))
     store = verify(reader, expected) if reader is not None else None
     accepted = sum(p.accepted_spans for p in phases)
     return {
@@ -160,6 +166,8 @@ def measure(
         "phases": [asdict(p) for p in phases],
         "accepted_spans": accepted,
         "service_cpu_s": cpu,
+        "cpu_by_process": dict(zip(roles, deltas[: len(pids)], strict=True)),
+        "excluded_cpu_s": sum(deltas[len(pids) :]),
         "service_wall_s": wall,
         "spans_per_cpu_s": accepted / cpu if cpu else None,
         "cpu_utilisation": cpu / wall if wall else None,

@@ -149,6 +149,7 @@ class EmbeddedPath:
     """`holonograph serve` on an embedded chDB store: one process does everything."""
 
     name = "embedded"
+    roles = ("serve",)
 
     def __init__(self, *serve_flags: str, env: dict[str, str] | None = None) -> None:
         self._flags = list(serve_flags)
@@ -187,6 +188,7 @@ class BaselineGrpcPath:
     """Baseline (a): a bare grpcio TraceService that parses and walks, storing nothing."""
 
     name = "baseline-grpc"
+    roles = ("baseline server",)
 
     def __init__(self) -> None:
         self._server: Process | None = None
@@ -242,10 +244,11 @@ class KafkaPath:
     """`serve --kafka` + `holonograph sink` with the Tansu test broker (memory storage).
 
     The service is the receiver and the sink; the broker's CPU is reported apart
-    (`broker_pids`), not counted, as the issue asks.
+    (`excluded_pids`), not counted, as the issue asks.
     """
 
     name = "kafka"
+    roles = ("serve --kafka", "sink")
 
     def __init__(self, *serve_flags: str, partitions: int = 4) -> None:
         self._flags = list(serve_flags)
@@ -298,7 +301,8 @@ class KafkaPath:
         assert self._serve is not None and self._sink is not None
         return [self._serve.popen.pid, self._sink.popen.pid]
 
-    def broker_pids(self) -> list[int]:
+    def excluded_pids(self) -> list[int]:
+        """The broker: measured and reported apart, not counted as the service."""
         assert self._broker is not None
         return [self._broker.popen.pid]
 

@@ -198,6 +198,17 @@ def _scaling(points: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _cpu_split(name: str, result: dict[str, Any]) -> list[str]:
+    split = result.get("cpu_by_process") or {}
+    if len(split) < 2 and not result.get("excluded_cpu_s"):
+        return []
+    parts = ", ".join(f"{role} {cpu:.1f} s" for role, cpu in split.items())
+    return [
+        f"- {name}: service CPU by process: {parts}; broker (not counted) "
+        f"{result.get('excluded_cpu_s', 0):.1f} s."
+    ]
+
+
 def _small(runs: list[dict[str, Any]]) -> list[str]:
     if not runs:
         return []
@@ -420,12 +431,12 @@ def markdown(results: dict[str, Any], png_name: str) -> str:
             "takes it as one more `IngestPath`.",
         ]
     for name, path in paths.items():
+        out += _cpu_split(name, path["headline"])
+    for name, path in paths.items():
         half = path["half_rate"]
+        if "transports" in path:
+            out += ["", f"## {name}: transports", "", *_transports(path)]
         out += [
-            "",
-            f"## {name}: transports",
-            "",
-            *_transports(path),
             "",
             f"## {name}: latency at 50% of sustainable ({_n(path['sustainable_spans_per_s'])} "
             "spans/s sustained closed loop)",
@@ -439,14 +450,17 @@ def markdown(results: dict[str, Any], png_name: str) -> str:
             f"## {name}: overload at 3x sustainable, then 50%",
             "",
             *_overload(path["overload"]),
-            "",
-            f"## {name}: scaling",
-            "",
-            *_scaling(path["scaling"]),
-            *_small(path.get("small_requests", [])),
-            "",
-            f"![scaling]({png_name})",
         ]
+        if "scaling" in path:
+            out += [
+                "",
+                f"## {name}: scaling",
+                "",
+                *_scaling(path["scaling"]),
+                *_small(path.get("small_requests", [])),
+                "",
+                f"![scaling]({png_name})",
+            ]
     out += ["", "## Where the time goes", "", *_findings(results), "", *_profile(results)]
     failures = results.get("failures") or []
     out += ["", "## Data loss check", ""]
@@ -461,11 +475,13 @@ def write_plot(results: dict[str, Any], png: Path) -> None:
     os.environ.setdefault("MPLBACKEND", "Agg")
     import matplotlib.pyplot as plt
 
-    paths = results.get("paths", {})
+    paths = {name: path for name, path in results.get("paths", {}).items() if "scaling" in path}
+    if not paths:
+        return
     figure, (by_batch, by_clients) = plt.subplots(1, 2, figsize=(11, 4.2))
     for name, path in paths.items():
-        batch = [p for p in path["scaling"] if p["clients"] == 4]
-        clients = [p for p in path["scaling"] if p["batch"] == 512]
+        batch = [p for p in path.get("scaling", []) if p["clients"] == 4]
+        clients = [p for p in path.get("scaling", []) if p["batch"] == 512]
         for axis, points, key in ((by_batch, batch, "batch"), (by_clients, clients, "clients")):
             points = sorted(points, key=lambda p: p[key])
             xs = [p[key] for p in points]

@@ -27,7 +27,14 @@ from typing import Any
 
 from bench import machine, report, spy
 from bench.measure import LoadProcess, Scenario, new_tag, run_fresh
-from bench.paths import ROOT, BaselineGrpcPath, EmbeddedPath, IngestPath, python_module
+from bench.paths import (
+    ROOT,
+    BaselineGrpcPath,
+    EmbeddedPath,
+    IngestPath,
+    KafkaPath,
+    python_module,
+)
 
 MIB = 1024 * 1024
 BATCH_SIZES = (1, 64, 512, 4096)
@@ -112,7 +119,11 @@ class Runner:
         mean = sum(r["spans_per_cpu_s"] for r in runs) / len(runs)
         self.results["baseline_grpc"] = {**run, "spans_per_cpu_s": mean}
 
-    def path(self, name: str, make_path: PathFactory, overload_path: PathFactory) -> None:
+    def path(
+        self, name: str, make_path: PathFactory, overload_path: PathFactory, full: bool = True
+    ) -> None:
+        """Headline, 50% latency and overload for every path; transports, scaling and the
+        small-request experiment (`full`) for the embedded one."""
         out: dict[str, Any] = {}
         self.results.setdefault("paths", {})[name] = out
         out["headline"] = self.fresh(make_path, [self.headline()])
@@ -122,11 +133,12 @@ class Runner:
         out["half_rate"] = self.fresh(
             make_path, [self.headline(name="gRPC at 50% of sustainable", rate=sustainable / 2)]
         )
-        out["transports"] = [
-            self.fresh(make_path, [replace(self.headline(), name=t.name, transport=t.transport,
-                                           encoding=t.encoding, gzip=t.gzip)])
-            for t in TRANSPORTS
-        ]  # fmt: skip
+        if full:
+            out["transports"] = [
+                self.fresh(make_path, [replace(self.headline(), name=t.name, transport=t.transport,
+                                               encoding=t.encoding, gzip=t.gzip)])
+                for t in TRANSPORTS
+            ]  # fmt: skip
         out["overload"] = self.fresh(
             overload_path,
             [
@@ -143,8 +155,8 @@ class Runner:
             ],
         )
         out["overload"]["serve_flags"] = self.overload_flags()
-        out["scaling"] = self.scaling(make_path, out["headline"])
-        if name == "embedded":
+        if full:
+            out["scaling"] = self.scaling(make_path, out["headline"])
             out["small_requests"] = self.small_requests()
 
     def small_requests(self) -> list[dict[str, Any]]:
@@ -242,6 +254,10 @@ def main(argv: list[str] | None = None) -> None:
         for name in args.paths.split(","):
             if name == "embedded":
                 runner.path(name, EmbeddedPath, lambda: EmbeddedPath(*runner.overload_flags()))
+            elif name == "kafka":
+                runner.path(
+                    name, KafkaPath, lambda: KafkaPath(*runner.overload_flags()), full=False
+                )
             else:
                 raise SystemExit(f"unknown path {name!r}")
         if not args.no_profile:
