@@ -12,7 +12,8 @@ import pytest
 
 from ingest.config import ServeConfig
 from ingest.faults import FaultyStore
-from ingest.service import ReceiverService
+from ingest.handoff import Clock, utc_now
+from ingest.service import Periodic, ReceiverService
 from ingest.store import ClickHouseStore, open_store
 from schemas.migrations import apply_migrations
 
@@ -29,7 +30,13 @@ def store(tmp_path: Path) -> Iterator[ClickHouseStore]:
 class RunningReceiver:
     """The real receiver service on its own event loop in a background thread."""
 
-    def __init__(self, store: ClickHouseStore, **config: Any) -> None:
+    def __init__(
+        self,
+        store: ClickHouseStore,
+        periodic: list[Periodic] | None = None,
+        clock: Clock = utc_now,
+        **config: Any,
+    ) -> None:
         self.store = store
         self.faulty = FaultyStore(store)
         settings = {"grpc_port": 0, "http_port": 0, "admin_port": 0, "store": store.url}
@@ -38,7 +45,9 @@ class RunningReceiver:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
-        self.service = ReceiverService(self.config, store, handoff_store=self.faulty)
+        self.service = ReceiverService(
+            self.config, store, handoff_store=self.faulty, periodic=periodic or [], clock=clock
+        )
         listeners = self.call(self.service.start())
         self.grpc_endpoint = f"127.0.0.1:{listeners.grpc_port}"
         self.http_endpoint = f"http://127.0.0.1:{listeners.http_port}"

@@ -1,0 +1,771 @@
+"""Delivery completeness from `holonograph.emission_records` (wire contract section 3).
+
+Every count is computed in ClickHouse: one window-function pass gives each received
+(stream, seq) the size of the gap just below it (`gap_before`), and the stream
+accounting, the missing ranges and the per-bucket windows are aggregates of that.
+A gap is counted in the bucket of the record that follows it. Because everything is
+derived from the stored receipts, the answer is exact after receiver restarts and
+with several receivers writing, and a late arrival that fills a gap simply changes it.
+
+Two ways to read it:
+- `read_report` computes the selection live (read-only, works through `serve`'s
+  admin endpoint);
+- `refresh_stream_status` / `recompute_completeness` / `refresh_completeness` write
+  `stream_status` and `completeness_windows` for dashboards and later jobs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.completeness import (
+    Bucket,
+    CompletenessReport,
+    CompletenessTotals,
+    CompletenessWindow,
+    GapRange,
+    LossComparison,
+    RefreshSummary,
+    StreamAccounting,
+)
+from schemas.store import Store
+
+
+class CompletenessConfig(BaseModel):
+    """Defaults in code; the CLI may override them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    default_sentinel_interval_ms: Annotated[int, Field(gt=0)] = 30_000
+    dead_after_intervals: Annotated[float, Field(gt=0)] = 3.0
+    materialized_buckets: tuple[Bucket, ...] = ("minute", "hour", "day")
+    lookback: dt.timedelta = dt.timedelta(minutes=5)
+    full_every: dt.timedelta = dt.timedelta(hours=1)
+    rows_per_shard: Annotated[int, Field(gt=0)] = 1_000_000
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which streams to account for. Every clause binds its value as a parameter."""
+
+    stream: str | None = None
+    surface: str | None = None
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    received_since: dt.datetime | None = None
+    streams: Sequence[str] | None = field(default=None)
+
+    def where(self) -> tuple[str, dict[str, Any]]:
+        clauses: list[str] = []
+        params: dict[str, Any] = {}
+        if self.stream is not None:
+            clauses.append("emission_stream = {sel_stream:String}")
+            params["sel_stream"] = self.stream
+        if self.streams is not None:
+            clauses.append("emission_stream IN {sel_streams:Array(String)}")
+            params["sel_streams"] = list(self.streams)
+        if self.surface is not None:
+            clauses.append(
+                f"emission_stream IN ({_RECEIPT_STREAMS} surface_id = {{sel_surface:String}})"
+            )
+            params["sel_surface"] = self.surface
+        if self.since is not None or self.until is not None:
+            clauses.append(
+                f"emission_stream IN ({_RECEIPT_STREAMS}"
+                " event_time >= {sel_since:DateTime64(9, 'UTC')}"
+                " AND event_time < {sel_until:DateTime64(9, 'UTC')})"
+            )
+            params["sel_since"] = _naive(self.since or _EPOCH)
+            params["sel_until"] = _naive(self.until or _FAR_FUTURE)
+        if self.received_since is not None:
+            clauses.append(
+                f"emission_stream IN ({_RECEIPT_STREAMS}"
+                " received_at >= {sel_received_since:DateTime64(3, 'UTC')})"
+            )
+            params["sel_received_since"] = _naive(self.received_since)
+        return (" AND ".join(clauses) or "1"), params
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_FAR_FUTURE = dt.datetime(2200, 1, 1, tzinfo=dt.UTC)
+_RECEIPT_STREAMS = "SELECT emission_stream FROM holonograph.emission_receipts WHERE"
+
+# One row per received (stream, seq) with the size of the gap just below it.
+_RECORDS = """
+records AS (
+    SELECT
+        emission_stream AS stream,
+        emission_seq AS seq,
+        kind = 'sentinel' AS is_sentinel,
+        final AS is_final,
+        quarantined AS is_quarantined,
+        surface_id AS surface,
+        event_time AS evt_time,
+        first_received_at AS first_rx,
+        last_received_at AS last_rx,
+        received_count AS receipts,
+        sentinel_interval_ms AS interval_ms,
+        completeness_offered AS c_offered,
+        completeness_delivered AS c_delivered,
+        completeness_dropped AS c_dropped,
+        completeness_failed AS c_failed,
+        completeness_window_start AS c_start,
+        completeness_window_end AS c_end,
+        toInt64(emission_seq) - lagInFrame(toInt64(emission_seq), 1, toInt64(-1)) OVER (
+            PARTITION BY emission_stream ORDER BY emission_seq
+            ROWS BETWEEN 1 PRECEDING AND CURRENT ROW
+        ) - 1 AS gap_before
+    FROM holonograph.emission_records
+    WHERE {where}
+)"""
+
+STREAM_COLUMNS = (
+    "emission_stream",
+    "status",
+    "first_seq",
+    "last_seq",
+    "final_seq",
+    "expected",
+    "delivered",
+    "missing",
+    "duplicates",
+    "quarantined",
+    "sentinels",
+    "missing_ranges",
+    "final_seen",
+    "first_seen_at",
+    "last_seen_at",
+    "first_event_time",
+    "last_event_time",
+    "sentinel_interval_ms",
+    "interval_reported",
+    "dead_after_ms",
+    "surfaces",
+    "reported_windows",
+    "reported_offered",
+    "reported_delivered",
+    "reported_dropped",
+    "reported_failed",
+    "lost_after_client",
+    "loss_mismatch",
+    "status_as_of",
+    "version",
+    "computed_at",
+)
+
+# Client window counters: each distinct reported window counts once, however many
+# sentinels repeated it; a sentinel without window bounds is its own window.
+_STREAMS_SELECT = """
+SELECT
+    stream AS emission_stream,
+    multiIf(
+        final_seen AND missing = 0, 'closed-complete',
+        final_seen, 'closed-lossy',
+        toUnixTimestamp64Milli(last_seen_at) + dead_after_ms
+            < toUnixTimestamp64Milli({now:DateTime64(3, 'UTC')}), 'dead',
+        'open') AS status,
+    min(seq) AS first_seq,
+    max(seq) AS last_seq,
+    if(final_seen, minIf(seq, is_final), NULL) AS final_seq,
+    last_seq + 1 AS expected,
+    count() AS delivered,
+    expected - delivered AS missing,
+    sum(receipts - 1) AS duplicates,
+    countIf(is_quarantined) AS quarantined,
+    countIf(is_sentinel) AS sentinels,
+    arraySort(groupArrayIf(
+        (toUInt64(seq - gap_before), toUInt64(seq - 1)), gap_before > 0)) AS missing_ranges,
+    countIf(is_final) > 0 AS final_seen,
+    min(first_rx) AS first_seen_at,
+    max(last_rx) AS last_seen_at,
+    min(evt_time) AS first_event_time,
+    max(evt_time) AS last_event_time,
+    argMaxIf(interval_ms, seq, isNotNull(interval_ms)) AS reported_interval_ms,
+    toUInt64(ifNull(reported_interval_ms, {default_interval_ms:UInt64})) AS sentinel_interval_ms,
+    isNotNull(reported_interval_ms) AS interval_reported,
+    toUInt64(sentinel_interval_ms * {dead_after_intervals:Float64}) AS dead_after_ms,
+    arraySort(groupUniqArrayIf(surface, surface != '')) AS surfaces,
+    groupUniqArrayIf(
+        (ifNull(c_start, toDateTime64(0, 9, 'UTC')), ifNull(c_end, toDateTime64(0, 9, 'UTC')),
+         if(isNull(c_start) OR isNull(c_end), seq, toUInt64(0)),
+         ifNull(c_offered, 0), ifNull(c_delivered, 0), ifNull(c_dropped, 0), ifNull(c_failed, 0)),
+        isNotNull(c_offered) OR isNotNull(c_delivered)
+            OR isNotNull(c_dropped) OR isNotNull(c_failed)) AS reported,
+    toUInt64(length(reported)) AS reported_windows,
+    toInt64(arraySum(x -> x.4, reported)) AS reported_offered,
+    toInt64(arraySum(x -> x.5, reported)) AS reported_delivered,
+    toInt64(arraySum(x -> x.6, reported)) AS reported_dropped,
+    toInt64(arraySum(x -> x.7, reported)) AS reported_failed,
+    toInt64(missing) - reported_dropped AS lost_after_client,
+    reported_dropped > toInt64(missing) AS loss_mismatch,
+    {now:DateTime64(3, 'UTC')} AS status_as_of,
+    {version:UInt64} AS version,
+    now64(3, 'UTC') AS computed_at
+FROM records
+GROUP BY stream"""
+
+WINDOW_COLUMNS = (
+    "bucket",
+    "scope",
+    "surface_id",
+    "emission_stream",
+    "bucket_start",
+    "offered",
+    "delivered",
+    "missing",
+    "quarantined",
+    "duplicates",
+    "completeness_lower_bound",
+    "bias_flag",
+    "streams",
+    "lossy_streams",
+    "delivered_by_surface",
+    "quarantined_by_surface",
+    "version",
+    "computed_at",
+)
+
+_STREAM_WINDOWS_SELECT = """
+SELECT
+    b.1 AS bucket,
+    'stream' AS scope,
+    '' AS surface_id,
+    stream AS emission_stream,
+    b.2 AS bucket_start,
+    delivered + missing AS offered,
+    count() AS delivered,
+    toUInt64(sum(gap_before)) AS missing,
+    countIf(is_quarantined) AS quarantined,
+    sum(receipts - 1) AS duplicates,
+    delivered / offered AS completeness_lower_bound,
+    missing > 0 AS bias_flag,
+    toUInt64(1) AS streams,
+    toUInt64(missing > 0) AS lossy_streams,
+    sumMapIf(map(surface, toUInt64(1)), surface != '') AS delivered_by_surface,
+    sumMapIf(map(surface, toUInt64(1)), surface != '' AND is_quarantined) AS quarantined_by_surface,
+    {version:UInt64} AS version,
+    now64(3, 'UTC') AS computed_at
+FROM records
+ARRAY JOIN arrayFilter(x -> has({buckets:Array(String)}, x.1), [
+    ('minute', toDateTime(toStartOfMinute(evt_time), 'UTC')),
+    ('hour', toDateTime(toStartOfHour(evt_time), 'UTC')),
+    ('day', toDateTime(toStartOfDay(evt_time), 'UTC'))]) AS b
+GROUP BY bucket, emission_stream, bucket_start"""
+
+# A surface's bucket: its own delivered records against the gaps of every stream
+# that ever carried it (a lost event's surface is unknown, so the floor is conservative).
+_SURFACE_WINDOWS_SELECT = """
+SELECT
+    w.bucket AS bucket,
+    'surface' AS scope,
+    s_surface AS surface_id,
+    '' AS emission_stream,
+    w.bucket_start AS bucket_start,
+    s_delivered + s_missing AS offered,
+    sum(w.delivered_by_surface[s_surface]) AS s_delivered,
+    sum(w.missing) AS s_missing,
+    sum(w.quarantined_by_surface[s_surface]) AS quarantined,
+    sum(w.duplicates) AS duplicates,
+    if(offered = 0, 1., s_delivered / offered) AS completeness_lower_bound,
+    s_missing > 0 AS bias_flag,
+    count() AS streams,
+    countIf(w.missing > 0) AS lossy_streams,
+    map() AS delivered_by_surface,
+    map() AS quarantined_by_surface,
+    {{version:UInt64}} AS version,
+    now64(3, 'UTC') AS computed_at
+FROM {windows} AS w
+INNER JOIN {statuses} AS st ON w.emission_stream = st.emission_stream
+ARRAY JOIN st.surfaces AS s_surface
+WHERE {surface_where}
+GROUP BY bucket, s_surface, bucket_start"""
+
+
+def _naive(value: dt.datetime) -> dt.datetime:
+    """Naive UTC, the form the store binds and returns."""
+    if value.tzinfo is None:
+        return value
+    return value.astimezone(dt.UTC).replace(tzinfo=None)
+
+
+def _aware(value: dt.datetime) -> dt.datetime:
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def floor_to_bucket(value: dt.datetime, bucket: Bucket) -> dt.datetime:
+    value = _aware(value)
+    if bucket == "minute":
+        return value.replace(second=0, microsecond=0)
+    if bucket == "hour":
+        return value.replace(minute=0, second=0, microsecond=0)
+    return value.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _job_params(now: dt.datetime, version: int, config: CompletenessConfig) -> dict[str, Any]:
+    return {
+        "now": _naive(now),
+        "version": version,
+        "default_interval_ms": config.default_sentinel_interval_ms,
+        "dead_after_intervals": config.dead_after_intervals,
+    }
+
+
+def _with_records(where: str) -> str:
+    return "WITH " + _RECORDS.replace("{where}", where).strip()
+
+
+# ---------------------------------------------------------------- live read
+
+
+def account_streams(
+    store: Store,
+    now: dt.datetime,
+    selection: Selection | None = None,
+    config: CompletenessConfig | None = None,
+) -> list[StreamAccounting]:
+    """Per-stream accounting and status as of `now`, computed live (read-only)."""
+    config = config or CompletenessConfig()
+    where, params = (selection or Selection()).where()
+    sql = f"{_with_records(where)}\n{_STREAMS_SELECT}\nORDER BY emission_stream"
+    result = store.query(sql, {**params, **_job_params(now, 0, config)})
+    streams = [_stream_from_row(row) for row in result.dicts()]
+    return sorted(streams, key=_stream_rank)
+
+
+def account_windows(
+    store: Store,
+    bucket: Bucket,
+    selection: Selection | None = None,
+) -> list[CompletenessWindow]:
+    """Stream and surface windows of one bucket size, computed live (read-only).
+    With a time selection, only buckets overlapping [since, until) are returned;
+    with a stream selection, only stream windows."""
+    selection = selection or Selection()
+    where, params = selection.where()
+    surface_where = "1"
+    if selection.surface is not None:
+        surface_where = "s_surface = {sel_surface:String}"
+    surfaces = _SURFACE_WINDOWS_SELECT.format(
+        windows="stream_windows", statuses="stream_surfaces", surface_where=surface_where
+    )
+    sql = f"""{_with_records(where)},
+stream_windows AS ({_STREAM_WINDOWS_SELECT}),
+stream_surfaces AS (
+    SELECT stream AS emission_stream, groupUniqArrayIf(surface, surface != '') AS surfaces
+    FROM records GROUP BY stream)
+SELECT * FROM (
+    SELECT * FROM stream_windows
+    UNION ALL
+    SELECT * FROM ({surfaces}) WHERE offered > 0 AND {{with_surfaces:Bool}}
+)
+WHERE bucket_start >= {{from_bucket:DateTime('UTC')}}
+    AND bucket_start < {{to_bucket:DateTime('UTC')}}
+ORDER BY scope, surface_id, emission_stream, bucket_start"""
+    since = floor_to_bucket(selection.since, bucket) if selection.since else _EPOCH
+    params.update(
+        version=0,
+        buckets=[bucket],
+        # picking streams by name would make surface rows partial: leave them out
+        with_surfaces=selection.stream is None and selection.streams is None,
+        from_bucket=_naive(since),
+        to_bucket=_naive(selection.until or _FAR_FUTURE),
+    )
+    rows = store.query(sql, params).rows
+    return [_window_from_row(dict(zip(WINDOW_COLUMNS, row, strict=True))) for row in rows]
+
+
+def read_report(
+    store: Store,
+    now: dt.datetime,
+    selection: Selection | None = None,
+    bucket: Bucket = "hour",
+    config: CompletenessConfig | None = None,
+) -> CompletenessReport:
+    """Everything `holonograph completeness` shows for one selection."""
+    selection = selection or Selection()
+    streams = account_streams(store, now, selection, config)
+    windows = account_windows(store, bucket, selection)
+    by_status: dict[str, int] = {}
+    for stream in streams:
+        by_status[stream.status] = by_status.get(stream.status, 0) + 1
+    in_range: dict[str, int] | None = None
+    if selection.since is not None or selection.until is not None:
+        # gaps counted in the selected buckets: "lost yesterday", not over the stream's life
+        in_range = {s.stream: 0 for s in streams}
+        for w in windows:
+            if w.scope == "stream" and w.stream in in_range:
+                in_range[w.stream] += w.missing
+    totals = CompletenessTotals(
+        streams=len(streams),
+        by_status=by_status,
+        expected=sum(s.expected for s in streams),
+        delivered=sum(s.delivered for s in streams),
+        missing=sum(s.missing for s in streams),
+        missing_in_range=None if in_range is None else sum(in_range.values()),
+        duplicates=sum(s.duplicates for s in streams),
+        biased_windows=sum(1 for w in windows if w.bias_flag),
+    )
+    return CompletenessReport(
+        missing_in_range=in_range,
+        as_of=_aware(now),
+        since=selection.since,
+        until=selection.until,
+        bucket=bucket,
+        totals=totals,
+        streams=streams,
+        windows=windows,
+    )
+
+
+_RANK = {"dead": 0, "closed-lossy": 1, "open": 2, "closed-complete": 3}
+
+
+def _stream_rank(stream: StreamAccounting) -> tuple[int, int, int, str]:
+    """Lossy and dead streams first, then open ones with gaps, then the rest."""
+    return (_RANK[stream.status], 0 if stream.missing else 1, -stream.missing, stream.stream)
+
+
+def _ranges(value: Any) -> list[GapRange]:
+    out = []
+    for item in value or []:
+        lo, hi = (item["seq_from"], item["seq_to"]) if isinstance(item, dict) else item
+        out.append(GapRange.model_validate({"from": int(lo), "to": int(hi)}))
+    return out
+
+
+def _stream_from_row(row: dict[str, Any]) -> StreamAccounting:
+    loss = LossComparison(
+        reported_windows=row["reported_windows"],
+        reported_offered=row["reported_offered"],
+        reported_delivered=row["reported_delivered"],
+        reported_dropped=row["reported_dropped"],
+        reported_failed=row["reported_failed"],
+        observed_missing=row["missing"],
+        lost_after_client=row["lost_after_client"],
+        mismatch=bool(row["loss_mismatch"]),
+    )
+    return StreamAccounting(
+        stream=row["emission_stream"],
+        status=row["status"],
+        first_seq=row["first_seq"],
+        last_seq=row["last_seq"],
+        final_seq=row["final_seq"],
+        expected=row["expected"],
+        delivered=row["delivered"],
+        missing=row["missing"],
+        duplicates=row["duplicates"],
+        quarantined=row["quarantined"],
+        sentinels=row["sentinels"],
+        missing_ranges=_ranges(row["missing_ranges"]),
+        final_seen=bool(row["final_seen"]),
+        first_seen_at=_aware(row["first_seen_at"]),
+        last_seen_at=_aware(row["last_seen_at"]),
+        first_event_time=_aware(row["first_event_time"]),
+        last_event_time=_aware(row["last_event_time"]),
+        sentinel_interval_ms=row["sentinel_interval_ms"],
+        interval_reported=bool(row["interval_reported"]),
+        dead_after_ms=row["dead_after_ms"],
+        surfaces=sorted(row["surfaces"]),
+        loss=loss,
+        status_as_of=_aware(row["status_as_of"]),
+    )
+
+
+def _window_from_row(row: dict[str, Any]) -> CompletenessWindow:
+    return CompletenessWindow(
+        bucket=row["bucket"],
+        scope=row["scope"],
+        surface_id=row["surface_id"],
+        stream=row["emission_stream"],
+        bucket_start=_aware(row["bucket_start"]),
+        offered=row["offered"],
+        delivered=row["delivered"],
+        missing=row["missing"],
+        quarantined=row["quarantined"],
+        duplicates=row["duplicates"],
+        completeness_lower_bound=row["completeness_lower_bound"],
+        bias_flag=bool(row["bias_flag"]),
+        streams=row["streams"],
+        lossy_streams=row["lossy_streams"],
+    )
+
+
+# ---------------------------------------------------------------- materialized tables
+
+
+def _cols(columns: Sequence[str]) -> str:
+    return ", ".join(columns)
+
+
+def _insert_streams(store: Store, where: str, params: dict[str, Any]) -> None:
+    store.command(
+        f"INSERT INTO holonograph.stream_status ({_cols(STREAM_COLUMNS)})\n"
+        f"{_with_records(where)}\nSELECT {_cols(STREAM_COLUMNS)} FROM ({_STREAMS_SELECT})",
+        params,
+    )
+
+
+def _insert_stream_windows(store: Store, where: str, params: dict[str, Any]) -> None:
+    store.command(
+        f"INSERT INTO holonograph.completeness_windows ({_cols(WINDOW_COLUMNS)})\n"
+        f"{_with_records(where)}\n{_STREAM_WINDOWS_SELECT}",
+        params,
+    )
+
+
+# A stream row this refresh did not rewrite (its records moved to another bucket)
+# is zeroed rather than left stale.
+_ZERO_STALE = """
+INSERT INTO holonograph.completeness_windows ({columns})
+SELECT bucket, scope, surface_id, emission_stream, bucket_start,
+    0, 0, 0, 0, 0, 1., false, 0, 0, map(), map(), {{version:UInt64}}, now64(3, 'UTC')
+FROM holonograph.completeness_windows FINAL
+WHERE scope = 'stream' AND version < {{version:UInt64}}
+    AND has({{buckets:Array(String)}}, toString(bucket))
+    AND emission_stream IN (
+        SELECT emission_stream FROM holonograph.stream_status WHERE version = {{version:UInt64}})"""
+
+
+def _zero_stale(store: Store, params: dict[str, Any]) -> None:
+    store.command(_ZERO_STALE.format(columns=_cols(WINDOW_COLUMNS)), params)
+
+
+def _insert_surface_windows(store: Store, full: bool, params: dict[str, Any]) -> None:
+    """Surface rows from the stored stream rows, for the buckets and surfaces this
+    refresh touched (all of them on a full recompute)."""
+    windows = "(SELECT * FROM holonograph.completeness_windows FINAL WHERE scope = 'stream'"
+    surface_where = "has({buckets:Array(String)}, toString(w.bucket))"
+    if not full:
+        windows += (
+            " AND (bucket, bucket_start) IN (SELECT bucket, bucket_start"
+            " FROM holonograph.completeness_windows"
+            " WHERE scope = 'stream' AND version = {version:UInt64})"
+        )
+        surface_where += (
+            " AND s_surface IN (SELECT arrayJoin(surfaces) FROM holonograph.stream_status"
+            " WHERE version = {version:UInt64})"
+        )
+    select = _SURFACE_WINDOWS_SELECT.format(
+        windows=windows + ")",
+        statuses="(SELECT emission_stream, surfaces FROM holonograph.stream_status FINAL)",
+        surface_where=surface_where,
+    )
+    store.command(
+        f"INSERT INTO holonograph.completeness_windows ({_cols(WINDOW_COLUMNS)})\n{select}",
+        params,
+    )
+
+
+_MARK_DEAD_WHERE = """
+FROM holonograph.stream_status FINAL
+WHERE status = 'open' AND toUnixTimestamp64Milli(last_seen_at) + dead_after_ms
+    < toUnixTimestamp64Milli({now:DateTime64(3, 'UTC')})"""
+
+
+def mark_dead_streams(store: Store, now: dt.datetime, version: int | None = None) -> int:
+    """Stored `open` streams silent past their dead-after time become `dead` as of
+    `now`; returns how many. Needs no new receipts, so a periodic call finds them.
+    (The filter sits in a subquery: the REPLACE alias `status` would shadow it.)"""
+    params = {"now": _naive(now), "version": version or time.time_ns()}
+    count = int(store.query(f"SELECT count() {_MARK_DEAD_WHERE}", params).scalar() or 0)
+    if count:
+        store.command(
+            f"INSERT INTO holonograph.stream_status ({_cols(STREAM_COLUMNS)})\n"
+            f"SELECT * REPLACE ('dead' AS status, {{now:DateTime64(3, 'UTC')}} AS status_as_of,"
+            f" {{version:UInt64}} AS version, now64(3, 'UTC') AS computed_at)"
+            f" FROM (SELECT * {_MARK_DEAD_WHERE})",
+            params,
+        )
+    return count
+
+
+_SHARD_BOUNDS = """
+SELECT min(emission_stream) AS lower FROM (
+    SELECT emission_stream, n, sum(n) OVER (
+        ORDER BY emission_stream ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto
+    FROM (SELECT emission_stream, count() AS n
+          FROM holonograph.emission_receipts GROUP BY emission_stream))
+GROUP BY intDiv(upto - n, {rows_per_shard:UInt64})
+ORDER BY lower"""
+
+
+def _shard_clauses(store: Store, config: CompletenessConfig) -> list[tuple[str, dict[str, Any]]]:
+    """Contiguous stream-name ranges of about `rows_per_shard` receipts each: a range
+    of the sorting key's prefix, so each shard reads only its own granules."""
+    bounds = [
+        row[0] for row in store.query(_SHARD_BOUNDS, {"rows_per_shard": config.rows_per_shard}).rows
+    ]
+    if len(bounds) <= 1:
+        return [("1", {})]
+    clauses: list[tuple[str, dict[str, Any]]] = []
+    for i, lower in enumerate(bounds):
+        clause, params = "1", {}
+        if i > 0:
+            clause = "emission_stream >= {shard_lower:String}"
+            params["shard_lower"] = lower
+        if i + 1 < len(bounds):
+            clause += " AND emission_stream < {shard_upper:String}"
+            params["shard_upper"] = bounds[i + 1]
+        clauses.append((clause, params))
+    return clauses
+
+
+def _next_version(store: Store) -> int:
+    """Wall-clock nanoseconds, but always above the last refresh's versions (it used
+    `version` and `version + 1`), so a clock step back cannot let old rows win."""
+    last = store.query("SELECT max(version) FROM holonograph.completeness_refreshes").scalar()
+    return max(time.time_ns(), int(last or 0) + 2)
+
+
+def _refresh(
+    store: Store,
+    now: dt.datetime,
+    selection: Selection,
+    mode: str,
+    config: CompletenessConfig,
+) -> RefreshSummary:
+    started = time.perf_counter()
+    version = _next_version(store)
+    where, params = selection.where()
+    params.update(_job_params(now, version, config), buckets=list(config.materialized_buckets))
+    steps: dict[str, float] = {}
+
+    def step(name: str, run: Callable[..., object], *args: Any) -> None:
+        begun = time.perf_counter()
+        run(store, *args)
+        steps[name] = round((time.perf_counter() - begun) * 1000, 3)
+
+    # A full recompute runs shard by shard: shorter statements, bounded memory, and
+    # the receiver's inserts interleave instead of waiting behind one long query.
+    shards = _shard_clauses(store, config) if mode == "full" else [("1", {})]
+    for shard, (clause, bounds) in enumerate(shards):
+        shard_where, shard_params = f"{where} AND {clause}", {**params, **bounds}
+        step(f"streams[{shard}]", _insert_streams, shard_where, shard_params)
+        step(f"stream_windows[{shard}]", _insert_stream_windows, shard_where, shard_params)
+    step("zero_stale", _zero_stale, params)
+    step("surface_windows", _insert_surface_windows, mode == "full", params)
+    streams = int(
+        store.query(
+            "SELECT count() FROM holonograph.stream_status WHERE version = {version:UInt64}",
+            params,
+        ).scalar()
+        or 0
+    )
+    begun = time.perf_counter()
+    marked = mark_dead_streams(store, now, version + 1)
+    dead = store.query(
+        "SELECT count() FROM holonograph.stream_status FINAL WHERE status = 'dead'"
+    ).scalar()
+    steps["mark_dead"] = round((time.perf_counter() - begun) * 1000, 3)
+    duration_ms = (time.perf_counter() - started) * 1000
+    summary = RefreshSummary(
+        mode="full" if mode == "full" else "incremental",
+        now=_aware(now),
+        since=selection.received_since,
+        version=version,
+        streams=streams,
+        marked_dead=marked,
+        dead=int(dead or 0),
+        duration_ms=round(duration_ms, 3),
+        step_ms=steps,
+    )
+    store.insert(
+        "holonograph.completeness_refreshes",
+        [
+            [
+                version,
+                summary.mode,
+                _naive(now),
+                _naive(selection.received_since) if selection.received_since else None,
+                streams,
+                marked,
+                duration_ms,
+                _naive(dt.datetime.now(dt.UTC)),
+            ]
+        ],
+        ["version", "mode", "now", "since", "streams", "marked_dead", "duration_ms", "computed_at"],
+    )
+    return summary
+
+
+def recompute_completeness(
+    store: Store, now: dt.datetime, config: CompletenessConfig | None = None
+) -> RefreshSummary:
+    """Rewrite `stream_status` and `completeness_windows` for every stream."""
+    return _refresh(store, now, Selection(), "full", config or CompletenessConfig())
+
+
+def refresh_completeness(
+    store: Store,
+    now: dt.datetime,
+    since: dt.datetime,
+    config: CompletenessConfig | None = None,
+) -> RefreshSummary:
+    """Recompute only the streams that received anything since `since` (received_at),
+    plus the surface buckets they touch, then mark silent open streams dead."""
+    selection = Selection(received_since=since)
+    return _refresh(store, now, selection, "incremental", config or CompletenessConfig())
+
+
+def refresh_stream_status(
+    store: Store, now: dt.datetime, config: CompletenessConfig | None = None
+) -> RefreshSummary:
+    """The periodic entry point `serve` schedules: incremental from the last refresh
+    (minus `lookback`, for receipts written late), or a full recompute when there was
+    none or the last full one is older than `full_every`."""
+    config = config or CompletenessConfig()
+    now = _aware(now)
+    row = store.query(
+        "SELECT max(now), maxIf(now, mode = 'full'), count()"
+        " FROM holonograph.completeness_refreshes"
+    ).rows[0]
+    last, last_full, runs = row
+    if not runs or now - _aware(last_full) >= config.full_every:
+        return recompute_completeness(store, now, config)
+    since = min(_aware(last), _aware(now)) - config.lookback
+    return refresh_completeness(store, now, since, config)
+
+
+# ---------------------------------------------------------------- stored reads
+
+
+def stored_streams(store: Store, stream: str | None = None) -> list[StreamAccounting]:
+    """`stream_status` as last refreshed (lossy and dead first)."""
+    sql = "SELECT * FROM holonograph.stream_status FINAL"
+    params: dict[str, Any] = {}
+    if stream is not None:
+        sql += " WHERE emission_stream = {stream:String}"
+        params["stream"] = stream
+    rows = store.query(sql, params).dicts()
+    return sorted((_stream_from_row(row) for row in rows), key=_stream_rank)
+
+
+def stored_windows(
+    store: Store,
+    bucket: Bucket,
+    scope: str | None = None,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+) -> list[CompletenessWindow]:
+    """`completeness_windows` as last refreshed, for later jobs that weigh their
+    samples: rows with `offered = 0` (zeroed or empty) are left out."""
+    rows = store.query(
+        "SELECT * FROM holonograph.completeness_windows FINAL"
+        " WHERE bucket = {bucket:String} AND offered > 0"
+        " AND ({scope:String} = '' OR scope = {scope:String})"
+        " AND bucket_start >= {since:DateTime('UTC')} AND bucket_start < {until:DateTime('UTC')}"
+        " ORDER BY scope, surface_id, emission_stream, bucket_start",
+        {
+            "bucket": bucket,
+            "scope": scope or "",
+            "since": _naive(floor_to_bucket(since, bucket) if since else _EPOCH),
+            "until": _naive(until or _FAR_FUTURE),
+        },
+    ).dicts()
+    return [_window_from_row(row) for row in rows]

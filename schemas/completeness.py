@@ -1,0 +1,142 @@
+"""The delivery-completeness read: what `holonograph completeness --json` prints and
+what `processors.completeness` returns. Field names mirror the Guide's
+CompletenessWindow (camelCase: `completenessLowerBound`, `biasFlag`, ...)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+StreamState = Literal["open", "closed-complete", "closed-lossy", "dead"]
+Bucket = Literal["minute", "hour", "day"]
+Scope = Literal["stream", "surface"]
+
+STREAM_STATES: tuple[StreamState, ...] = ("open", "closed-complete", "closed-lossy", "dead")
+BUCKETS: tuple[Bucket, ...] = ("minute", "hour", "day")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid"
+    )
+
+
+class GapRange(_Model):
+    """Seqs `seq_from..seq_to` (inclusive) never arrived; JSON `{"from": a, "to": b}`."""
+
+    seq_from: int = Field(alias="from", ge=0)
+    seq_to: int = Field(alias="to", ge=0)
+
+    @property
+    def size(self) -> int:
+        return self.seq_to - self.seq_from + 1
+
+
+class LossComparison(_Model):
+    """Client-reported counters (summed over the distinct windows its sentinels
+    reported) beside what the collector observed missing. `lost_after_client` is
+    observed missing minus reported drops; negative means the client reported more
+    drops than there are gaps, which `mismatch` flags as a finding of its own."""
+
+    reported_windows: int
+    reported_offered: int
+    reported_delivered: int
+    reported_dropped: int
+    reported_failed: int
+    observed_missing: int
+    lost_after_client: int
+    mismatch: bool
+
+
+class StreamAccounting(_Model):
+    """One emission stream per the wire contract section 3: expected `[0, last_seq]`."""
+
+    stream: str
+    status: StreamState
+    first_seq: int
+    last_seq: int
+    final_seq: int | None
+    expected: int
+    delivered: int
+    missing: int
+    duplicates: int
+    quarantined: int
+    sentinels: int
+    missing_ranges: list[GapRange]
+    final_seen: bool
+    first_seen_at: dt.datetime
+    last_seen_at: dt.datetime
+    first_event_time: dt.datetime
+    last_event_time: dt.datetime
+    sentinel_interval_ms: int
+    interval_reported: bool
+    dead_after_ms: int
+    surfaces: list[str]
+    loss: LossComparison
+    status_as_of: dt.datetime
+
+
+class CompletenessWindow(_Model):
+    """One stream or surface in one UTC bucket. Surface rows count that surface's
+    delivered records against the gaps of every stream that carried the surface, so
+    `completeness_lower_bound` is a floor and `bias_flag` is conservative."""
+
+    bucket: Bucket
+    scope: Scope
+    surface_id: str
+    stream: str
+    bucket_start: dt.datetime
+    offered: int
+    delivered: int
+    missing: int
+    quarantined: int
+    duplicates: int
+    completeness_lower_bound: float
+    bias_flag: bool
+    streams: int
+    lossy_streams: int
+
+
+class CompletenessTotals(_Model):
+    streams: int
+    by_status: dict[str, int]
+    expected: int
+    delivered: int
+    missing: int
+    missing_in_range: int | None
+    duplicates: int
+    biased_windows: int
+
+
+class CompletenessReport(_Model):
+    """The whole answer for one selection: streams (lossy and dead first) and windows.
+    With a time range, `missing_in_range` gives each stream's gaps counted in the
+    selected buckets (stream totals cover the stream's whole life)."""
+
+    as_of: dt.datetime
+    since: dt.datetime | None
+    until: dt.datetime | None
+    bucket: Bucket
+    totals: CompletenessTotals
+    streams: list[StreamAccounting]
+    windows: list[CompletenessWindow]
+    missing_in_range: dict[str, int] | None = None
+
+
+class RefreshSummary(_Model):
+    """What one refresh of `stream_status`/`completeness_windows` did: `streams`
+    recomputed from their records, `marked_dead` silent open streams turned dead
+    without new records, `dead` dead streams in the table afterwards."""
+
+    mode: Literal["full", "incremental"]
+    now: dt.datetime
+    since: dt.datetime | None
+    version: int
+    streams: int
+    marked_dead: int
+    dead: int
+    duration_ms: float
+    step_ms: dict[str, float] = {}
