@@ -279,10 +279,13 @@ def _profile(results: dict[str, Any]) -> list[str]:
             )
     for key in ("profile", "profile_batch1"):
         lines += _spy(results.get(key))
+    kafka = results.get("profile_kafka") or {}
+    for role, summary in (kafka.get("by_process") or {}).items():
+        lines += _spy({**summary, "scenario": kafka["scenario"]}, f"kafka path `{role}`")
     return lines
 
 
-def _spy(profile: dict[str, Any] | None) -> list[str]:
+def _spy(profile: dict[str, Any] | None, process: str = "`serve`") -> list[str]:
     if not profile:
         return []
     if not profile.get("samples"):
@@ -290,7 +293,7 @@ def _spy(profile: dict[str, Any] | None) -> list[str]:
     scenario = profile.get("scenario", {"name": "gRPC, batch 512"})
     lines = [
         "",
-        f"Live `serve` process, py-spy, {scenario['name']} closed loop ({profile['samples']} "
+        f"Live {process} process, py-spy, {scenario['name']} closed loop ({profile['samples']} "
         "samples of non-idle Python threads; a sample goes to the first stage on its stack; "
         "*other threads* are mostly the insert thread pool and gRPC pollers waiting in native "
         "code, which py-spy's idle heuristic does not always recognise):",

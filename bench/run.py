@@ -196,27 +196,40 @@ class Runner:
         return ["--max-request-bytes", str(min(inflight, 16 * MIB)),
                 "--max-inflight-bytes", str(inflight)]  # fmt: skip
 
-    def profile(self, key: str, scenario: Scenario) -> None:
-        """A separate py-spy run (sampling slows the service: shares only, no rates)."""
-        path = EmbeddedPath()
+    def profile(self, key: str, scenario: Scenario, make_path: PathFactory = EmbeddedPath) -> None:
+        """A separate py-spy run of every service process of a path (sampling slows the
+        service: shares only, no rates)."""
+        path = make_path()
         workdir = self.work / key
         workdir.mkdir()
         endpoints = path.start(workdir)
-        _log(f"py-spy profile: {scenario.name}")
+        _log(f"py-spy profile: {path.name}, {scenario.name}")
+        roles = list(getattr(path, "roles", []))
+        outputs = {role: workdir / f"profile-{n}.txt" for n, role in enumerate(roles)}
         try:
             load = LoadProcess(scenario, endpoints, new_tag())
-            recorder = spy.start(path.pids()[0], scenario.duration, workdir / "profile.txt")
+            recorders = [
+                spy.start(pid, scenario.duration + 2, out)
+                for pid, out in zip(path.pids(), outputs.values(), strict=True)
+            ]
             load.go()
             load.result()
-            if recorder is not None:
-                recorder.wait(timeout=120)
+            for recorder in recorders:
+                if recorder is not None:
+                    recorder.wait(timeout=120)
         finally:
             path.stop()
-        if recorder is None:
+        if any(recorder is None for recorder in recorders):
             self.results[key] = {"error": "py-spy is not installed"}
-        else:
-            summary = spy.summarize(workdir / "profile.txt")
-            self.results[key] = {"scenario": asdict(scenario), **summary}
+            return
+        summaries = {role: spy.summarize(out) for role, out in outputs.items()}
+        first = summaries[roles[0]]
+        self.results[key] = {
+            "scenario": asdict(scenario),
+            "path": path.name,
+            **first,
+            "by_process": summaries,
+        }
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -263,6 +276,8 @@ def main(argv: list[str] | None = None) -> None:
         if not args.no_profile:
             runner.profile("profile", runner.headline(name="gRPC, batch 512"))
             runner.profile("profile_batch1", runner.headline(name="gRPC, batch 1", batch=1))
+            if "kafka" in args.paths.split(","):
+                runner.profile("profile_kafka", runner.headline(name="gRPC, batch 512"), KafkaPath)
     runner.results["failures"] = runner.failures
     runner.results["elapsed_s"] = time.time() - started
     results_file = args.out / "results.json"

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-# A sample is charged to the first stage whose marker ends a frame on its stack.
+# A sample is charged to the first stage whose marker matches a frame on its stack.
 STAGES = (
     ("chDB insert (write_rows)", "write_rows (ingest/rows.py)"),
     ("row building (TableRows.add)", "TableRows.add (ingest/rows.py)"),
@@ -22,6 +22,8 @@ STAGES = (
     ("attribute decoding (decode.attributes)", "attributes (ingest/decode.py)"),
     ("validation (validate.*, rest)", "decode_request (ingest/export.py)"),
     ("protobuf parse", "parse_protobuf (ingest/decode.py)"),
+    ("Kafka records (ingest/kafka_records.py)", "(ingest/kafka_records.py)"),
+    ("Kafka client (aiokafka)", "(aiokafka/"),
     ("gRPC/HTTP transport and asyncio", "BaseEventLoop.run_forever (asyncio/base_events.py)"),
 )
 
@@ -34,6 +36,11 @@ def start(pid: int, seconds: float, out: Path, rate: int = 100) -> subprocess.Po
     argv = [binary, "record", "--pid", str(pid), "--format", "raw", "-o", str(out)]
     argv += ["--duration", str(max(1, int(seconds))), "--rate", str(rate)]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _matches(mark: str, frame: str) -> bool:
+    """ "(module/" marks match any frame in that module; others name one function."""
+    return mark in frame if mark.startswith("(") else frame == mark
 
 
 def _frames(stack: str) -> list[str]:
@@ -57,7 +64,7 @@ def summarize(collapsed: Path, top: int = 20) -> dict[str, Any]:
         for frame in set(frames):
             inclusive[frame] += count
         stage = next(
-            (name for name, mark in STAGES if any(f.endswith(mark) for f in frames)),
+            (name for name, mark in STAGES if any(_matches(mark, f) for f in frames)),
             "other threads",
         )
         stages[stage] += count
