@@ -31,7 +31,7 @@ ReadinessCheck = Callable[[], Awaitable[str | None]]
 class AdminEndpoint:
     def __init__(
         self,
-        store: ClickHouseStore,
+        store: ClickHouseStore | None,
         metrics_exposition: Callable[[], bytes],
         readiness: ReadinessCheck,
         token: str | None = None,
@@ -41,8 +41,10 @@ class AdminEndpoint:
         self._readiness = readiness
         self.token = token or secrets.token_urlsafe(24)
         self._runner: web.AppRunner | None = None
+        self._public: web.AppRunner | None = None
         self._published: Path | None = None
         self.port = 0
+        self.metrics_port = 0
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=256 * 1024 * 1024)
@@ -54,10 +56,25 @@ class AdminEndpoint:
         app.router.add_get("/metrics", self._metrics_handler)
         return app
 
+    def public_app(self) -> web.Application:
+        """Only `/healthz`, `/readyz` and `/metrics`: safe to expose to a scraper."""
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics_handler)
+        return app
+
     async def start(self, port: int = 0) -> int:
         self._runner = web.AppRunner(self.app(), access_log=None)
         self.port = await start_site(self._runner, "127.0.0.1", port)
         return self.port
+
+    async def start_public(self, host: str, port: int) -> int:
+        """A second listener, on `host`, for Prometheus and orchestrator probes (the
+        admin routes stay on loopback)."""
+        self._public = web.AppRunner(self.public_app(), access_log=None)
+        self.metrics_port = await start_site(self._public, host, port)
+        return self.metrics_port
 
     def publish(self, data_dir: Path) -> None:
         """Tell other commands on this machine where the owner of `data_dir` listens."""
@@ -75,6 +92,9 @@ class AdminEndpoint:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._public is not None:
+            await self._public.cleanup()
+            self._public = None
 
     # --- handlers -------------------------------------------------------------------
 
@@ -94,6 +114,8 @@ class AdminEndpoint:
         return body
 
     async def _run(self, call: Callable[[], Any]) -> web.Response:
+        if self._store is None:
+            return web.json_response({"error": "this process holds no store"}, status=503)
         try:
             result = await asyncio.to_thread(call)
         except Exception as err:
@@ -109,6 +131,7 @@ class AdminEndpoint:
         )
 
         def run() -> dict[str, Any]:
+            assert self._store is not None
             result = self._store.query_as(sql, params, readonly=not write)
             return {"columns": list(result.column_names), "rows": [list(r) for r in result.rows]}
 
@@ -117,16 +140,20 @@ class AdminEndpoint:
     async def _command(self, request: web.Request) -> web.Response:
         body = await self._body(request)
         return await self._run(
-            lambda: self._store.command(str(body.get("sql", "")), body.get("parameters") or {})
+            lambda: self._held().command(str(body.get("sql", "")), body.get("parameters") or {})
         )
 
     async def _insert(self, request: web.Request) -> web.Response:
         body = await self._body(request)
         return await self._run(
-            lambda: self._store.insert(
+            lambda: self._held().insert(
                 str(body["table"]), body["rows"], body["column_names"], body.get("settings") or {}
             )
         )
+
+    def _held(self) -> ClickHouseStore:
+        assert self._store is not None
+        return self._store
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})

@@ -10,6 +10,16 @@ from pathlib import Path
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.topics import (
+    DEAD_LETTER_TOPIC,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_PARTITIONS,
+    DEFAULT_REPLICATION_FACTOR,
+    RECORDS_TOPIC,
+    SINK_GROUP,
+    Topics,
+)
+
 MIB = 1024 * 1024
 _RETENTION = re.compile(r"^(\d+)\s*([hdw])$")
 _RETENTION_UNITS = {"h": "HOUR", "d": "DAY", "w": "WEEK"}
@@ -25,13 +35,64 @@ def parse_retention(text: str | None) -> tuple[int, str] | None:
     return int(match[1]), _RETENTION_UNITS[match[2]]
 
 
-class ServeConfig(BaseSettings):
+class KafkaSettings(BaseSettings):
+    """The Kafka side shared by `serve --kafka`, `sink` and `replay`.
+
+    `kafka` is the bootstrap list (`host:port[,host:port...]`); None means the
+    embedded path. `kafka_max_message_bytes` must not exceed the broker's
+    `message.max.bytes` (and the topics' `max.message.bytes`)."""
+
+    model_config = SettingsConfigDict(env_prefix="HOLONOGRAPH_", extra="forbid")
+
+    kafka: str | None = None
+    kafka_records_topic: str = Field(RECORDS_TOPIC, min_length=1)
+    kafka_dead_letter_topic: str = Field(DEAD_LETTER_TOPIC, min_length=1)
+    kafka_partitions: int = Field(DEFAULT_PARTITIONS, gt=0)
+    kafka_replication_factor: int = Field(DEFAULT_REPLICATION_FACTOR, gt=0)
+    kafka_idempotence: bool = True
+    kafka_max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=4096)
+    kafka_timeout_ms: int = Field(5_000, gt=0)
+    kafka_linger_ms: int = Field(5, ge=0)
+    kafka_client_id: str = "holonograph"
+
+    @field_validator("kafka")
+    @classmethod
+    def _check_bootstrap(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        servers = [s.strip() for s in value.split(",") if s.strip()]
+        for server in servers:
+            host, _, port = server.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"kafka bootstrap {server!r}: use host:port[,host:port...]")
+        if not servers:
+            raise ValueError("kafka bootstrap is empty")
+        return ",".join(servers)
+
+    @model_validator(mode="after")
+    def _distinct_topics(self) -> KafkaSettings:
+        if self.kafka_records_topic == self.kafka_dead_letter_topic:
+            raise ValueError("the records and dead-letter topics must differ")
+        return self
+
+    def topics(self) -> Topics:
+        return Topics(
+            records=self.kafka_records_topic,
+            dead_letter=self.kafka_dead_letter_topic,
+            partitions=self.kafka_partitions,
+            replication_factor=self.kafka_replication_factor,
+        )
+
+
+class ServeConfig(KafkaSettings):
     model_config = SettingsConfigDict(env_prefix="HOLONOGRAPH_", extra="forbid")
 
     host: str = "127.0.0.1"
     grpc_port: int = Field(4317, ge=0, le=65535)
     http_port: int = Field(4318, ge=0, le=65535)
     admin_port: int = Field(0, ge=0, le=65535)
+    # /healthz, /readyz, /metrics on `host` for scrapers and probes; None: loopback admin only.
+    metrics_port: int | None = Field(None, ge=0, le=65535)
     store: str | None = None
     data_dir: Path = Path("./holonograph-data")
     max_request_bytes: int = Field(64 * MIB, gt=0)
@@ -51,6 +112,42 @@ class ServeConfig(BaseSettings):
     def _check_limits(self) -> ServeConfig:
         if self.max_inflight_bytes < self.max_request_bytes:
             raise ValueError("max_inflight_bytes must be at least max_request_bytes")
+        return self
+
+    def store_url(self) -> str:
+        from ingest.store import chdb_url, normalize_store_url
+
+        return normalize_store_url(self.store) if self.store else chdb_url(self.data_dir)
+
+
+class SinkConfig(KafkaSettings):
+    """`holonograph sink`: consume records, batch them, write the store, commit last."""
+
+    model_config = SettingsConfigDict(env_prefix="HOLONOGRAPH_", extra="forbid")
+
+    store: str | None = None
+    data_dir: Path = Path("./holonograph-data")
+    host: str = "127.0.0.1"
+    admin_port: int = Field(0, ge=0, le=65535)
+    metrics_port: int | None = Field(None, ge=0, le=65535)
+    sink_group: str = Field(SINK_GROUP, min_length=1)
+    sink_batch_rows: int = Field(50_000, gt=0)
+    sink_batch_seconds: float = Field(1.0, gt=0)
+    sink_max_poll_records: int = Field(5_000, gt=0)
+    sink_retry_min_seconds: float = Field(0.5, gt=0)
+    sink_retry_max_seconds: float = Field(30.0, gt=0)
+    sink_max_invalid_ratio: float = Field(0.1, gt=0, le=1)
+    sink_invalid_ratio_min_records: int = Field(100, gt=0)
+    sink_max_invalid_run: int = Field(100, gt=0)
+    sink_session_timeout_ms: int = Field(10_000, gt=0)
+    status_refresh_seconds: float = Field(60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _needs_kafka(self) -> SinkConfig:
+        if not self.kafka:
+            raise ValueError("the sink needs --kafka BOOTSTRAP (or HOLONOGRAPH_KAFKA)")
+        if self.sink_retry_max_seconds < self.sink_retry_min_seconds:
+            raise ValueError("sink_retry_max_seconds must be at least sink_retry_min_seconds")
         return self
 
     def store_url(self) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
@@ -41,6 +41,17 @@ class Handoff(Protocol):
     async def submit(self, batch: DecodedBatch, receipt_id: str, size_bytes: int) -> None: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class ScreeningHandoff(Protocol):
+    """A hand-off with limits of its own (Kafka's message size): `screen` moves what it
+    cannot carry into `quarantined` before submit, so the client is told; `readiness`
+    says why it cannot take requests now (None when it can)."""
+
+    def screen(self, batch: DecodedBatch) -> DecodedBatch: ...
+
+    async def readiness(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -122,6 +133,8 @@ class Exporter:
 
     async def export(self, request: PB2ExportTraceServiceRequest, size_bytes: int) -> ExportOutcome:
         batch = decode_request(request)
+        if isinstance(self._handoff, ScreeningHandoff):
+            batch = self._handoff.screen(batch)
         if batch.events or batch.emissions or batch.quarantined:
             await self._handoff.submit(batch, uuid.uuid4().hex, size_bytes)
         outcome = ExportOutcome(

@@ -1,5 +1,9 @@
-"""The embedded receiver as one service: store, hand-off, export path, gRPC and HTTP
+"""The receiver as one service: store, hand-off, export path, gRPC and HTTP
 listeners, admin endpoint and periodic jobs, started and stopped in order.
+
+With `config.kafka` set the hand-off publishes to Kafka and the receiver needs no
+store at all (`store=None`): the sink owns the store. Without it, the embedded
+hand-off writes the store in-process.
 
 Stopping: listeners stop accepting, in-flight requests finish, the hand-off writes
 what it holds, then the admin endpoint goes away.
@@ -20,10 +24,12 @@ from aiohttp import web
 
 from ingest.admin import AdminEndpoint
 from ingest.config import ServeConfig
-from ingest.export import Exporter, Handoff
+from ingest.export import Exporter, Handoff, ScreeningHandoff
 from ingest.grpc_server import start_grpc_server
 from ingest.handoff import Clock, EmbeddedHandoff, utc_now
 from ingest.http_server import build_http_app
+from ingest.kafka_handoff import KafkaHandoff
+from ingest.kafka_metrics import ProducerMetrics
 from ingest.listen import start_site
 from ingest.metrics import PipelineMetrics
 from ingest.retention import apply_retention
@@ -50,12 +56,13 @@ class Listeners:
     grpc_port: int = 0
     http_port: int = 0
     admin_port: int = 0
+    metrics_port: int = 0
 
 
 @dataclass
 class ReceiverService:
     config: ServeConfig
-    store: ClickHouseStore
+    store: ClickHouseStore | None
     handoff_store: Store | None = None
     periodic: list[Periodic] = field(default_factory=list)
     clock: Clock = utc_now
@@ -71,21 +78,19 @@ class ReceiverService:
 
     async def start(self) -> Listeners:
         config = self.config
-        await asyncio.to_thread(apply_migrations, self.store)
-        await asyncio.to_thread(apply_retention, self.store, config.retention)
+        if self.store is not None:
+            await asyncio.to_thread(apply_migrations, self.store)
+            await asyncio.to_thread(apply_retention, self.store, config.retention)
         if self.handoff is None:
-            self.handoff = EmbeddedHandoff(
-                self.handoff_store or self.store,
-                max_inflight_bytes=config.max_inflight_bytes,
-                max_batch_rows=config.max_batch_rows,
-                linger_seconds=config.linger_ms / 1000,
-                clock=self.clock,
-                observer=self.metrics,
-            )
+            self.handoff = await self._build_handoff()
         exporter = Exporter(self.handoff, observer=self.metrics)
         self._admin = AdminEndpoint(self.store, self.metrics.exposition, self._readiness)
         self.listeners.admin_port = await self._admin.start(config.admin_port)
-        if is_embedded(self.store.url):
+        if config.metrics_port is not None:
+            self.listeners.metrics_port = await self._admin.start_public(
+                config.host, config.metrics_port
+            )
+        if self.store is not None and is_embedded(self.store.url):
             self._admin.publish(chdb_path(self.store.url))
         self._grpc, self.listeners.grpc_port = await start_grpc_server(
             exporter, config.host, config.grpc_port, config.max_request_bytes
@@ -97,11 +102,46 @@ class ReceiverService:
             auto_decompress=False,
         )
         self.listeners.http_port = await start_site(self._http, config.host, config.http_port)
-        for job in self.periodic:
+        for job in self.periodic if self.store is not None else []:
             self._tasks.append(asyncio.create_task(self._every(job), name=job.name))
         return self.listeners
 
+    async def _build_handoff(self) -> Handoff:
+        config = self.config
+        if config.kafka:
+            kafka = KafkaHandoff(
+                config.kafka,
+                config.topics(),
+                max_inflight_bytes=config.max_inflight_bytes,
+                max_message_bytes=config.kafka_max_message_bytes,
+                timeout_seconds=config.kafka_timeout_ms / 1000,
+                linger_ms=config.kafka_linger_ms,
+                idempotence=config.kafka_idempotence,
+                client_id=config.kafka_client_id,
+                clock=self.clock,
+                metrics=ProducerMetrics(self.metrics.registry),
+            )
+            await kafka.start()
+            return kafka
+        store = self.handoff_store or self.store
+        if store is None:
+            raise ValueError("the embedded hand-off needs a store (or set kafka)")
+        return EmbeddedHandoff(
+            store,
+            max_inflight_bytes=config.max_inflight_bytes,
+            max_batch_rows=config.max_batch_rows,
+            linger_seconds=config.linger_ms / 1000,
+            clock=self.clock,
+            observer=self.metrics,
+        )
+
     async def _readiness(self) -> str | None:
+        if isinstance(self.handoff, ScreeningHandoff):
+            problem = await self.handoff.readiness()
+            if problem:
+                return problem
+        if self.store is None:
+            return None
         try:
             await asyncio.to_thread(self.store.query, "SELECT 1")
         except Exception as err:
@@ -111,6 +151,7 @@ class ReceiverService:
     async def _every(self, job: Periodic) -> None:
         while True:
             try:
+                assert self.store is not None
                 await asyncio.to_thread(job.run, self.store, self.clock())
             except Exception:  # a failing job is logged and retried next period
                 log.exception("periodic job %s failed", job.name)
@@ -134,4 +175,6 @@ class ReceiverService:
 
     @property
     def data_dir(self) -> Path | None:
-        return chdb_path(self.store.url) if is_embedded(self.store.url) else None
+        if self.store is None or not is_embedded(self.store.url):
+            return None
+        return chdb_path(self.store.url)

@@ -1,4 +1,5 @@
-"""`holonograph serve`: the receiver on the embedded default (or a ClickHouse server)."""
+"""`holonograph serve`: the receiver on the embedded default (or a ClickHouse server),
+or, with `--kafka`, publishing to Kafka for `holonograph sink` to store."""
 
 from __future__ import annotations
 
@@ -26,26 +27,36 @@ def build_config(overrides: dict[str, Any]) -> ServeConfig:
 
 
 def announce(service: ReceiverService, as_json: bool) -> None:
-    """One line per listener and the store (or one JSON object with --json)."""
-    host, listeners, url = service.config.host, service.listeners, service.store.url
-    kind = "embedded chDB" if is_embedded(url) else "ClickHouse server"
-    if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "grpc": f"{host}:{listeners.grpc_port}",
-                    "http": f"http://{host}:{listeners.http_port}/v1/traces",
-                    "admin": f"http://127.0.0.1:{listeners.admin_port}",
-                    "store": url,
-                    "storeKind": kind,
-                }
-            )
+    """One line per listener and the store or Kafka (or one JSON object with --json)."""
+    config, listeners = service.config, service.listeners
+    host = config.host
+    info: dict[str, str] = {
+        "grpc": f"{host}:{listeners.grpc_port}",
+        "http": f"http://{host}:{listeners.http_port}/v1/traces",
+        "admin": f"http://127.0.0.1:{listeners.admin_port}",
+    }
+    if config.metrics_port is not None:
+        info["metrics"] = f"http://{host}:{listeners.metrics_port}/metrics"
+    if service.store is not None:
+        info["store"] = service.store.url
+        info["storeKind"] = (
+            "embedded chDB" if is_embedded(service.store.url) else "ClickHouse server"
         )
+    if config.kafka:
+        info["kafka"] = config.kafka
+        info["kafkaRecordsTopic"] = config.kafka_records_topic
+    if as_json:
+        click.echo(json.dumps(info))
         return
-    click.echo(f"OTLP/gRPC  listening on {host}:{listeners.grpc_port}")
-    click.echo(f"OTLP/HTTP  listening on http://{host}:{listeners.http_port}/v1/traces")
-    click.echo(f"admin      listening on http://127.0.0.1:{listeners.admin_port} (loopback only)")
-    click.echo(f"store      {url} ({kind})")
+    click.echo(f"OTLP/gRPC  listening on {info['grpc']}")
+    click.echo(f"OTLP/HTTP  listening on {info['http']}")
+    click.echo(f"admin      listening on {info['admin']} (loopback only)")
+    if "metrics" in info:
+        click.echo(f"metrics    listening on {info['metrics']}")
+    if "store" in info:
+        click.echo(f"store      {info['store']} ({info['storeKind']})")
+    if "kafka" in info:
+        click.echo(f"kafka      {info['kafka']} (records to {info['kafkaRecordsTopic']})")
 
 
 async def run_service(service: ReceiverService, as_json: bool = False) -> None:
@@ -66,6 +77,7 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
 @click.option("--grpc-port", type=int, help="OTLP/gRPC port [4317].")
 @click.option("--http-port", type=int, help="OTLP/HTTP port [4318].")
 @click.option("--admin-port", type=int, help="Loopback admin port [0: any free port].")
+@click.option("--metrics-port", type=int, help="/metrics, /healthz, /readyz on --host [off].")
 @click.option("--store", "store", help="chdb:///path or http(s)://host:8123.")
 @click.option(
     "--data-dir", type=click.Path(file_okay=False), help="Shorthand for a chDB store in DIR."
@@ -75,6 +87,23 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
     "--max-inflight-bytes", type=int, help="Bytes waiting for commit before 429 [256 MiB]."
 )
 @click.option("--retention", help="TTL on the event tables, e.g. 30d, 12h, 4w [keep].")
+@click.option(
+    "--kafka",
+    metavar="BOOTSTRAP",
+    help="Publish to Kafka at host:port[,host:port] instead of writing a store.",
+)
+@click.option("--kafka-records-topic", help="Topic for validated records [holonograph.records].")
+@click.option(
+    "--kafka-dead-letter-topic", help="Topic for quarantined spans [holonograph.dead-letter]."
+)
+@click.option("--kafka-partitions", type=int, help="Partitions of topics this creates [6].")
+@click.option(
+    "--kafka-idempotence/--no-kafka-idempotence",
+    default=None,
+    help="Idempotent producer (brokers without it, e.g. Tansu: off) [on].",
+)
+@click.option("--kafka-max-message-bytes", type=int, help="Broker's message limit [1000000].")
+@click.option("--kafka-timeout-ms", type=int, help="Wait for acks before 503 [5000].")
 @click.option("--json", "as_json", is_flag=True, help="Print the listeners as one JSON object.")
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
@@ -82,23 +111,28 @@ def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
     try:
         config = build_config(flags)
-        url = config.store_url()
+        url = None if config.kafka else config.store_url()
     except (ValidationError, StoreURLError) as err:
         click.echo(f"error: invalid configuration: {err}", err=True)
         sys.exit(EXIT_USAGE)
+    if config.kafka and (flags.get("store") or flags.get("data_dir")):
+        click.echo("error: with --kafka the receiver keeps no store; the sink writes it", err=True)
+        sys.exit(EXIT_USAGE)
     try:
-        store = open_store(url)
+        store = open_store(url) if url else None
     except Exception as err:
         click.echo(f"error: cannot open store {url}: {err}", err=True)
         sys.exit(EXIT_UNAVAILABLE)
-    service = ReceiverService(config, store, periodic=periodic_jobs(config))
+    periodic = periodic_jobs(config) if store is not None else []
+    service = ReceiverService(config, store, periodic=periodic)
     try:
         asyncio.run(run_service(service, as_json))
     except OSError as err:
         click.echo(f"error: {err}", err=True)
         sys.exit(EXIT_UNAVAILABLE)
     finally:
-        store.close()
+        if store is not None:
+            store.close()
 
 
 def register(group: click.Group) -> None:

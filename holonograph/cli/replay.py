@@ -1,0 +1,141 @@
+"""`holonograph replay`: quarantined spans (table) or dead letters (topic) through
+validation again, after a fix. Idempotent: replaying twice changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import sys
+from typing import Any
+
+import click
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+from pydantic import ValidationError
+
+from holonograph.cli.options import (
+    EXIT_FINDING,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    RFC3339,
+    emit_json,
+    open_store_or_exit,
+    store_options,
+)
+from ingest.config import MIB, KafkaSettings
+from ingest.errors import RetryableError
+from ingest.export import Handoff
+from ingest.handoff import EmbeddedHandoff
+from ingest.kafka_handoff import KafkaHandoff
+from ingest.replay import ReplayReport, replay_dead_letters, replay_quarantine
+from schemas.store import Store
+
+
+def _kafka_handoff(settings: KafkaSettings) -> KafkaHandoff:
+    assert settings.kafka
+    return KafkaHandoff(
+        settings.kafka,
+        settings.topics(),
+        max_inflight_bytes=256 * MIB,
+        max_message_bytes=settings.kafka_max_message_bytes,
+        timeout_seconds=settings.kafka_timeout_ms / 1000,
+        idempotence=settings.kafka_idempotence,
+        client_id=f"{settings.kafka_client_id}-replay",
+    )
+
+
+async def _run(
+    source: str, settings: KafkaSettings, store: Store | None, filters: dict[str, Any]
+) -> ReplayReport:
+    handoff: Handoff
+    if settings.kafka:
+        handoff = _kafka_handoff(settings)
+    else:
+        assert store is not None
+        handoff = EmbeddedHandoff(store, max_inflight_bytes=256 * MIB)
+    try:
+        if source == "quarantine":
+            assert store is not None
+            return await replay_quarantine(store, handoff, **filters)
+        assert settings.kafka
+        producer = AIOKafkaProducer(
+            bootstrap_servers=settings.kafka,
+            acks="all",
+            enable_idempotence=settings.kafka_idempotence,
+            compression_type="gzip",
+            max_request_size=settings.kafka_max_message_bytes,
+        )
+        await producer.start()
+        try:
+            return await replay_dead_letters(
+                settings.kafka, settings.kafka_dead_letter_topic, handoff, producer
+            )
+        finally:
+            await producer.stop()
+    finally:
+        await handoff.close()
+
+
+@click.command("replay")
+@click.option(
+    "--from",
+    "source",
+    type=click.Choice(["quarantine", "dead-letter"]),
+    required=True,
+    help="The quarantine table or the dead-letter topic.",
+)
+@click.option("--kafka", metavar="BOOTSTRAP", help="Hand replayed spans to Kafka (and read DLQ).")
+@click.option("--kafka-records-topic", help="Records topic [holonograph.records].")
+@click.option("--kafka-dead-letter-topic", help="Dead-letter topic [holonograph.dead-letter].")
+@click.option(
+    "--kafka-idempotence/--no-kafka-idempotence", default=None, help="Idempotent producer [on]."
+)
+@click.option("--reason", help="Only quarantined spans whose reason contains TEXT.")
+@click.option("--since", type=RFC3339(), help="Only spans quarantined at or after this time.")
+@click.option("--limit", type=int, help="At most N quarantined spans.")
+@store_options
+def replay_command(
+    source: str,
+    reason: str | None,
+    since: dt.datetime | None,
+    limit: int | None,
+    store_url: str | None,
+    data_dir: str | None,
+    as_json: bool,
+    **kafka_flags: Any,
+) -> None:
+    """Re-validate quarantined spans or dead-lettered records and hand off what passes."""
+    try:
+        settings = KafkaSettings(**{k: v for k, v in kafka_flags.items() if v is not None})
+    except ValidationError as err:
+        click.echo(f"error: invalid configuration: {err}", err=True)
+        sys.exit(EXIT_USAGE)
+    if source == "dead-letter" and not settings.kafka:
+        raise click.UsageError("--from dead-letter reads the topic: give --kafka BOOTSTRAP")
+    store = None
+    if source == "quarantine" or not settings.kafka:
+        store = open_store_or_exit(store_url, data_dir, write=True)
+    filters = {"reason": reason, "since": since, "limit": limit}
+    try:
+        report = asyncio.run(_run(source, settings, store, filters))
+    except (KafkaError, OSError, RetryableError) as err:
+        click.echo(f"error: unavailable: {err}", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+    finally:
+        if store is not None:
+            store.close()
+    if as_json:
+        emit_json({"source": source, **report.as_json()})
+    else:
+        click.echo(
+            f"{source}: {report.seen} seen, {report.replayed} replayed,"
+            f" {report.still_rejected} still rejected, {report.skipped} skipped"
+        )
+        for text, n in report.reasons.most_common():
+            click.echo(f"  {n:6d}  {text}")
+    if report.still_rejected:
+        sys.exit(EXIT_FINDING)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(replay_command)

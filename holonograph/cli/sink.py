@@ -1,0 +1,123 @@
+"""`holonograph sink`: consume the receivers' Kafka records into the store."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any
+
+import click
+from pydantic import ValidationError
+
+from holonograph.cli.options import EXIT_FINDING, EXIT_UNAVAILABLE, EXIT_USAGE
+from holonograph.jobs import periodic_jobs
+from ingest.config import ServeConfig, SinkConfig
+from ingest.sink_dlq import SinkHalted
+from ingest.sink_service import SinkService
+from ingest.store import StoreURLError, is_embedded, open_store
+
+
+def build_config(overrides: dict[str, Any]) -> SinkConfig:
+    """Environment (HOLONOGRAPH_*) first, then the flags that were given."""
+    return SinkConfig(**{key: value for key, value in overrides.items() if value is not None})
+
+
+async def run_sink(service: SinkService) -> None:
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    port = await service.start()
+    config = service.config
+    kind = "embedded chDB" if is_embedded(service.store.url) else "ClickHouse server"
+    click.echo(f"kafka      {config.kafka} group {config.sink_group}")
+    click.echo(f"topics     {config.kafka_records_topic}, {config.kafka_dead_letter_topic}")
+    click.echo(f"store      {service.store.url} ({kind})")
+    click.echo(f"admin      listening on http://127.0.0.1:{port} (loopback only)")
+    if config.metrics_port is not None:
+        click.echo(f"metrics    listening on http://{config.host}:{service.metrics_port}/metrics")
+    waiting = asyncio.ensure_future(service.wait())
+    stop_wait = asyncio.ensure_future(stopping.wait())
+    await asyncio.wait({waiting, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+    if waiting.done():
+        stop_wait.cancel()
+        await service.stop()
+        waiting.result()  # raises SinkHalted when the brake tripped
+        return
+    click.echo("stopping: flushing the batch held and committing", err=True)
+    await service.stop()
+    waiting.cancel()
+    click.echo("stopped", err=True)
+
+
+@click.command("sink")
+@click.option("--kafka", metavar="BOOTSTRAP", help="Kafka bootstrap host:port[,host:port].")
+@click.option("--store", "store", help="chdb:///path or http(s)://host:8123.")
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False), help="Shorthand for a chDB store in DIR."
+)
+@click.option("--admin-port", type=int, help="Loopback admin port [0: any free port].")
+@click.option("--host", help="Interface for --metrics-port [127.0.0.1].")
+@click.option("--metrics-port", type=int, help="/metrics, /healthz, /readyz on --host [off].")
+@click.option("--group", "sink_group", help="Consumer group [holonograph-sink].")
+@click.option("--kafka-records-topic", help="Records topic [holonograph.records].")
+@click.option("--kafka-dead-letter-topic", help="Dead-letter topic [holonograph.dead-letter].")
+@click.option("--kafka-partitions", type=int, help="Partitions of topics this creates [6].")
+@click.option(
+    "--kafka-idempotence/--no-kafka-idempotence",
+    default=None,
+    help="Idempotent producer for dead letters [on].",
+)
+@click.option("--batch-rows", "sink_batch_rows", type=int, help="Rows per insert [50000].")
+@click.option(
+    "--batch-seconds", "sink_batch_seconds", type=float, help="Longest a batch waits [1.0]."
+)
+@click.option(
+    "--max-invalid-ratio",
+    "sink_max_invalid_ratio",
+    type=float,
+    help="Brake: stop past this share of invalid records [0.1].",
+)
+@click.option(
+    "--max-invalid-run",
+    "sink_max_invalid_run",
+    type=int,
+    help="Brake: stop past this many invalid records in a row [100].",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
+def sink_command(verbose: bool, **flags: Any) -> None:
+    """Consume records from Kafka, write them to the store, commit offsets after."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
+    try:
+        config = build_config(flags)
+        url = config.store_url()
+    except (ValidationError, StoreURLError) as err:
+        click.echo(f"error: invalid configuration: {err}", err=True)
+        sys.exit(EXIT_USAGE)
+    try:
+        store = open_store(url)
+    except Exception as err:
+        click.echo(f"error: cannot open store {url}: {err}", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+    # The sink owns the store on the scale-out path, so it runs the jobs `serve` runs on
+    # the embedded one; `periodic_jobs` reads only the refresh period from its config.
+    jobs_config = ServeConfig.model_construct(status_refresh_seconds=config.status_refresh_seconds)
+    service = SinkService(config, store, periodic=periodic_jobs(jobs_config))
+    try:
+        asyncio.run(run_sink(service))
+    except SinkHalted as err:
+        click.echo(
+            f"error: sink halted, nothing past the last good batch committed: {err}", err=True
+        )
+        sys.exit(EXIT_FINDING)
+    except OSError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
+    finally:
+        store.close()
+
+
+def register(group: click.Group) -> None:
+    group.add_command(sink_command)

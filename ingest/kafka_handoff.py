@@ -1,0 +1,201 @@
+"""Hand-off for the scale-out path: publish a validated batch to Kafka, answer once
+the broker acknowledged every record of it.
+
+Records are produced with `acks=all` (and the idempotent producer where the broker
+supports it), gzip-compressed, keyed by emission stream; the default partitioner
+(murmur2 of the key modulo the partition count, as the Java client does) keeps a
+stream's records in order on one partition. Each request is packed into records
+under the broker's message limit (`ingest.kafka_records`); its quarantined spans
+go to the dead-letter topic. Failure to get every acknowledgement within
+`timeout_seconds` raises `Unavailable`; bytes in flight past `max_inflight_bytes`
+raise `Backpressure`, so a slow broker costs retries, never unbounded memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from ingest.errors import Backpressure, Unavailable
+from ingest.handoff import Clock, utc_now
+from ingest.kafka_metrics import ProducerMetrics
+from ingest.kafka_records import OutRecord, pack, screen
+from ingest.kafka_topics import ensure_topics
+from schemas.events import DecodedBatch
+from schemas.records import headers
+from schemas.topics import Topics
+
+log = logging.getLogger(__name__)
+
+ProducerFactory = Callable[..., Any]
+
+
+class KafkaHandoff:
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: Topics,
+        *,
+        max_inflight_bytes: int,
+        max_message_bytes: int,
+        timeout_seconds: float = 5.0,
+        linger_ms: int = 5,
+        idempotence: bool = True,
+        client_id: str = "holonograph",
+        retry_after_seconds: float = 1.0,
+        clock: Clock = utc_now,
+        metrics: ProducerMetrics | None = None,
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._topics = topics
+        self._max_inflight = max_inflight_bytes
+        self._configured_limit = max_message_bytes
+        self._limit = max_message_bytes
+        self._timeout = timeout_seconds
+        self._linger_ms = linger_ms
+        self._idempotence = idempotence
+        self._client_id = client_id
+        self._retry_after = retry_after_seconds
+        self._clock = clock
+        self._metrics = metrics
+        self._producer: AIOKafkaProducer | None = None
+        self._topics_checked = False
+        self._connect_lock = asyncio.Lock()
+        self._inflight_bytes = 0
+        self._closing = False
+
+    @property
+    def inflight_bytes(self) -> int:
+        return self._inflight_bytes
+
+    @property
+    def message_limit(self) -> int:
+        return self._limit
+
+    async def start(self) -> None:
+        """Connect now if the broker is there; otherwise the first request retries."""
+        try:
+            await asyncio.wait_for(self._connected(), self._timeout)
+        except (TimeoutError, KafkaError, OSError) as err:
+            log.warning("Kafka at %s not reachable yet: %s", self._bootstrap, err)
+
+    def screen(self, batch: DecodedBatch) -> DecodedBatch:
+        """Quarantine what cannot fit one message, before the client is answered."""
+        return screen(batch, self._limit)
+
+    async def submit(self, batch: DecodedBatch, receipt_id: str, size_bytes: int) -> None:
+        if self._closing:
+            raise Unavailable("receiver is shutting down", self._retry_after)
+        records = pack(batch, receipt_id, self._clock(), self._limit)
+        size = sum(len(r.value) for r in records)
+        if self._inflight_bytes and self._inflight_bytes + size > self._max_inflight:
+            raise Backpressure(
+                f"{self._inflight_bytes} bytes are waiting for the broker"
+                f" (limit {self._max_inflight}); retry later",
+                self._retry_after,
+            )
+        self._set_inflight(size)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            await asyncio.wait_for(self._send_all(records), self._timeout)
+        except TimeoutError:
+            self._failed("timeout")
+            raise Unavailable(
+                f"Kafka did not acknowledge within {self._timeout:g}s", self._retry_after
+            ) from None
+        except (KafkaError, OSError) as err:
+            self._failed(type(err).__name__)
+            raise Unavailable(f"Kafka: {err}", self._retry_after) from None
+        finally:
+            self._set_inflight(-size)
+        if self._metrics is not None:
+            self._metrics.latency.observe(loop.time() - started)
+            for topic, dead in ((self._topics.records, False), (self._topics.dead_letter, True)):
+                sent = [r for r in records if r.dead_letter is dead]
+                self._metrics.produced(topic, len(sent), sum(len(r.value) for r in sent))
+
+    async def _send_all(self, records: list[OutRecord]) -> None:
+        producer = await self._connected()
+        acks = []
+        for record in records:
+            topic = self._topics.dead_letter if record.dead_letter else self._topics.records
+            acks.append(
+                await producer.send(
+                    topic, record.value, key=record.key, headers=headers(record.record)
+                )
+            )
+        await asyncio.gather(*acks)
+
+    async def _connected(self) -> AIOKafkaProducer:
+        async with self._connect_lock:
+            if not self._topics_checked:
+                self._limit = await ensure_topics(
+                    self._bootstrap,
+                    self._topics,
+                    self._configured_limit,
+                    int(self._timeout * 1000),
+                    self._client_id,
+                )
+                self._topics_checked = True
+            if self._producer is None:
+                producer = self._new_producer()
+                try:
+                    await producer.start()
+                except BaseException:
+                    await producer.stop()
+                    raise
+                self._producer = producer
+            return self._producer
+
+    def _new_producer(self) -> AIOKafkaProducer:
+        return AIOKafkaProducer(
+            bootstrap_servers=self._bootstrap,
+            client_id=self._client_id,
+            acks="all",
+            enable_idempotence=self._idempotence,
+            compression_type="gzip",
+            linger_ms=self._linger_ms,
+            max_request_size=self._limit,
+            max_batch_size=min(self._limit, 256 * 1024),
+            request_timeout_ms=int(self._timeout * 1000),
+            metadata_max_age_ms=30_000,
+        )
+
+    def _failed(self, kind: str) -> None:
+        # A broker that lost its log (or a re-created cluster) needs the topics again.
+        self._topics_checked = False
+        if self._metrics is not None:
+            self._metrics.failures.labels(kind=kind).inc()
+
+    def _set_inflight(self, delta: int) -> None:
+        self._inflight_bytes += delta
+        if self._metrics is not None:
+            self._metrics.inflight_bytes.set(self._inflight_bytes)
+
+    async def readiness(self) -> str | None:
+        """None when the broker answers metadata for the records topic."""
+        try:
+            producer = await asyncio.wait_for(self._connected(), self._timeout)
+            partitions = await asyncio.wait_for(
+                producer.partitions_for(self._topics.records), self._timeout
+            )
+        except (TimeoutError, KafkaError, OSError) as err:
+            return f"kafka: {err or type(err).__name__}"
+        return None if partitions else f"kafka: topic {self._topics.records} has no partitions"
+
+    async def close(self) -> None:
+        """Refuse new requests, let in-flight sends finish, then disconnect."""
+        self._closing = True
+        if self._producer is not None:
+            try:
+                await asyncio.wait_for(self._producer.flush(), self._timeout)
+            except (TimeoutError, KafkaError) as err:
+                log.warning("Kafka flush at shutdown failed: %s", err)
+            await self._producer.stop()
+            self._producer = None

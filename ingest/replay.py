@@ -1,0 +1,225 @@
+"""Replay: put dead-lettered records and quarantined spans through validation again,
+after a fix (a contract change, a sink that reads a newer record version).
+
+Idempotent by construction. A quarantined span that now validates is handed off
+under the receipt id it first arrived with (from its dead letter, or the smallest
+receipt id `emission_receipts` holds for its (stream, seq)), so its receipt row is
+replaced rather than counted twice, and its event id collapses as always. A poison record that now
+decodes is re-produced byte for byte to the topic it came from. Replaying twice
+changes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.structs import TopicPartition
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue as PB2AnyValue
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue as PB2KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans as PB2ResourceSpans
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
+
+from ingest.export import Handoff, decode_request
+from schemas.events import DecodedBatch
+from schemas.records import BatchRecord, PoisonLetter, QuarantinedLetter, RecordError, decode
+from schemas.store import DATABASE, Store
+
+SOURCE = "replay"
+
+
+@dataclass
+class ReplayReport:
+    seen: int = 0
+    replayed: int = 0
+    still_rejected: int = 0
+    skipped: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "seen": self.seen,
+            "replayed": self.replayed,
+            "stillRejected": self.still_rejected,
+            "skipped": self.skipped,
+            "reasons": dict(self.reasons.most_common()),
+        }
+
+
+def any_value(value: Any) -> PB2AnyValue:
+    """A JSON attribute value back to OTLP (bytes were stored as base64 text)."""
+    if isinstance(value, bool):
+        return PB2AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return PB2AnyValue(int_value=value)
+    if isinstance(value, float):
+        return PB2AnyValue(double_value=value)
+    if isinstance(value, list):
+        out = PB2AnyValue()
+        out.array_value.values.extend(any_value(v) for v in value)
+        return out
+    if isinstance(value, dict):
+        out = PB2AnyValue()
+        out.kvlist_value.values.extend(key_values(value))
+        return out
+    return PB2AnyValue(string_value=str(value))
+
+
+def key_values(attrs: Mapping[str, Any]) -> list[PB2KeyValue]:
+    return [PB2KeyValue(key=k, value=any_value(v)) for k, v in attrs.items()]
+
+
+def revalidate(span_proto: bytes, resource: Mapping[str, Any]) -> DecodedBatch:
+    """The span through today's decode and validation, as a one-span request."""
+    resource_spans = PB2ResourceSpans()
+    resource_spans.resource.attributes.extend(key_values(resource))
+    resource_spans.scope_spans.add().spans.append(PB2Span.FromString(span_proto))
+    request = PB2ExportTraceServiceRequest(resource_spans=[resource_spans])
+    return decode_request(request, source=SOURCE)
+
+
+async def _resubmit(
+    handoff: Handoff, span_proto: bytes, resource: Mapping[str, Any], receipt_id: str,
+    report: ReplayReport,
+) -> None:  # fmt: skip
+    batch = revalidate(span_proto, resource)
+    if batch.quarantined:
+        report.still_rejected += 1
+        report.reasons[batch.quarantined[0].reason] += 1
+        return
+    await handoff.submit(batch, receipt_id, len(span_proto))
+    report.replayed += 1
+
+
+def _original_receipt(store: Store, stream: str | None, seq: int | None, qid: str) -> str:
+    """The smallest receipt id of that (stream, seq): the same on every replay."""
+    if stream is not None and seq is not None:
+        found = store.query(
+            f"SELECT receipt_id FROM {DATABASE}.emission_receipts FINAL"
+            " WHERE emission_stream = {stream:String} AND emission_seq = {seq:UInt64}"
+            " ORDER BY receipt_id LIMIT 1",
+            {"stream": stream, "seq": seq},
+        ).scalar()
+        if found:
+            return str(found)
+    return "replay-" + hashlib.sha256(qid.encode()).hexdigest()[:32]
+
+
+async def replay_quarantine(
+    store: Store,
+    handoff: Handoff,
+    reason: str | None = None,
+    since: dt.datetime | None = None,
+    limit: int | None = None,
+) -> ReplayReport:
+    """Quarantined spans from the table (optionally those whose reason contains
+    `reason`, received since `since`) through validation again."""
+    rows = store.query(
+        f"SELECT quarantine_id, emission_stream, emission_seq, resource_attributes,"
+        f" hex(span_proto) FROM {DATABASE}.quarantine FINAL"
+        " WHERE position(reason, {reason:String}) > 0 AND received_at >= {since:DateTime64(3)}"
+        " ORDER BY received_at, quarantine_id LIMIT {limit:UInt64}",
+        {
+            "reason": reason or "",
+            "since": (since or dt.datetime(1970, 1, 1, tzinfo=dt.UTC)).replace(tzinfo=None),
+            "limit": limit if limit is not None else 2**62,
+        },
+    ).rows
+    report = ReplayReport()
+    for qid, stream, seq, resource, span_hex in rows:
+        report.seen += 1
+        if not span_hex:
+            report.skipped += 1
+            report.reasons["original span not kept"] += 1
+            continue
+        receipt = _original_receipt(store, stream, seq, qid)
+        await _resubmit(handoff, bytes.fromhex(span_hex), json.loads(resource), receipt, report)
+    return report
+
+
+async def dead_letters(bootstrap: str, topic: str) -> AsyncIterator[tuple[bytes | None, bytes]]:
+    """Every message on the dead-letter topic up to its end when the replay started."""
+    partitions = await _partitions(bootstrap, topic)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        consumer.assign(partitions)
+        ends = await consumer.end_offsets(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        remaining = {tp for tp in partitions if ends[tp] > 0}
+        while remaining:
+            fetched = await consumer.getmany(*remaining, timeout_ms=1000)
+            for tp, messages in fetched.items():
+                for message in messages:
+                    if message.offset < ends[tp]:
+                        yield message.key, message.value or b""
+            for tp in list(remaining):
+                if await consumer.position(tp) >= ends[tp]:
+                    remaining.discard(tp)
+    finally:
+        await consumer.stop()
+
+
+async def _partitions(bootstrap: str, topic: str) -> list[TopicPartition]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        (described,) = await admin.describe_topics([topic])
+    finally:
+        await admin.close()
+    if described["error_code"]:
+        raise RuntimeError(f"topic {topic}: Kafka error {described['error_code']}")
+    return [TopicPartition(topic, p["partition"]) for p in described["partitions"]]
+
+
+async def replay_dead_letters(
+    bootstrap: str, topic: str, handoff: Handoff, producer: AIOKafkaProducer
+) -> ReplayReport:
+    report = ReplayReport()
+    async for _key, value in dead_letters(bootstrap, topic):
+        report.seen += 1
+        try:
+            letter = decode(value)
+        except RecordError as err:
+            report.skipped += 1
+            report.reasons[f"undecodable dead letter: {err}"] += 1
+            continue
+        if isinstance(letter, QuarantinedLetter):
+            span = letter.span
+            if not span.span_proto:
+                report.skipped += 1
+                report.reasons["original span not kept"] += 1
+                continue
+            await _resubmit(
+                handoff, span.span_proto, span.resource_attributes, letter.receipt_id, report
+            )
+        elif isinstance(letter, PoisonLetter):
+            await _replay_poison(letter, producer, report)
+        elif isinstance(letter, BatchRecord):
+            report.skipped += 1
+    return report
+
+
+async def _replay_poison(
+    letter: PoisonLetter, producer: AIOKafkaProducer, report: ReplayReport
+) -> None:
+    try:
+        decode(letter.value)
+    except RecordError as err:
+        report.still_rejected += 1
+        report.reasons[str(err)] += 1
+        return
+    await producer.send_and_wait(letter.source_topic, letter.value, key=letter.key)
+    report.replayed += 1

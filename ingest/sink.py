@@ -1,0 +1,277 @@
+"""The sink's consume loop: decode -> batch by rows and time -> write -> commit last.
+
+    getmany ─► decode (poison: brake, then dead-letter) ─► Batch
+        └─ full (rows) or old (seconds) ─► dead letters acked ─► write_rows ─► commit
+
+Offsets (offset+1 per partition) are committed only after the store accepted the
+batch; a crash anywhere before that redelivers the records, and the store's keys
+(ReplacingMergeTree on event id, (stream, seq, receipt_id)) make the rewrite
+collapse. A failing store pauses the partitions and retries with exponential
+backoff, keeping the batch: nothing is skipped. At a rebalance the revoked
+partitions' records are written once more if the store takes them, else abandoned
+uncommitted for their next owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+from aiokafka.structs import ConsumerRecord, TopicPartition
+
+from ingest.handoff import Clock, utc_now
+from ingest.kafka_metrics import SinkMetrics
+from ingest.rows import write_rows
+from ingest.sink_batch import Batch, Consumed, DedupTokenStore
+from ingest.sink_dlq import DeadLetterSink, PoisonBrake, SinkHalted
+from schemas.records import BatchRecord, PoisonLetter, QuarantinedLetter, RecordError, decode
+from schemas.store import Store
+from schemas.topics import Topics
+
+log = logging.getLogger(__name__)
+
+Monotonic = Callable[[], float]
+STOP_LATENCY_SECONDS = 0.25
+
+
+class Sink:
+    def __init__(
+        self,
+        consumer: AIOKafkaConsumer,
+        store: Store,
+        dead_letters: DeadLetterSink,
+        topics: Topics,
+        metrics: SinkMetrics,
+        *,
+        batch_rows: int = 50_000,
+        batch_seconds: float = 1.0,
+        max_poll_records: int = 5_000,
+        retry_min_seconds: float = 0.5,
+        retry_max_seconds: float = 30.0,
+        brake: PoisonBrake | None = None,
+        monotonic: Monotonic = time.monotonic,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._consumer = consumer
+        self._store = store
+        self._dead_letters = dead_letters
+        self._topics = topics
+        self._metrics = metrics
+        self._batch_rows = batch_rows
+        self._batch_seconds = batch_seconds
+        self._max_poll = max_poll_records
+        self._retry_min = retry_min_seconds
+        self._retry_max = retry_max_seconds
+        self._brake = brake or PoisonBrake()
+        self._monotonic = monotonic
+        self._clock = clock
+        self._batch = Batch(monotonic())
+        self._lock = asyncio.Lock()
+        self.flushes = 0
+        self.last_error: str | None = None
+
+    def assigned(self) -> int:
+        """Partitions this member owns now."""
+        return len(self._consumer.assignment())
+
+    def held(self) -> int:
+        """Records consumed and not yet written (and committed)."""
+        return len(self._batch.items)
+
+    def listener(self) -> ConsumerRebalanceListener:
+        return _Rebalance(self)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume until `stop` is set (flushing what is held) or the brake trips."""
+        try:
+            while not stop.is_set():
+                if self._batch and self._due():
+                    await self._flush_until_done(stop)
+                    continue
+                fetched = await self._consumer.getmany(
+                    timeout_ms=self._wait_ms(), max_records=self._max_poll
+                )
+                for messages in fetched.values():
+                    for message in messages:
+                        await self._take(message)
+                        if self._batch.rows >= self._batch_rows:  # bound memory mid-fetch
+                            await self._flush_until_done(stop)
+                await self._observe_lag()
+        except SinkHalted:
+            try:
+                await self._flush_once()  # keep the good records taken before the trip
+            except Exception as err:  # they stay uncommitted: reread after the fix
+                log.warning("flush at halt failed: %s", err)
+            raise
+        if self._batch:
+            try:
+                await self._flush_once()
+            except Exception as err:  # left uncommitted: redelivered after restart
+                log.warning(
+                    "final flush failed, %d records stay uncommitted: %s",
+                    len(self._batch.items),
+                    err,
+                )
+
+    def _due(self) -> bool:
+        age = self._monotonic() - self._batch.opened_at
+        return self._batch.rows >= self._batch_rows or age >= self._batch_seconds
+
+    def _wait_ms(self) -> int:
+        """Until the batch is due, but never long: a stop request is seen within it."""
+        left = self._batch_seconds
+        if self._batch:
+            left -= self._monotonic() - self._batch.opened_at
+        return max(1, int(min(left, STOP_LATENCY_SECONDS) * 1000))
+
+    async def _take(self, message: ConsumerRecord[Any, Any]) -> None:
+        """Decode one message into the batch. Only the records topic feeds the brake:
+        the dead-letter topic holds our own letters, and a bad one is logged and
+        skipped rather than dead-lettered again (no loops)."""
+        tp = TopicPartition(message.topic, message.partition)
+        value: bytes = message.value or b""
+        digest = hashlib.sha256(value).digest()
+        self._metrics.consumed.labels(topic=message.topic).inc()
+        if not self._batch:
+            self._batch = Batch(self._monotonic())
+        data = message.topic != self._topics.dead_letter
+        try:
+            record = decode(value)
+        except RecordError as err:
+            if not data:
+                log.error("undecodable dead letter at %s:%d: %s", tp, message.offset, err)
+                self._batch.add(Consumed(tp, message.offset, digest))
+                return
+            self._brake.failed(str(err))
+            self._metrics.poison(str(err))
+            poison = PoisonLetter(
+                reason=str(err),
+                dead_lettered_at=self._clock(),
+                source_topic=message.topic,
+                source_partition=message.partition,
+                source_offset=message.offset,
+                key=message.key,
+                value=value,
+            )
+            self._batch.add(Consumed(tp, message.offset, digest, poison=poison))
+            return
+        if data:
+            self._brake.passed()
+        stored = record if isinstance(record, (BatchRecord, QuarantinedLetter)) else None
+        self._batch.add(Consumed(tp, message.offset, digest, record=stored))
+
+    async def _flush_until_done(self, stop: asyncio.Event) -> None:
+        """Retry with backoff while the store (or broker) fails, partitions paused."""
+        delay = self._retry_min
+        while True:
+            try:
+                await self._flush_once()
+                self._resume()
+                return
+            except SinkHalted:
+                raise
+            except Exception as err:  # store or broker: keep the batch, back off, retry
+                self.last_error = str(err) or type(err).__name__
+                log.warning("sink write failed (retrying in %.1fs): %s", delay, self.last_error)
+                if stop.is_set():
+                    return
+                self._pause()
+                # Polling while paused keeps group membership alive; partitions assigned
+                # meanwhile are not paused, so what they yield joins the batch.
+                fetched = await self._consumer.getmany(timeout_ms=int(delay * 1000))
+                for messages in fetched.values():
+                    for message in messages:
+                        await self._take(message)
+                delay = min(delay * 2, self._retry_max)
+                if not self._batch:  # a rebalance abandoned it meanwhile
+                    self._resume()
+                    return
+
+    async def _flush_once(self) -> None:
+        async with self._lock:
+            await self._write_and_commit()
+
+    async def _write_and_commit(self) -> None:
+        batch = self._batch
+        if not batch:
+            return
+        poison = batch.poison()
+        if poison:
+            await self._dead_letters.send(poison)
+        rows = batch.table_rows()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            await asyncio.to_thread(write_rows, DedupTokenStore(self._store, batch.token()), rows)
+        except Exception:
+            self._metrics.batches.labels(result="error").inc()
+            raise
+        self._metrics.insert_seconds.observe(loop.time() - started)
+        self._metrics.batches.labels(result="ok").inc()
+        self._metrics.rows.inc(rows.row_count)
+        self._batch = Batch(self._monotonic())
+        self.flushes += 1
+        self.last_error = None
+        await self._commit(batch.offsets())
+
+    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        owned = self._consumer.assignment()
+        mine = {tp: offset for tp, offset in offsets.items() if tp in owned}
+        if not mine:
+            return
+        try:
+            await self._consumer.commit(mine)
+            self._metrics.commits.labels(result="ok").inc()
+        except (CommitFailedError, IllegalStateError, KafkaError) as err:
+            # Rows are stored; the next owner rereads and the store collapses the repeat.
+            self._metrics.commits.labels(result="error").inc()
+            log.warning("offset commit failed (records will be redelivered): %s", err)
+
+    async def revoked(self, partitions: set[TopicPartition]) -> None:
+        """Finish the revoked partitions' records if the store takes them now; else
+        abandon them uncommitted."""
+        async with self._lock:
+            if not any(item.tp in partitions for item in self._batch.items):
+                return
+            try:
+                await self._write_and_commit()
+            except Exception as err:
+                dropped = self._batch.drop(partitions)
+                self._metrics.abandoned.inc(dropped)
+                log.warning("rebalance: abandoned %d uncommitted records: %s", dropped, err)
+
+    def _pause(self) -> None:
+        self._consumer.pause(*self._consumer.assignment())
+
+    def _resume(self) -> None:
+        self._consumer.resume(*self._consumer.paused())
+
+    async def _observe_lag(self) -> None:
+        lag: dict[str, int] = {topic: 0 for topic in self._topics.all()}
+        for tp in self._consumer.assignment():
+            high = self._consumer.highwater(tp)
+            if high is None:
+                continue
+            with contextlib.suppress(IllegalStateError):
+                position = await self._consumer.position(tp)
+                lag[tp.topic] = lag.get(tp.topic, 0) + max(0, high - position)
+        for topic, value in lag.items():
+            self._metrics.lag.labels(topic=topic).set(value)
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, sink: Sink) -> None:
+        self._sink = sink
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self._sink.revoked(set(revoked))
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        log.info("assigned %s", sorted(f"{tp.topic}:{tp.partition}" for tp in assigned))

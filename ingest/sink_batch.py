@@ -1,0 +1,125 @@
+"""What the sink holds between consuming and committing: decoded records, poison
+waiting to be dead-lettered, and the offsets that become committable once the rows
+are in the store.
+
+The insert deduplication token is a digest of the batch's record contents, never of
+offsets: a re-created topic reuses offsets for different data, while the same
+records (a redelivery after a crash, in the same batch shape) give the same token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka.structs import TopicPartition
+
+from ingest.rows import TableRows
+from schemas.events import DecodedBatch
+from schemas.records import BatchRecord, PoisonLetter, QuarantinedLetter
+from schemas.store import QueryResult, Store
+
+StoredRecord = BatchRecord | QuarantinedLetter
+
+
+@dataclass(frozen=True)
+class Consumed:
+    """One message taken from a partition; `record` is None when it yields no rows."""
+
+    tp: TopicPartition
+    offset: int
+    digest: bytes
+    record: StoredRecord | None = None
+    poison: PoisonLetter | None = None
+
+
+def record_rows(record: StoredRecord) -> int:
+    if isinstance(record, QuarantinedLetter):
+        return 1
+    dims = sum(len(e.outcome.dimensions) for e in record.events)
+    return len(record.events) + dims + len(record.emissions)
+
+
+@dataclass
+class Batch:
+    opened_at: float
+    items: list[Consumed] = field(default_factory=list)
+    rows: int = 0
+
+    def add(self, item: Consumed) -> None:
+        self.items.append(item)
+        if item.record is not None:
+            self.rows += record_rows(item.record)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def poison(self) -> list[PoisonLetter]:
+        return [i.poison for i in self.items if i.poison is not None]
+
+    def table_rows(self) -> TableRows:
+        rows = TableRows()
+        for item in self.items:
+            record = item.record
+            if isinstance(record, BatchRecord):
+                batch = DecodedBatch(events=record.events, emissions=record.emissions)
+                rows.add(batch, record.receipt_id, record.received_at)
+            elif isinstance(record, QuarantinedLetter):
+                batch = DecodedBatch(quarantined=(record.span,))
+                rows.add(batch, record.receipt_id, record.received_at)
+        return rows
+
+    def token(self) -> str:
+        digest = hashlib.sha256()
+        for item in sorted(self.items, key=lambda i: i.digest):
+            if item.record is not None:
+                digest.update(item.digest)
+        return digest.hexdigest()
+
+    def offsets(self) -> dict[TopicPartition, int]:
+        """The next offset to read per partition: committable once the rows are stored."""
+        nxt: dict[TopicPartition, int] = {}
+        for item in self.items:
+            nxt[item.tp] = max(nxt.get(item.tp, 0), item.offset + 1)
+        return nxt
+
+    def drop(self, partitions: Iterable[TopicPartition]) -> int:
+        """Abandon the records of revoked partitions (their next owner rereads them)."""
+        gone = set(partitions)
+        kept = [i for i in self.items if i.tp not in gone]
+        dropped = len(self.items) - len(kept)
+        self.items = kept
+        self.rows = sum(record_rows(i.record) for i in kept if i.record is not None)
+        return dropped
+
+
+class DedupTokenStore:
+    """Adds `insert_deduplication_token` (batch digest + table) to every insert, so
+    a server with insert deduplication drops an identical retried block; the
+    ReplacingMergeTree keys collapse everything else."""
+
+    def __init__(self, inner: Store, token: str) -> None:
+        self._inner = inner
+        self._token = token
+        self.url = inner.url
+
+    def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
+        return self._inner.query(sql, parameters)
+
+    def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> None:
+        self._inner.command(sql, parameters)
+
+    def insert(
+        self,
+        table: str,
+        rows: Sequence[Sequence[Any]],
+        column_names: Sequence[str],
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        merged = {"insert_deduplication_token": f"{self._token}:{table}", **(settings or {})}
+        self._inner.insert(table, rows, column_names, merged)
+
+    def close(self) -> None:
+        self._inner.close()

@@ -1,0 +1,204 @@
+"""The sink as one service: store (migrated), topics, consumer group, dead-letter
+producer, the consume loop, and the same loopback admin endpoint as `serve`
+(`/admin/*` for other commands while it holds a chDB store, `/healthz`, `/readyz`,
+`/metrics`).
+
+The broker may be absent at start: the service keeps trying to connect (readiness
+says so) instead of exiting, as a container orchestrator expects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from ingest.admin import AdminEndpoint
+from ingest.config import SinkConfig
+from ingest.handoff import Clock, utc_now
+from ingest.kafka_metrics import SinkMetrics
+from ingest.kafka_topics import ensure_topics
+from ingest.metrics import PipelineMetrics
+from ingest.service import Periodic
+from ingest.sink import Monotonic, Sink
+from ingest.sink_dlq import KafkaDeadLetters, PoisonBrake, SinkHalted
+from ingest.store import ClickHouseStore, chdb_path, is_embedded
+from schemas.migrations import apply_migrations
+from schemas.store import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SinkService:
+    config: SinkConfig
+    store: ClickHouseStore
+    write_store: Store | None = None
+    clock: Clock = utc_now
+    monotonic: Monotonic = time.monotonic
+    periodic: list[Periodic] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.metrics = PipelineMetrics()
+        self.sink_metrics = SinkMetrics(self.metrics.registry)
+        self.admin_port = 0
+        self.metrics_port = 0
+        self.sink: Sink | None = None
+        self.halted: str | None = None
+        self._admin: AdminEndpoint | None = None
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._jobs: list[asyncio.Task[None]] = []
+
+    async def start(self) -> int:
+        """Migrate, open the admin endpoint, start consuming; returns the admin port."""
+        await asyncio.to_thread(apply_migrations, self.store)
+        self._admin = AdminEndpoint(self.store, self.metrics.exposition, self._readiness)
+        self.admin_port = await self._admin.start(self.config.admin_port)
+        if self.config.metrics_port is not None:
+            self.metrics_port = await self._admin.start_public(
+                self.config.host, self.config.metrics_port
+            )
+        if is_embedded(self.store.url):
+            self._admin.publish(chdb_path(self.store.url))
+        self._task = asyncio.create_task(self._run(), name="sink")
+        self._jobs = [asyncio.create_task(self._every(j), name=j.name) for j in self.periodic]
+        return self.admin_port
+
+    async def _every(self, job: Periodic) -> None:
+        """Jobs over the store this process owns (e.g. stream status), as `serve` runs
+        them on the embedded path."""
+        while True:
+            try:
+                await asyncio.to_thread(job.run, self.store, self.clock())
+            except Exception:  # a failing job is logged and retried next period
+                log.exception("periodic job %s failed", job.name)
+            await asyncio.sleep(job.every_seconds)
+
+    async def wait(self) -> None:
+        """Until the loop ends: after `stop()`, or raising `SinkHalted` when the brake trips."""
+        assert self._task is not None
+        await asyncio.shield(self._task)
+
+    async def stop(self) -> None:
+        """Graceful: flush what is held, commit, leave the group, close the endpoint."""
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(SinkHalted):
+                await self._task
+        await self._close_admin()
+
+    async def abort(self) -> None:
+        """As a crash would: drop everything held, commit nothing more."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, SinkHalted):
+                await self._task
+        await self._close_admin()
+
+    async def _close_admin(self) -> None:
+        for job in self._jobs:
+            job.cancel()
+        for job in self._jobs:
+            with contextlib.suppress(asyncio.CancelledError):
+                await job
+        self._jobs = []
+        if self._admin is not None:
+            await self._admin.stop()
+            self._admin = None
+
+    async def _run(self) -> None:
+        config = self.config
+        assert config.kafka
+        await self._until_connected(config.kafka)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=config.kafka,
+            client_id=f"{config.kafka_client_id}-sink-dlq",
+            acks="all",
+            enable_idempotence=config.kafka_idempotence,
+            compression_type="gzip",
+            max_request_size=config.kafka_max_message_bytes * 2 + 4096,
+            request_timeout_ms=config.kafka_timeout_ms,
+        )
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=config.kafka,
+            group_id=config.sink_group,
+            client_id=f"{config.kafka_client_id}-sink",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=config.sink_session_timeout_ms,
+            heartbeat_interval_ms=max(100, config.sink_session_timeout_ms // 3),
+            metadata_max_age_ms=5_000,
+            max_partition_fetch_bytes=config.kafka_max_message_bytes * 2 + 4096,
+        )
+        self.sink = Sink(
+            consumer,
+            self.write_store or self.store,
+            KafkaDeadLetters(producer, config.kafka_dead_letter_topic),
+            config.topics(),
+            self.sink_metrics,
+            batch_rows=config.sink_batch_rows,
+            batch_seconds=config.sink_batch_seconds,
+            max_poll_records=config.sink_max_poll_records,
+            retry_min_seconds=config.sink_retry_min_seconds,
+            retry_max_seconds=config.sink_retry_max_seconds,
+            brake=PoisonBrake(
+                config.sink_max_invalid_ratio,
+                config.sink_invalid_ratio_min_records,
+                config.sink_max_invalid_run,
+            ),
+            monotonic=self.monotonic,
+            clock=self.clock,
+        )
+        consumer.subscribe(list(config.topics().all()), listener=self.sink.listener())
+        await producer.start()
+        try:
+            await consumer.start()
+            try:
+                await self.sink.run(self._stop)
+            except SinkHalted as err:
+                self.halted = str(err)
+                log.error("sink halted: %s", err)
+                raise
+            finally:
+                await consumer.stop()
+        finally:
+            await producer.stop()
+
+    async def _until_connected(self, bootstrap: str) -> None:
+        config = self.config
+        delay = config.sink_retry_min_seconds
+        while True:
+            try:
+                await ensure_topics(
+                    bootstrap,
+                    config.topics(),
+                    config.kafka_max_message_bytes,
+                    config.kafka_timeout_ms,
+                    config.kafka_client_id,
+                )
+                return
+            except (KafkaError, OSError, RuntimeError) as err:
+                log.warning(
+                    "Kafka at %s not reachable (retrying in %.1fs): %s", bootstrap, delay, err
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, config.sink_retry_max_seconds)
+
+    async def _readiness(self) -> str | None:
+        if self.halted:
+            return f"halted: {self.halted}"
+        if self.sink is None:
+            return "connecting to kafka"
+        if self.sink.last_error:
+            return f"store: {self.sink.last_error}"
+        try:
+            await asyncio.to_thread(self.store.query, "SELECT 1")
+        except Exception as err:
+            return f"store: {err}"
+        return None

@@ -1,0 +1,150 @@
+"""Unit tests (no broker): the record format round-trips exactly and rejects what it
+must; packing respects the message limit; the brake trips on runs and ratios; the
+insert deduplication token depends on content, not offsets."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+from aiokafka.structs import TopicPartition
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ingest.export import decode_request
+from ingest.kafka_records import pack, payload_limit, screen
+from ingest.sink_batch import Batch, Consumed
+from ingest.sink_dlq import PoisonBrake, SinkHalted
+from schemas import records
+from schemas.events import DecodedBatch
+from tests.otel_emit import Dim, Evaluation, Sentinel, export_request, record_spans
+
+AT = dt.datetime(2026, 11, 30, 14, 0, 0, 123456, tzinfo=dt.UTC)
+
+
+def _batch(streams: int = 2, per_stream: int = 5, text: str = "") -> DecodedBatch:
+    items = []
+    for s in range(streams):
+        for seq in range(per_stream):
+            extra = {"holonograph.marker.response_text": text} if text else {}
+            items.append(Evaluation(f"s{s}", seq, extra=extra, dims=[Dim("tone", score=0.5)]))
+        items.append(Sentinel(f"s{s}", per_stream, counters={"offered": per_stream}))
+    items.append(Evaluation("bad", 0, run_mode="staging"))
+    return decode_request(export_request(record_spans(items, seed=1)))
+
+
+def test_records_round_trip_byte_for_byte() -> None:
+    out = pack(_batch(), "r1", AT, 1_000_000)
+    # s0, s1, and "bad": its rejected span arrived, so its ordinal travels too
+    assert [(r.key, r.dead_letter) for r in out] == [
+        (b"s0", False),
+        (b"s1", False),
+        (b"bad", False),
+        (b"bad", True),
+    ]
+    for record in out:
+        decoded = records.decode(record.value)
+        assert decoded == record.record
+        assert records.encode(decoded) == record.value
+    first = out[0].record
+    assert isinstance(first, records.BatchRecord)
+    assert first.stream == out[0].key.decode() == "s0"
+    assert (len(first.events), len(first.emissions)) == (5, 6)
+    assert isinstance(out[2].record, records.BatchRecord)
+    assert out[2].record.emissions[0].quarantined
+    letter = out[3].record
+    assert isinstance(letter, records.QuarantinedLetter)
+    assert letter.span.span_proto  # kept for replay, base64 in JSON
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (b"", "empty record"),
+        (b"\xff\xfe", "not JSON"),
+        (b"[1]", "not a JSON object"),
+        (b'{"schema_version": 2, "kind": "batch"}', "schema_version 2 is not supported"),
+        (b'{"kind": "batch"}', "schema_version None is not supported"),
+        (b'{"schema_version": 1, "kind": "nope"}', "kind 'nope' is not one of"),
+        (b'{"schema_version": 1, "kind": "batch"}', "batch: receipt_id: Field required"),
+    ],
+)
+def test_decode_rejects_with_a_reason(value: bytes, reason: str) -> None:
+    with pytest.raises(records.RecordError, match=reason):
+        records.decode(value)
+
+
+def test_decode_rejects_unknown_fields_and_mixed_streams() -> None:
+    value = pack(_batch(streams=1), "r", AT, 1_000_000)[0].value
+    body = json.loads(value)
+    with pytest.raises(records.RecordError, match="extra_field"):
+        records.decode(json.dumps({**body, "extra_field": 1}).encode())
+    with pytest.raises(records.RecordError, match="holds"):
+        records.decode(json.dumps({**body, "stream": "other"}).encode())
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    limit=st.integers(min_value=6_000, max_value=60_000),
+    text=st.text(min_size=0, max_size=1_500),
+)
+def test_packing_fits_the_limit_and_loses_nothing(limit: int, text: str) -> None:
+    batch = screen(_batch(streams=3, per_stream=8, text=text), limit)
+    out = pack(batch, "r", AT, limit)
+    assert all(len(r.value) <= payload_limit(limit) for r in out if not r.dead_letter)
+    stored = [r.record for r in out if isinstance(r.record, records.BatchRecord)]
+    assert sorted(e.event_id for r in stored for e in r.events) == sorted(
+        e.event_id for e in batch.events
+    )
+    assert len([e for r in stored for e in r.emissions]) == len(batch.emissions)
+    for record in stored:  # an event travels with its emission record
+        assert {e.event_id for e in record.events} <= {e.event_id for e in record.emissions}
+
+
+def test_screen_quarantines_an_event_too_large_alone() -> None:
+    batch = _batch(streams=1, per_stream=2, text="z" * 9_000)
+    screened = screen(batch, 8_000)
+    assert len(screened.events) == 0
+    too_large = [q for q in screened.quarantined if q.reason.startswith("record of")]
+    assert len(too_large) == 2
+    assert "exceeds the broker's message limit of 8000 bytes" in too_large[0].reason
+    arrived = [e for e in screened.emissions if e.quarantined and e.stream == "s0"]
+    assert {e.seq for e in arrived} == {0, 1}  # arrived, so not gaps
+    assert screen(_batch(), 1_000_000) == _batch()
+
+
+def test_brake_trips_on_a_run_and_on_a_ratio() -> None:
+    run = PoisonBrake(max_ratio=1.0, max_run=3)
+    for _ in range(3):
+        run.failed("bad")
+    run.passed()  # a good record resets the run
+    for _ in range(3):
+        run.failed("bad")
+    with pytest.raises(SinkHalted, match="4 invalid records in a row"):
+        run.failed("bad")
+
+    ratio = PoisonBrake(max_ratio=0.2, ratio_min_records=10, max_run=100)
+    for n in range(9):
+        if n % 2:
+            ratio.failed("bad")  # 4 of 9, not yet enough records to judge
+        else:
+            ratio.passed()
+    with pytest.raises(SinkHalted, match="5 of 10 records invalid"):
+        ratio.failed("bad")
+
+
+def test_dedup_token_is_content_not_offsets() -> None:
+    value = pack(_batch(streams=1), "r", AT, 1_000_000)[0]
+    assert isinstance(value.record, records.BatchRecord)
+
+    def batch_at(topic: str, offset: int) -> Batch:
+        batch = Batch(0.0)
+        batch.add(Consumed(TopicPartition(topic, 0), offset, b"digest-1", record=value.record))
+        return batch
+
+    assert batch_at("a", 5).token() == batch_at("b", 900).token()
+    other = Batch(0.0)
+    other.add(Consumed(TopicPartition("a", 0), 5, b"digest-2", record=value.record))
+    assert other.token() != batch_at("a", 5).token()
+    assert batch_at("a", 5).offsets() == {TopicPartition("a", 0): 6}
