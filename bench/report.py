@@ -378,6 +378,7 @@ def _findings(results: dict[str, Any]) -> list[str]:
         f"wait for each other: p99 {_n(half['latency_p99_ms'])} ms. The p99 target needs the "
         "per-span cost down (above), or decoding off the event loop."
     )
+    out += _kafka_findings(results)
     json_run = next((t for t in path["transports"] if t["phases"][0]["scenario"]["name"]
                      == "HTTP JSON"), None)  # fmt: skip
     if json_run and json_run["spans_per_cpu_s"]:
@@ -387,6 +388,47 @@ def _findings(results: dict[str, Any]) -> list[str]:
             "decode)."
         )
     return out
+
+
+def _share(profile: dict[str, Any], function: str) -> str:
+    for entry in profile.get("inclusive", []):
+        if entry["function"] == function:
+            return f"{100 * entry['share']:.0f}%"
+    return "n/a"
+
+
+def _kafka_findings(results: dict[str, Any]) -> list[str]:
+    path = results.get("paths", {}).get("kafka")
+    if path is None:
+        return []
+    headline = path["headline"]
+    accepted = headline["accepted_spans"] or 1
+    split = headline.get("cpu_by_process", {})
+    costs = ", ".join(f"{role} {_n(1e6 * cpu / accepted)} µs" for role, cpu in split.items())
+    text = (
+        f"- **Kafka path.** CPU per span: {costs} (broker "
+        f"{_n(1e6 * headline.get('excluded_cpu_s', 0) / accepted)} µs, not counted)."
+    )
+    by_process = (results.get("profile_kafka") or {}).get("by_process", {})
+    receiver, sink = by_process.get("serve --kafka"), by_process.get("sink")
+    if receiver:
+        text += (
+            " In the receiver, turning the decoded batch into records costs about as much as "
+            "decoding it: `kafka_records.pack` "
+            f"{_share(receiver, 'pack (ingest/kafka_records.py)')} and `kafka_records.screen` "
+            f"{_share(receiver, 'screen (ingest/kafka_records.py)')} of samples (of which "
+            "`_unit_size`, serializing every model to JSON only to measure it before `pack` "
+            f"serializes it again, {_share(receiver, '_unit_size (ingest/kafka_records.py)')}), "
+            f"against `decode_request` {_share(receiver, 'decode_request (ingest/export.py)')}."
+        )
+    if sink:
+        text += (
+            " In the sink, re-validating records into pydantic models takes "
+            f"{_share(sink, 'BaseModel.model_validate (pydantic/main.py)')}, row building "
+            f"{_share(sink, 'TableRows.add (ingest/rows.py)')}, the chDB insert "
+            f"{_share(sink, 'write_rows (ingest/rows.py)')}."
+        )
+    return [text]
 
 
 def markdown(results: dict[str, Any], png_name: str) -> str:

