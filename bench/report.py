@@ -471,9 +471,8 @@ def markdown(results: dict[str, Any], png_name: str) -> str:
     ]
     if "kafka" not in paths:
         out += [
-            "- Kafka path (`serve --kafka` + `sink`): **not measured** in this run "
-            "(branch `kafka` was not merged into main when this was run); `bench/paths.py` "
-            "takes it as one more `IngestPath`.",
+            "- Kafka path (`serve --kafka` + `sink`): **not measured** in this run: "
+            + str(results.get("kafka_skipped", "not requested with --paths")),
         ]
     for name, path in paths.items():
         out += _cpu_split(name, path["headline"])
