@@ -96,7 +96,7 @@ class ServeConfig(KafkaSettings):
     store: str | None = None
     data_dir: Path = Path("./holonograph-data")
     max_request_bytes: int = Field(64 * MIB, gt=0)
-    max_inflight_bytes: int = Field(256 * MIB, gt=0)
+    max_inflight_bytes: int = Field(64 * MIB, gt=0)
     max_batch_rows: int = Field(50_000, gt=0)
     linger_ms: float = Field(0.0, ge=0)
     retention: str | None = None

@@ -17,6 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from pydantic import ValidationError
 
+from ingest.admission import Admission
 from ingest.decode import attributes, jsonable
 from ingest.validate import (
     EVALUATION_SPAN,
@@ -127,9 +128,15 @@ def rejection_message(batch: DecodedBatch) -> str:
 class Exporter:
     """Shared by gRPC and HTTP: validate, hand off, report partial success."""
 
-    def __init__(self, handoff: Handoff, observer: ExportObserver | None = None) -> None:
+    def __init__(
+        self,
+        handoff: Handoff,
+        observer: ExportObserver | None = None,
+        admission: Admission | None = None,
+    ) -> None:
         self._handoff = handoff
         self._observer = observer
+        self.admission = admission or Admission(max_bytes=1 << 62)
 
     async def export(self, request: PB2ExportTraceServiceRequest, size_bytes: int) -> ExportOutcome:
         batch = decode_request(request)

@@ -53,8 +53,9 @@ class _TraceService(grpc.GenericRpcHandler):  # type: ignore[misc]
                 raise PayloadTooLarge(
                     f"request of {len(payload)} bytes exceeds {self._max_bytes} bytes"
                 )
-            request = parse_protobuf(payload)
-            outcome = await self._exporter.export(request, len(payload))
+            with self._exporter.admission.admit(len(payload)):
+                request = parse_protobuf(payload)
+                outcome = await self._exporter.export(request, len(payload))
         except Exception as err:
             failure = classify(err)
             await context.abort(

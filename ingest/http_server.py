@@ -46,8 +46,9 @@ class TracesHandler:
             payload = decode_body(
                 body, http_request.headers.get("Content-Encoding"), self._max_bytes
             )
-            request = parse_json(payload) if content_type == JSON else parse_protobuf(payload)
-            outcome = await self._exporter.export(request, len(payload))
+            with self._exporter.admission.admit(len(payload)):
+                request = parse_json(payload) if content_type == JSON else parse_protobuf(payload)
+                outcome = await self._exporter.export(request, len(payload))
         except Exception as err:
             failure = classify(err)
             return web.Response(

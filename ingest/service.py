@@ -23,6 +23,7 @@ import grpc
 from aiohttp import web
 
 from ingest.admin import AdminEndpoint
+from ingest.admission import Admission
 from ingest.config import ServeConfig
 from ingest.export import Exporter, Handoff, ScreeningHandoff
 from ingest.grpc_server import start_grpc_server
@@ -86,7 +87,11 @@ class ReceiverService:
             self._side = await asyncio.to_thread(self.store.reopen)
         if self.handoff is None:
             self.handoff = await self._build_handoff()
-        exporter = Exporter(self.handoff, observer=self.metrics)
+        exporter = Exporter(
+            self.handoff,
+            observer=self.metrics,
+            admission=Admission(config.max_inflight_bytes),
+        )
         self._admin = AdminEndpoint(self._side, self.metrics.exposition, self._readiness)
         self.listeners.admin_port = await self._admin.start(config.admin_port)
         if config.metrics_port is not None:

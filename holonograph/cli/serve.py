@@ -83,9 +83,7 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
     "--data-dir", type=click.Path(file_okay=False), help="Shorthand for a chDB store in DIR."
 )
 @click.option("--max-request-bytes", type=int, help="Largest request after decompression [64 MiB].")
-@click.option(
-    "--max-inflight-bytes", type=int, help="Bytes waiting for commit before 429 [256 MiB]."
-)
+@click.option("--max-inflight-bytes", type=int, help="Request bytes in flight before 429 [64 MiB].")
 @click.option("--retention", help="TTL on the event tables, e.g. 30d, 12h, 4w [keep].")
 @click.option(
     "--kafka",

@@ -101,6 +101,8 @@ def test_backpressure_when_too_many_bytes_wait(tight_receiver: RunningReceiver) 
         refused = grpc_export(receiver.grpc_endpoint, _payload("tight", 3, 6))
         assert refused.code is grpc.StatusCode.RESOURCE_EXHAUSTED
         assert refused.retry_delay() == 1.0
+        # Refused on arrival, before decoding: counted by admission, not by the writer.
+        assert "bytes of requests in flight" in refused.details
         refused_http = http_export(receiver.http_endpoint, _payload("tight", 3, 6))
         assert refused_http.status_code == 429
         assert refused_http.headers["Retry-After"] == "1"

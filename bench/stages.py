@@ -1,0 +1,114 @@
+"""Where the embedded path's CPU goes, stage by stage, in-process and without gRPC:
+parse -> decode/validate (models) -> row building -> chDB insert, each timed apart
+on the same pre-encoded requests, plus the top functions by own time (cProfile).
+
+Run as `python -m bench.stages --batch 512 --requests 40`; prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.payload import PayloadSpec, RequestFactory
+
+
+def _timed(label: str, timings: dict[str, float], work: Any) -> Any:
+    cpu0 = time.process_time()
+    out = work()
+    timings[label] = timings.get(label, 0.0) + time.process_time() - cpu0
+    return out
+
+
+def measure_stages(batch: int, requests: int, requests_per_insert: int) -> dict[str, Any]:
+    from ingest.decode import parse_protobuf
+    from ingest.export import decode_request
+    from ingest.handoff import utc_now
+    from ingest.rows import TableRows, write_rows
+    from ingest.store import open_store
+    from schemas.migrations import apply_migrations
+
+    factory = RequestFactory(PayloadSpec(batch=batch, tag="stages00"))
+    bodies = [factory.body(r) for r in range(requests)]
+    timings: dict[str, float] = {}
+    spans = 0
+    with tempfile.TemporaryDirectory(prefix="bench-stages-") as tmp:
+        store = open_store(f"chdb://{Path(tmp) / 'store'}")
+        apply_migrations(store)
+        try:
+            for start in range(0, len(bodies), requests_per_insert):
+                rows = TableRows()
+                for r, body in enumerate(bodies[start : start + requests_per_insert]):
+                    request = _timed("parse", timings, lambda b=body: parse_protobuf(b))
+                    decoded = _timed(
+                        "decode_validate", timings, lambda q=request: decode_request(q)
+                    )
+                    spans += len(decoded.emissions)
+                    _timed(
+                        "build_rows",
+                        timings,
+                        lambda d=decoded, n=start + r, t=rows: t.add(d, f"r{n}", utc_now()),
+                    )
+                _timed("insert", timings, lambda t=rows: write_rows(store, t))
+        finally:
+            store.close()
+    total = sum(timings.values())
+    return {
+        "spans": spans,
+        "cpu_s": total,
+        "spans_per_cpu_s": spans / total,
+        "stages": {
+            name: {"cpu_s": cpu, "us_per_span": cpu / spans * 1e6, "share": cpu / total}
+            for name, cpu in timings.items()
+        },
+    }
+
+
+def top_functions(batch: int, requests: int, limit: int = 15) -> list[dict[str, Any]]:
+    """cProfile of decode/validate + row building (the pure-Python part) by own time."""
+    from ingest.decode import parse_protobuf
+    from ingest.export import decode_request
+    from ingest.handoff import utc_now
+    from ingest.rows import TableRows
+
+    factory = RequestFactory(PayloadSpec(batch=batch, tag="profile0"))
+    bodies = [factory.body(r) for r in range(requests)]
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for r, body in enumerate(bodies):
+        TableRows().add(decode_request(parse_protobuf(body)), f"r{r}", utc_now())
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    total = sum(row[2] for row in stats.stats.values())  # type: ignore[attr-defined]
+    ranked = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)  # type: ignore[attr-defined]
+    return [
+        {
+            "function": f"{Path(file).name}:{line}:{name}",
+            "calls": calls,
+            "own_s": own,
+            "own_share": own / total,
+            "cumulative_s": cumulative,
+        }
+        for (file, line, name), (_, calls, own, cumulative, _) in ranked[:limit]
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.stages", description=__doc__)
+    parser.add_argument("--batch", type=int, default=512)
+    parser.add_argument("--requests", type=int, default=40)
+    parser.add_argument("--requests-per-insert", type=int, default=4)
+    args = parser.parse_args(argv)
+    result = measure_stages(args.batch, args.requests, args.requests_per_insert)
+    result["top_functions"] = top_functions(args.batch, max(4, args.requests // 4))
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

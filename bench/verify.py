@@ -1,0 +1,119 @@
+"""Did every accepted span land, and when could it be queried?
+
+The load generator reports the request numbers the service accepted; each request
+is its own emission stream (`bench-<tag>-<number>`) with seq 0..batch-1. A run
+passes when every accepted stream has all its (stream, seq) receipts, the event
+and dimension tables hold one row per accepted evaluation, and nothing was
+quarantined. Requests whose outcome the client never learnt (timeouts) may or
+may not be stored; they widen the tolerance on the totals and nothing else.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.paths import StoreReader
+from bench.payload import STREAM_PREFIX
+
+DB = "holonograph"
+
+
+@dataclass
+class Expected:
+    """What the store must hold, from one or more load results."""
+
+    batch: dict[str, int] = field(default_factory=dict)  # tag -> spans per request
+    accepted: dict[str, set[int]] = field(default_factory=dict)
+    unknown: dict[str, set[int]] = field(default_factory=dict)
+    spans: int = 0
+    evaluations: int = 0
+    unknown_spans: int = 0
+    unknown_evaluations_max: int = 0
+    last_stream: str = ""
+    ended_at: float = 0.0
+
+    def add(self, result: dict[str, Any]) -> None:
+        config = result["config"]
+        tag, batch = config["tag"], config["batch"]
+        self.batch[tag] = batch
+        self.accepted.setdefault(tag, set()).update(result["accepted_requests"])
+        self.unknown.setdefault(tag, set()).update(result["unknown_requests"])
+        self.spans += result["accepted_spans"]
+        self.evaluations += result["accepted_evaluations"]
+        self.unknown_spans += batch * len(result["unknown_requests"])
+        self.unknown_evaluations_max += batch * len(result["unknown_requests"])
+        if result["accepted_requests"] and result["ended_at"] >= self.ended_at:
+            self.last_stream = f"{STREAM_PREFIX}{tag}-{max(result['accepted_requests']):010d}"
+        self.ended_at = max(self.ended_at, result["ended_at"])
+
+
+def _scalar(reader: StoreReader, sql: str, parameters: dict[str, Any] | None = None) -> int:
+    return int(reader.query(sql, parameters)[0][0])
+
+
+def _stream_counts(reader: StoreReader) -> dict[str, int]:
+    rows = reader.query(
+        f"SELECT emission_stream, uniqExact(emission_seq) FROM {DB}.emission_receipts"
+        " GROUP BY emission_stream"
+    )
+    return {str(stream): int(count) for stream, count in rows}
+
+
+def wait_queryable(
+    reader: StoreReader, expected: Expected, timeout: float = 300.0, poll: float = 0.05
+) -> float | None:
+    """Seconds from the last accepted response until every accepted span is counted."""
+    if not expected.last_stream:
+        return 0.0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        present = _scalar(
+            reader,
+            f"SELECT uniqExact(emission_seq) FROM {DB}.emission_receipts"
+            " WHERE emission_stream = {stream:String}",
+            {"stream": expected.last_stream},
+        )
+        if present > 0:
+            total = _scalar(
+                reader,
+                f"SELECT uniqExact(emission_stream, emission_seq) FROM {DB}.emission_receipts",
+            )
+            if total >= expected.spans:
+                return max(0.0, time.time() - expected.ended_at)
+        time.sleep(poll)
+    return None
+
+
+def verify(reader: StoreReader, expected: Expected) -> dict[str, Any]:
+    """Compare the store with what the client was told was accepted."""
+    counts = _stream_counts(reader)
+    lost = unexpected = 0
+    for tag, accepted in expected.accepted.items():
+        batch = expected.batch[tag]
+        for number in accepted:
+            lost += batch - min(batch, counts.pop(f"{STREAM_PREFIX}{tag}-{number:010d}", 0))
+        for number in expected.unknown[tag]:
+            counts.pop(f"{STREAM_PREFIX}{tag}-{number:010d}", None)
+    unexpected = sum(counts.values())
+    events = _scalar(reader, f"SELECT count() FROM {DB}.evaluation_events FINAL")
+    dimensions = _scalar(reader, f"SELECT count() FROM {DB}.evaluation_dimensions FINAL")
+    quarantined = _scalar(reader, f"SELECT count() FROM {DB}.quarantine")
+    events_ok = (
+        expected.evaluations <= events <= expected.evaluations + expected.unknown_evaluations_max
+    )
+    dimensions_ok = dimensions == 2 * events
+    ok = lost == 0 and unexpected == 0 and events_ok and dimensions_ok and quarantined == 0
+    return {
+        "ok": ok,
+        "spans_accepted": expected.spans,
+        "spans_stored": expected.spans - lost,
+        "spans_lost": lost,
+        "spans_unexpected": unexpected,
+        "unknown_outcome_spans": expected.unknown_spans,
+        "evaluations_accepted": expected.evaluations,
+        "event_rows": events,
+        "dimension_rows": dimensions,
+        "quarantine_rows": quarantined,
+    }
