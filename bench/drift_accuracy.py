@@ -341,6 +341,7 @@ def summarise(stats, counts, sizes, load_seconds, events, args) -> dict[str, obj
     }
     out["variance_ci_coverage"] = {str(t): ratio(counts[f"cov_hit_{t}"], counts[f"cov_n_{t}"])
                                    for t in TAUS}  # fmt: skip
+    out["variance_ci_readings"] = {str(t): int(counts[f"cov_n_{t}"]) for t in TAUS}
     total_cov = sum(counts[f"cov_n_{t}"] for t in TAUS)
     out["variance_ci_coverage_overall"] = ratio(
         sum(counts[f"cov_hit_{t}"] for t in TAUS), total_cov
@@ -368,7 +369,7 @@ def detector_false_alarms(per_tau: int, buckets: int, seed: int) -> dict[str, ob
     cells summed per bucket in Python instead of in ClickHouse (same numbers, no load):
     tighter estimates than the store run can afford."""
     from processors import changepoint as cp
-    from processors.variance import paule_mandel
+    from processors.variance import decompose_buckets, unclustered
 
     out: dict[str, object] = {}
     for tau in TAUS:
@@ -382,10 +383,8 @@ def detector_false_alarms(per_tau: int, buckets: int, seed: int) -> dict[str, ob
                 n[t] += c.delivered
                 k[t] += c.passes
             alarms += bool(cp.detect(cp.BucketSeries(n, k), seed=seed + i).change_points)
-            x = k / n
-            unit = float(np.sum(n * x * (1 - x)) / np.sum(n - 1))
-            low, high = paule_mandel(x, unit / n).ci
-            covered += low <= tau**2 <= high
+            reading = decompose_buckets(unclustered(n, k, k))
+            covered += reading is not None and reading.ci[0] <= tau**2 <= reading.ci[1]
         out[str(tau)] = {
             "series": per_tau,
             "with_change_points": alarms,
@@ -394,6 +393,10 @@ def detector_false_alarms(per_tau: int, buckets: int, seed: int) -> dict[str, ob
             "seconds": round(time.perf_counter() - t0, 1),
         }
     return out
+
+
+def _se(rate: float | None, n: int) -> float | None:
+    return None if rate is None or n <= 0 else round(float(np.sqrt(rate * (1 - rate) / n)), 3)
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -449,16 +452,21 @@ def markdown(result: dict[str, Any]) -> str:
                 f" {d['change_points_outside_loss_brackets']} of them outside the brackets"
             )
         cov = result["variance_ci_coverage"]
+        readings = result.get("variance_ci_readings") or result["noise_series"]
         lines += [
             "",
-            "| tau | variance 95 % CI coverage (store) | mean cleaned tau |",
-            "|---|---|---|",
+            "| tau | readings | variance 95 % CI coverage (store) | standard error"
+            " | mean cleaned tau |",
+            "|---|---|---|---|---|",
         ]
-        lines += [f"| {t} | {cov[t]} | {result['mean_cleaned_tau'].get(t)} |" for t in cov]
+        lines += [f"| {t} | {readings[t]} | {cov[t]} | {_se(cov[t], readings[t])}"
+                  f" | {result['mean_cleaned_tau'].get(t)} |" for t in cov]  # fmt: skip
         total = result["variance_ci_coverage_overall"]
         lines += [
             "",
-            f"Coverage overall: {ok(total, 0.92 <= (total or 0) <= 0.98)} (target 0.92-0.98)",
+            f"Coverage overall: {ok(total, 0.92 <= (total or 0) <= 0.98)} (target 0.92-0.98;"
+            " with ~100 readings per tau a cell moves by ~0.02, so single cells can leave the"
+            " band by chance: `bench/variance_coverage.py` measures each tau on >= 1000)",
             "",
         ]
         rt = result["runtime"]

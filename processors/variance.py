@@ -8,7 +8,9 @@ model of meta-analysis, so:
 - v_t is the sampling variance of the bucket mean. Events that share a correlation id
   are not independent, so v_t = deff * s^2 / n_t where s^2 is the pooled within-bucket
   variance and deff the design effect from the clustered (sandwich) residuals of all
-  buckets: pooled, so v_t is stable even with few events per bucket.
+  buckets, each corrected for its cluster's leverage on the bucket mean: pooled, so v_t
+  is stable even with few events per bucket, and unbiased where a per-bucket plug-in
+  x(1 - x) / n is not (its noise is tied to x itself and the interval under-covers).
 - tau^2 is the Paule-Mandel estimate (generalised Q equals its expectation T - 1) with a
   Q-profile confidence interval (Viechtbauer 2007), which keeps its nominal coverage
   for any number of buckets when v_t is known - unlike Wald intervals on tau^2.
@@ -83,7 +85,8 @@ def paule_mandel(x: FloatArray, v: FloatArray, level: float = 0.95) -> Decomposi
 @dataclass(frozen=True)
 class ClusteredBuckets:
     """Per bucket: events n, outcome sum y, within-bucket sum of squares about the bucket
-    mean (events), and the same about the mean for cluster totals, C/(C-1)-corrected."""
+    mean (events), and the same about the mean for cluster totals, corrected for each
+    cluster's leverage on that mean."""
 
     buckets: list[dt.datetime]
     n: FloatArray
@@ -128,14 +131,44 @@ def fetch_clustered(store: Store, query: SeriesQuery, binary: bool) -> Clustered
     if not rows:
         empty = np.zeros(0)
         return ClusteredBuckets([], empty, empty, empty, empty, empty)
-    b, n, y, sq, skk, skm, smm, c = (np.array(col) for col in zip(*rows, strict=True))
-    n, y = n.astype(float), y.astype(float)
+    b, *sums = (np.array(col) for col in zip(*rows, strict=True))
+    return from_sums(list(b), *(np.asarray(s, dtype=float) for s in sums))
+
+
+def from_sums(
+    buckets: list[dt.datetime],
+    n: FloatArray,
+    y: FloatArray,
+    sum_sq: FloatArray,
+    skk: FloatArray,
+    skm: FloatArray,
+    smm: FloatArray,
+    clusters: FloatArray,
+) -> ClusteredBuckets:
+    """Per bucket: events n, outcome sum y and sum of squares, and over its clusters (k =
+    cluster outcome total, m = cluster size) the sums of k*k, k*m, m*m and their count.
+    Shared by the SQL path and the in-memory coverage check, so both run one estimator."""
     x = y / n
-    within = sq.astype(float) - n * x * x
-    c = c.astype(float)
+    within = sum_sq - n * x * x
     resid = skk - 2 * x * skm + x * x * smm
-    corrected = np.where(c > 1, c / np.maximum(c - 1, 1), 1.0) * resid
-    return ClusteredBuckets(list(b), n, y, np.maximum(within, 0.0), corrected, c)
+    # Residuals about the bucket mean shrink by the leverage of each cluster in that mean:
+    # E[resid] = (1 - sum(m^2) / n^2) * true variance when a cluster's variance grows with
+    # its size m. Equal sizes give the familiar C / (C - 1); unequal sizes need more.
+    shrink = 1.0 - smm / (n * n)
+    corrected = np.where(shrink > 1e-9, resid / np.maximum(shrink, 1e-9), resid)
+    return ClusteredBuckets(buckets, n, y, np.maximum(within, 0.0), corrected, clusters)
+
+
+def unclustered(n: FloatArray, y: FloatArray, sum_sq: FloatArray) -> ClusteredBuckets:
+    """Buckets where every event is its own cluster (design effect 1)."""
+    return from_sums([], n, y, sum_sq, sum_sq, y, n, n)
+
+
+def decompose_buckets(data: ClusteredBuckets, level: float = 0.95) -> Decomposition | None:
+    """The estimator `decompose` runs on fetched buckets; None below two buckets."""
+    if data.n.size < 2:
+        return None
+    return paule_mandel(data.x, data.sampling_variance(data.design_effect()), level)
 
 
 @dataclass(frozen=True)
@@ -168,11 +201,7 @@ def decompose(store: Store, request: DecomposeRequest, now: dt.datetime) -> Vari
     binary = kinds.get(request.dimension_id, True)
     data = fetch_clustered(store, request.query(), binary)
     deff = data.design_effect() if data.n.size else 1.0
-    result = (
-        paule_mandel(data.x, data.sampling_variance(deff), request.level)
-        if data.n.size >= 2
-        else None
-    )
+    result = decompose_buckets(data, request.level)
     return VarianceReading(
         event_id=f"evt_{uuid.uuid4().hex}",
         surface_id=request.surface_id,

@@ -9,15 +9,19 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from bench.variance_coverage import clustered, coverage, fast
 from processors.scenarios import Change, SurfaceSpec, generate, write_cells
 from processors.variance import (
     DecomposeRequest,
     decompose,
+    decompose_buckets,
     fetch_clustered,
+    from_sums,
     generalised_q,
     load_reading,
     paule_mandel,
     persist_reading,
+    unclustered,
 )
 from processors.variance_verdict import LifecycleError, evaluate, lifecycle, persist_evaluation
 from schemas.analysis import VarianceReading
@@ -68,6 +72,46 @@ def test_interval_keeps_nominal_coverage() -> None:
         lo, hi = paule_mandel(x, unit / n).ci
         covered += lo <= tau**2 <= hi
     assert 0.92 <= covered / 300 <= 0.98
+
+
+@pytest.mark.parametrize("tau", [0.0, 0.015, 0.03])
+def test_coverage_on_scenario_noise_is_inside_the_band(tau: float) -> None:
+    # 1000 pure-noise months of the scenario model per tau (standard error ~0.007),
+    # judged against the generator's tau^2: the target band is 0.92-0.98.
+    cell = coverage(fast, tau, series=1000, buckets=720, seed=5)
+    assert 0.92 <= cell["coverage"] <= 0.98
+    assert cell["mean_design_effect"] == 1.0
+
+
+def test_coverage_holds_with_clustered_events_and_needs_the_design_effect() -> None:
+    # Sessions sharing a correlation id (design effect ~1.75): with it the interval keeps
+    # its coverage; scoring the same series with design effect 1 collapses it.
+    cell = coverage(clustered(0.5), 0.015, series=300, buckets=240, seed=6)
+    assert 1.6 <= cell["mean_design_effect"] <= 1.9
+    assert 0.92 <= cell["coverage"] <= 0.98
+    rng, hits = np.random.default_rng(6), 0
+    for _ in range(100):
+        data = clustered(0.5)(rng, 0.015, 240)
+        low, high = paule_mandel(data.x, data.sampling_variance(1.0)).ci
+        hits += low <= 0.015**2 <= high
+    assert hits / 100 < 0.5
+
+
+def test_cluster_residuals_are_corrected_for_leverage() -> None:
+    # One bucket, clusters (m=1, k=1) and (m=3, k=0): x = 1/4, residuals about the mean
+    # (1 - 1/4)^2 + (0 - 3/4)^2 = 1.125, leverage sum(m^2)/n^2 = 10/16 -> 1.125 / 0.375.
+    one = np.array([1.0])
+    data = from_sums([], 4 * one, one, one, one, one * 1.0, 10 * one, 2 * one)
+    assert data.cluster_ss.tolist() == pytest.approx([3.0])
+    assert data.within_ss.tolist() == pytest.approx([4 * 0.25 * 0.75])
+    # Every event its own cluster: the leverage correction is n / (n - 1), design effect 1.
+    n, y = np.array([10.0, 20.0]), np.array([7.0, 15.0])
+    plain = unclustered(n, y, y)
+    assert plain.cluster_ss == pytest.approx(plain.within_ss * n / (n - 1))
+    assert plain.design_effect() == pytest.approx(1.0)
+    d = decompose_buckets(plain)
+    assert d is not None and d.tau2 == paule_mandel(plain.x, plain.sampling_variance()).tau2
+    assert decompose_buckets(unclustered(n[:1], y[:1], y[:1])) is None
 
 
 SPECS = [
