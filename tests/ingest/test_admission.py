@@ -14,9 +14,11 @@ def test_admits_until_the_budget_then_refuses_with_a_retry_delay() -> None:
     with admission.admit(60):
         with admission.admit(40):
             assert admission.inflight_bytes == 100
-            with pytest.raises(Backpressure, match="100 bytes of requests in flight") as refused:
-                with admission.admit(1):
-                    pass
+            with (
+                pytest.raises(Backpressure, match="100 bytes of requests in flight") as refused,
+                admission.admit(1),
+            ):
+                pass
             assert refused.value.retry_after == 2.0
         assert admission.inflight_bytes == 60
     assert admission.inflight_bytes == 0
