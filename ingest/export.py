@@ -8,7 +8,9 @@ land regardless.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -137,11 +139,23 @@ class Exporter:
         self._handoff = handoff
         self._observer = observer
         self.admission = admission or Admission(max_bytes=1 << 62)
+        # Decoding runs on one worker thread, off the event loop: the loop stays free to
+        # start new handlers, so every request that arrived is counted by admission
+        # (and refused past the budget) instead of waiting unseen in the transport.
+        self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
 
-    async def export(self, request: PB2ExportTraceServiceRequest, size_bytes: int) -> ExportOutcome:
+    def _prepare(self, request: PB2ExportTraceServiceRequest) -> DecodedBatch:
         batch = decode_request(request)
         if isinstance(self._handoff, ScreeningHandoff):
             batch = self._handoff.screen(batch)
+        return batch
+
+    def close(self) -> None:
+        self._decoder.shutdown(wait=True)
+
+    async def export(self, request: PB2ExportTraceServiceRequest, size_bytes: int) -> ExportOutcome:
+        loop = asyncio.get_running_loop()
+        batch = await loop.run_in_executor(self._decoder, self._prepare, request)
         if batch.events or batch.emissions or batch.quarantined:
             await self._handoff.submit(batch, uuid.uuid4().hex, size_bytes)
         outcome = ExportOutcome(

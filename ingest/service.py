@@ -77,6 +77,7 @@ class ReceiverService:
         self._admin: AdminEndpoint | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._side: ClickHouseStore | None = None
+        self._exporter: Exporter | None = None
 
     async def start(self) -> Listeners:
         config = self.config
@@ -87,7 +88,7 @@ class ReceiverService:
             self._side = await asyncio.to_thread(self.store.reopen)
         if self.handoff is None:
             self.handoff = await self._build_handoff()
-        exporter = Exporter(
+        self._exporter = exporter = Exporter(
             self.handoff,
             observer=self.metrics,
             admission=Admission(config.max_inflight_bytes),
@@ -176,6 +177,8 @@ class ReceiverService:
         if self._http is not None:
             await self._http.shutdown()
             await self._http.cleanup()
+        if self._exporter is not None:
+            await asyncio.to_thread(self._exporter.close)
         if self.handoff is not None:
             await self.handoff.close()
         if self._admin is not None:
