@@ -56,6 +56,8 @@ def ticks_ms(value: dt.datetime) -> int:
 
 
 def _json(value: Any) -> str:
+    if not value:
+        return "{}"  # most events carry no extras: skip the encoder
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
