@@ -12,7 +12,7 @@ import asyncio
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
@@ -168,12 +168,3 @@ class Exporter:
         if self._observer is not None:
             self._observer.observe_export(outcome, [q.reason for q in batch.quarantined])
         return outcome
-
-
-def summarize(batch: DecodedBatch) -> dict[str, Any]:
-    return {
-        "events": len(batch.events),
-        "emissions": len(batch.emissions),
-        "quarantined": len(batch.quarantined),
-        "ignored": batch.ignored_spans,
-    }

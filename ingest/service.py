@@ -17,7 +17,6 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import grpc
 from aiohttp import web
@@ -186,9 +185,3 @@ class ReceiverService:
         if self._side is not None:
             await asyncio.to_thread(self._side.close)
             self._side = None
-
-    @property
-    def data_dir(self) -> Path | None:
-        if self.store is None or not is_embedded(self.store.url):
-            return None
-        return chdb_path(self.store.url)
