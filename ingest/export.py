@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -55,6 +56,13 @@ class ScreeningHandoff(Protocol):
     def screen(self, batch: DecodedBatch) -> DecodedBatch: ...
 
     async def readiness(self) -> str | None: ...
+
+
+@runtime_checkable
+class GroupCommitHandoff(Protocol):
+    """A hand-off whose commits may wait for requests still being decoded."""
+
+    def arriving(self) -> AbstractContextManager[None]: ...
 
 
 @dataclass(frozen=True)
@@ -150,12 +158,20 @@ class Exporter:
             batch = self._handoff.screen(batch)
         return batch
 
+    def _arriving(self) -> AbstractContextManager[None]:
+        if isinstance(self._handoff, GroupCommitHandoff):
+            return self._handoff.arriving()
+        return nullcontext()
+
     def close(self) -> None:
         self._decoder.shutdown(wait=True)
 
     async def export(self, request: PB2ExportTraceServiceRequest, size_bytes: int) -> ExportOutcome:
         loop = asyncio.get_running_loop()
-        batch = await loop.run_in_executor(self._decoder, self._prepare, request)
+        with self._arriving():
+            batch = await loop.run_in_executor(self._decoder, self._prepare, request)
+        # No await between leaving `arriving` and `submit` queueing the batch, so a
+        # waiting commit sees the request either on its way or in the queue.
         if batch.events or batch.emissions or batch.quarantined:
             await self._handoff.submit(batch, uuid.uuid4().hex, size_bytes)
         outcome = ExportOutcome(
