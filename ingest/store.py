@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 
 import clickhouse_connect
 from clickhouse_connect.datatypes.base import ClickHouseType
+from clickhouse_connect.datatypes.registry import get_from_name
 from clickhouse_connect.driver.client import Client
 
 from schemas.store import QueryResult
@@ -101,8 +102,8 @@ class ClickHouseStore:
         with self._lock:
             types = self._column_types.get(key)
             if types is None:
-                types = self._client.create_insert_context(table, names).column_types
-                self._column_types[key] = types = list(types)
+                table_types = self._client.create_insert_context(table, names).column_types
+                self._column_types[key] = types = [_plain(t) for t in table_types]
             self._client.insert(
                 table,
                 list(rows),
@@ -120,6 +121,15 @@ class ClickHouseStore:
         admin queries on it never hold up the inserts on this one (chDB allows
         several connections to the directory its process owns)."""
         return open_store(self.url)
+
+
+def _plain(column_type: ClickHouseType) -> ClickHouseType:
+    """LowCardinality(T) sent as T: clickhouse-connect builds LowCardinality
+    dictionaries value by value in Python, ClickHouse converts T on insert in C++."""
+    name = column_type.name
+    if name.startswith("LowCardinality(") and name.endswith(")"):
+        return get_from_name(name[len("LowCardinality(") : -1])
+    return column_type
 
 
 def open_store(url: str) -> ClickHouseStore:
