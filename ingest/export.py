@@ -87,19 +87,20 @@ def decode_request(request: PB2ExportTraceServiceRequest, source: str = "receive
         resource = jsonable(attributes(resource_spans.resource.attributes))
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                if not is_holonograph_span(span.name):
+                name = span.name
+                if not is_holonograph_span(name):
                     ignored += 1
                     continue
                 attrs = attributes(span.attributes)
                 try:
-                    if span.name == EVALUATION_SPAN:
+                    if name == EVALUATION_SPAN:
                         event = evaluation_event(span, attrs, resource)
                         events.append(event)
                         emissions.append(emission_of(event))
-                    elif span.name == SENTINEL_SPAN:
+                    elif name == SENTINEL_SPAN:
                         emissions.append(sentinel_record(span, attrs))
                     else:
-                        raise SpanRejected(f"span name {span.name!r} is not in the wire contract")
+                        raise SpanRejected(f"span name {name!r} is not in the wire contract")
                 except (SpanRejected, ValidationError) as err:
                     reason = _reason(err)
                     record = quarantine_record(span, attrs, resource, reason, source)

@@ -158,11 +158,12 @@ def _rfc3339(key: str, text: str) -> dt.datetime:
 
 
 def _ids(span: PB2Span) -> tuple[str, str]:
-    if len(span.trace_id) != 16 or not any(span.trace_id):
-        raise SpanRejected(f"trace_id: must be 16 non-zero bytes, got {len(span.trace_id)} bytes")
-    if len(span.span_id) != 8 or not any(span.span_id):
-        raise SpanRejected(f"span_id: must be 8 non-zero bytes, got {len(span.span_id)} bytes")
-    return span.trace_id.hex(), span.span_id.hex()
+    trace_id, span_id = span.trace_id, span.span_id  # each read copies the bytes
+    if len(trace_id) != 16 or not any(trace_id):
+        raise SpanRejected(f"trace_id: must be 16 non-zero bytes, got {len(trace_id)} bytes")
+    if len(span_id) != 8 or not any(span_id):
+        raise SpanRejected(f"span_id: must be 8 non-zero bytes, got {len(span_id)} bytes")
+    return trace_id.hex(), span_id.hex()
 
 
 def _emission(attrs: dict[str, Any]) -> dict[str, Any]:
@@ -202,7 +203,6 @@ def derive_event_id(stream: str, seq: int) -> str:
 
 def _dimension(event: PB2Span.Event, index: int) -> dict[str, Any]:
     attrs = attributes(event.attributes)
-    where = f"event {index} ({DIMENSION_EVENT})"
     try:
         dimension_id = _string(attrs, "holonograph.dimension.id", required=True)
         passed = _bool(attrs, "holonograph.dimension.passed")
@@ -223,7 +223,7 @@ def _dimension(event: PB2Span.Event, index: int) -> dict[str, Any]:
             "judge": _string(attrs, "holonograph.dimension.judge"),
         }
     except SpanRejected as err:
-        raise SpanRejected(f"{where}: {err}") from None
+        raise SpanRejected(f"event {index} ({DIMENSION_EVENT}): {err}") from None
 
 
 def _dimensions(span: PB2Span) -> list[dict[str, Any]]:
