@@ -152,16 +152,19 @@ class Exporter:
         # start new handlers, so every request that arrived is counted by admission
         # (and refused past the budget) instead of waiting unseen in the transport.
         self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
+        # What the hand-off supports, checked once (a runtime protocol check is slow).
+        self._screening = handoff if isinstance(handoff, ScreeningHandoff) else None
+        self._group_commit = handoff if isinstance(handoff, GroupCommitHandoff) else None
 
     def _prepare(self, request: PB2ExportTraceServiceRequest) -> DecodedBatch:
         batch = decode_request(request)
-        if isinstance(self._handoff, ScreeningHandoff):
-            batch = self._handoff.screen(batch)
+        if self._screening is not None:
+            batch = self._screening.screen(batch)
         return batch
 
     def _arriving(self) -> AbstractContextManager[None]:
-        if isinstance(self._handoff, GroupCommitHandoff):
-            return self._handoff.arriving()
+        if self._group_commit is not None:
+            return self._group_commit.arriving()
         return nullcontext()
 
     def close(self) -> None:
