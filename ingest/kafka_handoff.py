@@ -24,7 +24,7 @@ from aiokafka.errors import KafkaError
 from ingest.errors import Backpressure, Unavailable
 from ingest.handoff import Clock, utc_now
 from ingest.kafka_metrics import ProducerMetrics
-from ingest.kafka_records import OutRecord, pack, screen
+from ingest.kafka_records import OutRecord, ScreenedBatches, pack, screen_serialized
 from ingest.kafka_topics import ensure_topics
 from schemas.events import DecodedBatch
 from schemas.records import headers
@@ -68,6 +68,7 @@ class KafkaHandoff:
         self._connect_lock = asyncio.Lock()
         self._inflight_bytes = 0
         self._closing = False
+        self._screened = ScreenedBatches()
 
     @property
     def inflight_bytes(self) -> int:
@@ -85,13 +86,14 @@ class KafkaHandoff:
             log.warning("Kafka at %s not reachable yet: %s", self._bootstrap, err)
 
     def screen(self, batch: DecodedBatch) -> DecodedBatch:
-        """Quarantine what cannot fit one message, before the client is answered."""
-        return screen(batch, self._limit)
+        """Quarantine what cannot fit one message, before the client is answered; the
+        events' JSON made for measuring them is kept for `submit`."""
+        return self._screened.keep(screen_serialized(batch, self._limit))
 
     async def submit(self, batch: DecodedBatch, receipt_id: str, size_bytes: int) -> None:
         if self._closing:
             raise Unavailable("receiver is shutting down", self._retry_after)
-        records = pack(batch, receipt_id, self._clock(), self._limit)
+        records = pack(self._screened.take(batch), receipt_id, self._clock(), self._limit)
         size = sum(len(r.value) for r in records)
         if self._inflight_bytes and self._inflight_bytes + size > self._max_inflight:
             raise Backpressure(

@@ -64,10 +64,12 @@ class Batch:
         for item in self.items:
             record = item.record
             if isinstance(record, BatchRecord):
-                batch = DecodedBatch(events=record.events, emissions=record.emissions)
+                batch = DecodedBatch.model_construct(
+                    events=record.events, emissions=record.emissions
+                )
                 rows.add(batch, record.receipt_id, record.received_at)
             elif isinstance(record, QuarantinedLetter):
-                batch = DecodedBatch(quarantined=(record.span,))
+                batch = DecodedBatch.model_construct(quarantined=(record.span,))
                 rows.add(batch, record.receipt_id, record.received_at)
         return rows
 
