@@ -17,7 +17,7 @@ from typing import Any
 from aiokafka.structs import TopicPartition
 
 from ingest.rows import TableRows
-from schemas.events import DecodedBatch
+from schemas.events import DecodedBatch, EvaluationEvent
 from schemas.records import BatchRecord, PoisonLetter, QuarantinedLetter
 from schemas.store import QueryResult, Store
 
@@ -40,6 +40,23 @@ def record_rows(record: StoredRecord) -> int:
         return 1
     dims = sum(len(e.outcome.dimensions) for e in record.events)
     return len(record.events) + dims + len(record.emissions)
+
+
+def _shared_resources(events: tuple[EvaluationEvent, ...]) -> tuple[EvaluationEvent, ...]:
+    """Let events with equal resource attributes share one dict, as they do in the
+    receiver (decoding gave each its own): row building serializes a request's
+    resource once per distinct dict, not once per event. Equal values, so the events
+    are unchanged; the frozen models' field is swapped in `__dict__` directly."""
+    shared: dict[str, Any] | None = None
+    for event in events:
+        resource = event.resource_attributes
+        if resource is shared:
+            continue
+        if resource == shared:
+            event.__dict__["resource_attributes"] = shared
+        else:
+            shared = resource
+    return events
 
 
 @dataclass
@@ -65,7 +82,7 @@ class Batch:
             record = item.record
             if isinstance(record, BatchRecord):
                 batch = DecodedBatch.model_construct(
-                    events=record.events, emissions=record.emissions
+                    events=_shared_resources(record.events), emissions=record.emissions
                 )
                 rows.add(batch, record.receipt_id, record.received_at)
             elif isinstance(record, QuarantinedLetter):

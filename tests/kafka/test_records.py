@@ -35,7 +35,7 @@ AT = dt.datetime(2026, 11, 30, 14, 0, 0, 123456, tzinfo=dt.UTC)
 
 
 def _batch(streams: int = 2, per_stream: int = 5, text: str = "") -> DecodedBatch:
-    items = []
+    items: list[Evaluation | Sentinel] = []
     for s in range(streams):
         for seq in range(per_stream):
             extra = {"holonograph.marker.response_text": text} if text else {}
@@ -147,16 +147,17 @@ def test_brake_trips_on_a_run_and_on_a_ratio() -> None:
 
 def test_dedup_token_is_content_not_offsets() -> None:
     value = pack(_batch(streams=1), "r", AT, 1_000_000)[0]
-    assert isinstance(value.record, records.BatchRecord)
+    record = value.record
+    assert isinstance(record, records.BatchRecord)
 
     def batch_at(topic: str, offset: int) -> Batch:
         batch = Batch(0.0)
-        batch.add(Consumed(TopicPartition(topic, 0), offset, b"digest-1", record=value.record))
+        batch.add(Consumed(TopicPartition(topic, 0), offset, b"digest-1", record=record))
         return batch
 
     assert batch_at("a", 5).token() == batch_at("b", 900).token()
     other = Batch(0.0)
-    other.add(Consumed(TopicPartition("a", 0), 5, b"digest-2", record=value.record))
+    other.add(Consumed(TopicPartition("a", 0), 5, b"digest-2", record=record))
     assert other.token() != batch_at("a", 5).token()
     assert batch_at("a", 5).offsets() == {TopicPartition("a", 0): 6}
 
@@ -242,3 +243,17 @@ def test_screened_work_is_found_by_its_batch_and_freed_with_it() -> None:
     del other
     gc.collect()
     assert len(held) == 0  # abandoned between screen and submit: nothing kept
+
+
+def test_decoded_events_share_equal_resources_for_row_building() -> None:
+    out = pack(_batch(streams=1, per_stream=4), "r", AT, 1_000_000)
+    record = records.decode(out[0].value)
+    assert isinstance(record, records.BatchRecord)
+    before = [e.model_dump() for e in record.events]
+    assert len({id(e.resource_attributes) for e in record.events}) == 4  # one dict each
+    held = Batch(0.0)
+    held.add(Consumed(TopicPartition("t", 0), 0, b"d", record=record))
+    rows = held.table_rows()
+    assert len(rows.events) == 4
+    assert len({id(e.resource_attributes) for e in record.events}) == 1
+    assert [e.model_dump() for e in record.events] == before  # same values
