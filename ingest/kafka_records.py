@@ -90,12 +90,20 @@ def _unit(
     return _Unit(stream, events, emissions, event_json, emission_json, size)
 
 
+def _pair(event: EvaluationEvent, emission: EmissionRecord) -> _Unit:
+    """The common unit, spelled out: this runs once per span."""
+    event_json = _EVENT_JSON(event)
+    emission_json = _EMISSION_JSON(emission)
+    size = len(event_json) + len(emission_json) + 2
+    return _Unit(emission.stream, (event,), (emission,), (event_json,), (emission_json,), size)
+
+
 def _units(batch: DecodedBatch) -> Iterator[_Unit]:
     by_key = {(e.emission.stream, e.emission.seq, e.event_id): e for e in batch.events}
     for emission in batch.emissions:
         event = by_key.pop((emission.stream, emission.seq, emission.event_id), None)
         if event is not None and emission.kind == "evaluation" and not emission.quarantined:
-            yield _unit(emission.stream, (event,), (emission,))
+            yield _pair(event, emission)
         else:
             yield _unit(emission.stream, (), (emission,))
     for event in by_key.values():  # an event always has an emission; defensive only
@@ -128,13 +136,11 @@ def screen_serialized(batch: DecodedBatch, max_message_bytes: int) -> Screened:
     the serialized units for `pack`."""
     limit = payload_limit(max_message_bytes)
     streams = _by_stream(_units(batch))
-    oversized = [
-        unit
-        for stream, units in streams.items()
-        if _empty_size(stream) + sum(u.size for u in units) > limit
-        for unit in units
-        if _empty_size(stream) + unit.size > limit
-    ]
+    oversized: list[_Unit] = []
+    for stream, units in streams.items():
+        empty = _empty_size(stream)
+        if empty + sum(u.size for u in units) > limit:
+            oversized.extend(u for u in units if empty + u.size > limit)
     if not oversized:
         return Screened(batch, streams)
     drop_events = {id(e) for u in oversized for e in u.events}
