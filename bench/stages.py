@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--requests-per-insert", type=int, default=4)
     args = parser.parse_args(argv)
+    from ingest.gctune import tune_for_throughput
+
+    tune_for_throughput()  # as `serve` runs
     result = measure_stages(args.batch, args.requests, args.requests_per_insert)
     result["top_functions"] = top_functions(args.batch, max(4, args.requests // 4))
     print(json.dumps(result), flush=True)

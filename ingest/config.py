@@ -99,6 +99,8 @@ class ServeConfig(KafkaSettings):
     max_inflight_bytes: int = Field(64 * MIB, gt=0)
     max_batch_rows: int = Field(50_000, gt=0)
     linger_ms: float = Field(0.0, ge=0)
+    # How long a group commit waits for requests already received (being decoded).
+    commit_wait_ms: float = Field(100.0, ge=0)
     retention: str | None = None
     status_refresh_seconds: float = Field(60.0, gt=0)
 

@@ -136,8 +136,15 @@ def any_value(value: PB2AnyValue) -> Any:
 
 
 def attributes(pairs: Any) -> dict[str, Any]:
-    """A repeated KeyValue field as a dict (a repeated key keeps its last value)."""
-    return {kv.key: any_value(kv.value) for kv in pairs}
+    """A repeated KeyValue field as a dict (a repeated key keeps its last value).
+    Scalars, nearly every value, are read inline: this runs for every attribute of
+    every span and event."""
+    out: dict[str, Any] = {}
+    for kv in pairs:
+        value = kv.value
+        kind = value.WhichOneof("value")
+        out[kv.key] = getattr(value, kind) if kind in _SCALAR_KINDS else any_value(value)
+    return out
 
 
 def jsonable(value: Any) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -57,6 +58,13 @@ class ScreeningHandoff(Protocol):
     async def readiness(self) -> str | None: ...
 
 
+@runtime_checkable
+class GroupCommitHandoff(Protocol):
+    """A hand-off whose commits may wait for requests still being decoded."""
+
+    def arriving(self) -> AbstractContextManager[None]: ...
+
+
 @dataclass(frozen=True)
 class ExportOutcome:
     accepted_spans: int
@@ -79,19 +87,20 @@ def decode_request(request: PB2ExportTraceServiceRequest, source: str = "receive
         resource = jsonable(attributes(resource_spans.resource.attributes))
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                if not is_holonograph_span(span.name):
+                name = span.name
+                if not is_holonograph_span(name):
                     ignored += 1
                     continue
                 attrs = attributes(span.attributes)
                 try:
-                    if span.name == EVALUATION_SPAN:
+                    if name == EVALUATION_SPAN:
                         event = evaluation_event(span, attrs, resource)
                         events.append(event)
                         emissions.append(emission_of(event))
-                    elif span.name == SENTINEL_SPAN:
+                    elif name == SENTINEL_SPAN:
                         emissions.append(sentinel_record(span, attrs))
                     else:
-                        raise SpanRejected(f"span name {span.name!r} is not in the wire contract")
+                        raise SpanRejected(f"span name {name!r} is not in the wire contract")
                 except (SpanRejected, ValidationError) as err:
                     reason = _reason(err)
                     record = quarantine_record(span, attrs, resource, reason, source)
@@ -150,12 +159,20 @@ class Exporter:
             batch = self._handoff.screen(batch)
         return batch
 
+    def _arriving(self) -> AbstractContextManager[None]:
+        if isinstance(self._handoff, GroupCommitHandoff):
+            return self._handoff.arriving()
+        return nullcontext()
+
     def close(self) -> None:
         self._decoder.shutdown(wait=True)
 
     async def export(self, request: PB2ExportTraceServiceRequest, size_bytes: int) -> ExportOutcome:
         loop = asyncio.get_running_loop()
-        batch = await loop.run_in_executor(self._decoder, self._prepare, request)
+        with self._arriving():
+            batch = await loop.run_in_executor(self._decoder, self._prepare, request)
+        # No await between leaving `arriving` and `submit` queueing the batch, so a
+        # waiting commit sees the request either on its way or in the queue.
         if batch.events or batch.emissions or batch.quarantined:
             await self._handoff.submit(batch, uuid.uuid4().hex, size_bytes)
         outcome = ExportOutcome(

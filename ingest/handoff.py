@@ -3,16 +3,21 @@
 Requests wait in a queue; one writer task takes everything queued (up to
 `max_batch_rows`), writes it with one insert per table, then acknowledges all
 those requests together. While a write runs, new requests pile up for the next
-one, so load makes inserts bigger rather than more numerous. Bytes waiting are
-bounded by `max_inflight_bytes`: past it, requests are refused with
-`Backpressure` before anything is queued.
+one, so load makes inserts bigger rather than more numerous. Before writing, the
+writer also waits (up to `commit_wait_seconds`) for requests that have already
+arrived and are still being decoded (`arriving`): every insert writes a part that
+ClickHouse must later merge, so under load a few large inserts cost far less CPU
+than many small ones, while a lone request at light load is written at once.
+Bytes waiting are bounded by `max_inflight_bytes`: past it, requests are refused
+with `Backpressure` before anything is queued.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ingest.errors import Backpressure, Unavailable
@@ -49,6 +54,7 @@ class EmbeddedHandoff:
         max_inflight_bytes: int,
         max_batch_rows: int = 50_000,
         linger_seconds: float = 0.0,
+        commit_wait_seconds: float = 0.1,
         retry_after_seconds: float = 1.0,
         clock: Clock = utc_now,
         observer: WriteObserver | None = None,
@@ -57,6 +63,8 @@ class EmbeddedHandoff:
         self._max_inflight = max_inflight_bytes
         self._max_rows = max_batch_rows
         self._linger = linger_seconds
+        self._commit_wait = commit_wait_seconds
+        self._arriving = 0
         self._retry_after = retry_after_seconds
         self._clock = clock
         self._observer = observer or WriteObserver()
@@ -69,6 +77,17 @@ class EmbeddedHandoff:
     @property
     def inflight_bytes(self) -> int:
         return self._inflight_bytes
+
+    @contextmanager
+    def arriving(self) -> Iterator[None]:
+        """Mark a request as on its way (received, being decoded): a commit that is
+        about to be written may wait for it to join. Exit before `submit`."""
+        self._arriving += 1
+        try:
+            yield
+        finally:
+            self._arriving -= 1
+            self._wakeup.set()
 
     def start(self) -> None:
         if self._writer is None:
@@ -108,7 +127,26 @@ class EmbeddedHandoff:
                 continue
             if self._linger and not self._closing:
                 await asyncio.sleep(self._linger)
+            await self._gather()
             await self._write(self._take())
+
+    async def _gather(self) -> None:
+        """Wait, up to the commit wait, while requests already received are still
+        being decoded and the queue is below a full batch."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._commit_wait
+        while self._arriving and not self._closing and self._queued_rows() < self._max_rows:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), remaining)
+            except TimeoutError:
+                return
+
+    def _queued_rows(self) -> int:
+        return sum(len(p.batch.events) + len(p.batch.emissions) for p in self._queue)
 
     def _take(self) -> list[_Pending]:
         taken: list[_Pending] = []

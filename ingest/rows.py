@@ -69,7 +69,7 @@ def event_row(
     return [
         event.event_id, event.surface_id, event.agent_id, event.correlation_id,
         event.run_mode, event.provenance, ticks_ns(event.timestamp), event.lens.version,
-        event.light_source.id, event.light_source.requested, dict(event.substrate.columns),
+        event.light_source.id, event.light_source.requested, event.substrate.columns,
         list(outcome.cohort_tags), event.multiplex_role, event.lens.fixture_id,
         {name: list(values) for name, values in outcome.markers.items()},
         outcome.latency_ms, outcome.cost_usd, outcome.tokens_input, outcome.tokens_output,
@@ -81,31 +81,14 @@ def event_row(
 
 
 def dimension_rows(event: EvaluationEvent, ingested_at: int) -> list[list[Any]]:
-    substrate = dict(event.substrate.columns)
-    timestamp = ticks_ns(event.timestamp)
+    layers = [
+        event.surface_id, event.agent_id, event.correlation_id, event.run_mode,
+        event.provenance, ticks_ns(event.timestamp), event.lens.version, event.light_source.id,
+        event.light_source.requested, event.substrate.columns, list(event.outcome.cohort_tags),
+        event.emission.stream, ingested_at,
+    ]  # fmt: skip
     return [
-        [
-            event.event_id,
-            d.dimension_id,
-            d.passed,
-            d.score,
-            d.expected,
-            d.actual,
-            d.judge,
-            event.surface_id,
-            event.agent_id,
-            event.correlation_id,
-            event.run_mode,
-            event.provenance,
-            timestamp,
-            event.lens.version,
-            event.light_source.id,
-            event.light_source.requested,
-            substrate,
-            list(event.outcome.cohort_tags),
-            event.emission.stream,
-            ingested_at,
-        ]
+        [event.event_id, d.dimension_id, d.passed, d.score, d.expected, d.actual, d.judge, *layers]
         for d in event.outcome.dimensions
     ]
 
@@ -140,12 +123,15 @@ class TableRows:
 
     def add(self, batch: DecodedBatch, receipt_id: str, received_at: dt.datetime) -> None:
         received = ticks_ms(received_at)
-        resource_json: dict[int, str] = {}  # a request's events share their resource
+        # A request's events share their resource: encode it once per distinct value
+        # (comparing dicts is far cheaper than encoding them).
+        resource: dict[str, Any] | None = None
+        resource_json = ""
         for event in batch.events:
-            key = id(event.resource_attributes)
-            if key not in resource_json:
-                resource_json[key] = _json(event.resource_attributes)
-            self.events.append(event_row(event, received, resource_json[key]))
+            if event.resource_attributes != resource:
+                resource = event.resource_attributes
+                resource_json = _json(resource)
+            self.events.append(event_row(event, received, resource_json))
             self.dimensions.extend(dimension_rows(event, received))
         self.receipts.extend(receipt_row(r, receipt_id, received) for r in batch.emissions)
         self.quarantine.extend(quarantine_row(q, received) for q in batch.quarantined)

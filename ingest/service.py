@@ -139,6 +139,7 @@ class ReceiverService:
             max_inflight_bytes=config.max_inflight_bytes,
             max_batch_rows=config.max_batch_rows,
             linger_seconds=config.linger_ms / 1000,
+            commit_wait_seconds=config.commit_wait_ms / 1000,
             clock=self.clock,
             observer=self.metrics,
         )

@@ -14,6 +14,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 import clickhouse_connect
+from clickhouse_connect.datatypes.base import ClickHouseType
+from clickhouse_connect.datatypes.registry import get_from_name
 from clickhouse_connect.driver.client import Client
 
 from schemas.store import QueryResult
@@ -60,6 +62,9 @@ class ClickHouseStore:
         self.readonly = readonly
         self._client = client
         self._lock = threading.Lock()
+        # Column types per (table, columns), looked up once: clickhouse-connect would
+        # otherwise DESCRIBE the table before every insert (a query per table per commit).
+        self._column_types: dict[tuple[str, tuple[str, ...]], Sequence[ClickHouseType]] = {}
 
     def _settings(self) -> dict[str, Any]:
         # readonly=2 forbids writes but still lets a query set its own settings.
@@ -92,9 +97,19 @@ class ClickHouseStore:
             return
         if self.readonly:
             raise PermissionError("this store connection is read-only")
+        names = list(column_names)
+        key = (table, tuple(names))
         with self._lock:
+            types = self._column_types.get(key)
+            if types is None:
+                table_types = self._client.create_insert_context(table, names).column_types
+                self._column_types[key] = types = [_plain(t) for t in table_types]
             self._client.insert(
-                table, list(rows), column_names=list(column_names), settings=dict(settings or {})
+                table,
+                list(rows),
+                column_names=names,
+                column_types=types,
+                settings=dict(settings or {}),
             )
 
     def close(self) -> None:
@@ -106,6 +121,15 @@ class ClickHouseStore:
         admin queries on it never hold up the inserts on this one (chDB allows
         several connections to the directory its process owns)."""
         return open_store(self.url)
+
+
+def _plain(column_type: ClickHouseType) -> ClickHouseType:
+    """LowCardinality(T) sent as T: clickhouse-connect builds LowCardinality
+    dictionaries value by value in Python, ClickHouse converts T on insert in C++."""
+    name = column_type.name
+    if name.startswith("LowCardinality(") and name.endswith(")"):
+        return get_from_name(name[len("LowCardinality(") : -1])
+    return column_type
 
 
 def open_store(url: str) -> ClickHouseStore:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Callable
 from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
@@ -34,6 +33,8 @@ from schemas.events import (
 PREFIX = "holonograph."
 SUBSTRATE_PREFIX = "holonograph.substrate."
 MARKER_PREFIX = "holonograph.marker."
+_SUBSTRATE_CUT = len(SUBSTRATE_PREFIX)
+_MARKER_CUT = len(MARKER_PREFIX)
 
 _EVALUATION_KEYS = frozenset(
     {
@@ -157,11 +158,12 @@ def _rfc3339(key: str, text: str) -> dt.datetime:
 
 
 def _ids(span: PB2Span) -> tuple[str, str]:
-    if len(span.trace_id) != 16 or not any(span.trace_id):
-        raise SpanRejected(f"trace_id: must be 16 non-zero bytes, got {len(span.trace_id)} bytes")
-    if len(span.span_id) != 8 or not any(span.span_id):
-        raise SpanRejected(f"span_id: must be 8 non-zero bytes, got {len(span.span_id)} bytes")
-    return span.trace_id.hex(), span.span_id.hex()
+    trace_id, span_id = span.trace_id, span.span_id  # each read copies the bytes
+    if len(trace_id) != 16 or not any(trace_id):
+        raise SpanRejected(f"trace_id: must be 16 non-zero bytes, got {len(trace_id)} bytes")
+    if len(span_id) != 8 or not any(span_id):
+        raise SpanRejected(f"span_id: must be 8 non-zero bytes, got {len(span_id)} bytes")
+    return trace_id.hex(), span_id.hex()
 
 
 def _emission(attrs: dict[str, Any]) -> dict[str, Any]:
@@ -199,9 +201,8 @@ def derive_event_id(stream: str, seq: int) -> str:
 # --- evaluation spans ----------------------------------------------------------------
 
 
-def _dimension(span: PB2Span, index: int) -> dict[str, Any]:
-    attrs = attributes(span.events[index].attributes)
-    where = f"event {index} ({DIMENSION_EVENT})"
+def _dimension(event: PB2Span.Event, index: int) -> dict[str, Any]:
+    attrs = attributes(event.attributes)
     try:
         dimension_id = _string(attrs, "holonograph.dimension.id", required=True)
         passed = _bool(attrs, "holonograph.dimension.passed")
@@ -222,7 +223,7 @@ def _dimension(span: PB2Span, index: int) -> dict[str, Any]:
             "judge": _string(attrs, "holonograph.dimension.judge"),
         }
     except SpanRejected as err:
-        raise SpanRejected(f"{where}: {err}") from None
+        raise SpanRejected(f"event {index} ({DIMENSION_EVENT}): {err}") from None
 
 
 def _dimensions(span: PB2Span) -> list[dict[str, Any]]:
@@ -231,7 +232,7 @@ def _dimensions(span: PB2Span) -> list[dict[str, Any]]:
     for index, event in enumerate(span.events):
         if event.name != DIMENSION_EVENT:
             continue
-        result = _dimension(span, index)
+        result = _dimension(event, index)
         dimension_id = result["dimension_id"]
         if dimension_id in seen:
             raise SpanRejected(f"event {index}: dimension {dimension_id!r} graded twice")
@@ -259,8 +260,23 @@ def _provenance(attrs: dict[str, Any], run_mode: str) -> str:
     return provenance
 
 
-def _prefixed(attrs: dict[str, Any], prefix: str, read: Callable[[str], Any]) -> dict[str, Any]:
-    return {key[len(prefix) :]: read(key) for key in attrs if key.startswith(prefix)}
+def _open_ended(
+    attrs: dict[str, Any],
+) -> tuple[dict[str, str], dict[str, tuple[str, ...]], dict[str, Any]]:
+    """Substrate columns, markers and unknown `holonograph.*` extras, in one pass."""
+    columns: dict[str, str] = {}
+    markers: dict[str, tuple[str, ...]] = {}
+    extras: dict[str, Any] = {}
+    for key, value in attrs.items():
+        if not key.startswith(PREFIX) or key in _EVALUATION_KEYS:
+            continue
+        if key.startswith(SUBSTRATE_PREFIX):
+            columns[key[_SUBSTRATE_CUT:]] = _string(attrs, key)
+        elif key.startswith(MARKER_PREFIX):
+            markers[key[_MARKER_CUT:]] = _strings(attrs, key)
+        else:
+            extras[key] = jsonable(value)
+    return columns, markers, extras
 
 
 def _diagnostic_columns(tags: tuple[str, ...]) -> dict[str, str]:
@@ -285,22 +301,18 @@ def evaluation_event(
     lens_version = _string(attrs, "holonograph.lens.version")
     light_source_id = _string(attrs, "holonograph.light_source.id")
     cohort_tags = _strings(attrs, "holonograph.cohort_tags")
-    extras = {
-        key: jsonable(value)
-        for key, value in attrs.items()
-        if key.startswith(PREFIX)
-        and key not in _EVALUATION_KEYS
-        and not key.startswith((SUBSTRATE_PREFIX, MARKER_PREFIX))
-    }
+    correlation_id = _string(attrs, "holonograph.correlation.id")
+    timestamp = _timestamp(span, attrs)
+    columns, markers, extras = _open_ended(attrs)
     return EvaluationEvent.model_validate(
         {
             "event_id": event_id,
             "surface_id": surface_id,
             "agent_id": agent_id,
-            "correlation_id": _string(attrs, "holonograph.correlation.id"),
+            "correlation_id": correlation_id,
             "run_mode": run_mode,
             "provenance": provenance,
-            "timestamp": _timestamp(span, attrs),
+            "timestamp": timestamp,
             "emission": emission,
             "trace_id": trace_id,
             "span_id": span_id,
@@ -311,7 +323,7 @@ def evaluation_event(
                 "provenance": provenance,
                 "lens_version": lens_version,
                 "light_source_id": light_source_id,
-                "columns": _prefixed(attrs, SUBSTRATE_PREFIX, lambda k: _string(attrs, k)),
+                "columns": columns,
                 "diagnostic": _diagnostic_columns(cohort_tags),
             },
             "light_source": {
@@ -325,7 +337,7 @@ def evaluation_event(
             "outcome": {
                 "dimensions": _dimensions(span),
                 "cohort_tags": cohort_tags,
-                "markers": _prefixed(attrs, MARKER_PREFIX, lambda k: _strings(attrs, k)),
+                "markers": markers,
                 "latency_ms": _float(attrs, "holonograph.latency_ms"),
                 "cost_usd": _float(attrs, "holonograph.cost.usd"),
                 "tokens_input": _int(attrs, "holonograph.tokens.input"),

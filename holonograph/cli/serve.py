@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from holonograph.cli.options import EXIT_UNAVAILABLE, EXIT_USAGE
 from holonograph.jobs import periodic_jobs
 from ingest.config import ServeConfig
+from ingest.gctune import tune_for_throughput
 from ingest.service import ReceiverService
 from ingest.store import StoreURLError, is_embedded, open_store
 
@@ -123,6 +124,7 @@ def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
         sys.exit(EXIT_UNAVAILABLE)
     periodic = periodic_jobs(config) if store is not None else []
     service = ReceiverService(config, store, periodic=periodic)
+    tune_for_throughput()
     try:
         asyncio.run(run_service(service, as_json))
     except OSError as err:
