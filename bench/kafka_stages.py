@@ -6,9 +6,10 @@ timed apart on the same pre-encoded requests.
 Run as `python -m bench.kafka_stages --batch 512 --requests 20`; prints one JSON
 line with CPU microseconds per span for each stage (best of `--rounds`). Parsing
 and validating the OTLP request (shared with the embedded path, see
-`bench.stages`) is not counted. `--no-gc` disables the cyclic collector while
-timing, to tell the stages' own cost from the collector's (which the services tune
-at startup).
+`bench.stages`) is not counted. `--gc tuned` (default) sets the collector up as
+`serve` and `sink` do (`ingest.gctune`); `--gc default` keeps CPython's defaults
+and `--gc off` disables it while timing, to tell the stages' own cost from the
+collector's.
 """
 
 from __future__ import annotations
@@ -67,12 +68,15 @@ def _sink(values: list[bytes], timings: dict[str, float]) -> int:
 
 
 def measure_kafka_stages(
-    batch: int, requests: int, rounds: int = 3, collect: bool = True
+    batch: int, requests: int, rounds: int = 3, collector: str = "tuned"
 ) -> dict[str, Any]:
     """Best of `rounds` per stage (the machine is shared: the minimum is the cost)."""
     from ingest.decode import parse_protobuf
     from ingest.export import decode_request
+    from ingest.gctune import tune_for_throughput
 
+    if collector == "tuned":
+        tune_for_throughput()
     factory = RequestFactory(PayloadSpec(batch=batch, tag="kstages0"))
     decoded = [decode_request(parse_protobuf(factory.body(r))) for r in range(requests)]
     spans = sum(len(d.emissions) for d in decoded)
@@ -81,7 +85,7 @@ def measure_kafka_stages(
     for _ in range(rounds):
         timings: dict[str, float] = {}
         gc.collect()
-        if not collect:
+        if collector == "off":
             gc.disable()
         try:
             values = _receiver(decoded, timings)
@@ -94,7 +98,7 @@ def measure_kafka_stages(
         "batch": batch,
         "requests": requests,
         "spans": spans,
-        "gc": collect,
+        "gc": collector,
         "records": len(values),
         "mean_record_bytes": sum(len(v) for v in values) / max(1, len(values)),
         "us_per_span": {name: cpu / spans * 1e6 for name, cpu in best.items()},
@@ -110,9 +114,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--no-gc", action="store_true", help="collector off while timing")
+    parser.add_argument("--gc", choices=("tuned", "default", "off"), default="tuned")
     args = parser.parse_args(argv)
-    result = measure_kafka_stages(args.batch, args.requests, args.rounds, not args.no_gc)
+    result = measure_kafka_stages(args.batch, args.requests, args.rounds, args.gc)
     print(json.dumps(result), flush=True)
 
 
