@@ -431,18 +431,18 @@ def _kafka_findings(results: dict[str, Any]) -> list[str]:
     receiver, sink = by_process.get("serve --kafka"), by_process.get("sink")
     if receiver:
         text += (
-            " In the receiver, turning the decoded batch into records costs about as much as "
-            "decoding it: `kafka_records.pack` "
-            f"{_share(receiver, 'pack (ingest/kafka_records.py)')} and `kafka_records.screen` "
-            f"{_share(receiver, 'screen (ingest/kafka_records.py)')} of samples (of which "
-            "`_unit_size`, serializing every model to JSON only to measure it before `pack` "
-            f"serializes it again, {_share(receiver, '_unit_size (ingest/kafka_records.py)')}), "
-            f"against `decode_request` {_share(receiver, 'decode_request (ingest/export.py)')}."
+            " In the receiver (share of samples, inclusive): `decode_request` "
+            f"{_share(receiver, 'decode_request (ingest/export.py)')}; record building: "
+            "`screen_serialized` (serializes every event once) "
+            f"{_share(receiver, 'screen_serialized (ingest/kafka_records.py)')}, `pack` "
+            f"(joins those bytes) {_share(receiver, 'pack (ingest/kafka_records.py)')}; "
+            "`KafkaHandoff.submit` (pack and the producer) "
+            f"{_share(receiver, 'KafkaHandoff.submit (ingest/kafka_handoff.py)')}."
         )
     if sink:
         text += (
-            " In the sink, re-validating records into pydantic models takes "
-            f"{_share(sink, 'BaseModel.model_validate (pydantic/main.py)')}, row building "
+            " In the sink: record decoding (`records.decode`, one pydantic JSON pass) "
+            f"{_share(sink, 'decode (schemas/records.py)')}, row building "
             f"{_share(sink, 'TableRows.add (ingest/rows.py)')}, the chDB insert "
             f"{_share(sink, 'write_rows (ingest/rows.py)')}."
         )
