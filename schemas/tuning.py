@@ -1,0 +1,33 @@
+"""Merge tuning for the tables every accepted span writes to.
+
+Each group commit writes one small part per table, and ClickHouse merges parts in
+the background. With the default merge selector (`merge_selector_base` 5), small
+parts are merged again and again as they grow: on the embedded store those merges
+cost about as much CPU per span as the insert itself. A base of 10 merges parts of
+more unequal sizes less often, lowering write amplification at the price of a few
+more active parts (measured in-process: ~10 µs less CPU per span, 25 instead of 19
+parts after 60k spans). Applied only where the server knows the setting, so older
+ClickHouse servers keep their defaults.
+"""
+
+from __future__ import annotations
+
+from schemas.store import DATABASE, Store
+
+MERGE_SELECTOR_BASE = 10
+TUNED_TABLES = ("evaluation_events", "evaluation_dimensions", "emission_receipts")
+
+
+def apply_merge_tuning(store: Store) -> bool:
+    """Set the merge selector base on the ingest tables; False when unsupported."""
+    known = store.query(
+        "SELECT count() FROM system.merge_tree_settings WHERE name = 'merge_selector_base'"
+    ).scalar()
+    if not known:
+        return False
+    for table in TUNED_TABLES:
+        store.command(
+            f"ALTER TABLE {DATABASE}.{table}"
+            f" MODIFY SETTING merge_selector_base = {MERGE_SELECTOR_BASE}"
+        )
+    return True
