@@ -40,6 +40,11 @@ from bench.payload import JSON, PROTOBUF, PayloadSpec, RequestFactory
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 RETRYABLE_GRPC = frozenset({grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE})
 RETRYABLE_HTTP = frozenset({429, 502, 503, 504})
+# Retryable answers after which the service may still have stored the request (the
+# store or broker was too slow to confirm in time): the client retries and the
+# store collapses the repeat on the event id, so finding them stored is allowed.
+# RESOURCE_EXHAUSTED / 429 refuse before any work: finding those stored is a bug.
+MAYBE_STORED_CODES = frozenset({"UNAVAILABLE", "502", "503", "504"})
 OK, THROTTLED, FAILED, UNKNOWN = "ok", "throttled", "failed", "unknown"
 
 
@@ -206,6 +211,8 @@ class LoadResult:
     latencies_ms: list[float] = field(default_factory=list)
     accepted_requests: list[int] = field(default_factory=list)
     unknown_requests: list[int] = field(default_factory=list)
+    # request numbers answered with a retryable error, by response code
+    retryable_requests: dict[str, list[int]] = field(default_factory=dict)
     timeline_accepted: list[int] = field(default_factory=list)
     timeline_throttled: list[int] = field(default_factory=list)
     started_at: float = 0.0
@@ -261,6 +268,7 @@ class LoadRun:
             self.result.unknown_requests.append(request_no)
         elif reply.status == THROTTLED:
             self._throttled[second] += 1
+            self.result.retryable_requests.setdefault(reply.code, []).append(request_no)
         return reply
 
     async def _closed_worker(self, connection: int) -> None:

@@ -126,7 +126,8 @@ def _targets(results: dict[str, Any], bases: dict[str, float | None]) -> list[st
         )
         lines.append(
             f"| {name}: 3x overload, zero loss of accepted spans | accepted "
-            f"{store.get('spans_accepted', 'n/a')}, lost {store.get('spans_lost', 'n/a')} | "
+            f"{store.get('spans_accepted', 'n/a')}, lost {store.get('spans_lost', 'n/a')}"
+            f"{_retryable_note(store)} | "
             f"{_ok(_store_ok(over))} |"
         )
     return lines
@@ -150,6 +151,19 @@ def _phase_rows(result: dict[str, Any]) -> list[str]:
     return rows
 
 
+def _retryable_note(store: dict[str, Any]) -> str:
+    stored = store.get("retryable_spans_stored")
+    if not stored:
+        return ""
+    return f"; stored but answered retryable: {stored} (allowed: at-least-once)"
+
+
+def _stored_of(store: dict[str, Any], key: str) -> str:
+    """`N of M spans` when the run counted what was stored, else the old figure."""
+    stored = store.get(f"{key}_stored")
+    return f"{store.get(key, 0)} spans" if stored is None else f"{stored} of {store.get(key)}"
+
+
 def _overload(result: dict[str, Any]) -> list[str]:
     store = result["store"] or {}
     recovery = result["phases"][-1]
@@ -167,9 +181,13 @@ def _overload(result: dict[str, Any]) -> list[str]:
         f"{_n(max(samples, default=0))} MiB, at the end {_n(samples[-1] if samples else None)}"
         " MiB.",
         f"- Accepted spans: {store.get('spans_accepted')}, stored: {store.get('spans_stored')}, "
-        f"lost: **{store.get('spans_lost')}**, stored but not acknowledged (client timeout, "
-        f"allowed): {store.get('unknown_outcome_spans')}; event rows {store.get('event_rows')}"
-        f" for {store.get('evaluations_accepted')} accepted evaluations.",
+        f"lost: **{store.get('spans_lost')}**; stored but not acknowledged (client timeout, "
+        f"allowed): {_stored_of(store, 'unknown_outcome_spans')}; stored but answered "
+        f"retryable: {_stored_of(store, 'retryable_spans')} (allowed: at-least-once, the "
+        "client retries and the store collapses the repeat on the event id); stored but "
+        f"never sent or refused (not allowed): {store.get('spans_unexpected')}; event rows "
+        f"{store.get('event_rows')} for {store.get('evaluations_accepted')} accepted "
+        "evaluations.",
         f"- Recovery: in the last seconds of the 50% phase the service accepted "
         f"{_n(tail_rate)} spans/s of {_n(offered)} offered "
         f"({_n(100 * tail_rate / offered if offered else 0)}%); accepted per second over the "
@@ -413,18 +431,18 @@ def _kafka_findings(results: dict[str, Any]) -> list[str]:
     receiver, sink = by_process.get("serve --kafka"), by_process.get("sink")
     if receiver:
         text += (
-            " In the receiver, turning the decoded batch into records costs about as much as "
-            "decoding it: `kafka_records.pack` "
-            f"{_share(receiver, 'pack (ingest/kafka_records.py)')} and `kafka_records.screen` "
-            f"{_share(receiver, 'screen (ingest/kafka_records.py)')} of samples (of which "
-            "`_unit_size`, serializing every model to JSON only to measure it before `pack` "
-            f"serializes it again, {_share(receiver, '_unit_size (ingest/kafka_records.py)')}), "
-            f"against `decode_request` {_share(receiver, 'decode_request (ingest/export.py)')}."
+            " In the receiver (share of samples, inclusive): `decode_request` "
+            f"{_share(receiver, 'decode_request (ingest/export.py)')}; record building: "
+            "`screen_serialized` (serializes every event once) "
+            f"{_share(receiver, 'screen_serialized (ingest/kafka_records.py)')}, `pack` "
+            f"(joins those bytes) {_share(receiver, 'pack (ingest/kafka_records.py)')}; "
+            "`KafkaHandoff.submit` (pack and the producer) "
+            f"{_share(receiver, 'KafkaHandoff.submit (ingest/kafka_handoff.py)')}."
         )
     if sink:
         text += (
-            " In the sink, re-validating records into pydantic models takes "
-            f"{_share(sink, 'BaseModel.model_validate (pydantic/main.py)')}, row building "
+            " In the sink: record decoding (`records.decode`, one pydantic JSON pass) "
+            f"{_share(sink, 'decode (schemas/records.py)')}, row building "
             f"{_share(sink, 'TableRows.add (ingest/rows.py)')}, the chDB insert "
             f"{_share(sink, 'write_rows (ingest/rows.py)')}."
         )

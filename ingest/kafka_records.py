@@ -5,14 +5,24 @@ key, so one stream stays on one partition) and packed greedily into as few
 records as fit under the limit. A unit that cannot fit even alone (an event with
 megabytes of markers) is quarantined by `screen` before anything is sent, so the
 client hears about it in `partial_success` instead of it being dropped.
+
+Every event and emission record is serialized once per request, by pydantic's
+Rust serializer: `screen` measures units from those bytes, and `pack` assembles a
+record by joining them under the record's envelope (the same bytes
+`schemas.records.encode` gives for the record). `Screened` carries the bytes from
+one to the other; `pack` serializes itself when handed a plain batch.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import threading
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+from pydantic_core import to_json
 
 from schemas.events import (
     EVALUATION_SPAN,
@@ -22,11 +32,18 @@ from schemas.events import (
     EvaluationEvent,
     QuarantineRecord,
 )
-from schemas.records import BatchRecord, QuarantinedLetter, Record, encode, json_text
+from schemas.records import SCHEMA_VERSION, BatchRecord, QuarantinedLetter, Record, encode
 
 # Kafka's per-record framing, the key and our headers, generously bounded.
 RECORD_OVERHEAD = 512
-_EPOCH = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+# Room for the envelope's receipt id and time when `screen` sizes a record before
+# they are known (a 32-character receipt id and a time with microseconds need 81).
+_ENVELOPE_ALLOWANCE = 128
+_EVENT_JSON = EvaluationEvent.__pydantic_serializer__.to_json
+_EMISSION_JSON = EmissionRecord.__pydantic_serializer__.to_json
+_HEAD = b'{"schema_version":%d,"kind":"batch","receipt_id":' % SCHEMA_VERSION
+_EMISSIONS = b'],"emissions":['
+_TAIL = b"]}"
 
 
 @dataclass(frozen=True)
@@ -41,15 +58,44 @@ class OutRecord:
 
 @dataclass(frozen=True)
 class _Unit:
-    """What must travel together: an event with its emission record, or one emission."""
+    """What must travel together: an event with its emission record, or one emission,
+    with their JSON. `size` counts a separating comma per model."""
 
     stream: str
     events: tuple[EvaluationEvent, ...]
     emissions: tuple[EmissionRecord, ...]
+    event_json: tuple[bytes, ...]
+    emission_json: tuple[bytes, ...]
+    size: int
+
+
+@dataclass(frozen=True)
+class Screened:
+    """A screened batch with its units already serialized, per stream in order."""
+
+    batch: DecodedBatch
+    streams: dict[str, list[_Unit]]
 
 
 def payload_limit(max_message_bytes: int) -> int:
     return max_message_bytes - RECORD_OVERHEAD
+
+
+def _unit(
+    stream: str, events: tuple[EvaluationEvent, ...], emissions: tuple[EmissionRecord, ...]
+) -> _Unit:
+    event_json = tuple(_EVENT_JSON(e) for e in events)
+    emission_json = tuple(_EMISSION_JSON(e) for e in emissions)
+    size = sum(len(j) + 1 for j in event_json) + sum(len(j) + 1 for j in emission_json)
+    return _Unit(stream, events, emissions, event_json, emission_json, size)
+
+
+def _pair(event: EvaluationEvent, emission: EmissionRecord) -> _Unit:
+    """The common unit, spelled out: this runs once per span."""
+    event_json = _EVENT_JSON(event)
+    emission_json = _EMISSION_JSON(emission)
+    size = len(event_json) + len(emission_json) + 2
+    return _Unit(emission.stream, (event,), (emission,), (event_json,), (emission_json,), size)
 
 
 def _units(batch: DecodedBatch) -> Iterator[_Unit]:
@@ -57,72 +103,78 @@ def _units(batch: DecodedBatch) -> Iterator[_Unit]:
     for emission in batch.emissions:
         event = by_key.pop((emission.stream, emission.seq, emission.event_id), None)
         if event is not None and emission.kind == "evaluation" and not emission.quarantined:
-            yield _Unit(emission.stream, (event,), (emission,))
+            yield _pair(event, emission)
         else:
-            yield _Unit(emission.stream, (), (emission,))
+            yield _unit(emission.stream, (), (emission,))
     for event in by_key.values():  # an event always has an emission; defensive only
-        yield _Unit(event.emission.stream, (event,), ())
+        yield _unit(event.emission.stream, (event,), ())
 
 
-def _record(stream: str, units: list[_Unit], receipt_id: str, at: dt.datetime) -> BatchRecord:
-    return BatchRecord(
-        receipt_id=receipt_id,
-        received_at=at,
-        stream=stream,
-        events=tuple(e for u in units for e in u.events),
-        emissions=tuple(e for u in units for e in u.emissions),
-    )
-
-
-def _unit_size(unit: _Unit) -> int:
-    """Bytes the unit adds to a record: its models' JSON plus separating commas."""
-    parts = [*unit.events, *unit.emissions]
-    return sum(len(json_text(part).encode()) + 1 for part in parts)
-
-
-def _by_stream(batch: DecodedBatch) -> dict[str, list[_Unit]]:
+def _by_stream(units: Iterator[_Unit]) -> dict[str, list[_Unit]]:
     streams: dict[str, list[_Unit]] = {}
-    for unit in _units(batch):
+    for unit in units:
         streams.setdefault(unit.stream, []).append(unit)
     return streams
 
 
-def _fits_whole(stream: str, units: list[_Unit], limit: int) -> bool:
-    """The common case, one encode per stream: the stream's units fit one record."""
-    return len(encode(_record(stream, units, "r" * 32, _EPOCH))) + 64 <= limit
+def _envelope(receipt_id: str, received_at: dt.datetime) -> bytes:
+    """The envelope up to the stream: shared by every batch record of a request."""
+    return _HEAD + to_json(receipt_id) + b',"received_at":' + to_json(received_at)
 
 
-def screen(batch: DecodedBatch, max_message_bytes: int) -> DecodedBatch:
-    """Quarantine every event or sentinel too large to travel in one message."""
+def _stream_head(envelope: bytes, stream: str) -> bytes:
+    return envelope + b',"stream":' + to_json(stream) + b',"events":['
+
+
+def _empty_size(stream: str) -> int:
+    """A record of `stream` with no units and the longest envelope `screen` allows for."""
+    return len(_stream_head(_HEAD, stream)) + _ENVELOPE_ALLOWANCE + len(_EMISSIONS) + len(_TAIL)
+
+
+def screen_serialized(batch: DecodedBatch, max_message_bytes: int) -> Screened:
+    """Quarantine every event or sentinel too large to travel in one message, keeping
+    the serialized units for `pack`."""
     limit = payload_limit(max_message_bytes)
-    oversized = [
-        unit
-        for stream, units in _by_stream(batch).items()
-        if not _fits_whole(stream, units, limit)
-        for unit in units
-        if _unit_size(unit) + 256 > limit
-    ]
+    streams = _by_stream(_units(batch))
+    oversized: list[_Unit] = []
+    for stream, units in streams.items():
+        empty = _empty_size(stream)
+        if empty + sum(u.size for u in units) > limit:
+            oversized.extend(u for u in units if empty + u.size > limit)
     if not oversized:
-        return batch
+        return Screened(batch, streams)
     drop_events = {id(e) for u in oversized for e in u.events}
     drop_emissions = {id(e) for u in oversized for e in u.emissions}
     quarantined, arrived = [], []
     for unit in oversized:
-        size = _unit_size(unit)
         reason = (
-            f"record of {size} bytes exceeds the broker's message limit"
-            f" of {max_message_bytes} bytes"
+            f"record of {_empty_size(unit.stream) + unit.size} bytes exceeds the broker's"
+            f" message limit of {max_message_bytes} bytes"
         )
         for emission in unit.emissions:
             event = unit.events[0] if unit.events else None
             quarantined.append(_too_large(emission, event, reason))
             arrived.append(emission.model_copy(update={"quarantined": True, "sentinel": None}))
-    return DecodedBatch(
+    screened = DecodedBatch(
         events=tuple(e for e in batch.events if id(e) not in drop_events),
         emissions=tuple(e for e in batch.emissions if id(e) not in drop_emissions) + tuple(arrived),
         quarantined=batch.quarantined + tuple(quarantined),
         ignored_spans=batch.ignored_spans,
     )
+    gone = {id(u) for u in oversized}
+    kept = (u for units in streams.values() for u in units if id(u) not in gone)
+    replaced = (_unit(e.stream, (), (e,)) for e in arrived)
+    return Screened(screened, _by_stream(_chain(kept, replaced)))
+
+
+def _chain(*parts: Iterator[_Unit]) -> Iterator[_Unit]:
+    for part in parts:
+        yield from part
+
+
+def screen(batch: DecodedBatch, max_message_bytes: int) -> DecodedBatch:
+    """Quarantine every event or sentinel too large to travel in one message."""
+    return screen_serialized(batch, max_message_bytes).batch
 
 
 def _too_large(
@@ -142,21 +194,21 @@ def _too_large(
 
 
 def pack(
-    batch: DecodedBatch, receipt_id: str, received_at: dt.datetime, max_message_bytes: int
+    batch: DecodedBatch | Screened,
+    receipt_id: str,
+    received_at: dt.datetime,
+    max_message_bytes: int,
 ) -> list[OutRecord]:
     """Records for one screened batch: per-stream batch records, then dead letters."""
+    screened = batch if isinstance(batch, Screened) else Screened(batch, _by_stream(_units(batch)))
     limit = payload_limit(max_message_bytes)
+    envelope = _envelope(receipt_id, received_at)
     out: list[OutRecord] = []
-    for stream, units in _by_stream(batch).items():
-        whole = _record(stream, units, receipt_id, received_at)
-        value = encode(whole)
-        if len(value) <= limit:
-            out.append(OutRecord(stream.encode(), value, whole))
-            continue
-        for chunk in _chunks(stream, units, limit):
-            record = _record(stream, chunk, receipt_id, received_at)
-            out.extend(_fitted(record, stream, chunk, limit, receipt_id, received_at))
-    for span in batch.quarantined:
+    for stream, units in screened.streams.items():
+        head = _stream_head(envelope, stream)
+        for chunk in _chunks(units, len(head) + len(_EMISSIONS) + len(_TAIL), limit):
+            out.append(_batch_record(head, stream, chunk, receipt_id, received_at))
+    for span in screened.batch.quarantined:
         letter = _fit_letter(
             QuarantinedLetter(receipt_id=receipt_id, received_at=received_at, span=span), limit
         )
@@ -165,39 +217,41 @@ def pack(
     return out
 
 
-def _chunks(stream: str, units: list[_Unit], limit: int) -> Iterator[list[_Unit]]:
-    empty = len(encode(_record(stream, [], "r" * 32, _EPOCH))) + 64
+def _chunks(units: list[_Unit], empty: int, limit: int) -> Iterator[list[_Unit]]:
+    """Greedy, exact up to the commas counted per model: a chunk never exceeds `limit`
+    unless one unit alone does (which `screen` quarantines)."""
     chunk: list[_Unit] = []
     size = empty
     for unit in units:
-        unit_size = _unit_size(unit)
-        if chunk and size + unit_size > limit:
+        if chunk and size + unit.size > limit:
             yield chunk
             chunk, size = [], empty
         chunk.append(unit)
-        size += unit_size
+        size += unit.size
     if chunk:
         yield chunk
 
 
-def _fitted(
-    record: BatchRecord,
-    stream: str,
-    chunk: list[_Unit],
-    limit: int,
-    receipt_id: str,
-    received_at: dt.datetime,
-) -> list[OutRecord]:
-    """The estimate is conservative; if it ever is not, halve until it fits."""
-    value = encode(record)
-    if len(value) <= limit or len(chunk) == 1:
-        return [OutRecord(stream.encode(), value, record)]
-    half = len(chunk) // 2
-    out: list[OutRecord] = []
-    for part in (chunk[:half], chunk[half:]):
-        sub = _record(stream, part, receipt_id, received_at)
-        out.extend(_fitted(sub, stream, part, limit, receipt_id, received_at))
-    return out
+def _batch_record(
+    head: bytes, stream: str, chunk: list[_Unit], receipt_id: str, received_at: dt.datetime
+) -> OutRecord:
+    value = b"".join(
+        (
+            head,
+            b",".join(j for u in chunk for j in u.event_json),
+            _EMISSIONS,
+            b",".join(j for u in chunk for j in u.emission_json),
+            _TAIL,
+        )
+    )
+    record = BatchRecord.model_construct(
+        receipt_id=receipt_id,
+        received_at=received_at,
+        stream=stream,
+        events=tuple(e for u in chunk for e in u.events),
+        emissions=tuple(e for u in chunk for e in u.emissions),
+    )
+    return OutRecord(stream.encode(), value, record)
 
 
 def _fit_letter(letter: QuarantinedLetter, limit: int) -> QuarantinedLetter:
@@ -220,3 +274,38 @@ def _fit_letter(letter: QuarantinedLetter, limit: int) -> QuarantinedLetter:
             update={"span": span.model_copy(update={"resource_attributes": {}})}
         )
     return letter
+
+
+class ScreenedBatches:
+    """`Screened` work kept from `screen` (decode thread) to `submit` (event loop),
+    found by the batch object itself. Only a weak reference to the batch is held: an
+    entry goes when its batch is freed, so a request abandoned between the two leaks
+    nothing."""
+
+    def __init__(self) -> None:
+        self._held: dict[int, tuple[weakref.ref[DecodedBatch], dict[str, list[_Unit]]]] = {}
+        self._lock = threading.Lock()
+
+    def keep(self, screened: Screened) -> DecodedBatch:
+        batch = screened.batch
+        key = id(batch)
+        with self._lock:
+            self._held[key] = (weakref.ref(batch), screened.streams)
+        weakref.finalize(batch, self._forget, key)
+        return batch
+
+    def take(self, batch: DecodedBatch) -> DecodedBatch | Screened:
+        with self._lock:
+            held = self._held.pop(id(batch), None)
+        if held is None or held[0]() is not batch:
+            return batch
+        return Screened(batch, held[1])
+
+    def _forget(self, key: int) -> None:
+        with self._lock:
+            held = self._held.get(key)
+            if held is not None and held[0]() is None:
+                del self._held[key]
+
+    def __len__(self) -> int:
+        return len(self._held)

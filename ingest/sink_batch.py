@@ -17,7 +17,7 @@ from typing import Any
 from aiokafka.structs import TopicPartition
 
 from ingest.rows import TableRows
-from schemas.events import DecodedBatch
+from schemas.events import DecodedBatch, EvaluationEvent
 from schemas.records import BatchRecord, PoisonLetter, QuarantinedLetter
 from schemas.store import QueryResult, Store
 
@@ -42,6 +42,23 @@ def record_rows(record: StoredRecord) -> int:
     return len(record.events) + dims + len(record.emissions)
 
 
+def _shared_resources(events: tuple[EvaluationEvent, ...]) -> tuple[EvaluationEvent, ...]:
+    """Let events with equal resource attributes share one dict, as they do in the
+    receiver (decoding gave each its own): row building serializes a request's
+    resource once per distinct dict, not once per event. Equal values, so the events
+    are unchanged; the frozen models' field is swapped in `__dict__` directly."""
+    shared: dict[str, Any] | None = None
+    for event in events:
+        resource = event.resource_attributes
+        if resource is shared:
+            continue
+        if resource == shared:
+            event.__dict__["resource_attributes"] = shared
+        else:
+            shared = resource
+    return events
+
+
 @dataclass
 class Batch:
     opened_at: float
@@ -64,10 +81,12 @@ class Batch:
         for item in self.items:
             record = item.record
             if isinstance(record, BatchRecord):
-                batch = DecodedBatch(events=record.events, emissions=record.emissions)
+                batch = DecodedBatch.model_construct(
+                    events=_shared_resources(record.events), emissions=record.emissions
+                )
                 rows.add(batch, record.receipt_id, record.received_at)
             elif isinstance(record, QuarantinedLetter):
-                batch = DecodedBatch(quarantined=(record.span,))
+                batch = DecodedBatch.model_construct(quarantined=(record.span,))
                 rows.add(batch, record.receipt_id, record.received_at)
         return rows
 

@@ -4,8 +4,12 @@ insert deduplication token depends on content, not offsets."""
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import gc
 import json
+import math
+from typing import Any
 
 import pytest
 from aiokafka.structs import TopicPartition
@@ -13,7 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.export import decode_request
-from ingest.kafka_records import pack, payload_limit, screen
+from ingest.kafka_records import (
+    Screened,
+    ScreenedBatches,
+    pack,
+    payload_limit,
+    screen,
+    screen_serialized,
+)
 from ingest.sink_batch import Batch, Consumed
 from ingest.sink_dlq import PoisonBrake, SinkHalted
 from schemas import records
@@ -24,7 +35,7 @@ AT = dt.datetime(2026, 11, 30, 14, 0, 0, 123456, tzinfo=dt.UTC)
 
 
 def _batch(streams: int = 2, per_stream: int = 5, text: str = "") -> DecodedBatch:
-    items = []
+    items: list[Evaluation | Sentinel] = []
     for s in range(streams):
         for seq in range(per_stream):
             extra = {"holonograph.marker.response_text": text} if text else {}
@@ -136,15 +147,113 @@ def test_brake_trips_on_a_run_and_on_a_ratio() -> None:
 
 def test_dedup_token_is_content_not_offsets() -> None:
     value = pack(_batch(streams=1), "r", AT, 1_000_000)[0]
-    assert isinstance(value.record, records.BatchRecord)
+    record = value.record
+    assert isinstance(record, records.BatchRecord)
 
     def batch_at(topic: str, offset: int) -> Batch:
         batch = Batch(0.0)
-        batch.add(Consumed(TopicPartition(topic, 0), offset, b"digest-1", record=value.record))
+        batch.add(Consumed(TopicPartition(topic, 0), offset, b"digest-1", record=record))
         return batch
 
     assert batch_at("a", 5).token() == batch_at("b", 900).token()
     other = Batch(0.0)
-    other.add(Consumed(TopicPartition("a", 0), 5, b"digest-2", record=value.record))
+    other.add(Consumed(TopicPartition("a", 0), 5, b"digest-2", record=record))
     assert other.token() != batch_at("a", 5).token()
     assert batch_at("a", 5).offsets() == {TopicPartition("a", 0): 6}
+
+
+def _old_encoding(record: records.Record) -> bytes:
+    """How records were written before the single-serialization path: `json.dumps` of
+    the model's Python dump, datetimes with `+00:00`, bytes base64."""
+
+    def default(value: object) -> object:
+        if isinstance(value, dt.datetime):
+            return value.isoformat()
+        if isinstance(value, bytes):
+            return base64.b64encode(value).decode()
+        raise TypeError(type(value).__name__)
+
+    body = record.model_dump(mode="python")
+    return json.dumps(body, default=default, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def test_packed_bytes_are_the_models_serialized_once() -> None:
+    batch = _batch()
+    out = pack(batch, "r1", AT, 1_000_000)
+    for record in out:
+        assert records.encode(record.record) == record.value  # joined pieces == whole dump
+        assert records.decode(record.value) == record.record
+    body = json.loads(out[0].value)
+    assert body["received_at"] == "2026-11-30T14:00:00.123456Z"  # RFC 3339, as RECORDS.md says
+    assert list(body)[:2] == ["schema_version", "kind"]
+    # screened work carried to pack gives the same bytes as packing from scratch
+    screened = screen_serialized(batch, 1_000_000)
+    assert screened.batch is batch
+    assert [r.value for r in pack(screened, "r1", AT, 1_000_000)] == [r.value for r in out]
+
+
+def test_records_written_the_old_way_still_decode() -> None:
+    for record in pack(_batch(), "r1", AT, 1_000_000):
+        old = _old_encoding(record.record)
+        assert b"+00:00" in old
+        assert records.decode(old) == record.record
+
+
+def test_a_non_finite_float_is_written_as_null_and_an_old_nan_still_decodes() -> None:
+    event = _batch(streams=1).events[0]
+    odd = event.model_copy(update={"extras": {"ratio": float("nan")}})
+    batch = DecodedBatch(events=(odd,), emissions=(_batch(streams=1).emissions[0],))
+    record = pack(batch, "r", AT, 1_000_000)[0]
+    assert b'"ratio":null' in record.value
+    decoded = records.decode(record.value)
+    assert isinstance(decoded, records.BatchRecord)
+    assert decoded.events[0].extras == {"ratio": None}
+    old = records.decode(_old_encoding(record.record))  # json.dumps wrote NaN
+    assert isinstance(old, records.BatchRecord)
+    assert math.isnan(old.events[0].extras["ratio"])
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (lambda v: v[:-1] + b',"extra_field":1}', "batch: extra_field: Extra inputs"),
+        (lambda v: v[:-1] + b',"schema_version":2}', "schema_version 2 is not supported"),
+        (lambda v: v[:-1] + b',"kind":"poison"}', "poison: "),
+        (lambda v: v.replace(b'"seq":0', b'"seq":"zero"', 1), "seq: Input should be"),
+        (lambda v: v.replace(b'"receipt_id":"r"', b'"receipt_id":7', 1), "receipt_id"),
+        (lambda v: v[:-2], "not JSON"),
+    ],
+)
+def test_the_fast_batch_path_is_as_strict_as_the_general_one(edit: Any, reason: str) -> None:
+    value = pack(_batch(streams=1), "r", AT, 1_000_000)[0].value
+    assert value.startswith(b'{"schema_version":1,"kind":"batch",')
+    with pytest.raises(records.RecordError, match=reason):
+        records.decode(edit(value))
+
+
+def test_screened_work_is_found_by_its_batch_and_freed_with_it() -> None:
+    held = ScreenedBatches()
+    batch = held.keep(screen_serialized(_batch(), 1_000_000))
+    assert len(held) == 1
+    taken = held.take(batch)
+    assert isinstance(taken, Screened) and taken.batch is batch
+    assert held.take(batch) is batch  # taken once; a second submit serializes itself
+    other = held.keep(screen_serialized(_batch(), 1_000_000))
+    assert held.take(_batch()) is not other  # an equal but different batch is not it
+    del other
+    gc.collect()
+    assert len(held) == 0  # abandoned between screen and submit: nothing kept
+
+
+def test_decoded_events_share_equal_resources_for_row_building() -> None:
+    out = pack(_batch(streams=1, per_stream=4), "r", AT, 1_000_000)
+    record = records.decode(out[0].value)
+    assert isinstance(record, records.BatchRecord)
+    before = [e.model_dump() for e in record.events]
+    assert len({id(e.resource_attributes) for e in record.events}) == 4  # one dict each
+    held = Batch(0.0)
+    held.add(Consumed(TopicPartition("t", 0), 0, b"d", record=record))
+    rows = held.table_rows()
+    assert len(rows.events) == 4
+    assert len({id(e.resource_attributes) for e in record.events}) == 1
+    assert [e.model_dump() for e in record.events] == before  # same values

@@ -1,0 +1,124 @@
+"""Where the Kafka path's own CPU goes, in-process and without a broker: the
+receiver's record building (`screen` + `pack`, the screened work carried between
+them as `KafkaHandoff` does) and the sink's record decoding and row building, each
+timed apart on the same pre-encoded requests.
+
+Run as `python -m bench.kafka_stages --batch 512 --requests 20`; prints one JSON
+line with CPU microseconds per span for each stage (best of `--rounds`). Parsing
+and validating the OTLP request (shared with the embedded path, see
+`bench.stages`) is not counted. `--gc tuned` (default) sets the collector up as
+`serve` and `sink` do (`ingest.gctune`); `--gc default` keeps CPython's defaults
+and `--gc off` disables it while timing, to tell the stages' own cost from the
+collector's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import time
+from typing import Any
+
+from bench.payload import PayloadSpec, RequestFactory
+from schemas.events import DecodedBatch
+
+MAX_MESSAGE_BYTES = 1_000_000
+
+
+def _timed(label: str, timings: dict[str, float], work: Any) -> Any:
+    cpu0 = time.process_time()
+    out = work()
+    timings[label] = timings.get(label, 0.0) + time.process_time() - cpu0
+    return out
+
+
+def _receiver(decoded: list[DecodedBatch], timings: dict[str, float]) -> list[bytes]:
+    from ingest.handoff import utc_now
+    from ingest.kafka_records import ScreenedBatches, pack, screen_serialized
+
+    held = ScreenedBatches()
+    values: list[bytes] = []
+    for n, batch in enumerate(decoded):
+        cpu0 = time.process_time()
+        screened = held.keep(screen_serialized(batch, MAX_MESSAGE_BYTES))
+        cpu1 = time.process_time()
+        out = pack(held.take(screened), f"{n:032x}", utc_now(), MAX_MESSAGE_BYTES)
+        cpu2 = time.process_time()
+        timings["screen"] = timings.get("screen", 0.0) + cpu1 - cpu0
+        timings["pack"] = timings.get("pack", 0.0) + cpu2 - cpu1
+        values.extend(r.value for r in out)
+    return values
+
+
+def _sink(values: list[bytes], timings: dict[str, float]) -> int:
+    from ingest.sink_batch import Batch, Consumed
+    from schemas.records import BatchRecord, QuarantinedLetter, decode
+
+    decoded = _timed("sink_decode", timings, lambda: [decode(v) for v in values])
+    held = Batch(0.0)
+
+    def take() -> None:
+        for offset, record in enumerate(decoded):
+            stored = record if isinstance(record, (BatchRecord, QuarantinedLetter)) else None
+            held.add(Consumed(None, offset, b"", record=stored))  # type: ignore[arg-type,unused-ignore]
+
+    _timed("sink_take", timings, take)
+    return int(_timed("sink_rows", timings, held.table_rows).row_count)
+
+
+def measure_kafka_stages(
+    batch: int, requests: int, rounds: int = 3, collector: str = "tuned"
+) -> dict[str, Any]:
+    """Best of `rounds` per stage (the machine is shared: the minimum is the cost)."""
+    from ingest.decode import parse_protobuf
+    from ingest.export import decode_request
+    from ingest.gctune import tune_for_throughput
+
+    if collector == "tuned":
+        tune_for_throughput()
+    factory = RequestFactory(PayloadSpec(batch=batch, tag="kstages0"))
+    decoded = [decode_request(parse_protobuf(factory.body(r))) for r in range(requests)]
+    spans = sum(len(d.emissions) for d in decoded)
+    best: dict[str, float] = {}
+    values: list[bytes] = []
+    for _ in range(rounds):
+        timings: dict[str, float] = {}
+        gc.collect()
+        if collector == "off":
+            gc.disable()
+        try:
+            values = _receiver(decoded, timings)
+            assert _sink(values, timings) > 0
+        finally:
+            gc.enable()
+        for name, cpu in timings.items():
+            best[name] = min(best.get(name, float("inf")), cpu)
+    return {
+        "batch": batch,
+        "requests": requests,
+        "spans": spans,
+        "gc": collector,
+        "records": len(values),
+        "mean_record_bytes": sum(len(v) for v in values) / max(1, len(values)),
+        "us_per_span": {name: cpu / spans * 1e6 for name, cpu in best.items()},
+        "receiver_us_per_span": (best["screen"] + best["pack"]) / spans * 1e6,
+        "sink_us_per_span": (best["sink_decode"] + best["sink_take"] + best["sink_rows"])
+        / spans
+        * 1e6,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.kafka_stages", description=__doc__)
+    parser.add_argument("--batch", type=int, default=512)
+    parser.add_argument("--requests", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--gc", choices=("tuned", "default", "off"), default="tuned")
+    args = parser.parse_args(argv)
+    result = measure_kafka_stages(args.batch, args.requests, args.rounds, args.gc)
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

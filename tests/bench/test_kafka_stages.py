@@ -1,0 +1,14 @@
+"""bench.kafka_stages runs end to end on a tiny input (a smoke test, not a timing test):
+every stage is timed and the sink builds rows for every span the receiver packed."""
+
+from __future__ import annotations
+
+from bench.kafka_stages import measure_kafka_stages
+
+
+def test_kafka_stages_smoke() -> None:
+    result = measure_kafka_stages(batch=16, requests=2, rounds=1, collector="default")
+    assert result["spans"] == 32
+    assert result["records"] >= 2  # one stream per request
+    assert set(result["us_per_span"]) == {"screen", "pack", "sink_decode", "sink_take", "sink_rows"}
+    assert result["receiver_us_per_span"] > 0 and result["sink_us_per_span"] > 0
