@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -53,6 +54,8 @@ class KafkaSettings(BaseSettings):
     kafka_max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=4096)
     kafka_timeout_ms: int = Field(5_000, gt=0)
     kafka_linger_ms: int = Field(5, ge=0)
+    # Producer batch compression; None: zstd when the cramjam codec is installed, else gzip.
+    kafka_compression: Literal["zstd", "lz4", "snappy", "gzip", "none"] | None = None
     kafka_client_id: str = "holonograph"
 
     @field_validator("kafka")

@@ -124,6 +124,7 @@ class ReceiverService:
                 max_message_bytes=config.kafka_max_message_bytes,
                 timeout_seconds=config.kafka_timeout_ms / 1000,
                 linger_ms=config.kafka_linger_ms,
+                compression_type=config.kafka_compression,
                 idempotence=config.kafka_idempotence,
                 client_id=config.kafka_client_id,
                 clock=self.clock,

@@ -103,6 +103,11 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
 )
 @click.option("--kafka-max-message-bytes", type=int, help="Broker's message limit [1000000].")
 @click.option("--kafka-timeout-ms", type=int, help="Wait for acks before 503 [5000].")
+@click.option(
+    "--kafka-compression",
+    type=click.Choice(["zstd", "lz4", "snappy", "gzip", "none"]),
+    help="Producer batch compression [zstd; gzip without the cramjam codec].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the listeners as one JSON object.")
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
