@@ -142,11 +142,13 @@ def measure(
     with procstat.RssSampler(pids) as rss:
         excluded = list(getattr(path, "excluded_pids", lambda: [])())
         cpu0: list[float] = []
+        threads0: list[dict[str, float]] = []
         wall0 = 0.0
         for index, scenario in enumerate(scenarios):
             load = LoadProcess(scenario, endpoints, new_tag())
             if index == 0:
                 cpu0 = [procstat.tree_cpu_seconds([pid]) for pid in [*pids, *excluded]]
+                threads0 = [procstat.thread_cpu_seconds(pid) for pid in pids]
                 wall0 = time.monotonic()
             load.go()
             result = load.result()
@@ -155,6 +157,7 @@ def measure(
         reader = path.reader() if verify_rows else None
         queryable = wait_queryable(reader, expected) if reader is not None else None
         cpu1 = [procstat.tree_cpu_seconds([pid]) for pid in [*pids, *excluded]]
+        threads1 = [procstat.thread_cpu_seconds(pid) for pid in pids]
         wall = time.monotonic() - wall0
     deltas = [after - before for before, after in zip(cpu0, cpu1, strict=True)]
     cpu = sum(deltas[: len(pids)])
@@ -167,15 +170,29 @@ def measure(
         "accepted_spans": accepted,
         "service_cpu_s": cpu,
         "cpu_by_process": dict(zip(roles, deltas[: len(pids)], strict=True)),
+        "cpu_by_thread": {
+            role: _thread_deltas(before, after)
+            for role, before, after in zip(roles, threads0, threads1, strict=True)
+        },
         "excluded_cpu_s": sum(deltas[len(pids) :]),
         "service_wall_s": wall,
         "spans_per_cpu_s": accepted / cpu if cpu else None,
         "cpu_utilisation": cpu / wall if wall else None,
         "queryable_after_s": queryable,
         "peak_rss_mib": procstat.peak_rss_mib(pids),
+        "peak_rss_by_process_mib": {
+            role: procstat.peak_rss_mib([pid]) for role, pid in zip(roles, pids, strict=True)
+        },
         "rss_samples_mib": rss.samples,
         "store": store,
     }
+
+
+def _thread_deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU seconds per thread name over the measurement (threads that ended are missed,
+    so the sum can fall short of the process's CPU)."""
+    deltas = {name: seconds - before.get(name, 0.0) for name, seconds in after.items()}
+    return dict(sorted(((n, d) for n, d in deltas.items() if d > 0), key=lambda nd: -nd[1]))
 
 
 def run_fresh(

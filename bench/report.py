@@ -171,13 +171,19 @@ def _overload(result: dict[str, Any]) -> list[str]:
     tail_rate = sum(tail) / len(tail) if tail else 0
     offered = recovery["scenario"]["rate"]
     samples = result["rss_samples_mib"]
+    by_process = result.get("peak_rss_by_process_mib") or {}
+    split = (
+        " (" + ", ".join(f"{role} {_n(mib)}" for role, mib in by_process.items()) + ")"
+        if len(by_process) > 1
+        else ""
+    )
     return [
         PHASE_HEADER,
         PHASE_RULE,
         *_phase_rows(result),
         "",
         f"- Service: `serve {' '.join(result['serve_flags'])}`. Peak RSS (VmHWM) "
-        f"**{_n(result['peak_rss_mib'])} MiB**; RSS sampled every 0.5 s: max "
+        f"**{_n(result['peak_rss_mib'])} MiB**{split}; RSS sampled every 0.5 s: max "
         f"{_n(max(samples, default=0))} MiB, at the end {_n(samples[-1] if samples else None)}"
         " MiB.",
         f"- Accepted spans: {store.get('spans_accepted')}, stored: {store.get('spans_stored')}, "
@@ -225,6 +231,20 @@ def _cpu_split(name: str, result: dict[str, Any]) -> list[str]:
         f"- {name}: service CPU by process: {parts}; broker (not counted) "
         f"{result.get('excluded_cpu_s', 0):.1f} s."
     ]
+
+
+def _thread_split(name: str, result: dict[str, Any]) -> list[str]:
+    """CPU per span by thread name: Python's own threads apart from chDB's merges and
+    insert workers (a measurement's threads that ended before it did are missed)."""
+    by_role = result.get("cpu_by_thread") or {}
+    accepted = result.get("accepted_spans") or 0
+    if not by_role or not accepted:
+        return []
+    parts = []
+    for role, threads in by_role.items():
+        top = [f"{thread} {_n(1e6 * cpu / accepted)}" for thread, cpu in list(threads.items())[:4]]
+        parts.append(f"{role}: {', '.join(top)}")
+    return [f"- {name}: CPU µs per span by thread name: " + "; ".join(parts) + "."]
 
 
 def _small(runs: list[dict[str, Any]]) -> list[str]:
@@ -336,16 +356,31 @@ def _findings(results: dict[str, Any]) -> list[str]:
         return []
     ours = path["headline"]["spans_per_cpu_s"]
     per = {name: stage["us_per_span"] for name, stage in stages["stages"].items()}
+    headline = path["headline"]
+    threads = (headline.get("cpu_by_thread") or {}).get("serve", {})
+    accepted = headline.get("accepted_spans") or 1
+    python_us = 1e6 * threads.get("python", 0.0) / accepted
+    merge_us = 1e6 * threads.get("MergeMutate", 0.0) / accepted
+    insert_us = 1e6 * threads.get("ThreadPool", 0.0) / accepted
     out = [
-        f"- **Per span.** The live service spends {_n(1e6 / ours)} µs CPU per span; baseline "
-        f"(b) parses and walks a span in {_n(1e6 / walk, 1)} µs. In-process, the receiver's "
-        f"own stages cost: decode/validate {_n(per.get('decode_validate'), 1)} µs, row building "
-        f"{_n(per.get('build_rows'), 1)} µs, chDB insert {_n(per.get('insert'), 1)} µs, parse "
-        f"{_n(per.get('parse'), 1)} µs. Decode/validate alone costs "
-        f"{_n(per.get('decode_validate', 0) * walk / 1e6, 1)}x a full parse-and-walk: the "
-        "attribute dict is built once per span and per event (`decode.attributes`), then "
-        "every field is re-read and type-checked by `validate._string`/`_int`/... and the "
-        "pydantic models validate the same values again.",
+        f"- **Per span.** The live service spends {_n(1e6 / ours)} µs CPU per span"
+        + (
+            f": Python threads {_n(python_us)} µs, chDB's background merges (`MergeMutate`) "
+            f"{_n(merge_us)} µs, chDB's insert workers (`ThreadPool`) {_n(insert_us)} µs"
+            if threads
+            else ""
+        )
+        + f". Baseline (b) parses and walks a span in {_n(1e6 / walk, 1)} µs. In-process, the "
+        f"receiver's own stages cost: decode/validate {_n(per.get('decode_validate'), 1)} µs, "
+        f"row building {_n(per.get('build_rows'), 1)} µs, chDB insert {_n(per.get('insert'), 1)}"
+        f" µs, parse {_n(per.get('parse'), 1)} µs. Decode/validate is "
+        f"{_n(per.get('decode_validate', 0) * walk / 1e6, 1)}x a parse-and-walk: reading the "
+        "attributes into Python values alone costs about what (b) does (`decode.attributes`, "
+        "span and dimension events); the wire-contract checks (`validate.*`) and building the "
+        "event's pydantic models (eight per evaluation, 1-2 µs each) make up the rest. Row "
+        "building and the insert serialisation are Python too (clickhouse-connect's Native "
+        "writer); the chDB share is parsing that block, sorting it and writing one part per "
+        "table, then merging parts in the background.",
     ]
     points = {(p["batch"], p["clients"]): p for p in path["scaling"]}
     small = points.get((1, 4))
@@ -372,29 +407,22 @@ def _findings(results: dict[str, Any]) -> list[str]:
     over = path["overload"]["phases"][0]
     if not over["requests"].get("throttled"):
         out.append(
-            "- **Overload.** Nothing was throttled: the in-flight byte limit is checked in "
-            "`EmbeddedHandoff.submit`, *after* `decode_request` has run on the event loop. "
-            "Decoding is the bottleneck, so excess requests queue *before* it (as pending "
-            "gRPC/aiohttp handlers holding their bodies), where no limit applies: latency grew"
-            f" to p50 {_n(over['latency_p50_ms'])} ms, "
-            + (
-                f"{timeouts} requests hit the 30 s client timeout (their spans were stored "
-                "anyway, so an SDK's retry would duplicate them), "
-                if (timeouts := over["requests"].get("unknown", 0))
-                else ""
-            )
-            + "and RSS reached "
-            f"{_n(path['overload']['peak_rss_mib'])} MiB with a 32 MiB in-flight limit. "
-            "Admission must happen before decode (count bytes or requests at arrival, or "
-            "`grpc.aio.server(maximum_concurrent_rpcs=...)`, which answers RESOURCE_EXHAUSTED)."
+            "- **Overload.** Nothing was throttled: admission (`ingest/admission.py`) counts "
+            "request bytes on arrival against `--max-inflight-bytes`, and at this offered load "
+            f"they stayed under it; latency reached p50 {_n(over['latency_p50_ms'])} ms and RSS "
+            f"{_n(path['overload']['peak_rss_mib'])} MiB."
         )
     half = path["half_rate"]["phases"][0]
     request_ms = 512 / ours * 1000
     out.append(
-        f"- **Latency.** One 512-span request needs about {_n(request_ms)} ms of CPU on the "
-        "single event loop that decodes it, so at 50% load two overlapping requests already "
-        f"wait for each other: p99 {_n(half['latency_p99_ms'])} ms. The p99 target needs the "
-        "per-span cost down (above), or decoding off the event loop."
+        f"- **Latency.** At 50% of the sustainable rate: p50 {_n(half['latency_p50_ms'])} ms, "
+        f"p99 {_n(half['latency_p99_ms'])} ms. A 512-span request costs about "
+        f"{_n(request_ms)} ms of CPU: decoding on the decode thread, then one group commit "
+        "(one INSERT per table) before the answer. A commit waits for requests already "
+        "received and still being decoded (at most `HOLONOGRAPH_COMMIT_WAIT_MS`, 100 ms), so "
+        "under load commits grow and parts are fewer, while a request arriving alone is "
+        "written at once. The tail comes from requests that overlap: they share the one "
+        "decode thread and the GIL with the writer."
     )
     out += _kafka_findings(results)
     json_run = next((t for t in path["transports"] if t["phases"][0]["scenario"]["name"]
@@ -409,9 +437,12 @@ def _findings(results: dict[str, Any]) -> list[str]:
 
 
 def _share(profile: dict[str, Any], function: str) -> str:
-    for entry in profile.get("inclusive", []):
+    entries = profile.get("inclusive", [])
+    for entry in entries:
         if entry["function"] == function:
             return f"{100 * entry['share']:.0f}%"
+    if entries:  # below the last listed function's share
+        return f"<{100 * entries[-1]['share']:.0f}%"
     return "n/a"
 
 
@@ -436,13 +467,13 @@ def _kafka_findings(results: dict[str, Any]) -> list[str]:
             "`screen_serialized` (serializes every event once) "
             f"{_share(receiver, 'screen_serialized (ingest/kafka_records.py)')}, `pack` "
             f"(joins those bytes) {_share(receiver, 'pack (ingest/kafka_records.py)')}; "
-            "`KafkaHandoff.submit` (pack and the producer) "
-            f"{_share(receiver, 'KafkaHandoff.submit (ingest/kafka_handoff.py)')}."
+            "sending (`KafkaHandoff._send_all`, the producer and compression) "
+            f"{_share(receiver, 'KafkaHandoff._send_all (ingest/kafka_handoff.py)')}."
         )
     if sink:
         text += (
-            " In the sink: record decoding (`records.decode`, one pydantic JSON pass) "
-            f"{_share(sink, 'decode (schemas/records.py)')}, row building "
+            " In the sink: record decoding (one pydantic JSON pass, `model_validate_json`) "
+            f"{_share(sink, 'BaseModel.model_validate_json (pydantic/main.py)')}, row building "
             f"{_share(sink, 'TableRows.add (ingest/rows.py)')}, the chDB insert "
             f"{_share(sink, 'write_rows (ingest/rows.py)')}."
         )
@@ -494,6 +525,7 @@ def markdown(results: dict[str, Any], png_name: str) -> str:
         ]
     for name, path in paths.items():
         out += _cpu_split(name, path["headline"])
+        out += _thread_split(name, path["headline"])
     for name, path in paths.items():
         half = path["half_rate"]
         if "transports" in path:
