@@ -259,7 +259,7 @@ def score(store, case: Case, args, stats, counts) -> None:  # type: ignore[no-un
         counts[f"fp_{key}"] += extra
         if not pairs or extra:
             found = [(p.timestamp.isoformat(), p.source) for p in report.change_points]
-            stats["misses"].append(f"{case.spec.surface_id} tau={case.tau} {ch} -> {found}")  # type: ignore[arg-type]
+            stats["misses"].append(f"{case.spec.surface_id} tau={case.tau} {ch} -> {found}")
         if pairs:
             p = pairs[0][1]
             counts[f"attr_n_{ch.layers[0]}"] += 1
@@ -314,9 +314,9 @@ def summarise(stats, counts, sizes, load_seconds, events, args) -> dict[str, obj
         f1[k] = {"tp": int(tp), "fp": int(fp), "fn": int(fn), "precision": prec, "recall": rec,
                  "f1": f1_value}  # fmt: skip
     big = [f"{s:.2f}" for s in SHIFTS if s >= 0.05]
-    tp = sum(f1[k]["tp"] for k in big)  # type: ignore[misc]
-    fp = sum(f1[k]["fp"] for k in big)  # type: ignore[misc]
-    fn = sum(f1[k]["fn"] for k in big)  # type: ignore[misc]
+    tp = sum(f1[k]["tp"] for k in big)
+    fp = sum(f1[k]["fp"] for k in big)
+    fn = sum(f1[k]["fn"] for k in big)
     out["f1_by_shift"] = f1
     utp, ufp, ufn = counts["unpinned_tp"], counts["unpinned_fp"], counts["unpinned_fn"]
     unpinned_f1 = round(2 * utp / (2 * utp + ufp + ufn), 4) if utp else 0.0
