@@ -32,15 +32,23 @@ def _handoff(faulty: FaultyStore, commit_wait: float) -> EmbeddedHandoff:
     return EmbeddedHandoff(faulty, max_inflight_bytes=16 * MIB, commit_wait_seconds=commit_wait)
 
 
+async def _queued_while_one_arrives(
+    handoff: EmbeddedHandoff, faulty: FaultyStore, stream: str
+) -> asyncio.Task[None]:
+    """Submit a batch while another request is on its way; the commit must wait."""
+    first = asyncio.create_task(handoff.submit(_batch(stream), "r1", 100))
+    for _ in range(20):  # the writer runs, sees a request on its way and waits
+        await asyncio.sleep(0)
+    assert not first.done()
+    assert faulty.insert_calls == []
+    return first
+
+
 async def test_a_commit_waits_for_requests_being_decoded(store: ClickHouseStore) -> None:
     faulty = FaultyStore(store)
     handoff = _handoff(faulty, commit_wait=30.0)
     with handoff.arriving():
-        first = asyncio.create_task(handoff.submit(_batch("a"), "r1", 100))
-        for _ in range(20):  # the writer runs, sees a request on its way and waits
-            await asyncio.sleep(0)
-        assert not first.done()
-        assert faulty.insert_calls == []
+        first = await _queued_while_one_arrives(handoff, faulty, "a")
     # The decoded request joins the waiting commit: one insert for both.
     await asyncio.gather(first, handoff.submit(_batch("b", 2), "r2", 100))
     await handoff.close()
@@ -68,10 +76,7 @@ async def test_a_request_that_yields_nothing_releases_the_wait(store: ClickHouse
     faulty = FaultyStore(store)
     handoff = _handoff(faulty, commit_wait=30.0)
     with handoff.arriving():
-        first = asyncio.create_task(handoff.submit(_batch("c"), "r1", 100))
-        for _ in range(20):
-            await asyncio.sleep(0)
-        assert not first.done()
+        first = await _queued_while_one_arrives(handoff, faulty, "c")
     # Leaving `arriving` without submitting (every span ignored) ends the wait.
     await asyncio.wait_for(first, 20)
     await handoff.close()
