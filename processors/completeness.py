@@ -24,6 +24,18 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from processors.completeness_sql import (
+    MARK_DEAD_WHERE,
+    RECEIPT_STREAMS,
+    RECORDS,
+    SHARD_BOUNDS,
+    STREAM_COLUMNS,
+    STREAM_WINDOWS_SELECT,
+    STREAMS_SELECT,
+    SURFACE_WINDOWS_SELECT,
+    WINDOW_COLUMNS,
+    ZERO_STALE,
+)
 from schemas.completeness import (
     Bucket,
     CompletenessReport,
@@ -72,12 +84,12 @@ class Selection:
             params["sel_streams"] = list(self.streams)
         if self.surface is not None:
             clauses.append(
-                f"emission_stream IN ({_RECEIPT_STREAMS} surface_id = {{sel_surface:String}})"
+                f"emission_stream IN ({RECEIPT_STREAMS} surface_id = {{sel_surface:String}})"
             )
             params["sel_surface"] = self.surface
         if self.since is not None or self.until is not None:
             clauses.append(
-                f"emission_stream IN ({_RECEIPT_STREAMS}"
+                f"emission_stream IN ({RECEIPT_STREAMS}"
                 " event_time >= {sel_since:DateTime64(9, 'UTC')}"
                 " AND event_time < {sel_until:DateTime64(9, 'UTC')})"
             )
@@ -85,7 +97,7 @@ class Selection:
             params["sel_until"] = _naive(self.until or _FAR_FUTURE)
         if self.received_since is not None:
             clauses.append(
-                f"emission_stream IN ({_RECEIPT_STREAMS}"
+                f"emission_stream IN ({RECEIPT_STREAMS}"
                 " received_at >= {sel_received_since:DateTime64(3, 'UTC')})"
             )
             params["sel_received_since"] = _naive(self.received_since)
@@ -94,197 +106,6 @@ class Selection:
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _FAR_FUTURE = dt.datetime(2200, 1, 1, tzinfo=dt.UTC)
-_RECEIPT_STREAMS = "SELECT emission_stream FROM holonograph.emission_receipts WHERE"
-
-# One row per received (stream, seq) with the size of the gap just below it.
-_RECORDS = """
-records AS (
-    SELECT
-        emission_stream AS stream,
-        emission_seq AS seq,
-        kind = 'sentinel' AS is_sentinel,
-        final AS is_final,
-        quarantined AS is_quarantined,
-        surface_id AS surface,
-        event_time AS evt_time,
-        first_received_at AS first_rx,
-        last_received_at AS last_rx,
-        received_count AS receipts,
-        sentinel_interval_ms AS interval_ms,
-        completeness_offered AS c_offered,
-        completeness_delivered AS c_delivered,
-        completeness_dropped AS c_dropped,
-        completeness_failed AS c_failed,
-        completeness_window_start AS c_start,
-        completeness_window_end AS c_end,
-        toInt64(emission_seq) - lagInFrame(toInt64(emission_seq), 1, toInt64(-1)) OVER (
-            PARTITION BY emission_stream ORDER BY emission_seq
-            ROWS BETWEEN 1 PRECEDING AND CURRENT ROW
-        ) - 1 AS gap_before
-    FROM holonograph.emission_records
-    WHERE {where}
-)"""
-
-STREAM_COLUMNS = (
-    "emission_stream",
-    "status",
-    "first_seq",
-    "last_seq",
-    "final_seq",
-    "expected",
-    "delivered",
-    "missing",
-    "duplicates",
-    "quarantined",
-    "sentinels",
-    "missing_ranges",
-    "final_seen",
-    "first_seen_at",
-    "last_seen_at",
-    "first_event_time",
-    "last_event_time",
-    "sentinel_interval_ms",
-    "interval_reported",
-    "dead_after_ms",
-    "surfaces",
-    "reported_windows",
-    "reported_offered",
-    "reported_delivered",
-    "reported_dropped",
-    "reported_failed",
-    "lost_after_client",
-    "loss_mismatch",
-    "status_as_of",
-    "version",
-    "computed_at",
-)
-
-# Client window counters: each distinct reported window counts once, however many
-# sentinels repeated it; a sentinel without window bounds is its own window.
-_STREAMS_SELECT = """
-SELECT
-    stream AS emission_stream,
-    multiIf(
-        final_seen AND missing = 0, 'closed-complete',
-        final_seen, 'closed-lossy',
-        toUnixTimestamp64Milli(last_seen_at) + dead_after_ms
-            < toUnixTimestamp64Milli({now:DateTime64(3, 'UTC')}), 'dead',
-        'open') AS status,
-    min(seq) AS first_seq,
-    max(seq) AS last_seq,
-    if(final_seen, minIf(seq, is_final), NULL) AS final_seq,
-    last_seq + 1 AS expected,
-    count() AS delivered,
-    expected - delivered AS missing,
-    sum(receipts - 1) AS duplicates,
-    countIf(is_quarantined) AS quarantined,
-    countIf(is_sentinel) AS sentinels,
-    arraySort(groupArrayIf(
-        (toUInt64(seq - gap_before), toUInt64(seq - 1)), gap_before > 0)) AS missing_ranges,
-    countIf(is_final) > 0 AS final_seen,
-    min(first_rx) AS first_seen_at,
-    max(last_rx) AS last_seen_at,
-    min(evt_time) AS first_event_time,
-    max(evt_time) AS last_event_time,
-    argMaxIf(interval_ms, seq, isNotNull(interval_ms)) AS reported_interval_ms,
-    toUInt64(ifNull(reported_interval_ms, {default_interval_ms:UInt64})) AS sentinel_interval_ms,
-    isNotNull(reported_interval_ms) AS interval_reported,
-    toUInt64(sentinel_interval_ms * {dead_after_intervals:Float64}) AS dead_after_ms,
-    arraySort(groupUniqArrayIf(surface, surface != '')) AS surfaces,
-    groupUniqArrayIf(
-        (ifNull(c_start, toDateTime64(0, 9, 'UTC')), ifNull(c_end, toDateTime64(0, 9, 'UTC')),
-         if(isNull(c_start) OR isNull(c_end), seq, toUInt64(0)),
-         ifNull(c_offered, 0), ifNull(c_delivered, 0), ifNull(c_dropped, 0), ifNull(c_failed, 0)),
-        isNotNull(c_offered) OR isNotNull(c_delivered)
-            OR isNotNull(c_dropped) OR isNotNull(c_failed)) AS reported,
-    toUInt64(length(reported)) AS reported_windows,
-    toInt64(arraySum(x -> x.4, reported)) AS reported_offered,
-    toInt64(arraySum(x -> x.5, reported)) AS reported_delivered,
-    toInt64(arraySum(x -> x.6, reported)) AS reported_dropped,
-    toInt64(arraySum(x -> x.7, reported)) AS reported_failed,
-    toInt64(missing) - reported_dropped AS lost_after_client,
-    reported_dropped > toInt64(missing) AS loss_mismatch,
-    {now:DateTime64(3, 'UTC')} AS status_as_of,
-    {version:UInt64} AS version,
-    now64(3, 'UTC') AS computed_at
-FROM records
-GROUP BY stream"""
-
-WINDOW_COLUMNS = (
-    "bucket",
-    "scope",
-    "surface_id",
-    "emission_stream",
-    "bucket_start",
-    "offered",
-    "delivered",
-    "missing",
-    "quarantined",
-    "duplicates",
-    "completeness_lower_bound",
-    "bias_flag",
-    "streams",
-    "lossy_streams",
-    "delivered_by_surface",
-    "quarantined_by_surface",
-    "version",
-    "computed_at",
-)
-
-_STREAM_WINDOWS_SELECT = """
-SELECT
-    b.1 AS bucket,
-    'stream' AS scope,
-    '' AS surface_id,
-    stream AS emission_stream,
-    b.2 AS bucket_start,
-    delivered + missing AS offered,
-    count() AS delivered,
-    toUInt64(sum(gap_before)) AS missing,
-    countIf(is_quarantined) AS quarantined,
-    sum(receipts - 1) AS duplicates,
-    delivered / offered AS completeness_lower_bound,
-    missing > 0 AS bias_flag,
-    toUInt64(1) AS streams,
-    toUInt64(missing > 0) AS lossy_streams,
-    sumMapIf(map(surface, toUInt64(1)), surface != '') AS delivered_by_surface,
-    sumMapIf(map(surface, toUInt64(1)), surface != '' AND is_quarantined) AS quarantined_by_surface,
-    {version:UInt64} AS version,
-    now64(3, 'UTC') AS computed_at
-FROM records
-ARRAY JOIN arrayFilter(x -> has({buckets:Array(String)}, x.1), [
-    ('minute', toDateTime(toStartOfMinute(evt_time), 'UTC')),
-    ('hour', toDateTime(toStartOfHour(evt_time), 'UTC')),
-    ('day', toDateTime(toStartOfDay(evt_time), 'UTC'))]) AS b
-GROUP BY bucket, emission_stream, bucket_start"""
-
-# A surface's bucket: its own delivered records against the gaps of every stream
-# that ever carried it (a lost event's surface is unknown, so the floor is conservative).
-_SURFACE_WINDOWS_SELECT = """
-SELECT
-    w.bucket AS bucket,
-    'surface' AS scope,
-    s_surface AS surface_id,
-    '' AS emission_stream,
-    w.bucket_start AS bucket_start,
-    s_delivered + s_missing AS offered,
-    sum(w.delivered_by_surface[s_surface]) AS s_delivered,
-    sum(w.missing) AS s_missing,
-    sum(w.quarantined_by_surface[s_surface]) AS quarantined,
-    sum(w.duplicates) AS duplicates,
-    if(offered = 0, 1., s_delivered / offered) AS completeness_lower_bound,
-    s_missing > 0 AS bias_flag,
-    count() AS streams,
-    countIf(w.missing > 0) AS lossy_streams,
-    map() AS delivered_by_surface,
-    map() AS quarantined_by_surface,
-    {{version:UInt64}} AS version,
-    now64(3, 'UTC') AS computed_at
-FROM {windows} AS w
-INNER JOIN {statuses} AS st ON w.emission_stream = st.emission_stream
-ARRAY JOIN st.surfaces AS s_surface
-WHERE {surface_where}
-GROUP BY bucket, s_surface, bucket_start"""
 
 
 def _naive(value: dt.datetime) -> dt.datetime:
@@ -317,7 +138,7 @@ def _job_params(now: dt.datetime, version: int, config: CompletenessConfig) -> d
 
 
 def _with_records(where: str) -> str:
-    return "WITH " + _RECORDS.replace("{where}", where).strip()
+    return "WITH " + RECORDS.replace("{where}", where).strip()
 
 
 # ---------------------------------------------------------------- live read
@@ -332,7 +153,7 @@ def account_streams(
     """Per-stream accounting and status as of `now`, computed live (read-only)."""
     config = config or CompletenessConfig()
     where, params = (selection or Selection()).where()
-    sql = f"{_with_records(where)}\n{_STREAMS_SELECT}\nORDER BY emission_stream"
+    sql = f"{_with_records(where)}\n{STREAMS_SELECT}\nORDER BY emission_stream"
     result = store.query(sql, {**params, **_job_params(now, 0, config)})
     streams = [_stream_from_row(row) for row in result.dicts()]
     return sorted(streams, key=_stream_rank)
@@ -351,11 +172,11 @@ def account_windows(
     surface_where = "1"
     if selection.surface is not None:
         surface_where = "s_surface = {sel_surface:String}"
-    surfaces = _SURFACE_WINDOWS_SELECT.format(
+    surfaces = SURFACE_WINDOWS_SELECT.format(
         windows="stream_windows", statuses="stream_surfaces", surface_where=surface_where
     )
     sql = f"""{_with_records(where)},
-stream_windows AS ({_STREAM_WINDOWS_SELECT}),
+stream_windows AS ({STREAM_WINDOWS_SELECT}),
 stream_surfaces AS (
     SELECT stream AS emission_stream, groupUniqArrayIf(surface, surface != '') AS surfaces
     FROM records GROUP BY stream)
@@ -506,7 +327,7 @@ def _cols(columns: Sequence[str]) -> str:
 def _insert_streams(store: Store, where: str, params: dict[str, Any]) -> None:
     store.command(
         f"INSERT INTO holonograph.stream_status ({_cols(STREAM_COLUMNS)})\n"
-        f"{_with_records(where)}\nSELECT {_cols(STREAM_COLUMNS)} FROM ({_STREAMS_SELECT})",
+        f"{_with_records(where)}\nSELECT {_cols(STREAM_COLUMNS)} FROM ({STREAMS_SELECT})",
         params,
     )
 
@@ -514,26 +335,13 @@ def _insert_streams(store: Store, where: str, params: dict[str, Any]) -> None:
 def _insert_stream_windows(store: Store, where: str, params: dict[str, Any]) -> None:
     store.command(
         f"INSERT INTO holonograph.completeness_windows ({_cols(WINDOW_COLUMNS)})\n"
-        f"{_with_records(where)}\n{_STREAM_WINDOWS_SELECT}",
+        f"{_with_records(where)}\n{STREAM_WINDOWS_SELECT}",
         params,
     )
 
 
-# A stream row this refresh did not rewrite (its records moved to another bucket)
-# is zeroed rather than left stale.
-_ZERO_STALE = """
-INSERT INTO holonograph.completeness_windows ({columns})
-SELECT bucket, scope, surface_id, emission_stream, bucket_start,
-    0, 0, 0, 0, 0, 1., false, 0, 0, map(), map(), {{version:UInt64}}, now64(3, 'UTC')
-FROM holonograph.completeness_windows FINAL
-WHERE scope = 'stream' AND version < {{version:UInt64}}
-    AND has({{buckets:Array(String)}}, toString(bucket))
-    AND emission_stream IN (
-        SELECT emission_stream FROM holonograph.stream_status WHERE version = {{version:UInt64}})"""
-
-
 def _zero_stale(store: Store, params: dict[str, Any]) -> None:
-    store.command(_ZERO_STALE.format(columns=_cols(WINDOW_COLUMNS)), params)
+    store.command(ZERO_STALE.format(columns=_cols(WINDOW_COLUMNS)), params)
 
 
 def _insert_surface_windows(store: Store, full: bool, params: dict[str, Any]) -> None:
@@ -551,7 +359,7 @@ def _insert_surface_windows(store: Store, full: bool, params: dict[str, Any]) ->
             " AND s_surface IN (SELECT arrayJoin(surfaces) FROM holonograph.stream_status"
             " WHERE version = {version:UInt64})"
         )
-    select = _SURFACE_WINDOWS_SELECT.format(
+    select = SURFACE_WINDOWS_SELECT.format(
         windows=windows + ")",
         statuses="(SELECT emission_stream, surfaces FROM holonograph.stream_status FINAL)",
         surface_where=surface_where,
@@ -562,44 +370,28 @@ def _insert_surface_windows(store: Store, full: bool, params: dict[str, Any]) ->
     )
 
 
-_MARK_DEAD_WHERE = """
-FROM holonograph.stream_status FINAL
-WHERE status = 'open' AND toUnixTimestamp64Milli(last_seen_at) + dead_after_ms
-    < toUnixTimestamp64Milli({now:DateTime64(3, 'UTC')})"""
-
-
 def mark_dead_streams(store: Store, now: dt.datetime, version: int | None = None) -> int:
     """Stored `open` streams silent past their dead-after time become `dead` as of
     `now`; returns how many. Needs no new receipts, so a periodic call finds them.
     (The filter sits in a subquery: the REPLACE alias `status` would shadow it.)"""
     params = {"now": _naive(now), "version": version or time.time_ns()}
-    count = int(store.query(f"SELECT count() {_MARK_DEAD_WHERE}", params).scalar() or 0)
+    count = int(store.query(f"SELECT count() {MARK_DEAD_WHERE}", params).scalar() or 0)
     if count:
         store.command(
             f"INSERT INTO holonograph.stream_status ({_cols(STREAM_COLUMNS)})\n"
             f"SELECT * REPLACE ('dead' AS status, {{now:DateTime64(3, 'UTC')}} AS status_as_of,"
             f" {{version:UInt64}} AS version, now64(3, 'UTC') AS computed_at)"
-            f" FROM (SELECT * {_MARK_DEAD_WHERE})",
+            f" FROM (SELECT * {MARK_DEAD_WHERE})",
             params,
         )
     return count
-
-
-_SHARD_BOUNDS = """
-SELECT min(emission_stream) AS lower FROM (
-    SELECT emission_stream, n, sum(n) OVER (
-        ORDER BY emission_stream ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto
-    FROM (SELECT emission_stream, count() AS n
-          FROM holonograph.emission_receipts GROUP BY emission_stream))
-GROUP BY intDiv(upto - n, {rows_per_shard:UInt64})
-ORDER BY lower"""
 
 
 def _shard_clauses(store: Store, config: CompletenessConfig) -> list[tuple[str, dict[str, Any]]]:
     """Contiguous stream-name ranges of about `rows_per_shard` receipts each: a range
     of the sorting key's prefix, so each shard reads only its own granules."""
     bounds = [
-        row[0] for row in store.query(_SHARD_BOUNDS, {"rows_per_shard": config.rows_per_shard}).rows
+        row[0] for row in store.query(SHARD_BOUNDS, {"rows_per_shard": config.rows_per_shard}).rows
     ]
     if len(bounds) <= 1:
         return [("1", {})]

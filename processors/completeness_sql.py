@@ -1,0 +1,234 @@
+"""The SQL of the completeness jobs (`processors.completeness`): one CTE numbering the
+gap below every received (stream, seq), and the aggregates built on it. Kept apart so
+the job module reads as the steps it runs; parameters are bound (`{name:Type}`),
+`{where}`-style placeholders are filled with fixed clauses by the job, never values.
+"""
+
+from __future__ import annotations
+
+RECEIPT_STREAMS = "SELECT emission_stream FROM holonograph.emission_receipts WHERE"
+
+
+# One row per received (stream, seq) with the size of the gap just below it.
+RECORDS = """
+records AS (
+    SELECT
+        emission_stream AS stream,
+        emission_seq AS seq,
+        kind = 'sentinel' AS is_sentinel,
+        final AS is_final,
+        quarantined AS is_quarantined,
+        surface_id AS surface,
+        event_time AS evt_time,
+        first_received_at AS first_rx,
+        last_received_at AS last_rx,
+        received_count AS receipts,
+        sentinel_interval_ms AS interval_ms,
+        completeness_offered AS c_offered,
+        completeness_delivered AS c_delivered,
+        completeness_dropped AS c_dropped,
+        completeness_failed AS c_failed,
+        completeness_window_start AS c_start,
+        completeness_window_end AS c_end,
+        toInt64(emission_seq) - lagInFrame(toInt64(emission_seq), 1, toInt64(-1)) OVER (
+            PARTITION BY emission_stream ORDER BY emission_seq
+            ROWS BETWEEN 1 PRECEDING AND CURRENT ROW
+        ) - 1 AS gap_before
+    FROM holonograph.emission_records
+    WHERE {where}
+)"""
+
+
+STREAM_COLUMNS = (
+    "emission_stream",
+    "status",
+    "first_seq",
+    "last_seq",
+    "final_seq",
+    "expected",
+    "delivered",
+    "missing",
+    "duplicates",
+    "quarantined",
+    "sentinels",
+    "missing_ranges",
+    "final_seen",
+    "first_seen_at",
+    "last_seen_at",
+    "first_event_time",
+    "last_event_time",
+    "sentinel_interval_ms",
+    "interval_reported",
+    "dead_after_ms",
+    "surfaces",
+    "reported_windows",
+    "reported_offered",
+    "reported_delivered",
+    "reported_dropped",
+    "reported_failed",
+    "lost_after_client",
+    "loss_mismatch",
+    "status_as_of",
+    "version",
+    "computed_at",
+)
+
+
+# Client window counters: each distinct reported window counts once, however many
+# sentinels repeated it; a sentinel without window bounds is its own window.
+STREAMS_SELECT = """
+SELECT
+    stream AS emission_stream,
+    multiIf(
+        final_seen AND missing = 0, 'closed-complete',
+        final_seen, 'closed-lossy',
+        toUnixTimestamp64Milli(last_seen_at) + dead_after_ms
+            < toUnixTimestamp64Milli({now:DateTime64(3, 'UTC')}), 'dead',
+        'open') AS status,
+    min(seq) AS first_seq,
+    max(seq) AS last_seq,
+    if(final_seen, minIf(seq, is_final), NULL) AS final_seq,
+    last_seq + 1 AS expected,
+    count() AS delivered,
+    expected - delivered AS missing,
+    sum(receipts - 1) AS duplicates,
+    countIf(is_quarantined) AS quarantined,
+    countIf(is_sentinel) AS sentinels,
+    arraySort(groupArrayIf(
+        (toUInt64(seq - gap_before), toUInt64(seq - 1)), gap_before > 0)) AS missing_ranges,
+    countIf(is_final) > 0 AS final_seen,
+    min(first_rx) AS first_seen_at,
+    max(last_rx) AS last_seen_at,
+    min(evt_time) AS first_event_time,
+    max(evt_time) AS last_event_time,
+    argMaxIf(interval_ms, seq, isNotNull(interval_ms)) AS reported_interval_ms,
+    toUInt64(ifNull(reported_interval_ms, {default_interval_ms:UInt64})) AS sentinel_interval_ms,
+    isNotNull(reported_interval_ms) AS interval_reported,
+    toUInt64(sentinel_interval_ms * {dead_after_intervals:Float64}) AS dead_after_ms,
+    arraySort(groupUniqArrayIf(surface, surface != '')) AS surfaces,
+    groupUniqArrayIf(
+        (ifNull(c_start, toDateTime64(0, 9, 'UTC')), ifNull(c_end, toDateTime64(0, 9, 'UTC')),
+         if(isNull(c_start) OR isNull(c_end), seq, toUInt64(0)),
+         ifNull(c_offered, 0), ifNull(c_delivered, 0), ifNull(c_dropped, 0), ifNull(c_failed, 0)),
+        isNotNull(c_offered) OR isNotNull(c_delivered)
+            OR isNotNull(c_dropped) OR isNotNull(c_failed)) AS reported,
+    toUInt64(length(reported)) AS reported_windows,
+    toInt64(arraySum(x -> x.4, reported)) AS reported_offered,
+    toInt64(arraySum(x -> x.5, reported)) AS reported_delivered,
+    toInt64(arraySum(x -> x.6, reported)) AS reported_dropped,
+    toInt64(arraySum(x -> x.7, reported)) AS reported_failed,
+    toInt64(missing) - reported_dropped AS lost_after_client,
+    reported_dropped > toInt64(missing) AS loss_mismatch,
+    {now:DateTime64(3, 'UTC')} AS status_as_of,
+    {version:UInt64} AS version,
+    now64(3, 'UTC') AS computed_at
+FROM records
+GROUP BY stream"""
+
+
+WINDOW_COLUMNS = (
+    "bucket",
+    "scope",
+    "surface_id",
+    "emission_stream",
+    "bucket_start",
+    "offered",
+    "delivered",
+    "missing",
+    "quarantined",
+    "duplicates",
+    "completeness_lower_bound",
+    "bias_flag",
+    "streams",
+    "lossy_streams",
+    "delivered_by_surface",
+    "quarantined_by_surface",
+    "version",
+    "computed_at",
+)
+
+
+STREAM_WINDOWS_SELECT = """
+SELECT
+    b.1 AS bucket,
+    'stream' AS scope,
+    '' AS surface_id,
+    stream AS emission_stream,
+    b.2 AS bucket_start,
+    delivered + missing AS offered,
+    count() AS delivered,
+    toUInt64(sum(gap_before)) AS missing,
+    countIf(is_quarantined) AS quarantined,
+    sum(receipts - 1) AS duplicates,
+    delivered / offered AS completeness_lower_bound,
+    missing > 0 AS bias_flag,
+    toUInt64(1) AS streams,
+    toUInt64(missing > 0) AS lossy_streams,
+    sumMapIf(map(surface, toUInt64(1)), surface != '') AS delivered_by_surface,
+    sumMapIf(map(surface, toUInt64(1)), surface != '' AND is_quarantined) AS quarantined_by_surface,
+    {version:UInt64} AS version,
+    now64(3, 'UTC') AS computed_at
+FROM records
+ARRAY JOIN arrayFilter(x -> has({buckets:Array(String)}, x.1), [
+    ('minute', toDateTime(toStartOfMinute(evt_time), 'UTC')),
+    ('hour', toDateTime(toStartOfHour(evt_time), 'UTC')),
+    ('day', toDateTime(toStartOfDay(evt_time), 'UTC'))]) AS b
+GROUP BY bucket, emission_stream, bucket_start"""
+
+
+# A surface's bucket: its own delivered records against the gaps of every stream
+# that ever carried it (a lost event's surface is unknown, so the floor is conservative).
+SURFACE_WINDOWS_SELECT = """
+SELECT
+    w.bucket AS bucket,
+    'surface' AS scope,
+    s_surface AS surface_id,
+    '' AS emission_stream,
+    w.bucket_start AS bucket_start,
+    s_delivered + s_missing AS offered,
+    sum(w.delivered_by_surface[s_surface]) AS s_delivered,
+    sum(w.missing) AS s_missing,
+    sum(w.quarantined_by_surface[s_surface]) AS quarantined,
+    sum(w.duplicates) AS duplicates,
+    if(offered = 0, 1., s_delivered / offered) AS completeness_lower_bound,
+    s_missing > 0 AS bias_flag,
+    count() AS streams,
+    countIf(w.missing > 0) AS lossy_streams,
+    map() AS delivered_by_surface,
+    map() AS quarantined_by_surface,
+    {{version:UInt64}} AS version,
+    now64(3, 'UTC') AS computed_at
+FROM {windows} AS w
+INNER JOIN {statuses} AS st ON w.emission_stream = st.emission_stream
+ARRAY JOIN st.surfaces AS s_surface
+WHERE {surface_where}
+GROUP BY bucket, s_surface, bucket_start"""
+
+
+# A stream row this refresh did not rewrite (its records moved to another bucket)
+# is zeroed rather than left stale.
+ZERO_STALE = """
+INSERT INTO holonograph.completeness_windows ({columns})
+SELECT bucket, scope, surface_id, emission_stream, bucket_start,
+    0, 0, 0, 0, 0, 1., false, 0, 0, map(), map(), {{version:UInt64}}, now64(3, 'UTC')
+FROM holonograph.completeness_windows FINAL
+WHERE scope = 'stream' AND version < {{version:UInt64}}
+    AND has({{buckets:Array(String)}}, toString(bucket))
+    AND emission_stream IN (
+        SELECT emission_stream FROM holonograph.stream_status WHERE version = {{version:UInt64}})"""
+
+
+MARK_DEAD_WHERE = """
+FROM holonograph.stream_status FINAL
+WHERE status = 'open' AND toUnixTimestamp64Milli(last_seen_at) + dead_after_ms
+    < toUnixTimestamp64Milli({now:DateTime64(3, 'UTC')})"""
+
+
+SHARD_BOUNDS = """
+SELECT min(emission_stream) AS lower FROM (
+    SELECT emission_stream, n, sum(n) OVER (
+        ORDER BY emission_stream ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto
+    FROM (SELECT emission_stream, count() AS n
+          FROM holonograph.emission_receipts GROUP BY emission_stream))
+GROUP BY intDiv(upto - n, {rows_per_shard:UInt64})
+ORDER BY lower"""
