@@ -19,15 +19,26 @@ TUNED_TABLES = ("evaluation_events", "evaluation_dimensions", "emission_receipts
 
 
 def apply_merge_tuning(store: Store) -> bool:
-    """Set the merge selector base on the ingest tables; False when unsupported."""
+    """Set the merge selector base on the ingest tables that lack it (every command that
+    opens the store runs migrations, so this must cost one query when done); False
+    when the server does not know the setting."""
     known = store.query(
         "SELECT count() FROM system.merge_tree_settings WHERE name = 'merge_selector_base'"
     ).scalar()
     if not known:
         return False
+    tuned = {
+        str(name)
+        for (name,) in store.query(
+            "SELECT name FROM system.tables WHERE database = {db:String}"
+            " AND position(create_table_query, {setting:String}) > 0",
+            {"db": DATABASE, "setting": f"merge_selector_base = {MERGE_SELECTOR_BASE}"},
+        ).rows
+    }
     for table in TUNED_TABLES:
-        store.command(
-            f"ALTER TABLE {DATABASE}.{table}"
-            f" MODIFY SETTING merge_selector_base = {MERGE_SELECTOR_BASE}"
-        )
+        if table not in tuned:
+            store.command(
+                f"ALTER TABLE {DATABASE}.{table}"
+                f" MODIFY SETTING merge_selector_base = {MERGE_SELECTOR_BASE}"
+            )
     return True

@@ -22,15 +22,17 @@ def test_migrated_ingest_tables_carry_the_merge_selector_base(store: ClickHouseS
     assert "merge_selector_base" not in quarantine
 
 
-class _OlderServer:
-    """The real store, answering as a server without `merge_selector_base` would."""
+class _Recording:
+    """The real store, recording commands instead of running them; `older` answers as
+    a server without `merge_selector_base` would."""
 
-    def __init__(self, inner: ClickHouseStore) -> None:
+    def __init__(self, inner: ClickHouseStore, older: bool = False) -> None:
         self.inner = inner
+        self.older = older
         self.commands: list[str] = []
 
     def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
-        if "merge_tree_settings" in sql:
+        if self.older and "merge_tree_settings" in sql:
             return QueryResult(("count()",), [(0,)])
         return self.inner.query(sql, parameters)
 
@@ -39,6 +41,12 @@ class _OlderServer:
 
 
 def test_a_server_without_the_setting_keeps_its_defaults(store: ClickHouseStore) -> None:
-    older = _OlderServer(store)
+    older = _Recording(store, older=True)
     assert apply_merge_tuning(older) is False  # type: ignore[arg-type]
     assert older.commands == []
+
+
+def test_tuned_tables_are_not_altered_again(store: ClickHouseStore) -> None:
+    again = _Recording(store)  # the fixture's store was migrated, hence tuned
+    assert apply_merge_tuning(again) is True  # type: ignore[arg-type]
+    assert again.commands == []
