@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from processors.conformance_suite import FixtureLookup, ResolvedFixture
 from schemas.conformance import ApprovalRequest, Fixture, RejectionRequest
 from schemas.store import Store
 
@@ -161,6 +162,36 @@ def list_fixtures(
 def live_fixture(store: Store, fixture_id: str) -> FixtureRecord | None:
     records = history(store, fixture_id)
     return records[-1] if records and records[-1].live else None
+
+
+def approved_version(store: Store, fixture_id: str, version: int | None) -> FixtureRecord:
+    """The live approved version of a fixture, or its `version` if that one was
+    approved; `LookupError` saying why there is none."""
+    records = history(store, fixture_id)
+    if not records:
+        raise LookupError(f"approved fixture {fixture_id} is not in the store")
+    if version is None:
+        latest = records[-1]
+        if not latest.live:
+            raise LookupError(
+                f"approved fixture {fixture_id}: its latest version {latest.version} was"
+                f" {latest.action}, so no version is live (pin an approved one)"
+            )
+        return latest
+    for record in reversed(records):
+        if record.version == version and record.action == "approved":
+            return record
+    raise LookupError(f"approved fixture {fixture_id}: version {version} was never approved")
+
+
+def store_fixture_lookup(store: Store) -> FixtureLookup:
+    """`approvedFixtures` of a harness suite, answered from this store."""
+
+    def lookup(fixture_id: str, version: int | None) -> ResolvedFixture:
+        record = approved_version(store, fixture_id, version)
+        return ResolvedFixture(record.fixture, record.version, record.fixture_digest)
+
+    return lookup
 
 
 def live_fixtures(store: Store, surface_id: str) -> list[FixtureRecord]:

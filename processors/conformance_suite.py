@@ -31,6 +31,7 @@ from schemas.conformance import (
     SUITE_RESULT_SCHEMA,
     VERDICT_ORDER,
     Baseline,
+    Fixture,
     RecordedEvents,
     Scenario,
     Suite,
@@ -425,8 +426,62 @@ def trial_status(verdicts: Sequence[Verdict], allow: Sequence[str]) -> TrialStat
     return "passed" if "pass" in verdicts else "tolerated"
 
 
-def _trial(suite: Suite, scenario: Scenario, trial: Trial) -> TrialResult:
+# --- fixtures approved in the store -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResolvedFixture:
+    """An `approvedFixtures` entry as the store answered it, for the result's record."""
+
+    fixture: Fixture
+    version: int
+    digest: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fixtureId": self.fixture.fixture_id,
+            "version": self.version,
+            "fixtureDigest": self.digest,
+        }
+
+
+class FixtureLookup(Protocol):
+    """Finds a fixture's approved version (the live one when `version` is None);
+    raises `LookupError` saying why there is none."""
+
+    def __call__(self, fixture_id: str, version: int | None) -> ResolvedFixture: ...
+
+
+def resolve_approved(suite: Suite, lookup: FixtureLookup) -> dict[str, ResolvedFixture]:
+    """Every `approvedFixtures` entry resolved, or `SuiteError` with every reason (an
+    unknown or retired fixture, an unapproved pinned version, a surface mismatch)."""
+    problems: list[str] = []
+    resolved: dict[str, ResolvedFixture] = {}
+    for ref in suite.approved_fixtures:
+        try:
+            found = lookup(ref.fixture_id, ref.version)
+        except LookupError as err:
+            problems.append(str(err))
+            continue
+        for scenario in suite.scenarios:
+            if ref.fixture_id in scenario.fixtures and found.fixture.surface_id != (
+                scenario.surface_id
+            ):
+                problems.append(
+                    f"scenario {scenario.scenario_id}: approved fixture {ref.fixture_id} applies"
+                    f" to {found.fixture.surface_id}, not {scenario.surface_id}"
+                )
+        resolved[ref.fixture_id] = found
+    if problems:
+        raise SuiteError(problems)
+    return resolved
+
+
+def _trial(
+    suite: Suite, scenario: Scenario, trial: Trial, approved: Mapping[str, ResolvedFixture]
+) -> TrialResult:
     fixtures = {f.fixture_id: f for f in suite.fixtures}
+    fixtures.update((fixture_id, r.fixture) for fixture_id, r in approved.items())
     by_fixture: dict[str, Verdict] = {}
     for ref in scenario.fixtures:
         fx = fixtures[ref]
@@ -449,8 +504,14 @@ def _trial(suite: Suite, scenario: Scenario, trial: Trial) -> TrialResult:
     )
 
 
-def run_scenario(suite: Suite, scenario: Scenario, source: TrialSource) -> ScenarioResult:
-    trials = tuple(_trial(suite, scenario, t) for t in source.trials(scenario))
+def run_scenario(
+    suite: Suite,
+    scenario: Scenario,
+    source: TrialSource,
+    approved: Mapping[str, ResolvedFixture] | None = None,
+) -> ScenarioResult:
+    resolved = approved or {}
+    trials = tuple(_trial(suite, scenario, t, resolved) for t in source.trials(scenario))
     failures = []
     if len(trials) < scenario.repetitions:
         failures.append(f"missing evidence: {len(trials)} of {scenario.repetitions} trials found")
@@ -505,6 +566,7 @@ class SuiteResult:
     regressions: tuple[str, ...]
     ran_at: dt.datetime
     surfaces: dict[str, dict[str, Any]] = field(default_factory=dict)
+    approved: tuple[ResolvedFixture, ...] = ()
 
     @property
     def failures(self) -> list[str]:
@@ -528,6 +590,7 @@ class SuiteResult:
             "failures": self.failures,
             "regressions": list(self.regressions),
             "surfaces": self.surfaces,
+            "approvedFixtures": [r.to_json() for r in self.approved],
             "scenarios": [r.to_json() for r in self.scenarios],
         }
 
@@ -548,9 +611,19 @@ def _surface_summary(
     }
 
 
-def run_suite(suite: Suite, source: TrialSource, ran_at: dt.datetime) -> SuiteResult:
-    """Every scenario in declaration order, then the baselines per surface."""
-    results = tuple(run_scenario(suite, s, source) for s in suite.scenarios)
+def run_suite(
+    suite: Suite,
+    source: TrialSource,
+    ran_at: dt.datetime,
+    approved: Mapping[str, ResolvedFixture] | None = None,
+) -> SuiteResult:
+    """Every scenario in declaration order, then the baselines per surface. A suite with
+    `approvedFixtures` needs them resolved first (`resolve_approved`)."""
+    resolved = approved or {}
+    missing = [a.fixture_id for a in suite.approved_fixtures if a.fixture_id not in resolved]
+    if missing:
+        raise SuiteError([f"approved fixture {m} was not resolved from a store" for m in missing])
+    results = tuple(run_scenario(suite, s, source, resolved) for s in suite.scenarios)
     baselines = {b.surface_id: b for b in suite.baselines}
     regressions: list[str] = []
     surfaces: dict[str, dict[str, Any]] = {}
@@ -560,4 +633,12 @@ def run_suite(suite: Suite, source: TrialSource, ran_at: dt.datetime) -> SuiteRe
         if baseline is not None:
             regressions += baseline_regressions(baseline, on_surface)
         surfaces[surface_id] = _surface_summary(on_surface, baseline)
-    return SuiteResult(suite, source.describe(), results, tuple(regressions), ran_at, surfaces)
+    return SuiteResult(
+        suite,
+        source.describe(),
+        results,
+        tuple(regressions),
+        ran_at,
+        surfaces,
+        tuple(resolved[a.fixture_id] for a in suite.approved_fixtures),
+    )

@@ -359,6 +359,14 @@ class Baseline(Model):
     cost_tolerance: float = Field(default=0.1, ge=0, le=10)
 
 
+class ApprovedFixtureRef(Model):
+    """A fixture approved in the store, by id: its live version, or `version` pinned
+    (which must have been approved). Resolved when the suite runs, never guessed."""
+
+    fixture_id: Id
+    version: int | None = Field(default=None, ge=1, le=1_000_000)
+
+
 class Suite(Model):
     """`harness-conformance-suite/v1`: declarative, bounded, no executable content."""
 
@@ -367,17 +375,24 @@ class Suite(Model):
     revision: int = Field(ge=0, le=1_000_000)
     description: LongText | None = None
     fixtures: list[Fixture] = Field(default_factory=list, max_length=100)
+    approved_fixtures: list[ApprovedFixtureRef] = Field(default_factory=list, max_length=100)
     scenarios: list[Scenario] = Field(min_length=1, max_length=MAX_SCENARIOS)
     baselines: list[Baseline] = Field(default_factory=list, max_length=50)
 
     @model_validator(mode="after")
     def _complete(self) -> Suite:
-        require_unique([f.fixture_id for f in self.fixtures], "fixtureId")
+        approved = {a.fixture_id for a in self.approved_fixtures}
+        require_unique(
+            [f.fixture_id for f in self.fixtures] + [a.fixture_id for a in self.approved_fixtures],
+            "fixtureId",
+        )
         require_unique([s.scenario_id for s in self.scenarios], "scenarioId")
         require_unique([b.surface_id for b in self.baselines], "baseline surfaceId")
         known = {f.fixture_id: f for f in self.fixtures}
         for scenario in self.scenarios:
             for ref in scenario.fixtures:
+                if ref in approved:
+                    continue  # its surface is checked when the store resolves it
                 if ref not in known:
                     raise ValueError(f"scenario {scenario.scenario_id}: unknown fixture {ref}")
                 if known[ref].surface_id != scenario.surface_id:

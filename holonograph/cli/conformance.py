@@ -39,13 +39,16 @@ from processors.conformance_check import (
 from processors.conformance_derive import derive
 from processors.conformance_suite import (
     RecordedSource,
+    ResolvedFixture,
     StoreSource,
     SuiteError,
     SuiteResult,
+    TrialSource,
     load_recorded_events,
     load_suite,
     parse_document,
     recorded_events,
+    resolve_approved,
     run_suite,
     select_events,
     validation_problems,
@@ -56,8 +59,10 @@ from schemas.conformance import (
     ApprovalRequest,
     Fixture,
     RejectionRequest,
+    Suite,
     SurfaceInput,
 )
+from schemas.store import Store
 
 RUN_MODES = click.Choice(["production", "test", "eval", "replay", "local_dev"])
 
@@ -477,6 +482,13 @@ def suite_validate(suite_file: str, as_json: bool) -> None:
         )
 
 
+def _approved(store: Store, suite: Suite, suite_file: str) -> dict[str, ResolvedFixture]:
+    try:
+        return resolve_approved(suite, approval.store_fixture_lookup(store))
+    except SuiteError as err:
+        _fail_input(err.problems, suite_file)  # the caller closes the store on the way out
+
+
 @suite_group.command("run")
 @click.argument("suite_file")
 @click.option("--events", "events_file", help="Recorded events file instead of the store.")
@@ -496,7 +508,9 @@ def suite_run(
     data_dir: str | None,
     as_json: bool,
 ) -> None:
-    """Run a suite; exit 1 on any failure, regression or disallowed verdict."""
+    """Run a suite; exit 1 on any failure, regression or disallowed verdict. Fixtures
+    the suite lists under `approvedFixtures` come from the store (with `--events`
+    too, which then needs `--store` or `--data-dir`)."""
     suite = _load_suite(suite_file)
     now = dt.datetime.now(dt.UTC)
     if events_file is not None:
@@ -504,7 +518,19 @@ def suite_run(
             events = load_recorded_events(_read(events_file), events_file)
         except SuiteError as err:
             _fail_input(err.problems, events_file)
-        result = run_suite(suite, RecordedSource(events, events_file, since, until), now)
+        source: TrialSource = RecordedSource(events, events_file, since, until)
+        if not suite.approved_fixtures:
+            result = run_suite(suite, source, now)
+        elif store_url is None and data_dir is None:
+            raise click.UsageError(
+                "the suite lists approvedFixtures: give --store or --data-dir to resolve them"
+            )
+        else:
+            store = open_store_or_exit(store_url, data_dir, write=False)
+            try:
+                result = run_suite(suite, source, now, _approved(store, suite, suite_file))
+            finally:
+                store.close()
     else:
         try:
             window = Window.resolve(since, until, lambda: now)
@@ -513,7 +539,7 @@ def suite_run(
         store = open_store_or_exit(store_url, data_dir, write=False)
         try:
             source = StoreSource(store, window.since, window.until, run_modes)
-            result = run_suite(suite, source, now)
+            result = run_suite(suite, source, now, _approved(store, suite, suite_file))
         finally:
             store.close()
     if as_json:
@@ -595,6 +621,10 @@ def _print_suite(result: SuiteResult) -> None:
                      out["meanLatencyMs"], out["p95LatencyMs"], out["totalCostUsd"]])  # fmt: skip
     columns = ["scenario", "tier", "status", "trials", "pass", "mean ms", "p95 ms", "cost $"]
     click.echo(format_table(columns, rows))
+    for fixture in result.approved:
+        click.echo(
+            f"approved fixture {fixture.fixture.fixture_id} v{fixture.version} from the store"
+        )
     for line in result.failures:
         click.echo(f"FAIL {line}")
     for line in result.regressions:

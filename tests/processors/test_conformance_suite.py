@@ -372,3 +372,95 @@ def test_record_then_run_the_credential_free_lane(tmp_path: Path) -> None:
     )  # fmt: skip
     assert refused.exit_code == 2 and "secret-like text" in refused.output
     assert "a1B2c3D4" not in refused.output
+
+
+# --- fixtures approved in the store -------------------------------------------------------
+
+
+def approved_suite(*refs: dict[str, Any]) -> dict[str, Any]:
+    """The suite above, its fixture taken from the store instead of inline."""
+    return suite(
+        fixtures=[], approvedFixtures=list(refs) or [{"fixtureId": REFUND_FIXTURE["fixtureId"]}]
+    )
+
+
+def _approve(store: Any, fixture: dict[str, Any], reject: bool = False) -> None:
+    from processors.conformance_approve import approve
+    from processors.conformance_approve import reject as reject_fixture
+    from schemas.conformance import ApprovalRequest, Fixture, RejectionRequest
+
+    body = {
+        "approverId": "alice",
+        "sourceSurfaceId": SURFACE,
+        "fixture": Fixture.model_validate(fixture),
+    }
+    if reject:
+        reject_fixture(store, RejectionRequest.model_validate({**body, "comment": "too strict"}))
+    else:
+        approve(store, ApprovalRequest.model_validate(body))
+
+
+def test_approved_fixture_references_load_and_stay_checked() -> None:
+    loaded = load_suite(json.dumps(approved_suite()))
+    assert [a.fixture_id for a in loaded.approved_fixtures] == ["refund-requires-lookup"]
+    clash = suite(approvedFixtures=[{"fixtureId": REFUND_FIXTURE["fixtureId"]}])
+    assert "duplicate fixtureId: refund-requires-lookup" in problems(clash)
+    unknown = approved_suite({"fixtureId": "some-other-fixture"})
+    assert "unknown fixture refund-requires-lookup" in problems(unknown)
+
+
+@pytest.mark.clickhouse
+def test_suite_runs_a_fixture_approved_in_the_store(tmp_path: Path) -> None:
+    data = tmp_path / "store"
+    with migrated_store(data) as store:
+        _approve(store, REFUND_FIXTURE)
+    store_opt = ["--data-dir", str(data)]
+    result = run_cli(tmp_path, approved_suite(), *store_opt, "--json", events=recorded())
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert [(a["fixtureId"], a["version"]) for a in out["approvedFixtures"]] == [
+        ("refund-requires-lookup", 1)
+    ]
+    assert out["approvedFixtures"][0]["fixtureDigest"]
+    trial = out["scenarios"][0]["trials"][0]
+    assert trial["fixtures"] == {"refund-requires-lookup": "pass"}
+    no_lookup = recorded(
+        overrides={1: {"markers": {"user_message": "refund", "tool_invocations": []}}}
+    )
+    result = run_cli(tmp_path, approved_suite(), *store_opt, events=no_lookup)
+    assert result.exit_code == 1 and "trial evt_001 failed" in result.output
+    assert "approved fixture refund-requires-lookup v1 from the store" in result.output
+
+
+@pytest.mark.clickhouse
+def test_unresolvable_approved_fixtures_exit_two(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, approved_suite(), events=recorded())
+    assert result.exit_code == 2 and "give --store or --data-dir" in result.output
+    data = tmp_path / "store"
+    with migrated_store(data) as store:
+        _approve(store, REFUND_FIXTURE)
+        elsewhere = copy.deepcopy(REFUND_FIXTURE)
+        elsewhere.update(fixtureId="draft-fixture", appliesTo={"surfaceId": "draft-reply"})
+        _approve(store, elsewhere)
+        retired = copy.deepcopy(REFUND_FIXTURE)
+        retired["fixtureId"] = "retired-fixture"
+        _approve(store, retired)
+        _approve(store, retired, reject=True)
+    store_opt = ["--data-dir", str(data)]
+    cases = {
+        "approved fixture missing-fixture is not in the store": {"fixtureId": "missing-fixture"},
+        "version 2 was never approved": {"fixtureId": "refund-requires-lookup", "version": 2},
+        "so no version is live": {"fixtureId": "retired-fixture"},
+        "applies to draft-reply, not classify-intent": {"fixtureId": "draft-fixture"},
+    }
+    for message, ref in cases.items():
+        doc = approved_suite(ref)
+        doc["scenarios"][0]["fixtures"] = [ref["fixtureId"]]
+        result = run_cli(tmp_path, doc, *store_opt, events=recorded())
+        assert result.exit_code == 2, (message, result.output)
+        assert message in result.output, result.output
+    # A pinned version that was approved still runs after a later rejection.
+    pinned = approved_suite({"fixtureId": "retired-fixture", "version": 1})
+    pinned["scenarios"][0]["fixtures"] = ["retired-fixture"]
+    result = run_cli(tmp_path, pinned, *store_opt, events=recorded())
+    assert result.exit_code == 0, result.output
