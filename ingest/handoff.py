@@ -39,6 +39,11 @@ class _Pending:
     size_bytes: int
     done: asyncio.Future[None]
 
+    @property
+    def rows(self) -> int:
+        """What a commit's row budget (`max_batch_rows`) counts for this request."""
+        return len(self.batch.events) + len(self.batch.emissions)
+
 
 class WriteObserver:
     """Hooks for metrics; the default does nothing."""
@@ -146,7 +151,7 @@ class EmbeddedHandoff:
                 return
 
     def _queued_rows(self) -> int:
-        return sum(len(p.batch.events) + len(p.batch.emissions) for p in self._queue)
+        return sum(p.rows for p in self._queue)
 
     def _take(self) -> list[_Pending]:
         taken: list[_Pending] = []
@@ -154,7 +159,7 @@ class EmbeddedHandoff:
         while self._queue and (not taken or rows < self._max_rows):
             pending = self._queue.pop(0)
             taken.append(pending)
-            rows += len(pending.batch.events) + len(pending.batch.emissions)
+            rows += pending.rows
         return taken
 
     async def _write(self, taken: list[_Pending]) -> None:
