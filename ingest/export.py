@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from ingest.admission import Admission
 from ingest.decode import attributes, jsonable
+from ingest.principal import ANONYMOUS, Principal
 from ingest.validate import (
     EVALUATION_SPAN,
     SENTINEL_SPAN,
@@ -170,7 +171,13 @@ class Exporter:
     def close(self) -> None:
         self._decoder.shutdown(wait=True)
 
-    async def export(self, request: PB2ExportTraceServiceRequest, size_bytes: int) -> ExportOutcome:
+    async def export(
+        self,
+        request: PB2ExportTraceServiceRequest,
+        size_bytes: int,
+        principal: Principal = ANONYMOUS,
+    ) -> ExportOutcome:
+        """`principal` is who the edge authenticated; its tenant owns the rows."""
         loop = asyncio.get_running_loop()
         with self._arriving():
             batch = await loop.run_in_executor(self._decoder, self._prepare, request)

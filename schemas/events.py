@@ -20,6 +20,9 @@ RunMode = Literal["production", "test", "eval", "replay", "local_dev"]
 Provenance = Literal["production-state", "exploratory-state"]
 EmissionKind = Literal["evaluation", "sentinel"]
 
+# The tenant of every row written by a receiver that runs without authentication.
+DEFAULT_TENANT = "default"
+
 EVALUATION_SPAN = "holonograph.evaluation"
 SENTINEL_SPAN = "holonograph.session.sentinel"
 DIMENSION_EVENT = "holonograph.dimension"
