@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ingest.admin import ADMIN_FILE
+from ingest.admin_file import ADMIN_FILE
 from schemas import jsoncodec
 from schemas.store import QueryResult
 

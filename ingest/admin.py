@@ -19,11 +19,10 @@ from typing import Any
 
 from aiohttp import web
 
+from ingest.admin_file import ADMIN_FILE
 from ingest.listen import start_site
 from ingest.store import ClickHouseStore
 from schemas import jsoncodec
-
-ADMIN_FILE = ".holonograph-admin.json"
 
 ReadinessCheck = Callable[[], Awaitable[str | None]]
 

@@ -21,6 +21,7 @@ class FaultyStore:
         self._inner = inner
         self.url = inner.url
         self._failing: str | None = None
+        self._error: type[Exception] = StoreDown
         self._fail_after_inserts: int | None = None
         self._lock = threading.Lock()
         self._gate = threading.Event()
@@ -38,10 +39,17 @@ class FaultyStore:
     def release(self) -> None:
         self._gate.set()
 
-    def fail(self, message: str = "store is down (injected)", after_inserts: int = 0) -> None:
-        """Fail every call from now on (or after `after_inserts` more successful inserts)."""
+    def fail(
+        self,
+        message: str = "store is down (injected)",
+        after_inserts: int = 0,
+        error: type[Exception] = StoreDown,
+    ) -> None:
+        """Fail every call from now on (or after `after_inserts` more successful inserts),
+        raising `error` (default `StoreDown`; another type stands for a bug)."""
         with self._lock:
             self._failing = message
+            self._error = error
             self._fail_after_inserts = after_inserts
 
     def heal(self) -> None:
@@ -57,7 +65,7 @@ class FaultyStore:
                 self._fail_after_inserts -= 1
                 return
             self.failed.set()
-            raise StoreDown(self._failing)
+            raise self._error(self._failing)
 
     def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
         self._check()

@@ -18,6 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from ingest.decode import parse_protobuf
 from ingest.errors import PayloadTooLarge
 from ingest.export import Exporter, ExportOutcome
+from ingest.listen import ListenError
 from ingest.status import classify
 
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -82,8 +83,11 @@ async def start_grpc_server(
         ],
     )
     server.add_generic_rpc_handlers((_TraceService(exporter, max_request_bytes),))
-    bound = server.add_insecure_port(f"{host}:{port}")
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError:  # grpcio raises where older versions returned 0
+        bound = 0
     if bound == 0:
-        raise OSError(f"cannot bind gRPC listener on {host}:{port}")
+        raise ListenError(f"cannot listen on {host}:{port} (OTLP/gRPC): in use or not available")
     await server.start()
     return server, bound

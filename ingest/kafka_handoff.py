@@ -26,6 +26,7 @@ from aiokafka.errors import KafkaError
 from ingest.errors import Backpressure, Unavailable
 from ingest.handoff import Clock, utc_now
 from ingest.kafka_metrics import ProducerMetrics
+from ingest.kafka_producer import BrokerRefused, start_producer
 from ingest.kafka_records import OutRecord, ScreenedBatches, pack, screen_serialized
 from ingest.kafka_topics import ensure_topics
 from schemas.events import DecodedBatch
@@ -104,6 +105,8 @@ class KafkaHandoff:
         """Connect now if the broker is there; otherwise the first request retries."""
         try:
             await asyncio.wait_for(self._connected(), self._timeout)
+        except BrokerRefused:
+            raise  # a setting, not a broker still starting: no request would succeed
         except (TimeoutError, KafkaError, OSError) as err:
             log.warning("Kafka at %s not reachable yet: %s", self._bootstrap, err)
 
@@ -171,11 +174,7 @@ class KafkaHandoff:
                 self._topics_checked = True
             if self._producer is None:
                 producer = self._new_producer()
-                try:
-                    await producer.start()
-                except BaseException:
-                    await producer.stop()
-                    raise
+                await start_producer(producer, self._bootstrap, self._idempotence)
                 self._producer = producer
             return self._producer
 

@@ -22,6 +22,7 @@ from ingest.admin import AdminEndpoint
 from ingest.config import SinkConfig
 from ingest.handoff import Clock, utc_now
 from ingest.kafka_metrics import SinkMetrics
+from ingest.kafka_producer import start_producer
 from ingest.kafka_topics import ensure_topics
 from ingest.metrics import PipelineMetrics
 from ingest.service import Periodic
@@ -92,10 +93,12 @@ class SinkService:
     async def stop(self) -> None:
         """Graceful: flush what is held, commit, leave the group, close the endpoint."""
         self._stop.set()
-        if self._task is not None:
-            with contextlib.suppress(SinkHalted):
-                await self._task
-        await self._close_admin()
+        try:
+            if self._task is not None:
+                with contextlib.suppress(SinkHalted):
+                    await self._task
+        finally:  # the loop may have ended in an error (a refused producer): close anyway
+            await self._close_admin()
 
     async def abort(self) -> None:
         """As a crash would: drop everything held, commit nothing more."""
@@ -163,7 +166,7 @@ class SinkService:
             clock=self.clock,
         )
         consumer.subscribe(list(config.topics().all()), listener=self.sink.listener())
-        await producer.start()
+        await start_producer(producer, config.kafka, config.kafka_idempotence)
         try:
             await consumer.start()
             try:

@@ -10,15 +10,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-import clickhouse_connect
-from clickhouse_connect.datatypes.base import ClickHouseType
-from clickhouse_connect.datatypes.registry import get_from_name
-from clickhouse_connect.driver.client import Client
-
 from schemas.store import QueryResult
+
+if TYPE_CHECKING:  # clickhouse-connect is imported when a store is opened, not for URLs
+    from clickhouse_connect.datatypes.base import ClickHouseType
+    from clickhouse_connect.driver.client import Client
 
 
 class StoreURLError(ValueError):
@@ -126,6 +125,8 @@ class ClickHouseStore:
 def _plain(column_type: ClickHouseType) -> ClickHouseType:
     """LowCardinality(T) sent as T: clickhouse-connect builds LowCardinality
     dictionaries value by value in Python, ClickHouse converts T on insert in C++."""
+    from clickhouse_connect.datatypes.registry import get_from_name
+
     name = column_type.name
     if name.startswith("LowCardinality(") and name.endswith(")"):
         return get_from_name(name[len("LowCardinality(") : -1])
@@ -134,6 +135,8 @@ def _plain(column_type: ClickHouseType) -> ClickHouseType:
 
 def open_store(url: str) -> ClickHouseStore:
     """Connect to the store at `url` (creating a chDB directory if needed)."""
+    import clickhouse_connect
+
     url = normalize_store_url(url)
     parsed = urlparse(url)
     if parsed.scheme == "chdb":

@@ -1,31 +1,67 @@
 """The `holonograph` command. Each module in this package adds its sub-commands
-through `register(group)`, so a new job is one new file here."""
+through `register(group)`; `COMMANDS` names them, and a module is imported only when
+its command runs, so `--help` or `query` never pays for scipy, grpc or aiohttp.
+Every command's exceptions go through one error path (`holonograph.cli.errors`)."""
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
+from typing import Any
 
 import click
 
+from holonograph.cli.errors import EXIT_CODES_HELP, EXIT_INTERRUPTED, CommandFailed, translate
+from holonograph.cli.options import quiet_libraries
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+# name -> (module in this package, one line for `holonograph --help`).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "completeness": ("completeness", "Per-stream delivery accounting and biased windows."),
+    "conformance": ("conformance", "Derive, approve and check fixtures; gate CI on suites."),
+    "drift": ("drift", "Change points of a surface's outcomes, labelled by source."),
+    "query": ("query", "Run SQL against the store and print a table or JSON."),
+    "replay": ("replay", "Re-validate quarantined spans or dead letters after a fix."),
+    "serve": ("serve", "Receive OTLP traces and store holonograph events."),
+    "sink": ("sink", "Consume Kafka records into the store, then commit offsets."),
+    "variance": ("variance", "Variance isolation: decompose, evaluate, govern readings."),
+}
+
+
+class CommandGroup(click.Group):
+    """Loads sub-commands on first use and routes every failure through one path."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module = importlib.import_module(f"{__name__}.{COMMANDS[cmd_name][0]}")
+            module.register(self)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
+
+    def invoke(self, ctx: click.Context) -> Any:
+        quiet_libraries()
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.Abort, BrokenPipeError):
+            raise  # click's own endings, and a closed pipe, which click handles
+        except KeyboardInterrupt:
+            raise CommandFailed("interrupted", EXIT_INTERRUPTED) from None
+        except Exception as err:
+            raise translate(err) from None
+
+
+@click.group(
+    cls=CommandGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=EXIT_CODES_HELP,
+)
 @click.version_option(package_name="holonograph-collector")
 def cli() -> None:
     """Holonograph collector: OTLP receiver, ClickHouse store and analyses."""
-
-
-def _register_commands() -> None:
-    for module_info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if module_info.name.startswith("_") or module_info.name == "options":
-            continue
-        module = importlib.import_module(f"{__name__}.{module_info.name}")
-        register = getattr(module, "register", None)
-        if register is not None:
-            register(cli)
-
-
-_register_commands()
 
 
 def main() -> None:

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sys
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
 
-from holonograph import storeaccess
+from holonograph.cli.errors import EXIT_FINDING as EXIT_FINDING
+from holonograph.cli.errors import EXIT_UNAVAILABLE as EXIT_UNAVAILABLE
+from holonograph.cli.errors import EXIT_USAGE as EXIT_USAGE
+from holonograph.cli.errors import (
+    CommandFailed,
+    expected_failure,
+    one_line,
+    redact,
+)
 from schemas import jsoncodec
 from schemas.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-# Exit codes: 0 ok, 1 the job ran and found a failure, 2 usage/config error,
-# 3 store or broker unreachable.
-EXIT_FINDING = 1
-EXIT_USAGE = 2
-EXIT_UNAVAILABLE = 3
 
 
 def store_options(func: F) -> F:
@@ -46,6 +48,8 @@ def store_options(func: F) -> F:
 def open_store_or_exit(
     store_url: str | None, data_dir: str | None, *, write: bool = False
 ) -> Store:
+    """The store named by the options; any failure to reach it is exit 3 (a bad URL: 2)."""
+    from holonograph import storeaccess
     from ingest.store import StoreURLError
 
     try:
@@ -53,12 +57,59 @@ def open_store_or_exit(
         return storeaccess.connect(url, write=write)
     except StoreURLError as err:
         raise click.UsageError(str(err)) from None
-    except FileNotFoundError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(EXIT_UNAVAILABLE)
+    except FileNotFoundError as err:  # no store there yet
+        raise CommandFailed(one_line(err), EXIT_UNAVAILABLE) from None
     except Exception as err:
-        click.echo(f"error: store unavailable: {err}", err=True)
-        sys.exit(EXIT_UNAVAILABLE)
+        raise store_unavailable(store_url or data_dir, err) from None
+
+
+def store_unavailable(url: str | None, err: Exception) -> CommandFailed:
+    """Opening the store failed: its documented failure, else exit 3 naming the store."""
+    failure = expected_failure(err)
+    if failure is not None and failure.exit_code != EXIT_UNAVAILABLE:
+        return failure
+    reason, hint = (failure.format_message(), failure.hint) if failure else (one_line(err), None)
+    where = f" {redact(url)}" if url else ""
+    return CommandFailed(f"cannot open store{where}: {reason}", EXIT_UNAVAILABLE, hint)
+
+
+def invalid_configuration(err: Exception) -> CommandFailed:
+    """A settings error (pydantic's or a store URL's) as one line naming the setting, its
+    flag and its environment variable: exit 2, before any socket opens."""
+    from pydantic import ValidationError
+
+    if not isinstance(err, ValidationError):
+        return CommandFailed(f"invalid configuration: {one_line(err)}", EXIT_USAGE)
+    problems = []
+    for error in err.errors():
+        message = error["msg"].removeprefix("Value error, ")
+        field = ".".join(str(part) for part in error["loc"])
+        if field:
+            flag, env = "--" + field.replace("_", "-"), "HOLONOGRAPH_" + field.upper()
+            message = f"{field} ({flag} or {env}): {message}"
+        problems.append(message)
+    return CommandFailed("invalid configuration: " + "; ".join(problems), EXIT_USAGE)
+
+
+class _UTCFormatter(logging.Formatter):
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        moment = dt.datetime.fromtimestamp(record.created, dt.UTC)
+        return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def configure_logging(verbose: bool) -> None:
+    """One line per event, RFC 3339 UTC time first, for the long-running commands."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(_UTCFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
+    quiet_libraries(not verbose)
+
+
+def quiet_libraries(quiet: bool = True) -> None:
+    """The HTTP client libraries log each retry of a failure we report once, in our words."""
+    # urllib3.connectionpool: clickhouse-connect resets the `urllib3` level on import.
+    for name in ("urllib3.connectionpool", "clickhouse_connect"):
+        logging.getLogger(name).setLevel(logging.ERROR if quiet else logging.NOTSET)
 
 
 def parse_time(value: str | None) -> dt.datetime | None:

@@ -16,9 +16,9 @@ from pydantic import ValidationError
 from holonograph.cli.options import (
     EXIT_FINDING,
     EXIT_UNAVAILABLE,
-    EXIT_USAGE,
     RFC3339,
     emit_json,
+    invalid_configuration,
     open_store_or_exit,
     store_options,
 )
@@ -27,6 +27,7 @@ from ingest.errors import RetryableError
 from ingest.export import Handoff
 from ingest.handoff import EmbeddedHandoff
 from ingest.kafka_handoff import KafkaHandoff
+from ingest.kafka_producer import start_producer
 from ingest.replay import ReplayReport, replay_dead_letters, replay_quarantine
 from schemas.store import Store
 
@@ -65,7 +66,7 @@ async def _run(
             compression_type="gzip",
             max_request_size=settings.kafka_max_message_bytes,
         )
-        await producer.start()
+        await start_producer(producer, settings.kafka, settings.kafka_idempotence)
         try:
             return await replay_dead_letters(
                 settings.kafka, settings.kafka_dead_letter_topic, handoff, producer
@@ -108,8 +109,7 @@ def replay_command(
     try:
         settings = KafkaSettings(**{k: v for k, v in kafka_flags.items() if v is not None})
     except ValidationError as err:
-        click.echo(f"error: invalid configuration: {err}", err=True)
-        sys.exit(EXIT_USAGE)
+        raise invalid_configuration(err) from None
     if source == "dead-letter" and not settings.kafka:
         raise click.UsageError("--from dead-letter reads the topic: give --kafka BOOTSTRAP")
     store = None

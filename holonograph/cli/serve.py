@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import signal
 import sys
 from typing import Any
@@ -13,7 +12,12 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from holonograph.cli.options import EXIT_UNAVAILABLE, EXIT_USAGE
+from holonograph.cli.options import (
+    EXIT_USAGE,
+    configure_logging,
+    invalid_configuration,
+    store_unavailable,
+)
 from holonograph.jobs import periodic_jobs
 from ingest.config import ServeConfig
 from ingest.gctune import tune_for_throughput
@@ -65,7 +69,11 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await service.start()
+    try:
+        await service.start()
+    except BaseException:
+        await service.stop()  # what did start (admin endpoint, published file) goes away
+        raise
     announce(service, as_json)
     await stop.wait()
     click.echo("stopping: finishing in-flight requests and flushing", err=True)
@@ -112,29 +120,24 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
     """Receive OTLP traces and store holonograph events (embedded chDB by default)."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
+    configure_logging(verbose)
     try:
         config = build_config(flags)
         url = None if config.kafka else config.store_url()
     except (ValidationError, StoreURLError) as err:
-        click.echo(f"error: invalid configuration: {err}", err=True)
-        sys.exit(EXIT_USAGE)
+        raise invalid_configuration(err) from None
     if config.kafka and (flags.get("store") or flags.get("data_dir")):
         click.echo("error: with --kafka the receiver keeps no store; the sink writes it", err=True)
         sys.exit(EXIT_USAGE)
     try:
         store = open_store(url) if url else None
     except Exception as err:
-        click.echo(f"error: cannot open store {url}: {err}", err=True)
-        sys.exit(EXIT_UNAVAILABLE)
+        raise store_unavailable(url, err) from None
     periodic = periodic_jobs(config) if store is not None else []
     service = ReceiverService(config, store, periodic=periodic)
     tune_for_throughput()
     try:
         asyncio.run(run_service(service, as_json))
-    except OSError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(EXIT_UNAVAILABLE)
     finally:
         if store is not None:
             store.close()

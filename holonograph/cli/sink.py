@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 import sys
 from typing import Any
@@ -11,7 +10,12 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from holonograph.cli.options import EXIT_FINDING, EXIT_UNAVAILABLE, EXIT_USAGE
+from holonograph.cli.options import (
+    EXIT_FINDING,
+    configure_logging,
+    invalid_configuration,
+    store_unavailable,
+)
 from holonograph.jobs import periodic_jobs
 from ingest.config import ServeConfig, SinkConfig
 from ingest.gctune import tune_for_throughput
@@ -90,18 +94,16 @@ async def run_sink(service: SinkService) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 def sink_command(verbose: bool, **flags: Any) -> None:
     """Consume records from Kafka, write them to the store, commit offsets after."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
+    configure_logging(verbose)
     try:
         config = build_config(flags)
         url = config.store_url()
     except (ValidationError, StoreURLError) as err:
-        click.echo(f"error: invalid configuration: {err}", err=True)
-        sys.exit(EXIT_USAGE)
+        raise invalid_configuration(err) from None
     try:
         store = open_store(url)
     except Exception as err:
-        click.echo(f"error: cannot open store {url}: {err}", err=True)
-        sys.exit(EXIT_UNAVAILABLE)
+        raise store_unavailable(url, err) from None
     # The sink owns the store on the scale-out path, so it runs the jobs `serve` runs on
     # the embedded one; `periodic_jobs` reads only the refresh period from its config.
     jobs_config = ServeConfig.model_construct(status_refresh_seconds=config.status_refresh_seconds)
@@ -114,9 +116,6 @@ def sink_command(verbose: bool, **flags: Any) -> None:
             f"error: sink halted, nothing past the last good batch committed: {err}", err=True
         )
         sys.exit(EXIT_FINDING)
-    except OSError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(EXIT_UNAVAILABLE)
     finally:
         store.close()
 
