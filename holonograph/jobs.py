@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import functools
 
-from ingest.config import ServeConfig
-from ingest.service import Periodic
+from ingest.periodic import Periodic
 from processors.completeness import CompletenessConfig, refresh_stream_status
 
 
-def periodic_jobs(config: ServeConfig) -> list[Periodic]:
-    """Stream status (incl. `dead`) refreshed while the service runs, so dashboards
-    see a silent stream die without anyone asking."""
+def periodic_jobs(refresh_seconds: float) -> list[Periodic]:
+    """Stream status (incl. `dead`) refreshed every `refresh_seconds` while the service
+    runs, so dashboards see a silent stream die without anyone asking."""
     completeness = CompletenessConfig()
     return [
         Periodic(
             "completeness",
-            every_seconds=config.status_refresh_seconds,
+            every_seconds=refresh_seconds,
             run=functools.partial(refresh_stream_status, config=completeness),
         )
     ]

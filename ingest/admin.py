@@ -34,10 +34,12 @@ class AdminEndpoint:
         metrics_exposition: Callable[[], bytes],
         readiness: ReadinessCheck,
         token: str | None = None,
+        degraded: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._store = store
         self._metrics = metrics_exposition
         self._readiness = readiness
+        self._degraded = degraded
         self.token = token or secrets.token_urlsafe(24)
         self._runner: web.AppRunner | None = None
         self._public: web.AppRunner | None = None
@@ -161,6 +163,10 @@ class AdminEndpoint:
         problem = await self._readiness()
         if problem:
             return web.json_response({"status": "not ready", "reason": problem}, status=503)
+        # Degraded still takes data (200): a stale report must not stop ingest.
+        reason = self._degraded()
+        if reason:
+            return web.json_response({"status": "degraded", "reason": reason})
         return web.json_response({"status": "ready"})
 
     async def _metrics_handler(self, request: web.Request) -> web.Response:

@@ -12,10 +12,7 @@ what it holds, then the admin endpoint goes away.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import datetime as dt
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import grpc
@@ -32,23 +29,13 @@ from ingest.kafka_handoff import KafkaHandoff
 from ingest.kafka_metrics import ProducerMetrics
 from ingest.listen import start_site
 from ingest.metrics import PipelineMetrics
+from ingest.periodic import Periodic, PeriodicJobs
 from ingest.retention import apply_retention
 from ingest.store import ClickHouseStore, chdb_path, is_embedded
 from schemas.migrations import apply_migrations
 from schemas.store import Store
 
 log = logging.getLogger(__name__)
-
-PeriodicJob = Callable[[Store, dt.datetime], object]
-
-
-@dataclass
-class Periodic:
-    """A job the CLI wiring schedules while the service runs (e.g. stream status)."""
-
-    name: str
-    every_seconds: float
-    run: PeriodicJob
 
 
 @dataclass
@@ -67,14 +54,16 @@ class ReceiverService:
     periodic: list[Periodic] = field(default_factory=list)
     clock: Clock = utc_now
     handoff: Handoff | None = None
+    # The store periodic jobs run on; default: a second connection to `store`.
+    job_store: Store | None = None
 
     def __post_init__(self) -> None:
         self.metrics = PipelineMetrics()
         self.listeners = Listeners()
+        self.jobs = PeriodicJobs(self.periodic, self.clock, self.metrics.registry)
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
         self._admin: AdminEndpoint | None = None
-        self._tasks: list[asyncio.Task[None]] = []
         self._side: ClickHouseStore | None = None
         self._exporter: Exporter | None = None
 
@@ -92,7 +81,9 @@ class ReceiverService:
             observer=self.metrics,
             admission=Admission(config.max_inflight_bytes),
         )
-        self._admin = AdminEndpoint(self._side, self.metrics.exposition, self._readiness)
+        self._admin = AdminEndpoint(
+            self._side, self.metrics.exposition, self._readiness, degraded=self.jobs.degraded
+        )
         self.listeners.admin_port = await self._admin.start(config.admin_port)
         if config.metrics_port is not None:
             self.listeners.metrics_port = await self._admin.start_public(
@@ -110,8 +101,9 @@ class ReceiverService:
             auto_decompress=False,
         )
         self.listeners.http_port = await start_site(self._http, config.host, config.http_port)
-        for job in self.periodic if self.store is not None else []:
-            self._tasks.append(asyncio.create_task(self._every(job), name=job.name))
+        jobs_store = self.job_store or self._side
+        if jobs_store is not None:
+            self.jobs.start(jobs_store)
         return self.listeners
 
     async def _build_handoff(self) -> Handoff:
@@ -158,21 +150,8 @@ class ReceiverService:
             return f"store: {err}"
         return None
 
-    async def _every(self, job: Periodic) -> None:
-        while True:
-            try:
-                assert self._side is not None
-                await asyncio.to_thread(job.run, self._side, self.clock())
-            except Exception:  # a failing job is logged and retried next period
-                log.exception("periodic job %s failed", job.name)
-            await asyncio.sleep(job.every_seconds)
-
     async def stop(self, grace_seconds: float = 10.0) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self.jobs.stop()
         if self._grpc is not None:
             await self._grpc.stop(grace_seconds)
         if self._http is not None:

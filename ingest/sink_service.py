@@ -25,7 +25,7 @@ from ingest.kafka_metrics import SinkMetrics
 from ingest.kafka_producer import start_producer
 from ingest.kafka_topics import ensure_topics
 from ingest.metrics import PipelineMetrics
-from ingest.service import Periodic
+from ingest.periodic import Periodic, PeriodicJobs
 from ingest.sink import Monotonic, Sink
 from ingest.sink_dlq import KafkaDeadLetters, PoisonBrake, SinkHalted
 from ingest.store import ClickHouseStore, chdb_path, is_embedded
@@ -43,10 +43,13 @@ class SinkService:
     clock: Clock = utc_now
     monotonic: Monotonic = time.monotonic
     periodic: list[Periodic] = field(default_factory=list)
+    # The store periodic jobs run on; default: a second connection to `store`.
+    job_store: Store | None = None
 
     def __post_init__(self) -> None:
         self.metrics = PipelineMetrics()
         self.sink_metrics = SinkMetrics(self.metrics.registry)
+        self.jobs = PeriodicJobs(self.periodic, self.clock, self.metrics.registry)
         self.admin_port = 0
         self.metrics_port = 0
         self.sink: Sink | None = None
@@ -54,7 +57,6 @@ class SinkService:
         self._admin: AdminEndpoint | None = None
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._jobs: list[asyncio.Task[None]] = []
         self._side: ClickHouseStore | None = None
 
     async def start(self) -> int:
@@ -62,7 +64,9 @@ class SinkService:
         await asyncio.to_thread(apply_migrations, self.store)
         # Admin queries and periodic jobs get their own connection (see reopen).
         self._side = await asyncio.to_thread(self.store.reopen)
-        self._admin = AdminEndpoint(self._side, self.metrics.exposition, self._readiness)
+        self._admin = AdminEndpoint(
+            self._side, self.metrics.exposition, self._readiness, degraded=self.jobs.degraded
+        )
         self.admin_port = await self._admin.start(self.config.admin_port)
         if self.config.metrics_port is not None:
             self.metrics_port = await self._admin.start_public(
@@ -71,19 +75,9 @@ class SinkService:
         if is_embedded(self.store.url):
             self._admin.publish(chdb_path(self.store.url))
         self._task = asyncio.create_task(self._run(), name="sink")
-        self._jobs = [asyncio.create_task(self._every(j), name=j.name) for j in self.periodic]
+        # Jobs over the store this process owns, as `serve` runs them on the embedded path.
+        self.jobs.start(self.job_store or self._side)
         return self.admin_port
-
-    async def _every(self, job: Periodic) -> None:
-        """Jobs over the store this process owns (e.g. stream status), as `serve` runs
-        them on the embedded path."""
-        while True:
-            try:
-                assert self._side is not None
-                await asyncio.to_thread(job.run, self._side, self.clock())
-            except Exception:  # a failing job is logged and retried next period
-                log.exception("periodic job %s failed", job.name)
-            await asyncio.sleep(job.every_seconds)
 
     async def wait(self) -> None:
         """Until the loop ends: after `stop()`, or raising `SinkHalted` when the brake trips."""
@@ -109,12 +103,7 @@ class SinkService:
         await self._close_admin()
 
     async def _close_admin(self) -> None:
-        for job in self._jobs:
-            job.cancel()
-        for job in self._jobs:
-            with contextlib.suppress(asyncio.CancelledError):
-                await job
-        self._jobs = []
+        await self.jobs.stop()
         if self._admin is not None:
             await self._admin.stop()
             self._admin = None

@@ -13,9 +13,11 @@ import pytest
 from ingest.config import ServeConfig
 from ingest.faults import FaultyStore
 from ingest.handoff import Clock, utc_now
-from ingest.service import Periodic, ReceiverService
+from ingest.periodic import Periodic
+from ingest.service import ReceiverService
 from ingest.store import ClickHouseStore, open_store
 from schemas.migrations import apply_migrations
+from schemas.store import Store
 
 
 @pytest.fixture
@@ -35,6 +37,7 @@ class RunningReceiver:
         store: ClickHouseStore,
         periodic: list[Periodic] | None = None,
         clock: Clock = utc_now,
+        job_store: Store | None = None,
         **config: Any,
     ) -> None:
         self.store = store
@@ -46,7 +49,12 @@ class RunningReceiver:
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
         self.service = ReceiverService(
-            self.config, store, handoff_store=self.faulty, periodic=periodic or [], clock=clock
+            self.config,
+            store,
+            handoff_store=self.faulty,
+            periodic=periodic or [],
+            clock=clock,
+            job_store=job_store,
         )
         listeners = self.call(self.service.start())
         self.grpc_endpoint = f"127.0.0.1:{listeners.grpc_port}"

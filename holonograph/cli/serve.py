@@ -133,7 +133,7 @@ def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
         store = open_store(url) if url else None
     except Exception as err:
         raise store_unavailable(url, err) from None
-    periodic = periodic_jobs(config) if store is not None else []
+    periodic = periodic_jobs(config.status_refresh_seconds) if store is not None else []
     service = ReceiverService(config, store, periodic=periodic)
     tune_for_throughput()
     try:

@@ -17,7 +17,7 @@ from holonograph.cli.options import (
     store_unavailable,
 )
 from holonograph.jobs import periodic_jobs
-from ingest.config import ServeConfig, SinkConfig
+from ingest.config import SinkConfig
 from ingest.gctune import tune_for_throughput
 from ingest.sink_dlq import SinkHalted
 from ingest.sink_service import SinkService
@@ -105,9 +105,8 @@ def sink_command(verbose: bool, **flags: Any) -> None:
     except Exception as err:
         raise store_unavailable(url, err) from None
     # The sink owns the store on the scale-out path, so it runs the jobs `serve` runs on
-    # the embedded one; `periodic_jobs` reads only the refresh period from its config.
-    jobs_config = ServeConfig.model_construct(status_refresh_seconds=config.status_refresh_seconds)
-    service = SinkService(config, store, periodic=periodic_jobs(jobs_config))
+    # the embedded one.
+    service = SinkService(config, store, periodic=periodic_jobs(config.status_refresh_seconds))
     tune_for_throughput()
     try:
         asyncio.run(run_sink(service))

@@ -20,7 +20,8 @@ import pytest
 
 from ingest.config import ServeConfig, SinkConfig
 from ingest.faults import FaultyStore
-from ingest.service import Periodic, ReceiverService
+from ingest.periodic import Periodic
+from ingest.service import ReceiverService
 from ingest.sink_service import SinkService
 from ingest.store import ClickHouseStore
 from ingest.tansu import BrokerUnavailable, TansuBroker
