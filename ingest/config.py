@@ -106,6 +106,8 @@ class ServeConfig(KafkaSettings):
     commit_wait_ms: float = Field(100.0, ge=0)
     retention: str | None = None
     status_refresh_seconds: float = Field(60.0, gt=0)
+    # At most one log line per this many seconds summarising rejected spans.
+    rejection_log_seconds: float = Field(60.0, gt=0)
 
     @field_validator("retention")
     @classmethod
@@ -146,6 +148,8 @@ class SinkConfig(KafkaSettings):
     sink_max_invalid_run: int = Field(100, gt=0)
     sink_session_timeout_ms: int = Field(10_000, gt=0)
     status_refresh_seconds: float = Field(60.0, gt=0)
+    # At most one log line per this many seconds summarising dead-lettered records.
+    rejection_log_seconds: float = Field(60.0, gt=0)
 
     @model_validator(mode="after")
     def _needs_kafka(self) -> SinkConfig:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -75,7 +76,20 @@ class ExportOutcome:
 
 
 class ExportObserver(Protocol):
-    def observe_export(self, outcome: ExportOutcome, reasons: list[str]) -> None: ...
+    def observe_export(
+        self, outcome: ExportOutcome, rejected: Sequence[QuarantineRecord]
+    ) -> None: ...
+
+
+class ExportObservers:
+    """Several observers as one (metrics and the rejection log)."""
+
+    def __init__(self, *observers: ExportObserver) -> None:
+        self._observers = observers
+
+    def observe_export(self, outcome: ExportOutcome, rejected: Sequence[QuarantineRecord]) -> None:
+        for observer in self._observers:
+            observer.observe_export(outcome, rejected)
 
 
 def decode_request(request: PB2ExportTraceServiceRequest, source: str = "receiver") -> DecodedBatch:
@@ -193,5 +207,5 @@ class Exporter:
             error_message=rejection_message(batch),
         )
         if self._observer is not None:
-            self._observer.observe_export(outcome, [q.reason for q in batch.quarantined])
+            self._observer.observe_export(outcome, batch.quarantined)
         return outcome

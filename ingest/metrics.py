@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from ingest.export import ExportOutcome
 from ingest.handoff import WriteObserver
+from schemas.events import QuarantineRecord
 
 _REASON_WIDTH = 60
 
@@ -50,13 +53,13 @@ class PipelineMetrics(WriteObserver):
             "holonograph_store_insert_seconds", "Store write latency.", registry=self.registry
         )
 
-    def observe_export(self, outcome: ExportOutcome, reasons: list[str]) -> None:
+    def observe_export(self, outcome: ExportOutcome, rejected: Sequence[QuarantineRecord]) -> None:
         total = outcome.accepted_spans + outcome.rejected_spans + outcome.ignored_spans
         self.spans_received.inc(total)
         self.spans_accepted.inc(outcome.accepted_spans)
         self.spans_ignored.inc(outcome.ignored_spans)
-        for reason in reasons:
-            self.spans_rejected.labels(reason=reason_label(reason)).inc()
+        for record in rejected:
+            self.spans_rejected.labels(reason=reason_label(record.reason)).inc()
 
     def observe_write(self, rows: int, requests: int, seconds: float, ok: bool) -> None:
         self.batches_written.labels(result="ok" if ok else "error").inc()

@@ -12,6 +12,7 @@ what it holds, then the admin endpoint goes away.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 
@@ -21,7 +22,7 @@ from aiohttp import web
 from ingest.admin import AdminEndpoint
 from ingest.admission import Admission
 from ingest.config import ServeConfig
-from ingest.export import Exporter, Handoff, ScreeningHandoff
+from ingest.export import Exporter, ExportObservers, Handoff, ScreeningHandoff
 from ingest.grpc_server import start_grpc_server
 from ingest.handoff import Clock, EmbeddedHandoff, utc_now
 from ingest.http_server import build_http_app
@@ -30,6 +31,7 @@ from ingest.kafka_metrics import ProducerMetrics
 from ingest.listen import start_site
 from ingest.metrics import PipelineMetrics
 from ingest.periodic import Periodic, PeriodicJobs
+from ingest.rejections import RejectionLog
 from ingest.retention import apply_retention
 from ingest.store import ClickHouseStore, chdb_path, is_embedded
 from schemas.migrations import apply_migrations
@@ -61,6 +63,13 @@ class ReceiverService:
         self.metrics = PipelineMetrics()
         self.listeners = Listeners()
         self.jobs = PeriodicJobs(self.periodic, self.clock, self.metrics.registry)
+        self.rejections = RejectionLog(
+            "span(s) rejected",
+            self.config.rejection_log_seconds,
+            "list them with `holonograph quarantine`",
+            clock=self.clock,
+        )
+        self._rejection_log: asyncio.Task[None] | None = None
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
         self._admin: AdminEndpoint | None = None
@@ -78,7 +87,7 @@ class ReceiverService:
             self.handoff = await self._build_handoff()
         self._exporter = exporter = Exporter(
             self.handoff,
-            observer=self.metrics,
+            observer=ExportObservers(self.metrics, self.rejections),
             admission=Admission(config.max_inflight_bytes),
         )
         self._admin = AdminEndpoint(
@@ -104,6 +113,7 @@ class ReceiverService:
         jobs_store = self.job_store or self._side
         if jobs_store is not None:
             self.jobs.start(jobs_store)
+        self._rejection_log = asyncio.create_task(self.rejections.run(), name="rejection-log")
         return self.listeners
 
     async def _build_handoff(self) -> Handoff:
@@ -157,6 +167,10 @@ class ReceiverService:
         if self._http is not None:
             await self._http.shutdown()
             await self._http.cleanup()
+        if self._rejection_log is not None:  # after the listeners: the last count is logged
+            self._rejection_log.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._rejection_log
         if self._exporter is not None:
             await asyncio.to_thread(self._exporter.close)
         if self.handoff is not None:

@@ -26,6 +26,7 @@ from ingest.kafka_producer import start_producer
 from ingest.kafka_topics import ensure_topics
 from ingest.metrics import PipelineMetrics
 from ingest.periodic import Periodic, PeriodicJobs
+from ingest.rejections import LoggedDeadLetters, RejectionLog
 from ingest.sink import Monotonic, Sink
 from ingest.sink_dlq import KafkaDeadLetters, PoisonBrake, SinkHalted
 from ingest.store import ClickHouseStore, chdb_path, is_embedded
@@ -50,6 +51,14 @@ class SinkService:
         self.metrics = PipelineMetrics()
         self.sink_metrics = SinkMetrics(self.metrics.registry)
         self.jobs = PeriodicJobs(self.periodic, self.clock, self.metrics.registry)
+        self.rejections = RejectionLog(
+            "record(s) dead-lettered",
+            self.config.rejection_log_seconds,
+            f"read them on topic {self.config.kafka_dead_letter_topic}",
+            clock=self.clock,
+            monotonic=self.monotonic,
+        )
+        self._rejection_log: asyncio.Task[None] | None = None
         self.admin_port = 0
         self.metrics_port = 0
         self.sink: Sink | None = None
@@ -77,6 +86,7 @@ class SinkService:
         self._task = asyncio.create_task(self._run(), name="sink")
         # Jobs over the store this process owns, as `serve` runs them on the embedded path.
         self.jobs.start(self.job_store or self._side)
+        self._rejection_log = asyncio.create_task(self.rejections.run(), name="rejection-log")
         return self.admin_port
 
     async def wait(self) -> None:
@@ -104,6 +114,11 @@ class SinkService:
 
     async def _close_admin(self) -> None:
         await self.jobs.stop()
+        if self._rejection_log is not None:
+            self._rejection_log.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._rejection_log
+            self._rejection_log = None
         if self._admin is not None:
             await self._admin.stop()
             self._admin = None
@@ -138,7 +153,9 @@ class SinkService:
         self.sink = Sink(
             consumer,
             self.write_store or self.store,
-            KafkaDeadLetters(producer, config.kafka_dead_letter_topic),
+            LoggedDeadLetters(
+                KafkaDeadLetters(producer, config.kafka_dead_letter_topic), self.rejections
+            ),
             config.topics(),
             self.sink_metrics,
             batch_rows=config.sink_batch_rows,

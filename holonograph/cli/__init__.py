@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "completeness": ("completeness", "Per-stream delivery accounting and biased windows."),
     "conformance": ("conformance", "Derive, approve and check fixtures; gate CI on suites."),
     "drift": ("drift", "Change points of a surface's outcomes, labelled by source."),
+    "quarantine": ("quarantine", "Recently rejected spans, their reasons and counts."),
     "query": ("query", "Run SQL against the store and print a table or JSON."),
     "replay": ("replay", "Re-validate quarantined spans or dead letters after a fix."),
     "serve": ("serve", "Receive OTLP traces and store holonograph events."),

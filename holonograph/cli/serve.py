@@ -95,6 +95,11 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
 @click.option("--max-inflight-bytes", type=int, help="Request bytes in flight before 429 [64 MiB].")
 @click.option("--retention", help="TTL on the event tables, e.g. 30d, 12h, 4w [keep].")
 @click.option(
+    "--rejection-log-seconds",
+    type=float,
+    help="At most one log line per this many seconds summarising rejected spans [60].",
+)
+@click.option(
     "--kafka",
     metavar="BOOTSTRAP",
     help="Publish to Kafka at host:port[,host:port] instead of writing a store.",

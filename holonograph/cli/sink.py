@@ -91,6 +91,11 @@ async def run_sink(service: SinkService) -> None:
     type=int,
     help="Brake: stop past this many invalid records in a row [100].",
 )
+@click.option(
+    "--rejection-log-seconds",
+    type=float,
+    help="At most one log line per this many seconds summarising dead letters [60].",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 def sink_command(verbose: bool, **flags: Any) -> None:
     """Consume records from Kafka, write them to the store, commit offsets after."""

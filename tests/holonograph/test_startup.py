@@ -1,5 +1,5 @@
-"""Light commands stay light: `holonograph --help`, `query` and `completeness`
-never import the heavy libraries other commands need (they cost seconds
+"""Light commands stay light: `holonograph --help`, `query`, `completeness` and
+`quarantine` never import the heavy libraries other commands need (they cost seconds
 at start-up). Checked on the import set `python -X importtime` reports, not on time."""
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ def heavy(modules: set[str]) -> set[str]:
     return {name for name in modules if name.split(".")[0] in HEAVY}
 
 
-@pytest.mark.parametrize("args", [["--help"], ["query", "--help"], ["completeness", "--help"]])
+@pytest.mark.parametrize(
+    "args", [["--help"], ["query", "--help"], ["completeness", "--help"], ["quarantine", "-h"]]
+)
 def test_help_imports_nothing_heavy(args: list[str]) -> None:
     modules = imported(*args)
     assert heavy(modules) == set()
@@ -63,6 +65,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     [
         ["query", "--json", "SELECT count() FROM holonograph.evaluation_events"],
         ["completeness", "--json"],
+        ["quarantine", "--json"],
     ],
 )
 def test_light_commands_through_the_admin_endpoint_import_nothing_heavy(

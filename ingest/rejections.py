@@ -1,0 +1,133 @@
+"""Rejections made visible on the service's log.
+
+OTLP exporters treat a partial success as success and log nothing, so without this a
+user learns that fail-closed validation drops their spans only by querying the
+quarantine. The receiver logs a summary line instead: counts by reason since the last
+line and the first example, at most one line per interval (the first rejection after
+a quiet interval is logged at once; a flood becomes one line per interval). The sink
+does the same for the poison records it dead-letters.
+
+Everything here runs on the service's event loop (the export path's observer, the
+sink's dead-letter send and the flush task), so no lock is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ingest.export import ExportOutcome
+from ingest.handoff import Clock, utc_now
+from ingest.metrics import reason_label
+from schemas.events import QuarantineRecord
+
+if TYPE_CHECKING:
+    from ingest.sink_dlq import DeadLetterSink
+    from schemas.records import PoisonLetter
+
+log = logging.getLogger(__name__)
+
+_SHOWN_REASONS = 5
+
+
+def _rfc3339(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+class RejectionLog:
+    """Counts rejections by reason and logs them as one line per `interval_seconds`:
+    `what` names them ("span(s) rejected"), `hint` says where to look next."""
+
+    def __init__(
+        self,
+        what: str,
+        interval_seconds: float,
+        hint: str,
+        clock: Clock = utc_now,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._what = what
+        self._interval = interval_seconds
+        self._hint = hint
+        self._clock = clock
+        self._monotonic = monotonic
+        self._counts: Counter[str] = Counter()
+        self._first: tuple[str, str] | None = None
+        self._since: dt.datetime | None = None
+        self._last_line = -math.inf
+
+    def add(self, reason: str, example: str) -> None:
+        """Count one rejection; `example` names the rejected item (span or record)."""
+        if not self._counts:
+            self._since = self._clock()
+            self._first = (example, reason)
+        self._counts[reason_label(reason)] += 1
+
+    def flush_if_due(self) -> None:
+        """Log now unless a line went out less than an interval ago (then `run` will)."""
+        if self._monotonic() - self._last_line >= self._interval:
+            self.flush()
+
+    def flush(self) -> None:
+        """Log what was counted since the last line, if anything."""
+        if not self._counts or self._first is None or self._since is None:
+            return
+        total = sum(self._counts.values())
+        shown = self._counts.most_common(_SHOWN_REASONS)
+        reasons = ", ".join(f"{n} {reason}" for reason, n in shown)
+        if len(self._counts) > len(shown):
+            reasons += f", {len(self._counts) - len(shown)} more reason(s)"
+        example, reason = self._first
+        log.warning(
+            "%d %s since %s (%s); first: %s: %s; %s",
+            total,
+            self._what,
+            _rfc3339(self._since),
+            reasons,
+            example,
+            reason,
+            self._hint,
+        )
+        self._counts.clear()
+        self._first = self._since = None
+        self._last_line = self._monotonic()
+
+    async def run(self) -> None:
+        """Flush every interval until cancelled (the last count is flushed on the way out)."""
+        try:
+            while True:
+                await asyncio.sleep(self._interval)
+                self.flush()
+        finally:
+            self.flush()
+
+    # --- sources -------------------------------------------------------------------
+
+    def observe_export(self, outcome: ExportOutcome, rejected: Sequence[QuarantineRecord]) -> None:
+        """The export path's observer: each quarantined span of a request."""
+        for record in rejected:
+            self.add(record.reason, f"span {record.span_id or '?'} ({record.span_name})")
+        if rejected:
+            self.flush_if_due()
+
+
+class LoggedDeadLetters:
+    """A dead-letter sink that also counts what it sends on a `RejectionLog`."""
+
+    def __init__(self, inner: DeadLetterSink, rejections: RejectionLog) -> None:
+        self._inner = inner
+        self._rejections = rejections
+
+    async def send(self, letters: list[PoisonLetter]) -> None:
+        await self._inner.send(letters)
+        for letter in letters:
+            where = f"{letter.source_topic}[{letter.source_partition}]@{letter.source_offset}"
+            self._rejections.add(letter.reason, f"record {where}")
+        if letters:
+            self._rejections.flush_if_due()

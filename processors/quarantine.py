@@ -1,0 +1,153 @@
+"""What fail-closed validation rejected: recent quarantined spans and counts per reason.
+
+Read-only over `holonograph.quarantine` (so it works through the admin endpoint while
+`serve` or `sink` holds the store). Counts cover the whole selection; the span list
+is its newest `limit` rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas.store import DATABASE, Store
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_FAR = dt.datetime(2299, 12, 31)
+_WHERE = (
+    " WHERE received_at >= {since:DateTime64(3)} AND received_at < {until:DateTime64(3)}"
+    " AND positionCaseInsensitive(reason, {reason:String}) > 0"
+)
+
+
+@dataclass(frozen=True)
+class QuarantineSelection:
+    """Spans received in [since, until) whose reason contains `reason` (any case)."""
+
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    reason: str | None = None
+    limit: int = 20
+
+    def parameters(self) -> dict[str, Any]:
+        return {
+            "since": _naive_utc(self.since) if self.since else _EPOCH,
+            "until": _naive_utc(self.until) if self.until else _FAR,
+            "reason": self.reason or "",
+        }
+
+
+@dataclass(frozen=True)
+class ReasonCount:
+    reason: str
+    spans: int
+    first_received_at: dt.datetime
+    last_received_at: dt.datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "spans": self.spans,
+            "firstReceivedAt": self.first_received_at,
+            "lastReceivedAt": self.last_received_at,
+        }
+
+
+@dataclass(frozen=True)
+class RejectedSpan:
+    received_at: dt.datetime
+    reason: str
+    span_name: str
+    trace_id: str
+    span_id: str
+    emission_stream: str | None
+    emission_seq: int | None
+    source: str
+    attributes: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "receivedAt": self.received_at,
+            "reason": self.reason,
+            "spanName": self.span_name,
+            "traceId": self.trace_id,
+            "spanId": self.span_id,
+            "emissionStream": self.emission_stream,
+            "emissionSeq": self.emission_seq,
+            "source": self.source,
+            "attributes": self.attributes,
+        }
+
+
+@dataclass(frozen=True)
+class QuarantineReport:
+    selection: QuarantineSelection
+    total: int
+    reasons: list[ReasonCount] = field(default_factory=list)
+    spans: list[RejectedSpan] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "since": self.selection.since,
+            "until": self.selection.until,
+            "reason": self.selection.reason,
+            "total": self.total,
+            "reasons": [r.to_json() for r in self.reasons],
+            "spans": [s.to_json() for s in self.spans],
+        }
+
+
+def _naive_utc(moment: dt.datetime) -> dt.datetime:
+    return moment.astimezone(dt.UTC).replace(tzinfo=None)
+
+
+def _utc(moment: dt.datetime) -> dt.datetime:
+    return moment.replace(tzinfo=dt.UTC) if moment.tzinfo is None else moment.astimezone(dt.UTC)
+
+
+def read_quarantine(store: Store, selection: QuarantineSelection) -> QuarantineReport:
+    """Counts per reason (most frequent first) and the newest spans of the selection."""
+    params = selection.parameters()
+    counts = store.query(
+        "SELECT reason, count() AS n, min(received_at), max(received_at)"
+        f" FROM {DATABASE}.quarantine FINAL{_WHERE}"
+        " GROUP BY reason ORDER BY n DESC, reason",
+        params,
+    ).rows
+    spans = store.query(
+        "SELECT received_at, reason, span_name, trace_id, span_id, emission_stream,"
+        f" emission_seq, source, attributes FROM {DATABASE}.quarantine FINAL{_WHERE}"
+        " ORDER BY received_at DESC, quarantine_id LIMIT {limit:UInt64}",
+        {**params, "limit": selection.limit},
+    ).rows
+    return QuarantineReport(
+        selection=selection,
+        total=sum(int(n) for _, n, _, _ in counts),
+        reasons=[ReasonCount(str(r), int(n), _utc(a), _utc(b)) for r, n, a, b in counts],
+        spans=[_rejected(row) for row in spans],
+    )
+
+
+def _rejected(row: tuple[Any, ...]) -> RejectedSpan:
+    at, reason, name, trace, span, stream, seq, source, attributes = row
+    return RejectedSpan(
+        received_at=_utc(at),
+        reason=reason,
+        span_name=name,
+        trace_id=trace,
+        span_id=span,
+        emission_stream=stream,
+        emission_seq=None if seq is None else int(seq),
+        source=source,
+        attributes=_attributes(attributes),
+    )
+
+
+def _attributes(text: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(text) if text else {}
+    except ValueError:
+        return {"_unparsed": text}
+    return parsed if isinstance(parsed, dict) else {"_value": parsed}
