@@ -151,7 +151,10 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
             traces[dimension_id] = trace
         points += [p for p, _ in found]
         brackets += [b for _, b in found if b is not None]
-        summaries.append(summarise(series, dimension_id, found, request))
+        summary = summarise(series, dimension_id, found, request)
+        summaries.append(summary)
+        if not summary.tested:
+            notes.append(too_short_note(summary, request))
     brackets += delivery_brackets(store, query, notes)
     if not summaries:
         notes.append("no outcomes recorded for this surface, window and filter")
@@ -192,6 +195,21 @@ def delivery_brackets(store: Store, query: SeriesQuery, notes: list[str]) -> lis
 _Found = list[tuple[ChangePoint, BracketedWindow | None]]
 
 
+def min_buckets(request: DriftRequest) -> int:
+    """Buckets with outcomes a series needs before a change point can be tested: two
+    segments of `min_segment` each."""
+    return 2 * request.min_segment
+
+
+def too_short_note(summary: DimensionSummary, request: DriftRequest) -> str:
+    return (
+        f"{summary.dimension_id}: too short to test for change points"
+        f" ({summary.buckets} {request.bucket} bucket(s) with outcomes,"
+        f" {min_buckets(request)} needed): widen --since/--until"
+        + (" or use --bucket hour" if request.bucket == "day" else "")
+    )
+
+
 def analyse_dimension(
     series: Series,
     dimension_id: str,
@@ -200,7 +218,7 @@ def analyse_dimension(
     corroborate: Corroborate,
 ) -> tuple[_Found, DimensionTrace | None]:
     buckets = series.bucket_series()
-    if len(buckets) < 2 * request.min_segment:
+    if len(buckets) < min_buckets(request):
         return [], None
     detection = cp.detect(buckets, request.detect_config(), seed=request.seed)
     trace = DimensionTrace(series, detection.levels, detection.tau2, detection.unit_variance)
@@ -264,6 +282,7 @@ def summarise(
         events=int(series.n.sum()),
         overdispersion_tau=float(np.sqrt(tau2)),
         change_points=len(found),
+        tested=len(buckets) >= min_buckets(request),
     )
 
 

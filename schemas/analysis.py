@@ -160,6 +160,8 @@ class DimensionSummary(Model):
     events: int
     overdispersion_tau: float
     change_points: int
+    # False when the series has too few buckets to test: "no change" was not shown.
+    tested: bool = True
 
 
 class DriftParameters(Model):

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 import click
 from pydantic import ValidationError
 
+from holonograph.cli.errors import CommandFailed
 from holonograph.cli.options import (
     EXIT_FINDING,
     EXIT_USAGE,
@@ -345,7 +346,8 @@ def check_command(
     data_dir: str | None,
     as_json: bool,
 ) -> None:
-    """Check fixtures over a window; exit 1 when a top-level verdict is fail."""
+    """Check fixtures over a window; exit 1 when a top-level verdict is fail, 2 when
+    the surface has no live fixture (nothing would be checked)."""
     if sum(x is not None for x in (fixture_id, fixture_file)) > 1 or not (
         fixture_id or fixture_file or surface
     ):
@@ -374,20 +376,24 @@ def check_command(
         sys.exit(EXIT_USAGE)
     finally:
         store.close()
+    if not results:  # a gate that checked nothing must not pass
+        raise CommandFailed(
+            f"no live fixture for surface {surface}: nothing was checked",
+            EXIT_USAGE,
+            "approve one with `holonograph conformance approve`; see them with"
+            " `holonograph conformance list --surface`",
+        )
     if as_json:
         emit_json(
             results[0].to_json() if (inline or fixture_id) else [r.to_json() for r in results]
         )
     else:
-        _print_check(results, surface)
+        _print_check(results)
     if any(r.verdict == "fail" for r in results):
         sys.exit(EXIT_FINDING)
 
 
-def _print_check(results: list[CheckResult], surface: str | None) -> None:
-    if not results:
-        click.echo(f"no live fixtures for surface {surface}")
-        return
+def _print_check(results: list[CheckResult]) -> None:
     window = results[0].window
     click.echo(f"window {window.since.isoformat()} .. {window.until.isoformat()}")
     columns = ["fixture", "version", "verdict", "events", *VERDICT_ORDER, "evaluable"]

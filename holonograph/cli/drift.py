@@ -8,6 +8,7 @@ import sys
 import click
 
 from holonograph.cli.options import (
+    EXIT_FINDING,
     EXIT_USAGE,
     RFC3339,
     emit_json,
@@ -16,7 +17,7 @@ from holonograph.cli.options import (
     store_options,
 )
 from processors.drift import DriftRequest, analyse, persist_drift
-from schemas.analysis import DriftReport
+from schemas.analysis import ChangePoint, DriftReport
 
 RUN_MODES = ("production", "test", "eval", "replay", "local_dev")
 PROVENANCES = ("production-state", "exploratory-state")
@@ -71,7 +72,12 @@ def drift_command(
 ) -> None:
     """Is this us, the vendor, our evaluation config, or noise? Change points over the
     window, each with its source, evidence and confidence window, plus the bracketed
-    windows to read before acting."""
+    windows to read before acting.
+
+    Exit 0: no change point, or only noise; 1: a change point attributed to substrate,
+    light source or lens; 2: usage; 3: store unavailable. A series too short to test
+    is reported as such (JSON: `dimensions[].tested` false, with a note), not as no
+    change."""
     provenance_filter = () if "any" in provenances else (provenances or ("production-state",))
     try:
         request = DriftRequest(
@@ -105,14 +111,32 @@ def drift_command(
         emit_json(run.report.to_json())
     else:
         click.echo(render(run.report))
+    if attributed(run.report):
+        sys.exit(EXIT_FINDING)
+
+
+def attributed(report: DriftReport) -> list[ChangePoint]:
+    """The findings: change points with a source other than noise."""
+    return [p for p in report.change_points if p.source != "noise"]
+
+
+def _headline(report: DriftReport) -> str:
+    tested = [d for d in report.dimensions if d.tested]
+    if report.dimensions and not tested:
+        found = "series too short to test for change points"
+    elif len(tested) < len(report.dimensions):
+        found = (
+            f"{len(report.change_points)} change point(s) in the"
+            f" {len(tested)} of {len(report.dimensions)} dimension(s) long enough to test"
+        )
+    else:
+        found = f"{len(report.change_points)} change point(s)"
+    return f"surface {report.surface_id}: {report.event_count} events, {found}, run {report.run_id}"
 
 
 def render(report: DriftReport) -> str:
     """The report as an operator reads it: change points, then the bracketed windows."""
-    out = [
-        f"surface {report.surface_id}: {report.event_count} events, "
-        f"{len(report.change_points)} change point(s), run {report.run_id}"
-    ]
+    out = [_headline(report)]
     if report.change_points:
         rows = [
             [

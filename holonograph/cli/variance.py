@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from holonograph.cli.options import (
+    EXIT_FINDING,
     EXIT_USAGE,
     RFC3339,
     emit_json,
@@ -18,6 +19,7 @@ from holonograph.cli.options import (
 )
 from processors.variance import DecomposeRequest, decompose, load_reading, persist_reading
 from processors.variance_verdict import LifecycleError, evaluate, lifecycle, persist_evaluation
+from schemas.analysis import VarianceEvaluation
 
 RUN_MODES = ("production", "test", "eval", "replay", "local_dev")
 
@@ -105,7 +107,9 @@ def decompose_command(
 def evaluate_command(
     target: str, store_url: str | None, data_dir: str | None, as_json: bool
 ) -> None:
-    """Verdict on a reading: insufficient-data, delivery-biased, confounded or viable."""
+    """Verdict on a reading: insufficient-data, delivery-biased, confounded or viable.
+
+    Exit 0: viable; 1: any other verdict (the reading should not be acted on)."""
     store = open_store_or_exit(store_url, data_dir, write=True)
     try:
         reading = load_reading(store, target)
@@ -118,7 +122,13 @@ def evaluate_command(
         store.close()
     if as_json:
         emit_json(evaluation.to_json())
-        return
+    else:
+        _print_evaluation(evaluation, target)
+    if evaluation.verdict != "viable":
+        sys.exit(EXIT_FINDING)
+
+
+def _print_evaluation(evaluation: VarianceEvaluation, target: str) -> None:
     click.echo(f"verdict: {evaluation.verdict}  (target {target})")
     for line in evaluation.reasons:
         click.echo(f"  because: {line}")

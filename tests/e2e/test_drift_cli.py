@@ -49,7 +49,7 @@ def test_drift_json_labels_the_vendor_change_and_saves_the_run(
     result = CliRunner().invoke(
         cli, ["drift", *ARGS, "--store", f"chdb://{store_dir}", "--json", "--plot", str(plot)]
     )
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output
     report = json.loads(result.output)
     assert report["surfaceId"] == "classify-intent" and report["eventCount"] > 20000
     (point,) = report["changePoints"]
@@ -71,7 +71,7 @@ def test_drift_text_output_and_usage_errors(store_dir: Path) -> None:
     result = CliRunner().invoke(
         cli, ["drift", *ARGS, "--store", f"chdb://{store_dir}", "--no-save"]
     )
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output
     assert "light source" in result.output and "1 change point(s)" in result.output
     bad = CliRunner().invoke(
         cli,
@@ -83,6 +83,43 @@ def test_drift_text_output_and_usage_errors(store_dir: Path) -> None:
         cli, ["drift", "--surface", "x", "--since", "2026-06-01T00:00:00", "--until", "2026-06-02"]
     )
     assert naive.exit_code == 2
+
+
+def test_drift_exits_0_when_only_noise_moved(store_dir: Path) -> None:
+    """A shift below the practical threshold is labelled noise: no finding."""
+    result = CliRunner().invoke(
+        cli,
+        ["drift", *ARGS, "--store", f"chdb://{store_dir}", "--no-save", "--json",
+         "--delta-threshold", "0.5"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    points = json.loads(result.stdout)["changePoints"]
+    assert points and {p["source"] for p in points} == {"noise"}
+
+
+def test_drift_says_a_day_series_of_four_days_is_too_short(store_dir: Path) -> None:
+    store = ["--store", f"chdb://{store_dir}", "--no-save"]
+    window = ["--since", "2026-06-01T00:00:00Z", "--until", "2026-06-05T00:00:00Z"]
+    text = CliRunner().invoke(
+        cli, ["drift", "--surface", "classify-intent", *window, "--bucket", "day", *store]
+    )
+    assert text.exit_code == 0, text.output
+    first = text.stdout.splitlines()[0]
+    assert "series too short to test for change points" in first
+    assert "0 change point(s)" not in text.stdout
+    assert (
+        "correctness: too short to test for change points (4 day bucket(s) with outcomes,"
+        " 6 needed): widen --since/--until or use --bucket hour" in text.stdout
+    )
+    as_json = CliRunner().invoke(
+        cli,
+        ["drift", "--surface", "classify-intent", *window, "--bucket", "day", *store, "--json"],
+    )
+    report = json.loads(as_json.stdout)
+    assert [(d["dimensionId"], d["tested"]) for d in report["dimensions"]] == [
+        ("correctness", False)
+    ]
+    assert any("too short to test" in note for note in report["notes"])
 
 
 def test_variance_decompose_evaluate_lifecycle(store_dir: Path) -> None:
@@ -153,14 +190,35 @@ def test_scenario_through_the_receiver_gets_the_right_labels(receiver: Any) -> N
     args = ["--since", "2026-06-01T00:00:00Z", "--until", "2026-06-04T00:00:00Z",
             "--store", f"chdb://{data_dir}", "--json"]  # fmt: skip
     lens = CliRunner().invoke(cli, ["drift", "--surface", "classify-intent", *args])
-    assert lens.exit_code == 0, lens.output
+    assert lens.exit_code == 1, lens.output
     (point,) = json.loads(lens.output)["changePoints"]
     assert (point["source"], point["confident"]) == ("lens", True)
     assert point["timestamp"] == "2026-06-02T12:00:00Z"
 
     both = CliRunner().invoke(cli, ["drift", "--surface", "billing-triage", *args])
-    assert both.exit_code == 0, both.output
+    assert both.exit_code == 1, both.output
     report = json.loads(both.output)
     (point,) = report["changePoints"]
     assert point["confident"] is False
     assert [b["reason"] for b in report["bracketedWindows"]] == ["confounded"]
+
+
+def test_variance_evaluate_exits_1_unless_viable(store_dir: Path) -> None:
+    store = ["--store", f"chdb://{store_dir}", "--json"]
+    decomposed = CliRunner().invoke(
+        cli,
+        ["variance", "decompose", "--surface", "classify-intent", "--dimension", "correctness",
+         "--since", "2026-06-01T00:00:00Z", "--until", "2026-06-01T03:00:00Z", *store],
+    )  # fmt: skip
+    assert decomposed.exit_code == 0, decomposed.output
+    target = json.loads(decomposed.stdout)["eventId"]
+    evaluated = CliRunner().invoke(
+        cli, ["variance", "evaluate", "--target-event-id", target, *store]
+    )
+    assert evaluated.exit_code == 1, evaluated.output
+    assert json.loads(evaluated.stdout)["verdict"] == "insufficient-data"
+    text = CliRunner().invoke(
+        cli, ["variance", "evaluate", "--target-event-id", target, *store[:2]]
+    )
+    assert text.exit_code == 1
+    assert text.stdout.startswith(f"verdict: insufficient-data  (target {target})")

@@ -187,3 +187,24 @@ def test_nightly_check_while_serve_holds_the_store(tmp_path: Path) -> None:
     finally:
         code, stderr = serve.stop()
     assert code == 0, stderr
+
+
+def test_check_of_a_surface_with_no_live_fixture_exits_2(tmp_path: Path, data_dir: Path) -> None:
+    """A scheduled gate whose fixtures were all rejected must not pass checking nothing."""
+    store = ["--data-dir", str(data_dir)]
+    never = invoke("check", "--surface", "classify-intent", *WINDOW, *store)
+    assert never.exit_code == 2
+    assert "error: no live fixture for surface classify-intent: nothing was checked" in (
+        never.stderr
+    )
+    assert "hint: approve one with `holonograph conformance approve`" in never.stderr
+    assert never.stdout == ""
+    candidates = tmp_path / "candidates.json"
+    assert invoke("derive", str(EXAMPLES / "surface.yaml"), "-o", str(candidates)).exit_code == 0
+    decided = ["--approver", "brian", "--all", *store]
+    assert invoke("approve", str(candidates), *decided).exit_code == 0
+    assert invoke("reject", str(candidates), *decided, "--comment", "wrong").exit_code == 0
+    rejected = invoke("check", "--surface", "classify-intent", *WINDOW, *store, "--json")
+    assert rejected.exit_code == 2
+    assert rejected.stdout == ""
+    assert "no live fixture for surface classify-intent" in rejected.stderr
