@@ -561,3 +561,15 @@ def stored_windows(
         },
     ).dicts()
     return [_window_from_row(row) for row in rows]
+
+
+def last_refresh(store: Store) -> dt.datetime | None:
+    """When the completeness job last rewrote its windows (None: never, or no record)."""
+    exists = store.query(
+        "SELECT count() FROM system.tables"
+        " WHERE database = 'holonograph' AND name = 'completeness_refreshes'"
+    ).scalar()
+    if not exists:
+        return None
+    value = store.query("SELECT max(now), count() FROM holonograph.completeness_refreshes").rows[0]
+    return value[0] if value[1] else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from processors.completeness import last_refresh
 from processors.drift_series import BUCKETS, SeriesQuery, naive_utc
 from schemas.store import Store
 
@@ -115,18 +116,6 @@ def _granularity(
     if own in found or not found:
         return own
     return min(found, key=lambda g: _WIDTH_SQL.get(g, 10**9))
-
-
-def last_refresh(store: Store) -> dt.datetime | None:
-    """When the completeness job last rewrote its windows (None: never, or no record)."""
-    exists = store.query(
-        "SELECT count() FROM system.tables"
-        " WHERE database = 'holonograph' AND name = 'completeness_refreshes'"
-    ).scalar()
-    if not exists:
-        return None
-    value = store.query("SELECT max(now), count() FROM holonograph.completeness_refreshes").rows[0]
-    return value[0] if value[1] else None
 
 
 def staleness_note(store: Store, query: SeriesQuery) -> str | None:

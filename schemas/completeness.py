@@ -124,6 +124,10 @@ class CompletenessReport(_Model):
     streams: list[StreamAccounting]
     windows: list[CompletenessWindow]
     missing_in_range: dict[str, int] | None = None
+    # When `stream_status`/`completeness_windows` were last refreshed (None: never),
+    # and whether that is older than two refresh periods of `serve`/`sink`.
+    tables_refreshed_at: dt.datetime | None = None
+    tables_stale: bool = False
 
 
 class RefreshSummary(_Model):

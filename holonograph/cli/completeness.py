@@ -24,6 +24,7 @@ from holonograph.cli.options import (
 from processors.completeness import (
     CompletenessConfig,
     Selection,
+    last_refresh,
     read_report,
     recompute_completeness,
 )
@@ -132,6 +133,48 @@ def render_text(report: CompletenessReport, limit: int) -> str:
     return "\n".join(lines)
 
 
+def with_refresh_age(
+    report: CompletenessReport, refreshed_at: dt.datetime | None, refresh_seconds: float
+) -> CompletenessReport:
+    """The report with when its stored tables were refreshed, stale past two periods."""
+    stale = refreshed_at is None or (report.as_of - _utc(refreshed_at)).total_seconds() > (
+        2 * refresh_seconds
+    )
+    return report.model_copy(update={"tables_refreshed_at": refreshed_at, "tables_stale": stale})
+
+
+def _utc(moment: dt.datetime) -> dt.datetime:
+    return moment.replace(tzinfo=dt.UTC) if moment.tzinfo is None else moment
+
+
+def refreshed_line(report: CompletenessReport) -> str:
+    return f"tables stream_status, completeness_windows refreshed {_when(report)}"
+
+
+def _when(report: CompletenessReport) -> str:
+    if report.tables_refreshed_at is None:
+        return "never"
+    age = int((report.as_of - _utc(report.tables_refreshed_at)).total_seconds())
+    ago = f"{age // 3600}h {age % 3600 // 60}m" if age >= 3600 else f"{age // 60}m {age % 60}s"
+    return f"{jsoncodec.plain(report.tables_refreshed_at)} ({ago} ago)"
+
+
+def stale_warning(report: CompletenessReport, refresh_seconds: float) -> str:
+    """Why dashboards and drift may be reading old numbers, and where to look."""
+    if report.tables_refreshed_at is None:
+        return (
+            "tables stream_status, completeness_windows were never refreshed (this report"
+            " is live): `holonograph serve`/`sink` refresh them while running,"
+            " `--refresh` does it now"
+        )
+    return (
+        f"tables stream_status, completeness_windows refreshed {_when(report)}, not within"
+        f" two refresh periods ({2 * refresh_seconds:g}s): dashboards and drift read stale"
+        " numbers (this report is live); is `holonograph serve`/`sink` running? its"
+        " /readyz says why a refresh fails; `--refresh` rewrites them now"
+    )
+
+
 def is_finding(report: CompletenessReport) -> bool:
     """Loss, a dead stream or a client reporting more drops than gaps."""
     return any(s.missing or s.status == "dead" or s.loss.mismatch for s in report.streams)
@@ -160,6 +203,15 @@ def is_finding(report: CompletenessReport) -> bool:
 )
 @click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True)
 @click.option("--refresh", is_flag=True, help="Also rewrite stream_status/completeness_windows.")
+@click.option(
+    "--refresh-interval",
+    "refresh_seconds",
+    envvar="HOLONOGRAPH_STATUS_REFRESH_SECONDS",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds between the tables' refreshes by serve/sink; older than twice: warn.",
+)
 @store_options
 def completeness_command(
     since: dt.datetime | None,
@@ -172,6 +224,7 @@ def completeness_command(
     dead_after: float,
     limit: int,
     refresh: bool,
+    refresh_seconds: float,
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
@@ -195,17 +248,22 @@ def completeness_command(
                 f"refreshed {summary.streams} stream(s) in {summary.duration_ms:.0f} ms", err=True
             )
         report = read_report(store, now, selection, cast(Bucket, bucket), config)
+        report = with_refresh_age(report, last_refresh(store), refresh_seconds)
     except Exception as err:
         click.echo(f"error: {err}", err=True)
         sys.exit(EXIT_UNAVAILABLE)
     finally:
         store.close()
+    if report.tables_stale:
+        click.echo(f"warning: {stale_warning(report, refresh_seconds)}", err=True)
     if as_json:
         emit_json(report.model_dump(by_alias=True))
     elif not report.streams:
         click.echo("no emission streams in the selection")
     else:
         click.echo(render_text(report, limit))
+    if not as_json and not report.tables_stale:
+        click.echo(f"\n{refreshed_line(report)}")
     if is_finding(report):
         sys.exit(EXIT_FINDING)
 

@@ -95,7 +95,7 @@ def run(data_dir: Path, *args: str) -> Any:
 def test_text_lists_lossy_and_dead_first_and_exits_with_a_finding(data_dir: Path) -> None:
     result = run(data_dir)
     assert result.exit_code == 1, result.output
-    lines = result.output.splitlines()
+    lines = result.stdout.splitlines()
     assert lines[0].startswith("3 stream(s) (1 closed-complete, 1 closed-lossy, 1 dead)")
     table = [line.split()[0] for line in lines[4:7]]
     assert table == ["crashed", "lossy", "clean"]
@@ -157,7 +157,7 @@ def test_clean_selection_exits_zero_and_refresh_writes_tables(data_dir: Path) ->
 def test_time_range_counts_the_gaps_in_range(data_dir: Path) -> None:
     result = run(data_dir, "--since", "2026-07-01T10:00:00Z", "--until", "2026-07-01T11:00:00Z")
     assert result.exit_code == 1, result.output
-    lines = result.output.splitlines()
+    lines = result.stdout.splitlines()
     assert lines[0].startswith("1 stream(s) (1 closed-lossy): expected 8, delivered 5, missing 3")
     assert lines[1] == "missing in [2026-07-01T10:00:00Z, 2026-07-01T11:00:00Z): 1"
     header, _, lossy = lines[3:6]
@@ -209,3 +209,34 @@ def test_works_while_serve_holds_the_store(receiver: Any) -> None:
     assert receiver.store.query(
         "SELECT emission_stream, status FROM holonograph.stream_status FINAL"
     ).rows == [("held", "closed-lossy")]
+
+
+def test_says_when_the_tables_were_refreshed_and_warns_when_stale(data_dir: Path) -> None:
+    def at(as_of: str, *args: str, env: dict[str, str] | None = None) -> Any:
+        return CliRunner().invoke(
+            cli, ["completeness", "--data-dir", str(data_dir), "--as-of", as_of, *args], env=env
+        )
+
+    never = at("2026-07-01T12:00:00Z", "--json")
+    report = json.loads(never.stdout)
+    assert (report["tablesRefreshedAt"], report["tablesStale"]) == (None, True)
+    assert never.stderr.startswith("warning: tables stream_status, completeness_windows were")
+    assert "never refreshed" in never.stderr
+
+    assert at("2026-07-01T12:00:00Z", "--refresh").exit_code == 1  # a finding, tables written
+    fresh = at("2026-07-01T12:01:00Z")
+    assert fresh.stdout.splitlines()[-1] == (
+        "tables stream_status, completeness_windows refreshed 2026-07-01T12:00:00Z (1m 0s ago)"
+    )
+    assert "warning" not in fresh.stderr
+    stale = at("2026-07-01T12:03:00Z", "--json")
+    assert json.loads(stale.stdout)["tablesRefreshedAt"] == "2026-07-01T12:00:00Z"
+    assert json.loads(stale.stdout)["tablesStale"] is True
+    assert stale.stderr.startswith(
+        "warning: tables stream_status, completeness_windows refreshed 2026-07-01T12:00:00Z"
+        " (3m 0s ago), not within two refresh periods (120s)"
+    )
+    assert "is `holonograph serve`/`sink` running? its /readyz says why" in stale.stderr
+    slower = at("2026-07-01T12:03:00Z", env={"HOLONOGRAPH_STATUS_REFRESH_SECONDS": "300"})
+    assert "warning" not in slower.stderr
+    assert slower.stdout.splitlines()[-1].endswith("(3m 0s ago)")
