@@ -1,0 +1,132 @@
+"""The README's first hour, from the repository alone: every block marked
+`<!-- example: live -->` is taken from README.md as written and run, in order, with
+bash against a live `serve` (only the port is changed); then the Python example's
+spans are checked in the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.holonograph.test_serve_cli import ServeProcess
+
+pytestmark = [pytest.mark.e2e, pytest.mark.clickhouse]
+
+ROOT = Path(__file__).resolve().parents[2]
+MARKER = "<!-- example: live -->"
+
+
+def live_blocks() -> list[str]:
+    """The sh code block after each marker, verbatim."""
+    blocks = []
+    for part in (ROOT / "README.md").read_text().split(MARKER)[1:]:
+        match = re.match(r"\s*```sh\n(.*?)\n```", part, re.DOTALL)
+        assert match, f"a {MARKER} marker not followed by an sh block"
+        blocks.append(match[1])
+    return blocks
+
+
+def run_block(block: str, http_port: int, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    script = block.replace("127.0.0.1:4318", f"127.0.0.1:{http_port}")
+    env = {
+        **os.environ,
+        # `holonograph`, `python` and `pip` are this environment's, as after the quick start
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOLONOGRAPH_DATA_DIR": str(data_dir),  # serve's and the commands' default store
+        "PIP_NO_INDEX": "1",  # the packages are test dependencies: pip must find them here
+    }
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+
+
+def _http_port(server: ServeProcess) -> int:
+    line = next(line for line in server.lines if line.startswith("OTLP/HTTP"))
+    match = re.search(r":(\d+)/v1/traces", line)
+    assert match, server.lines
+    return int(match[1])
+
+
+def _query(data_dir: Path, sql: str) -> list[dict[str, object]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "holonograph", "query", "--data-dir", str(data_dir), "--json", sql],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows: list[dict[str, object]] = json.loads(done.stdout)
+    return rows
+
+
+def test_readme_examples_run_against_a_live_server(tmp_path: Path) -> None:
+    python_example, curl, quarantine = live_blocks()
+    assert "curl -sS --fail-with-body" in curl and "@examples/" in curl
+    data_dir = tmp_path / "data"
+    server = ServeProcess(data_dir)
+    try:
+        port = _http_port(server)
+        sent = run_block(python_example, port, data_dir)
+        assert sent.returncode == 0, sent.stderr
+        match = re.search(
+            r"sent 6 evaluation\(s\) and 2 sentinel\(s\) on (stream_\w+)", sent.stdout
+        )
+        assert match, sent.stdout
+        assert "1 stream(s) (1 closed-complete): expected 8, delivered 8, missing 0" in sent.stdout
+        stream = match[1]
+        events = _query(
+            data_dir,
+            "SELECT count() AS n, uniqExact(light_source_id) AS sources"
+            f" FROM holonograph.evaluation_events FINAL WHERE emission_stream = '{stream}'",
+        )
+        assert events == [{"n": 6, "sources": 1}]
+        dimensions = _query(
+            data_dir,
+            "SELECT dimension_id AS d, count() AS n, countIf(score IS NOT NULL) AS scored"
+            " FROM holonograph.evaluation_dimensions FINAL GROUP BY d ORDER BY d",
+        )
+        assert dimensions == [
+            {"d": "correctness", "n": 6, "scored": 0},
+            {"d": "tone", "n": 6, "scored": 6},
+        ]
+        sentinels = _query(
+            data_dir,
+            "SELECT emission_seq AS seq, final, completeness_offered AS offered"
+            f" FROM holonograph.emission_records WHERE emission_stream = '{stream}'"
+            " AND kind = 'sentinel' ORDER BY seq",
+        )
+        assert sentinels == [
+            {"seq": 4, "final": False, "offered": 4},
+            {"seq": 7, "final": True, "offered": 2},
+        ]
+
+        posted = run_block(curl, port, data_dir)
+        assert posted.returncode == 0, posted.stderr
+        assert "evt_01J9Z8Q2M4T7" in posted.stdout and "classify-intent" in posted.stdout
+
+        listed = run_block(quarantine, port, data_dir)
+        assert listed.returncode == 0, listed.stderr
+        assert listed.stdout.strip() == "no rejected spans in the selection"
+    finally:
+        code, stderr = server.stop()
+    assert code == 0, stderr
+
+
+def test_curl_shows_the_receivers_reason_when_a_request_is_refused(tmp_path: Path) -> None:
+    """The point of --fail-with-body: a refused request fails the command and says why."""
+    _, curl, _ = live_blocks()
+    data_dir = tmp_path / "data"
+    server = ServeProcess(data_dir)
+    try:
+        broken = curl.replace("@examples/evaluation-and-sentinel.otlp.json", "'{not json'")
+        done = run_block(broken, _http_port(server), data_dir)
+    finally:
+        server.stop()
+    assert done.returncode == 22  # curl's "HTTP error", and bash -e stopped there
+    assert "returned error: 400" in done.stderr
+    assert json.loads(done.stdout)["message"].startswith("body is not valid JSON")
