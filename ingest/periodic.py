@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from ingest.handoff import Clock
+from schemas.jsoncodec import rfc3339
 from schemas.store import Store
 
 log = logging.getLogger(__name__)
@@ -53,10 +54,6 @@ def describe(err: BaseException) -> str:
     text = str(err).strip().splitlines()[0] if str(err).strip() else ""
     text = f"{type(err).__name__}: {text}" if text else type(err).__name__
     return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 1] + "…"
-
-
-def _rfc3339(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 class PeriodicJobs:
@@ -99,7 +96,7 @@ class PeriodicJobs:
     def degraded(self) -> str | None:
         """Why the service is degraded (every failing job), or None."""
         problems = [
-            f"periodic job {name} failing since {_rfc3339(h.failing_since)}"
+            f"periodic job {name} failing since {rfc3339(h.failing_since)}"
             f" ({h.failures} run(s)): {h.reason}"
             for name, h in self.health.items()
             if h.failing_since is not None

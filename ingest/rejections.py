@@ -26,6 +26,7 @@ from ingest.export import ExportOutcome
 from ingest.handoff import Clock, utc_now
 from ingest.metrics import reason_label
 from schemas.events import QuarantineRecord
+from schemas.jsoncodec import rfc3339
 
 if TYPE_CHECKING:
     from ingest.sink_dlq import DeadLetterSink
@@ -34,10 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _SHOWN_REASONS = 5
-
-
-def _rfc3339(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 class RejectionLog:
@@ -88,7 +85,7 @@ class RejectionLog:
             "%d %s since %s (%s); first: %s: %s; %s",
             total,
             self._what,
-            _rfc3339(self._since),
+            rfc3339(self._since),
             reasons,
             example,
             reason,

@@ -51,6 +51,13 @@ def loads(text: str | bytes) -> Any:
     return json.loads(text, object_hook=_untag)
 
 
+def rfc3339(moment: dt.datetime) -> str:
+    """`2026-07-01T09:00:00Z`: a moment in UTC to the second, for log lines and messages."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
 def plain(value: Any) -> Any:
     """A JSON-ready copy for people and dashboards: datetimes as RFC 3339 UTC strings."""
     if isinstance(value, dt.datetime):

@@ -32,6 +32,8 @@ from typing import IO, Any
 
 import click
 
+from schemas.jsoncodec import rfc3339
+
 EXIT_OK = 0
 EXIT_FINDING = 1
 EXIT_USAGE = 2
@@ -168,7 +170,7 @@ def write_trace(err: BaseException) -> Path:
     stamp = dt.datetime.now(dt.UTC)
     text = "".join(
         [
-            f"time: {stamp.isoformat(timespec='seconds').replace('+00:00', 'Z')}\n",
+            f"time: {rfc3339(stamp)}\n",
             f"command: {redact(shlex.join(['holonograph', *sys.argv[1:]]))}\n",
             f"python: {sys.version.split()[0]}\n\n",
             *traceback.format_exception(err),

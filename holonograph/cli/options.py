@@ -93,8 +93,7 @@ def invalid_configuration(err: Exception) -> CommandFailed:
 
 class _UTCFormatter(logging.Formatter):
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
-        moment = dt.datetime.fromtimestamp(record.created, dt.UTC)
-        return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+        return jsoncodec.rfc3339(dt.datetime.fromtimestamp(record.created, dt.UTC))
 
 
 def configure_logging(verbose: bool) -> None:

@@ -4,11 +4,8 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import stat
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,18 +17,11 @@ from holonograph.cli import COMMANDS, cli
 from ingest.faults import FaultyStore
 from ingest.store import open_store
 from schemas.migrations import apply_migrations
-from tests.holonograph.test_serve_cli import ServeProcess
+from tests.holonograph.test_serve_cli import ServeProcess, holonograph
 
 pytestmark = [pytest.mark.clickhouse]
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def holonograph(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "holonograph", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})},
-    )  # fmt: skip
 
 
 def assert_clear(stderr: str, *causes: str) -> None:

@@ -11,8 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.holonograph.test_cli_errors import holonograph
-from tests.holonograph.test_serve_cli import ServeProcess
+from tests.holonograph.test_serve_cli import ServeProcess, holonograph
 from tests.ingest.helpers import grpc_export
 from tests.otel_emit import Evaluation, export_request, record_spans
 

@@ -3,25 +3,15 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.kafka.conftest import Broker
+from tests.kafka.test_cli_processes import holonograph as run
 
 pytestmark = [pytest.mark.kafka, pytest.mark.e2e]
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "holonograph", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, env=dict(os.environ),
-    )  # fmt: skip
 
 
 @pytest.fixture
