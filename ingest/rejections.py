@@ -14,6 +14,7 @@ sink's dead-letter send and the flush task), so no lock is needed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import math
@@ -58,6 +59,7 @@ class RejectionLog:
         self._first: tuple[str, str] | None = None
         self._since: dt.datetime | None = None
         self._last_line = -math.inf
+        self._task: asyncio.Task[None] | None = None
 
     def add(self, reason: str, example: str) -> None:
         """Count one rejection; `example` names the rejected item (span or record)."""
@@ -95,13 +97,22 @@ class RejectionLog:
         self._first = self._since = None
         self._last_line = self._monotonic()
 
-    async def run(self) -> None:
-        """Flush every interval until cancelled (the last count is flushed on the way out)."""
-        try:
-            while True:
-                await asyncio.sleep(self._interval)
-                self.flush()
-        finally:
+    def start(self) -> None:
+        """Flush every interval from now until `stop`."""
+        self._task = asyncio.create_task(self._every_interval(), name="rejection-log")
+
+    async def stop(self) -> None:
+        """Stop flushing; what was counted since the last line is logged now."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self.flush()
+
+    async def _every_interval(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
             self.flush()
 
     # --- sources -------------------------------------------------------------------

@@ -12,7 +12,6 @@ what it holds, then the admin endpoint goes away.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass, field
 
@@ -69,7 +68,6 @@ class ReceiverService:
             "list them with `holonograph quarantine`",
             clock=self.clock,
         )
-        self._rejection_log: asyncio.Task[None] | None = None
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
         self._admin: AdminEndpoint | None = None
@@ -113,7 +111,7 @@ class ReceiverService:
         jobs_store = self.job_store or self._side
         if jobs_store is not None:
             self.jobs.start(jobs_store)
-        self._rejection_log = asyncio.create_task(self.rejections.run(), name="rejection-log")
+        self.rejections.start()
         return self.listeners
 
     async def _build_handoff(self) -> Handoff:
@@ -167,10 +165,7 @@ class ReceiverService:
         if self._http is not None:
             await self._http.shutdown()
             await self._http.cleanup()
-        if self._rejection_log is not None:  # after the listeners: the last count is logged
-            self._rejection_log.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._rejection_log
+        await self.rejections.stop()  # after the listeners: the last count is logged
         if self._exporter is not None:
             await asyncio.to_thread(self._exporter.close)
         if self.handoff is not None:

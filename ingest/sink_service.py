@@ -58,7 +58,6 @@ class SinkService:
             clock=self.clock,
             monotonic=self.monotonic,
         )
-        self._rejection_log: asyncio.Task[None] | None = None
         self.admin_port = 0
         self.metrics_port = 0
         self.sink: Sink | None = None
@@ -86,7 +85,7 @@ class SinkService:
         self._task = asyncio.create_task(self._run(), name="sink")
         # Jobs over the store this process owns, as `serve` runs them on the embedded path.
         self.jobs.start(self.job_store or self._side)
-        self._rejection_log = asyncio.create_task(self.rejections.run(), name="rejection-log")
+        self.rejections.start()
         return self.admin_port
 
     async def wait(self) -> None:
@@ -114,11 +113,7 @@ class SinkService:
 
     async def _close_admin(self) -> None:
         await self.jobs.stop()
-        if self._rejection_log is not None:
-            self._rejection_log.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._rejection_log
-            self._rejection_log = None
+        await self.rejections.stop()
         if self._admin is not None:
             await self._admin.stop()
             self._admin = None
