@@ -4,6 +4,11 @@ A request is answered only after the hand-off made its rows durable (committed i
 the store, or acknowledged by Kafka with acks=all). Rejected spans become
 quarantine rows and an OTLP `partial_success`; the valid spans of the same request
 land regardless.
+
+Every row of a request belongs to the tenant of its `Principal`. Besides the wire
+contract's rules, a request is checked as a whole: an evaluation whose agent id the
+principal may not write is rejected, and so is a span repeating an earlier span's
+event id with different content (an identical repeat is accepted and stored once).
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from ingest.validate import (
 from schemas.events import DecodedBatch, EmissionRecord, EvaluationEvent, QuarantineRecord
 
 MAX_REPORTED_PROBLEMS = 5
+# Every rejection for the agent allowlist starts so (replay keeps them rejected).
+AGENT_REJECTED = "holonograph.agent.id: not writable with this token"
 
 
 class Handoff(Protocol):
@@ -78,12 +85,35 @@ class ExportObserver(Protocol):
     def observe_export(self, outcome: ExportOutcome, reasons: list[str]) -> None: ...
 
 
-def decode_request(request: PB2ExportTraceServiceRequest, source: str = "receiver") -> DecodedBatch:
-    """Validate every span of a request; never raises for a bad span."""
+def authorize(event: EvaluationEvent, principal: Principal) -> None:
+    """Fail-closed: a token restricted to listed agents cannot write an evaluation
+    that names no agent."""
+    if principal.may_write(event.agent_id):
+        return
+    if not event.agent_id:
+        raise SpanRejected(f"{AGENT_REJECTED}: no agent id, and the token lists its agents")
+    raise SpanRejected(f"{AGENT_REJECTED}: {event.agent_id!r} is not one of the token's agents")
+
+
+def _conflict(event: EvaluationEvent, first: EvaluationEvent) -> SpanRejected:
+    return SpanRejected(
+        f"holonograph.event.id: {event.event_id!r} was already sent in this request by span"
+        f" {first.span_id} with different content; one event id is one event"
+    )
+
+
+def decode_request(
+    request: PB2ExportTraceServiceRequest,
+    source: str = "receiver",
+    principal: Principal = ANONYMOUS,
+) -> DecodedBatch:
+    """Validate every span of a request for `principal`; never raises for a bad span."""
     events: list[EvaluationEvent] = []
     emissions: list[EmissionRecord] = []
     quarantined: list[QuarantineRecord] = []
-    ignored = 0
+    first_of: dict[str, EvaluationEvent] = {}
+    ordinals: set[tuple[str, int]] = set()
+    ignored = collapsed = 0
     for resource_spans in request.resource_spans:
         resource = jsonable(attributes(resource_spans.resource.attributes))
         for scope_spans in resource_spans.scope_spans:
@@ -96,24 +126,36 @@ def decode_request(request: PB2ExportTraceServiceRequest, source: str = "receive
                 try:
                     if name == EVALUATION_SPAN:
                         event = evaluation_event(span, attrs, resource)
+                        authorize(event, principal)
+                        first = first_of.setdefault(event.event_id, event)
+                        if first is not event:
+                            if first != event:
+                                raise _conflict(event, first)
+                            collapsed += 1
+                            continue
                         events.append(event)
                         emissions.append(emission_of(event))
                     elif name == SENTINEL_SPAN:
                         emissions.append(sentinel_record(span, attrs))
                     else:
                         raise SpanRejected(f"span name {name!r} is not in the wire contract")
+                    ordinals.add((emissions[-1].stream, emissions[-1].seq))
                 except (SpanRejected, ValidationError) as err:
                     reason = _reason(err)
                     record = quarantine_record(span, attrs, resource, reason, source)
                     quarantined.append(record)
                     arrived = quarantined_emission(record, span, attrs)
-                    if arrived is not None:
+                    # An ordinal this request already delivered stays delivered: one
+                    # receipt of it, not a second one saying it was quarantined.
+                    if arrived is not None and (arrived.stream, arrived.seq) not in ordinals:
                         emissions.append(arrived)
     return DecodedBatch.model_construct(
+        tenant_id=principal.tenant_id,
         events=tuple(events),
         emissions=tuple(emissions),
         quarantined=tuple(quarantined),
         ignored_spans=ignored,
+        collapsed_spans=collapsed,
     )
 
 
@@ -157,8 +199,10 @@ class Exporter:
         self._screening = handoff if isinstance(handoff, ScreeningHandoff) else None
         self._group_commit = handoff if isinstance(handoff, GroupCommitHandoff) else None
 
-    def _prepare(self, request: PB2ExportTraceServiceRequest) -> DecodedBatch:
-        batch = decode_request(request)
+    def _prepare(
+        self, request: PB2ExportTraceServiceRequest, principal: Principal
+    ) -> DecodedBatch:
+        batch = decode_request(request, principal=principal)
         if self._screening is not None:
             batch = self._screening.screen(batch)
         return batch
@@ -180,13 +224,14 @@ class Exporter:
         """`principal` is who the edge authenticated; its tenant owns the rows."""
         loop = asyncio.get_running_loop()
         with self._arriving():
-            batch = await loop.run_in_executor(self._decoder, self._prepare, request)
+            batch = await loop.run_in_executor(self._decoder, self._prepare, request, principal)
         # No await between leaving `arriving` and `submit` queueing the batch, so a
         # waiting commit sees the request either on its way or in the queue.
         if batch.events or batch.emissions or batch.quarantined:
             await self._handoff.submit(batch, uuid.uuid4().hex, size_bytes)
         outcome = ExportOutcome(
             accepted_spans=len(batch.events)
+            + batch.collapsed_spans
             + sum(e.kind == "sentinel" and not e.quarantined for e in batch.emissions),
             rejected_spans=batch.rejected,
             ignored_spans=batch.ignored_spans,
