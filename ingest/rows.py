@@ -118,8 +118,9 @@ def receipt_row(
 ) -> list[Any]:
     s = record.sentinel
     return [
-        tenant_id, record.stream, record.seq, receipt_id, record.kind, record.final, record.quarantined,
-        record.event_id, record.surface_id, ticks_ns(record.event_time), received_at,
+        tenant_id, record.stream, record.seq, receipt_id, record.kind, record.final,
+        record.quarantined, record.event_id, record.surface_id, ticks_ns(record.event_time),
+        received_at,
         s.interval_ms if s else None, s.offered if s else None, s.delivered if s else None,
         s.dropped if s else None, s.failed if s else None, s.window_start if s else None,
         s.window_end if s else None,
@@ -128,8 +129,9 @@ def receipt_row(
 
 def quarantine_row(tenant_id: str, record: QuarantineRecord, received_at: int) -> list[Any]:
     return [
-        tenant_id, record.quarantine_id, received_at, record.reason, record.span_name, record.trace_id,
-        record.span_id, record.emission_stream, record.emission_seq, _json(record.attributes),
+        tenant_id, record.quarantine_id, received_at, record.reason, record.span_name,
+        record.trace_id, record.span_id, record.emission_stream, record.emission_seq,
+        _json(record.attributes),
         _json(record.resource_attributes), record.span_proto, record.source,
     ]  # fmt: skip
 

@@ -21,6 +21,7 @@ from holonograph.cli.options import (
     open_store_or_exit,
     store_options,
 )
+from holonograph.cli.tenants import tenant_option, tenant_or_exit
 from processors.completeness import (
     CompletenessConfig,
     Selection,
@@ -160,6 +161,7 @@ def is_finding(report: CompletenessReport) -> bool:
 )
 @click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True)
 @click.option("--refresh", is_flag=True, help="Also rewrite stream_status/completeness_windows.")
+@tenant_option
 @store_options
 def completeness_command(
     since: dt.datetime | None,
@@ -172,6 +174,7 @@ def completeness_command(
     dead_after: float,
     limit: int,
     refresh: bool,
+    tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
@@ -186,8 +189,9 @@ def completeness_command(
     config = CompletenessConfig(
         default_sentinel_interval_ms=sentinel_interval_ms, dead_after_intervals=dead_after
     )
-    selection = Selection(stream=stream, surface=surface, since=since, until=until)
     store = open_store_or_exit(store_url, data_dir, write=refresh)
+    tenant = tenant_or_exit(store, tenant)
+    selection = Selection(tenant=tenant, stream=stream, surface=surface, since=since, until=until)
     try:
         if refresh:
             summary = recompute_completeness(store, now, config)

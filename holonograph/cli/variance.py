@@ -16,6 +16,7 @@ from holonograph.cli.options import (
     open_store_or_exit,
     store_options,
 )
+from holonograph.cli.tenants import tenant_option, tenant_or_exit
 from processors.variance import DecomposeRequest, decompose, load_reading, persist_reading
 from processors.variance_verdict import LifecycleError, evaluate, lifecycle, persist_evaluation
 
@@ -45,6 +46,7 @@ def variance_group() -> None:
     type=click.Choice(["production-state", "exploratory-state", "any"]),
     help="Default production-state; 'any' disables the filter.",
 )
+@tenant_option
 @store_options
 def decompose_command(
     surface_id: str,
@@ -54,6 +56,7 @@ def decompose_command(
     bucket: str,
     run_modes: tuple[str, ...],
     provenances: tuple[str, ...],
+    tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
@@ -62,6 +65,7 @@ def decompose_command(
     store the reading (its eventId is what evaluate and lifecycle take)."""
     if until <= since:
         raise click.UsageError("--until must be after --since")
+    store = open_store_or_exit(store_url, data_dir, write=True)
     request = DecomposeRequest(
         surface_id,
         dimension_id,
@@ -70,8 +74,8 @@ def decompose_command(
         bucket,
         run_modes,
         () if "any" in provenances else (provenances or ("production-state",)),
+        tenant_id=tenant_or_exit(store, tenant),
     )
-    store = open_store_or_exit(store_url, data_dir, write=True)
     try:
         reading = decompose(store, request, _now())
         persist_reading(store, reading)
@@ -101,14 +105,16 @@ def decompose_command(
 
 @variance_group.command("evaluate")
 @click.option("--target-event-id", "target", required=True)
+@tenant_option
 @store_options
 def evaluate_command(
-    target: str, store_url: str | None, data_dir: str | None, as_json: bool
+    target: str, tenant: str | None, store_url: str | None, data_dir: str | None, as_json: bool
 ) -> None:
     """Verdict on a reading: insufficient-data, delivery-biased, confounded or viable."""
     store = open_store_or_exit(store_url, data_dir, write=True)
+    tenant = tenant_or_exit(store, tenant)
     try:
-        reading = load_reading(store, target)
+        reading = load_reading(store, target, tenant)
         if reading is None:
             click.echo(f"error: no variance reading {target!r}", err=True)
             sys.exit(EXIT_USAGE)
@@ -138,6 +144,7 @@ def evaluate_command(
 @click.option("--approver-id", "approver", required=True)
 @click.option("--pinned-label", default=None)
 @click.option("--superseded-by", default=None, help="Required with --status supersede.")
+@tenant_option
 @store_options
 def lifecycle_command(
     target: str,
@@ -145,14 +152,18 @@ def lifecycle_command(
     approver: str,
     pinned_label: str | None,
     superseded_by: str | None,
+    tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
 ) -> None:
     """Record a governance decision on a reading; prints it with the original target id."""
     store = open_store_or_exit(store_url, data_dir, write=True)
+    tenant = tenant_or_exit(store, tenant)
     try:
-        record = lifecycle(store, target, status, approver, _now(), pinned_label, superseded_by)
+        record = lifecycle(
+            store, target, status, approver, _now(), pinned_label, superseded_by, tenant
+        )
     except LifecycleError as err:
         click.echo(f"error: {err}", err=True)
         sys.exit(EXIT_USAGE)
