@@ -199,9 +199,7 @@ class Exporter:
         self._screening = handoff if isinstance(handoff, ScreeningHandoff) else None
         self._group_commit = handoff if isinstance(handoff, GroupCommitHandoff) else None
 
-    def _prepare(
-        self, request: PB2ExportTraceServiceRequest, principal: Principal
-    ) -> DecodedBatch:
+    def _prepare(self, request: PB2ExportTraceServiceRequest, principal: Principal) -> DecodedBatch:
         batch = decode_request(request, principal=principal)
         if self._screening is not None:
             batch = self._screening.screen(batch)

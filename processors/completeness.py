@@ -414,10 +414,12 @@ def _shard_clauses(store: Store, config: CompletenessConfig) -> list[tuple[str, 
         return [("1", {})]
     clauses: list[tuple[str, dict[str, Any]]] = []
     for i, lower in enumerate(bounds):
-        clause, params = "1", {}
+        clause = "1"
+        params: dict[str, Any] = {}
         if i > 0:
             clause = (
-                "(tenant_id, emission_stream) >= ({shard_lower_tenant:String}, {shard_lower:String})"
+                "(tenant_id, emission_stream)"
+                " >= ({shard_lower_tenant:String}, {shard_lower:String})"
             )
             params.update(shard_lower_tenant=lower[0], shard_lower=lower[1])
         if i + 1 < len(bounds):
