@@ -8,7 +8,8 @@ land regardless.
 Every row of a request belongs to the tenant of its `Principal`. Besides the wire
 contract's rules, a request is checked as a whole: an evaluation whose agent id the
 principal may not write is rejected, and so is a span repeating an earlier span's
-event id with different content (an identical repeat is accepted and stored once).
+event id with different content. A repeat with the same content (whatever its span
+ids) is accepted and stored once; its ordinal still counts as arrived.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import asyncio
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -95,11 +96,59 @@ def authorize(event: EvaluationEvent, principal: Principal) -> None:
     raise SpanRejected(f"{AGENT_REJECTED}: {event.agent_id!r} is not one of the token's agents")
 
 
+def same_content(event: EvaluationEvent, first: EvaluationEvent) -> bool:
+    """Equal but for the span's own ids and its ordinal: one event sent twice."""
+    update = {"trace_id": first.trace_id, "span_id": first.span_id, "emission": first.emission}
+    return event.model_copy(update=update) == first
+
+
 def _conflict(event: EvaluationEvent, first: EvaluationEvent) -> SpanRejected:
     return SpanRejected(
         f"holonograph.event.id: {event.event_id!r} was already sent in this request by span"
         f" {first.span_id} with different content; one event id is one event"
     )
+
+
+@dataclass
+class _Collected:
+    """What a request yields so far. Each (stream, seq) arrives once per request: an
+    accepted span's record of it wins over a rejected span's."""
+
+    principal: Principal
+    events: list[EvaluationEvent] = field(default_factory=list)
+    emissions: dict[tuple[str, int], EmissionRecord] = field(default_factory=dict)
+    quarantined: list[QuarantineRecord] = field(default_factory=list)
+    first_of: dict[str, EvaluationEvent] = field(default_factory=dict)
+    collapsed: int = 0
+
+    def arrived(self, emission: EmissionRecord) -> None:
+        key = (emission.stream, emission.seq)
+        known = self.emissions.get(key)
+        if known is None or (known.quarantined and not emission.quarantined):
+            self.emissions[key] = emission
+
+    def evaluation(self, event: EvaluationEvent) -> None:
+        """Raises `SpanRejected` for an agent the principal may not write or a repeat of
+        an event id with other content."""
+        authorize(event, self.principal)
+        first = self.first_of.setdefault(event.event_id, event)
+        if first is event:
+            self.events.append(event)
+        elif same_content(event, first):
+            self.collapsed += 1
+        else:
+            raise _conflict(event, first)
+        self.arrived(emission_of(event))
+
+    def batch(self, ignored: int) -> DecodedBatch:
+        return DecodedBatch.model_construct(
+            tenant_id=self.principal.tenant_id,
+            events=tuple(self.events),
+            emissions=tuple(self.emissions.values()),
+            quarantined=tuple(self.quarantined),
+            ignored_spans=ignored,
+            collapsed_spans=self.collapsed,
+        )
 
 
 def decode_request(
@@ -108,12 +157,8 @@ def decode_request(
     principal: Principal = ANONYMOUS,
 ) -> DecodedBatch:
     """Validate every span of a request for `principal`; never raises for a bad span."""
-    events: list[EvaluationEvent] = []
-    emissions: list[EmissionRecord] = []
-    quarantined: list[QuarantineRecord] = []
-    first_of: dict[str, EvaluationEvent] = {}
-    ordinals: set[tuple[str, int]] = set()
-    ignored = collapsed = 0
+    collected = _Collected(principal)
+    ignored = 0
     for resource_spans in request.resource_spans:
         resource = jsonable(attributes(resource_spans.resource.attributes))
         for scope_spans in resource_spans.scope_spans:
@@ -125,38 +170,18 @@ def decode_request(
                 attrs = attributes(span.attributes)
                 try:
                     if name == EVALUATION_SPAN:
-                        event = evaluation_event(span, attrs, resource)
-                        authorize(event, principal)
-                        first = first_of.setdefault(event.event_id, event)
-                        if first is not event:
-                            if first != event:
-                                raise _conflict(event, first)
-                            collapsed += 1
-                            continue
-                        events.append(event)
-                        emissions.append(emission_of(event))
+                        collected.evaluation(evaluation_event(span, attrs, resource))
                     elif name == SENTINEL_SPAN:
-                        emissions.append(sentinel_record(span, attrs))
+                        collected.arrived(sentinel_record(span, attrs))
                     else:
                         raise SpanRejected(f"span name {name!r} is not in the wire contract")
-                    ordinals.add((emissions[-1].stream, emissions[-1].seq))
                 except (SpanRejected, ValidationError) as err:
-                    reason = _reason(err)
-                    record = quarantine_record(span, attrs, resource, reason, source)
-                    quarantined.append(record)
+                    record = quarantine_record(span, attrs, resource, _reason(err), source)
+                    collected.quarantined.append(record)
                     arrived = quarantined_emission(record, span, attrs)
-                    # An ordinal this request already delivered stays delivered: one
-                    # receipt of it, not a second one saying it was quarantined.
-                    if arrived is not None and (arrived.stream, arrived.seq) not in ordinals:
-                        emissions.append(arrived)
-    return DecodedBatch.model_construct(
-        tenant_id=principal.tenant_id,
-        events=tuple(events),
-        emissions=tuple(emissions),
-        quarantined=tuple(quarantined),
-        ignored_spans=ignored,
-        collapsed_spans=collapsed,
-    )
+                    if arrived is not None:
+                        collected.arrived(arrived)
+    return collected.batch(ignored)
 
 
 def _reason(err: Exception) -> str:
