@@ -75,16 +75,17 @@ def _columns(store: Store, database: str, table: str) -> list[str]:
 
 
 def rebuild(store: Store, table: str, staging: str, marker: str) -> None:
-    """Swap `table` for `staging` (its new, empty layout) keeping every row, unless
-    `table` already has the `marker` column the new layout adds. Safe to repeat after
-    a crash at any step: an interrupted copy is truncated and redone; EXCHANGE TABLES
-    swaps atomically, after which `table` has the marker and only the drop of the old
-    rows (now under `staging`) is left. Columns the old layout lacks take their
-    defaults. Needs an Atomic database (the default since ClickHouse 20.10)."""
+    """Swap `table` for `staging` (its new, empty layout) with every row copied,
+    unless `table` already has the `marker` column the new layout adds. Safe to repeat
+    after a crash at any step: an interrupted copy is truncated and redone; EXCHANGE
+    TABLES swaps atomically, after which `table` has the marker and only the drop of
+    the old rows (now under `staging`) is left. Columns the old layout lacks take their
+    defaults; rows the new engine's key makes one collapse as it says. Needs an Atomic
+    database (the default since ClickHouse 20.10)."""
     db, name = table.split(".")
     staging_db, staging_name = staging.split(".")
-    if marker not in _columns(store, db, name):
-        old = set(_columns(store, db, name))
+    old = _columns(store, db, name)
+    if marker not in old:
         shared = [c for c in _columns(store, staging_db, staging_name) if c in old]
         if not shared:
             raise MigrationError(f"rebuild of {table}: {staging} does not exist")
