@@ -4,6 +4,12 @@ A request is answered only after the hand-off made its rows durable (committed i
 the store, or acknowledged by Kafka with acks=all). Rejected spans become
 quarantine rows and an OTLP `partial_success`; the valid spans of the same request
 land regardless.
+
+Every row of a request belongs to the tenant of its `Principal`. Besides the wire
+contract's rules, a request is checked as a whole: an evaluation whose agent id the
+principal may not write is rejected, and so is a span repeating an earlier span's
+event id with different content. A repeat with the same content (whatever its span
+ids) is accepted and stored once; its ordinal still counts as arrived.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -38,6 +44,8 @@ from ingest.validate import (
 from schemas.events import DecodedBatch, EmissionRecord, EvaluationEvent, QuarantineRecord
 
 MAX_REPORTED_PROBLEMS = 5
+# Every rejection for the agent allowlist starts so (replay keeps them rejected).
+AGENT_REJECTED = "holonograph.agent.id: not writable with this token"
 
 
 class Handoff(Protocol):
@@ -92,11 +100,78 @@ class ExportObservers:
             observer.observe_export(outcome, rejected)
 
 
-def decode_request(request: PB2ExportTraceServiceRequest, source: str = "receiver") -> DecodedBatch:
-    """Validate every span of a request; never raises for a bad span."""
-    events: list[EvaluationEvent] = []
-    emissions: list[EmissionRecord] = []
-    quarantined: list[QuarantineRecord] = []
+def authorize(event: EvaluationEvent, principal: Principal) -> None:
+    """Fail-closed: a token restricted to listed agents cannot write an evaluation
+    that names no agent."""
+    if principal.may_write(event.agent_id):
+        return
+    if not event.agent_id:
+        raise SpanRejected(f"{AGENT_REJECTED}: no agent id, and the token lists its agents")
+    raise SpanRejected(f"{AGENT_REJECTED}: {event.agent_id!r} is not one of the token's agents")
+
+
+def same_content(event: EvaluationEvent, first: EvaluationEvent) -> bool:
+    """Equal but for the span's own ids and its ordinal: one event sent twice."""
+    update = {"trace_id": first.trace_id, "span_id": first.span_id, "emission": first.emission}
+    return event.model_copy(update=update) == first
+
+
+def _conflict(event: EvaluationEvent, first: EvaluationEvent) -> SpanRejected:
+    return SpanRejected(
+        f"holonograph.event.id: {event.event_id!r} was already sent in this request by span"
+        f" {first.span_id} with different content; one event id is one event"
+    )
+
+
+@dataclass
+class _Collected:
+    """What a request yields so far. Each (stream, seq) arrives once per request: an
+    accepted span's record of it wins over a rejected span's."""
+
+    principal: Principal
+    events: list[EvaluationEvent] = field(default_factory=list)
+    emissions: dict[tuple[str, int], EmissionRecord] = field(default_factory=dict)
+    quarantined: list[QuarantineRecord] = field(default_factory=list)
+    first_of: dict[str, EvaluationEvent] = field(default_factory=dict)
+    collapsed: int = 0
+
+    def arrived(self, emission: EmissionRecord) -> None:
+        key = (emission.stream, emission.seq)
+        known = self.emissions.get(key)
+        if known is None or (known.quarantined and not emission.quarantined):
+            self.emissions[key] = emission
+
+    def evaluation(self, event: EvaluationEvent) -> None:
+        """Raises `SpanRejected` for an agent the principal may not write or a repeat of
+        an event id with other content."""
+        authorize(event, self.principal)
+        first = self.first_of.setdefault(event.event_id, event)
+        if first is event:
+            self.events.append(event)
+        elif same_content(event, first):
+            self.collapsed += 1
+        else:
+            raise _conflict(event, first)
+        self.arrived(emission_of(event))
+
+    def batch(self, ignored: int) -> DecodedBatch:
+        return DecodedBatch.model_construct(
+            tenant_id=self.principal.tenant_id,
+            events=tuple(self.events),
+            emissions=tuple(self.emissions.values()),
+            quarantined=tuple(self.quarantined),
+            ignored_spans=ignored,
+            collapsed_spans=self.collapsed,
+        )
+
+
+def decode_request(
+    request: PB2ExportTraceServiceRequest,
+    source: str = "receiver",
+    principal: Principal = ANONYMOUS,
+) -> DecodedBatch:
+    """Validate every span of a request for `principal`; never raises for a bad span."""
+    collected = _Collected(principal)
     ignored = 0
     for resource_spans in request.resource_spans:
         resource = jsonable(attributes(resource_spans.resource.attributes))
@@ -109,26 +184,18 @@ def decode_request(request: PB2ExportTraceServiceRequest, source: str = "receive
                 attrs = attributes(span.attributes)
                 try:
                     if name == EVALUATION_SPAN:
-                        event = evaluation_event(span, attrs, resource)
-                        events.append(event)
-                        emissions.append(emission_of(event))
+                        collected.evaluation(evaluation_event(span, attrs, resource))
                     elif name == SENTINEL_SPAN:
-                        emissions.append(sentinel_record(span, attrs))
+                        collected.arrived(sentinel_record(span, attrs))
                     else:
                         raise SpanRejected(f"span name {name!r} is not in the wire contract")
                 except (SpanRejected, ValidationError) as err:
-                    reason = _reason(err)
-                    record = quarantine_record(span, attrs, resource, reason, source)
-                    quarantined.append(record)
+                    record = quarantine_record(span, attrs, resource, _reason(err), source)
+                    collected.quarantined.append(record)
                     arrived = quarantined_emission(record, span, attrs)
                     if arrived is not None:
-                        emissions.append(arrived)
-    return DecodedBatch.model_construct(
-        events=tuple(events),
-        emissions=tuple(emissions),
-        quarantined=tuple(quarantined),
-        ignored_spans=ignored,
-    )
+                        collected.arrived(arrived)
+    return collected.batch(ignored)
 
 
 def _reason(err: Exception) -> str:
@@ -171,8 +238,8 @@ class Exporter:
         self._screening = handoff if isinstance(handoff, ScreeningHandoff) else None
         self._group_commit = handoff if isinstance(handoff, GroupCommitHandoff) else None
 
-    def _prepare(self, request: PB2ExportTraceServiceRequest) -> DecodedBatch:
-        batch = decode_request(request)
+    def _prepare(self, request: PB2ExportTraceServiceRequest, principal: Principal) -> DecodedBatch:
+        batch = decode_request(request, principal=principal)
         if self._screening is not None:
             batch = self._screening.screen(batch)
         return batch
@@ -194,13 +261,14 @@ class Exporter:
         """`principal` is who the edge authenticated; its tenant owns the rows."""
         loop = asyncio.get_running_loop()
         with self._arriving():
-            batch = await loop.run_in_executor(self._decoder, self._prepare, request)
+            batch = await loop.run_in_executor(self._decoder, self._prepare, request, principal)
         # No await between leaving `arriving` and `submit` queueing the batch, so a
         # waiting commit sees the request either on its way or in the queue.
         if batch.events or batch.emissions or batch.quarantined:
             await self._handoff.submit(batch, uuid.uuid4().hex, size_bytes)
         outcome = ExportOutcome(
             accepted_spans=len(batch.events)
+            + batch.collapsed_spans
             + sum(e.kind == "sentinel" and not e.quarantined for e in batch.emissions),
             rejected_spans=batch.rejected,
             ignored_spans=batch.ignored_spans,

@@ -165,8 +165,10 @@ class EmbeddedHandoff:
     async def _write(self, taken: list[_Pending]) -> None:
         rows = TableRows()
         received_at = self._clock()
-        for pending in taken:
-            rows.add(pending.batch, pending.receipt_id, received_at)
+        # Queue order is arrival order: of two versions of one event id in this commit,
+        # the later request's wins (see `ingest.rows.ingest_version`).
+        for order, pending in enumerate(taken):
+            rows.add(pending.batch, pending.receipt_id, received_at, order)
         loop = asyncio.get_running_loop()
         started = loop.time()
         error: Exception | None = None

@@ -15,6 +15,7 @@ raise `Backpressure`, so a slow broker costs retries, never unbounded memory.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -88,6 +89,7 @@ class KafkaHandoff:
         self._inflight_bytes = 0
         self._closing = False
         self._screened = ScreenedBatches()
+        self._last_received: dt.datetime | None = None
 
     @property
     def inflight_bytes(self) -> int:
@@ -118,7 +120,7 @@ class KafkaHandoff:
     async def submit(self, batch: DecodedBatch, receipt_id: str, size_bytes: int) -> None:
         if self._closing:
             raise Unavailable("receiver is shutting down", self._retry_after)
-        records = pack(self._screened.take(batch), receipt_id, self._clock(), self._limit)
+        records = pack(self._screened.take(batch), receipt_id, self._received_at(), self._limit)
         size = sum(len(r.value) for r in records)
         if self._inflight_bytes and self._inflight_bytes + size > self._max_inflight:
             raise Backpressure(
@@ -146,6 +148,15 @@ class KafkaHandoff:
             for topic, dead in ((self._topics.records, False), (self._topics.dead_letter, True)):
                 sent = [r for r in records if r.dead_letter is dead]
                 self._metrics.produced(topic, len(sent), sum(len(r.value) for r in sent))
+
+    def _received_at(self) -> dt.datetime:
+        """Strictly increasing per receiver: of two versions of one event id it received,
+        the later one's `received_at` (the version the store keeps) is higher."""
+        now = self._clock()
+        if self._last_received is not None and now <= self._last_received:
+            now = self._last_received + dt.timedelta(microseconds=1)
+        self._last_received = now
+        return now
 
     async def _send_all(self, records: list[OutRecord]) -> None:
         """Append in order (a stream's records must stay in order on its partition),

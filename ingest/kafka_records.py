@@ -32,7 +32,7 @@ from schemas.events import (
     EvaluationEvent,
     QuarantineRecord,
 )
-from schemas.records import SCHEMA_VERSION, BatchRecord, QuarantinedLetter, Record, encode
+from schemas.records import BATCH_HEAD, BatchRecord, QuarantinedLetter, Record, encode
 
 # Kafka's per-record framing, the key and our headers, generously bounded.
 RECORD_OVERHEAD = 512
@@ -41,7 +41,6 @@ RECORD_OVERHEAD = 512
 _ENVELOPE_ALLOWANCE = 128
 _EVENT_JSON = EvaluationEvent.__pydantic_serializer__.to_json
 _EMISSION_JSON = EmissionRecord.__pydantic_serializer__.to_json
-_HEAD = b'{"schema_version":%d,"kind":"batch","receipt_id":' % SCHEMA_VERSION
 _EMISSIONS = b'],"emissions":['
 _TAIL = b"]}"
 
@@ -117,18 +116,23 @@ def _by_stream(units: Iterator[_Unit]) -> dict[str, list[_Unit]]:
     return streams
 
 
-def _envelope(receipt_id: str, received_at: dt.datetime) -> bytes:
+def _tenant_head(tenant_id: str) -> bytes:
+    return BATCH_HEAD + to_json(tenant_id) + b',"receipt_id":'
+
+
+def _envelope(tenant_id: str, receipt_id: str, received_at: dt.datetime) -> bytes:
     """The envelope up to the stream: shared by every batch record of a request."""
-    return _HEAD + to_json(receipt_id) + b',"received_at":' + to_json(received_at)
+    return _tenant_head(tenant_id) + to_json(receipt_id) + b',"received_at":' + to_json(received_at)
 
 
 def _stream_head(envelope: bytes, stream: str) -> bytes:
     return envelope + b',"stream":' + to_json(stream) + b',"events":['
 
 
-def _empty_size(stream: str) -> int:
+def _empty_size(tenant_id: str, stream: str) -> int:
     """A record of `stream` with no units and the longest envelope `screen` allows for."""
-    return len(_stream_head(_HEAD, stream)) + _ENVELOPE_ALLOWANCE + len(_EMISSIONS) + len(_TAIL)
+    head = _stream_head(_tenant_head(tenant_id), stream)
+    return len(head) + _ENVELOPE_ALLOWANCE + len(_EMISSIONS) + len(_TAIL)
 
 
 def screen_serialized(batch: DecodedBatch, max_message_bytes: int) -> Screened:
@@ -138,7 +142,7 @@ def screen_serialized(batch: DecodedBatch, max_message_bytes: int) -> Screened:
     streams = _by_stream(_units(batch))
     oversized: list[_Unit] = []
     for stream, units in streams.items():
-        empty = _empty_size(stream)
+        empty = _empty_size(batch.tenant_id, stream)
         if empty + sum(u.size for u in units) > limit:
             oversized.extend(u for u in units if empty + u.size > limit)
     if not oversized:
@@ -148,7 +152,8 @@ def screen_serialized(batch: DecodedBatch, max_message_bytes: int) -> Screened:
     quarantined, arrived = [], []
     for unit in oversized:
         reason = (
-            f"record of {_empty_size(unit.stream) + unit.size} bytes exceeds the broker's"
+            f"record of {_empty_size(batch.tenant_id, unit.stream) + unit.size} bytes"
+            " exceeds the broker's"
             f" message limit of {max_message_bytes} bytes"
         )
         for emission in unit.emissions:
@@ -156,6 +161,8 @@ def screen_serialized(batch: DecodedBatch, max_message_bytes: int) -> Screened:
             quarantined.append(_too_large(emission, event, reason))
             arrived.append(emission.model_copy(update={"quarantined": True, "sentinel": None}))
     screened = DecodedBatch(
+        tenant_id=batch.tenant_id,
+        collapsed_spans=batch.collapsed_spans,
         events=tuple(e for e in batch.events if id(e) not in drop_events),
         emissions=tuple(e for e in batch.emissions if id(e) not in drop_emissions) + tuple(arrived),
         quarantined=batch.quarantined + tuple(quarantined),
@@ -202,15 +209,19 @@ def pack(
     """Records for one screened batch: per-stream batch records, then dead letters."""
     screened = batch if isinstance(batch, Screened) else Screened(batch, _by_stream(_units(batch)))
     limit = payload_limit(max_message_bytes)
-    envelope = _envelope(receipt_id, received_at)
+    tenant_id = screened.batch.tenant_id
+    envelope = _envelope(tenant_id, receipt_id, received_at)
     out: list[OutRecord] = []
     for stream, units in screened.streams.items():
         head = _stream_head(envelope, stream)
         for chunk in _chunks(units, len(head) + len(_EMISSIONS) + len(_TAIL), limit):
-            out.append(_batch_record(head, stream, chunk, receipt_id, received_at))
+            out.append(_batch_record(head, tenant_id, stream, chunk, receipt_id, received_at))
     for span in screened.batch.quarantined:
         letter = _fit_letter(
-            QuarantinedLetter(receipt_id=receipt_id, received_at=received_at, span=span), limit
+            QuarantinedLetter(
+                tenant_id=tenant_id, receipt_id=receipt_id, received_at=received_at, span=span
+            ),
+            limit,
         )
         key = span.emission_stream or span.quarantine_id
         out.append(OutRecord(key.encode(), encode(letter), letter, dead_letter=True))
@@ -233,7 +244,12 @@ def _chunks(units: list[_Unit], empty: int, limit: int) -> Iterator[list[_Unit]]
 
 
 def _batch_record(
-    head: bytes, stream: str, chunk: list[_Unit], receipt_id: str, received_at: dt.datetime
+    head: bytes,
+    tenant_id: str,
+    stream: str,
+    chunk: list[_Unit],
+    receipt_id: str,
+    received_at: dt.datetime,
 ) -> OutRecord:
     value = b"".join(
         (
@@ -245,6 +261,7 @@ def _batch_record(
         )
     )
     record = BatchRecord.model_construct(
+        tenant_id=tenant_id,
         receipt_id=receipt_id,
         received_at=received_at,
         stream=stream,

@@ -7,6 +7,10 @@ receipt id `emission_receipts` holds for its (stream, seq)), so its receipt row 
 replaced rather than counted twice, and its event id collapses as always. A poison record that now
 decodes is re-produced byte for byte to the topic it came from. Replaying twice
 changes nothing.
+
+A replayed span keeps its tenant (the quarantine row's, or its letter's). Spans
+rejected because their token may not write their agent stay rejected: replay runs
+without the token, so it cannot vouch for the agent; the client must send them again.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue as PB2KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans as PB2ResourceSpans
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
 
-from ingest.export import Handoff, decode_request
+from ingest.export import AGENT_REJECTED, Handoff, decode_request
+from ingest.principal import Principal
 from schemas.events import DecodedBatch
 from schemas.records import BatchRecord, PoisonLetter, QuarantinedLetter, RecordError, decode
 from schemas.store import DATABASE, Store
@@ -79,20 +84,28 @@ def key_values(attrs: Mapping[str, Any]) -> list[PB2KeyValue]:
     return [PB2KeyValue(key=k, value=any_value(v)) for k, v in attrs.items()]
 
 
-def revalidate(span_proto: bytes, resource: Mapping[str, Any]) -> DecodedBatch:
-    """The span through today's decode and validation, as a one-span request."""
+def revalidate(span_proto: bytes, resource: Mapping[str, Any], tenant_id: str) -> DecodedBatch:
+    """The span through today's decode and validation, as a one-span request of its
+    tenant."""
     resource_spans = PB2ResourceSpans()
     resource_spans.resource.attributes.extend(key_values(resource))
     resource_spans.scope_spans.add().spans.append(PB2Span.FromString(span_proto))
     request = PB2ExportTraceServiceRequest(resource_spans=[resource_spans])
-    return decode_request(request, source=SOURCE)
+    return decode_request(request, source=SOURCE, principal=Principal(tenant_id=tenant_id))
+
+
+NOT_REPLAYED_AGENT = "rejected for its token's agents: not replayed (the client must resend)"
 
 
 async def _resubmit(
     handoff: Handoff, span_proto: bytes, resource: Mapping[str, Any], receipt_id: str,
-    report: ReplayReport,
+    tenant_id: str, reason: str, report: ReplayReport,
 ) -> None:  # fmt: skip
-    batch = revalidate(span_proto, resource)
+    if reason.startswith(AGENT_REJECTED):
+        report.still_rejected += 1
+        report.reasons[NOT_REPLAYED_AGENT] += 1
+        return
+    batch = revalidate(span_proto, resource, tenant_id)
     if batch.quarantined:
         report.still_rejected += 1
         report.reasons[batch.quarantined[0].reason] += 1
@@ -101,14 +114,16 @@ async def _resubmit(
     report.replayed += 1
 
 
-def _original_receipt(store: Store, stream: str | None, seq: int | None, qid: str) -> str:
-    """The smallest receipt id of that (stream, seq): the same on every replay."""
+def _original_receipt(
+    store: Store, tenant_id: str, stream: str | None, seq: int | None, qid: str
+) -> str:
+    """The smallest receipt id of that (tenant, stream, seq): the same on every replay."""
     if stream is not None and seq is not None:
         found = store.query(
             f"SELECT receipt_id FROM {DATABASE}.emission_receipts FINAL"
-            " WHERE emission_stream = {stream:String} AND emission_seq = {seq:UInt64}"
-            " ORDER BY receipt_id LIMIT 1",
-            {"stream": stream, "seq": seq},
+            " WHERE tenant_id = {tenant:String} AND emission_stream = {stream:String}"
+            " AND emission_seq = {seq:UInt64} ORDER BY receipt_id LIMIT 1",
+            {"tenant": tenant_id, "stream": stream, "seq": seq},
         ).scalar()
         if found:
             return str(found)
@@ -125,8 +140,8 @@ async def replay_quarantine(
     """Quarantined spans from the table (optionally those whose reason contains
     `reason`, received since `since`) through validation again."""
     rows = store.query(
-        f"SELECT quarantine_id, emission_stream, emission_seq, resource_attributes,"
-        f" hex(span_proto) FROM {DATABASE}.quarantine FINAL"
+        f"SELECT tenant_id, quarantine_id, emission_stream, emission_seq, reason,"
+        f" resource_attributes, hex(span_proto) FROM {DATABASE}.quarantine FINAL"
         " WHERE position(reason, {reason:String}) > 0 AND received_at >= {since:DateTime64(3)}"
         " ORDER BY received_at, quarantine_id LIMIT {limit:UInt64}",
         {
@@ -136,14 +151,16 @@ async def replay_quarantine(
         },
     ).rows
     report = ReplayReport()
-    for qid, stream, seq, resource, span_hex in rows:
+    for tenant, qid, stream, seq, reason, resource, span_hex in rows:
         report.seen += 1
         if not span_hex:
             report.skipped += 1
             report.reasons["original span not kept"] += 1
             continue
-        receipt = _original_receipt(store, stream, seq, qid)
-        await _resubmit(handoff, bytes.fromhex(span_hex), json.loads(resource), receipt, report)
+        receipt = _original_receipt(store, tenant, stream, seq, qid)
+        await _resubmit(
+            handoff, bytes.fromhex(span_hex), json.loads(resource), receipt, tenant, reason, report
+        )
     return report
 
 
@@ -203,8 +220,9 @@ async def replay_dead_letters(
                 report.reasons["original span not kept"] += 1
                 continue
             await _resubmit(
-                handoff, span.span_proto, span.resource_attributes, letter.receipt_id, report
-            )
+                handoff, span.span_proto, span.resource_attributes, letter.receipt_id,
+                letter.tenant_id, span.reason, report,
+            )  # fmt: skip
         elif isinstance(letter, PoisonLetter):
             await _replay_poison(letter, producer, report)
         elif isinstance(letter, BatchRecord):

@@ -1,6 +1,9 @@
 """Decoded models -> ClickHouse rows, column lists kept beside the conversions.
 
 Shared by the embedded writer and the Kafka sink so both paths store identical rows.
+Every row carries the tenant of the batch it came from; event and dimension rows
+carry `ingest_version`, which decides the version of an event id that wins (the
+latest received: see `ingest_version`).
 """
 
 from __future__ import annotations
@@ -15,30 +18,30 @@ from schemas.events import DecodedBatch, EmissionRecord, EvaluationEvent, Quaran
 from schemas.store import DATABASE, Store
 
 EVENT_COLUMNS = (
-    "event_id", "surface_id", "agent_id", "correlation_id", "run_mode", "provenance",
+    "tenant_id", "event_id", "surface_id", "agent_id", "correlation_id", "run_mode", "provenance",
     "timestamp", "lens_version", "light_source_id", "light_source_requested", "substrate",
     "cohort_tags", "multiplex_role", "fixture_id", "markers", "latency_ms", "cost_usd",
     "tokens_input", "tokens_output", "sdk_name", "sdk_version", "dimension_ids",
     "emission_stream", "emission_seq", "emission_final", "trace_id", "span_id",
-    "resource_attributes", "extras", "ingested_at",
+    "resource_attributes", "extras", "ingested_at", "ingest_version",
 )  # fmt: skip
 
 DIMENSION_COLUMNS = (
-    "event_id", "dimension_id", "passed", "score", "expected", "actual", "judge",
+    "tenant_id", "event_id", "dimension_id", "passed", "score", "expected", "actual", "judge",
     "surface_id", "agent_id", "correlation_id", "run_mode", "provenance", "timestamp",
     "lens_version", "light_source_id", "light_source_requested", "substrate", "cohort_tags",
-    "emission_stream", "ingested_at",
+    "emission_stream", "ingested_at", "ingest_version",
 )  # fmt: skip
 
 RECEIPT_COLUMNS = (
-    "emission_stream", "emission_seq", "receipt_id", "kind", "final", "quarantined",
+    "tenant_id", "emission_stream", "emission_seq", "receipt_id", "kind", "final", "quarantined",
     "event_id", "surface_id", "event_time", "received_at", "sentinel_interval_ms",
     "completeness_offered", "completeness_delivered", "completeness_dropped",
     "completeness_failed", "completeness_window_start", "completeness_window_end",
 )  # fmt: skip
 
 QUARANTINE_COLUMNS = (
-    "quarantine_id", "received_at", "reason", "span_name", "trace_id", "span_id",
+    "tenant_id", "quarantine_id", "received_at", "reason", "span_name", "trace_id", "span_id",
     "emission_stream", "emission_seq", "attributes", "resource_attributes", "span_proto",
     "source",
 )  # fmt: skip
@@ -55,6 +58,15 @@ def ticks_ms(value: dt.datetime) -> int:
     return int(value.timestamp()) * 1000 + value.microsecond // 1000
 
 
+def ingest_version(received_at: dt.datetime, order: int = 0) -> int:
+    """The version ReplacingMergeTree keeps the highest of, per event id: the receipt
+    time in nanoseconds plus `order`, the request's place in its group commit (the
+    queue's arrival order), so of two versions received in one commit the later wins
+    too. A later commit's receipt time is later by at least the previous commit's
+    write, far more nanoseconds than it had requests, so its versions stay higher."""
+    return ticks_ns(received_at) + order
+
+
 def _json(value: Any) -> str:
     if not value:
         return "{}"  # most events carry no extras: skip the encoder
@@ -62,12 +74,17 @@ def _json(value: Any) -> str:
 
 
 def event_row(
-    event: EvaluationEvent, ingested_at: int, resource_json: str | None = None
+    tenant_id: str,
+    event: EvaluationEvent,
+    ingested_at: int,
+    version: int,
+    resource_json: str | None = None,
 ) -> list[Any]:
-    """`ingested_at` in DateTime64(3) ticks (see `ticks_ms`)."""
+    """`ingested_at` in DateTime64(3) ticks (see `ticks_ms`), `version` from
+    `ingest_version`."""
     outcome = event.outcome
     return [
-        event.event_id, event.surface_id, event.agent_id, event.correlation_id,
+        tenant_id, event.event_id, event.surface_id, event.agent_id, event.correlation_id,
         event.run_mode, event.provenance, ticks_ns(event.timestamp), event.lens.version,
         event.light_source.id, event.light_source.requested, event.substrate.columns,
         list(outcome.cohort_tags), event.multiplex_role, event.lens.fixture_id,
@@ -76,38 +93,45 @@ def event_row(
         event.sdk_name, event.sdk_version, [d.dimension_id for d in outcome.dimensions],
         event.emission.stream, event.emission.seq, event.emission.final, event.trace_id,
         event.span_id, resource_json or _json(event.resource_attributes), _json(event.extras),
-        ingested_at,
+        ingested_at, version,
     ]  # fmt: skip
 
 
-def dimension_rows(event: EvaluationEvent, ingested_at: int) -> list[list[Any]]:
+def dimension_rows(
+    tenant_id: str, event: EvaluationEvent, ingested_at: int, version: int
+) -> list[list[Any]]:
     layers = [
         event.surface_id, event.agent_id, event.correlation_id, event.run_mode,
         event.provenance, ticks_ns(event.timestamp), event.lens.version, event.light_source.id,
         event.light_source.requested, event.substrate.columns, list(event.outcome.cohort_tags),
-        event.emission.stream, ingested_at,
+        event.emission.stream, ingested_at, version,
     ]  # fmt: skip
     return [
-        [event.event_id, d.dimension_id, d.passed, d.score, d.expected, d.actual, d.judge, *layers]
+        [tenant_id, event.event_id, d.dimension_id, d.passed, d.score, d.expected, d.actual,
+         d.judge, *layers]
         for d in event.outcome.dimensions
-    ]
+    ]  # fmt: skip
 
 
-def receipt_row(record: EmissionRecord, receipt_id: str, received_at: int) -> list[Any]:
+def receipt_row(
+    tenant_id: str, record: EmissionRecord, receipt_id: str, received_at: int
+) -> list[Any]:
     s = record.sentinel
     return [
-        record.stream, record.seq, receipt_id, record.kind, record.final, record.quarantined,
-        record.event_id, record.surface_id, ticks_ns(record.event_time), received_at,
+        tenant_id, record.stream, record.seq, receipt_id, record.kind, record.final,
+        record.quarantined, record.event_id, record.surface_id, ticks_ns(record.event_time),
+        received_at,
         s.interval_ms if s else None, s.offered if s else None, s.delivered if s else None,
         s.dropped if s else None, s.failed if s else None, s.window_start if s else None,
         s.window_end if s else None,
     ]  # fmt: skip
 
 
-def quarantine_row(record: QuarantineRecord, received_at: int) -> list[Any]:
+def quarantine_row(tenant_id: str, record: QuarantineRecord, received_at: int) -> list[Any]:
     return [
-        record.quarantine_id, received_at, record.reason, record.span_name, record.trace_id,
-        record.span_id, record.emission_stream, record.emission_seq, _json(record.attributes),
+        tenant_id, record.quarantine_id, received_at, record.reason, record.span_name,
+        record.trace_id, record.span_id, record.emission_stream, record.emission_seq,
+        _json(record.attributes),
         _json(record.resource_attributes), record.span_proto, record.source,
     ]  # fmt: skip
 
@@ -121,8 +145,14 @@ class TableRows:
     receipts: list[list[Any]] = field(default_factory=list)
     quarantine: list[list[Any]] = field(default_factory=list)
 
-    def add(self, batch: DecodedBatch, receipt_id: str, received_at: dt.datetime) -> None:
+    def add(
+        self, batch: DecodedBatch, receipt_id: str, received_at: dt.datetime, order: int = 0
+    ) -> None:
+        """`order`: the batch's place among the requests received at `received_at`
+        (see `ingest_version`)."""
         received = ticks_ms(received_at)
+        version = ingest_version(received_at, order)
+        tenant = batch.tenant_id
         # A request's events share their resource: encode it once per distinct value
         # (comparing dicts is far cheaper than encoding them).
         resource: dict[str, Any] | None = None
@@ -131,10 +161,10 @@ class TableRows:
             if event.resource_attributes != resource:
                 resource = event.resource_attributes
                 resource_json = _json(resource)
-            self.events.append(event_row(event, received, resource_json))
-            self.dimensions.extend(dimension_rows(event, received))
-        self.receipts.extend(receipt_row(r, receipt_id, received) for r in batch.emissions)
-        self.quarantine.extend(quarantine_row(q, received) for q in batch.quarantined)
+            self.events.append(event_row(tenant, event, received, version, resource_json))
+            self.dimensions.extend(dimension_rows(tenant, event, received, version))
+        self.receipts.extend(receipt_row(tenant, r, receipt_id, received) for r in batch.emissions)
+        self.quarantine.extend(quarantine_row(tenant, q, received) for q in batch.quarantined)
 
     @property
     def row_count(self) -> int:

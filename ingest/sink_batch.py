@@ -82,11 +82,15 @@ class Batch:
             record = item.record
             if isinstance(record, BatchRecord):
                 batch = DecodedBatch.model_construct(
-                    events=_shared_resources(record.events), emissions=record.emissions
+                    tenant_id=record.tenant_id,
+                    events=_shared_resources(record.events),
+                    emissions=record.emissions,
                 )
                 rows.add(batch, record.receipt_id, record.received_at)
             elif isinstance(record, QuarantinedLetter):
-                batch = DecodedBatch.model_construct(quarantined=(record.span,))
+                batch = DecodedBatch.model_construct(
+                    tenant_id=record.tenant_id, quarantined=(record.span,)
+                )
                 rows.add(batch, record.receipt_id, record.received_at)
         return rows
 

@@ -7,6 +7,10 @@ A gap is counted in the bucket of the record that follows it. Because everything
 derived from the stored receipts, the answer is exact after receiver restarts and
 with several receivers writing, and a late arrival that fills a gap simply changes it.
 
+Streams are per tenant: (tenant, stream) is the identity everywhere, so another
+tenant's stream of the same name never fills, closes or counts in this one. A
+`Selection` with a tenant reads that tenant only; without one, every tenant.
+
 Two ways to read it:
 - `read_report` computes the selection live (read-only, works through `serve`'s
   admin endpoint);
@@ -64,8 +68,10 @@ class CompletenessConfig(BaseModel):
 
 @dataclass(frozen=True)
 class Selection:
-    """Which streams to account for. Every clause binds its value as a parameter."""
+    """Which streams to account for (`tenant` None: every tenant's). Every clause
+    binds its value as a parameter."""
 
+    tenant: str | None = None
     stream: str | None = None
     surface: str | None = None
     since: dt.datetime | None = None
@@ -76,6 +82,9 @@ class Selection:
     def where(self) -> tuple[str, dict[str, Any]]:
         clauses: list[str] = []
         params: dict[str, Any] = {}
+        if self.tenant is not None:
+            clauses.append("tenant_id = {sel_tenant:String}")
+            params["sel_tenant"] = self.tenant
         if self.stream is not None:
             clauses.append("emission_stream = {sel_stream:String}")
             params["sel_stream"] = self.stream
@@ -84,12 +93,13 @@ class Selection:
             params["sel_streams"] = list(self.streams)
         if self.surface is not None:
             clauses.append(
-                f"emission_stream IN ({RECEIPT_STREAMS} surface_id = {{sel_surface:String}})"
+                f"(tenant_id, emission_stream) IN ({RECEIPT_STREAMS}"
+                " surface_id = {sel_surface:String})"
             )
             params["sel_surface"] = self.surface
         if self.since is not None or self.until is not None:
             clauses.append(
-                f"emission_stream IN ({RECEIPT_STREAMS}"
+                f"(tenant_id, emission_stream) IN ({RECEIPT_STREAMS}"
                 " event_time >= {sel_since:DateTime64(9, 'UTC')}"
                 " AND event_time < {sel_until:DateTime64(9, 'UTC')})"
             )
@@ -97,7 +107,7 @@ class Selection:
             params["sel_until"] = _naive(self.until or _FAR_FUTURE)
         if self.received_since is not None:
             clauses.append(
-                f"emission_stream IN ({RECEIPT_STREAMS}"
+                f"(tenant_id, emission_stream) IN ({RECEIPT_STREAMS}"
                 " received_at >= {sel_received_since:DateTime64(3, 'UTC')})"
             )
             params["sel_received_since"] = _naive(self.received_since)
@@ -153,7 +163,7 @@ def account_streams(
     """Per-stream accounting and status as of `now`, computed live (read-only)."""
     config = config or CompletenessConfig()
     where, params = (selection or Selection()).where()
-    sql = f"{_with_records(where)}\n{STREAMS_SELECT}\nORDER BY emission_stream"
+    sql = f"{_with_records(where)}\n{STREAMS_SELECT}\nORDER BY tenant_id, emission_stream"
     result = store.query(sql, {**params, **_job_params(now, 0, config)})
     streams = [_stream_from_row(row) for row in result.dicts()]
     return sorted(streams, key=_stream_rank)
@@ -178,8 +188,9 @@ def account_windows(
     sql = f"""{_with_records(where)},
 stream_windows AS ({STREAM_WINDOWS_SELECT}),
 stream_surfaces AS (
-    SELECT stream AS emission_stream, groupUniqArrayIf(surface, surface != '') AS surfaces
-    FROM records GROUP BY stream)
+    SELECT tenant AS tenant_id, stream AS emission_stream,
+           groupUniqArrayIf(surface, surface != '') AS surfaces
+    FROM records GROUP BY tenant, stream)
 SELECT * FROM (
     SELECT * FROM stream_windows
     UNION ALL
@@ -187,7 +198,7 @@ SELECT * FROM (
 )
 WHERE bucket_start >= {{from_bucket:DateTime('UTC')}}
     AND bucket_start < {{to_bucket:DateTime('UTC')}}
-ORDER BY scope, surface_id, emission_stream, bucket_start"""
+ORDER BY tenant_id, scope, surface_id, emission_stream, bucket_start"""
     since = floor_to_bucket(selection.since, bucket) if selection.since else _EPOCH
     params.update(
         version=0,
@@ -233,6 +244,7 @@ def read_report(
         biased_windows=sum(1 for w in windows if w.bias_flag),
     )
     return CompletenessReport(
+        tenant=selection.tenant,
         missing_in_range=in_range,
         as_of=_aware(now),
         since=selection.since,
@@ -247,9 +259,10 @@ def read_report(
 _RANK = {"dead": 0, "closed-lossy": 1, "open": 2, "closed-complete": 3}
 
 
-def _stream_rank(stream: StreamAccounting) -> tuple[int, int, int, str]:
+def _stream_rank(stream: StreamAccounting) -> tuple[int, int, int, str, str]:
     """Lossy and dead streams first, then open ones with gaps, then the rest."""
-    return (_RANK[stream.status], 0 if stream.missing else 1, -stream.missing, stream.stream)
+    rank = _RANK[stream.status]
+    return (rank, 0 if stream.missing else 1, -stream.missing, stream.stream, stream.tenant_id)
 
 
 def _ranges(value: Any) -> list[GapRange]:
@@ -272,6 +285,7 @@ def _stream_from_row(row: dict[str, Any]) -> StreamAccounting:
         mismatch=bool(row["loss_mismatch"]),
     )
     return StreamAccounting(
+        tenant_id=row["tenant_id"],
         stream=row["emission_stream"],
         status=row["status"],
         first_seq=row["first_seq"],
@@ -300,6 +314,7 @@ def _stream_from_row(row: dict[str, Any]) -> StreamAccounting:
 
 def _window_from_row(row: dict[str, Any]) -> CompletenessWindow:
     return CompletenessWindow(
+        tenant_id=row["tenant_id"],
         bucket=row["bucket"],
         scope=row["scope"],
         surface_id=row["surface_id"],
@@ -351,17 +366,18 @@ def _insert_surface_windows(store: Store, full: bool, params: dict[str, Any]) ->
     surface_where = "has({buckets:Array(String)}, toString(w.bucket))"
     if not full:
         windows += (
-            " AND (bucket, bucket_start) IN (SELECT bucket, bucket_start"
+            " AND (tenant_id, bucket, bucket_start) IN (SELECT tenant_id, bucket, bucket_start"
             " FROM holonograph.completeness_windows"
             " WHERE scope = 'stream' AND version = {version:UInt64})"
         )
         surface_where += (
-            " AND s_surface IN (SELECT arrayJoin(surfaces) FROM holonograph.stream_status"
-            " WHERE version = {version:UInt64})"
+            " AND (w.tenant_id, s_surface) IN (SELECT tenant_id, arrayJoin(surfaces)"
+            " FROM holonograph.stream_status WHERE version = {version:UInt64})"
         )
     select = SURFACE_WINDOWS_SELECT.format(
         windows=windows + ")",
-        statuses="(SELECT emission_stream, surfaces FROM holonograph.stream_status FINAL)",
+        statuses="(SELECT tenant_id, emission_stream, surfaces"
+        " FROM holonograph.stream_status FINAL)",
         surface_where=surface_where,
     )
     store.command(
@@ -388,22 +404,30 @@ def mark_dead_streams(store: Store, now: dt.datetime, version: int | None = None
 
 
 def _shard_clauses(store: Store, config: CompletenessConfig) -> list[tuple[str, dict[str, Any]]]:
-    """Contiguous stream-name ranges of about `rows_per_shard` receipts each: a range
-    of the sorting key's prefix, so each shard reads only its own granules."""
+    """Contiguous (tenant, stream) ranges of about `rows_per_shard` receipts each: a
+    range of the sorting key's prefix, so each shard reads only its own granules."""
     bounds = [
-        row[0] for row in store.query(SHARD_BOUNDS, {"rows_per_shard": config.rows_per_shard}).rows
+        tuple(row[0])
+        for row in store.query(SHARD_BOUNDS, {"rows_per_shard": config.rows_per_shard}).rows
     ]
     if len(bounds) <= 1:
         return [("1", {})]
     clauses: list[tuple[str, dict[str, Any]]] = []
     for i, lower in enumerate(bounds):
-        clause, params = "1", {}
+        clause = "1"
+        params: dict[str, Any] = {}
         if i > 0:
-            clause = "emission_stream >= {shard_lower:String}"
-            params["shard_lower"] = lower
+            clause = (
+                "(tenant_id, emission_stream)"
+                " >= ({shard_lower_tenant:String}, {shard_lower:String})"
+            )
+            params.update(shard_lower_tenant=lower[0], shard_lower=lower[1])
         if i + 1 < len(bounds):
-            clause += " AND emission_stream < {shard_upper:String}"
-            params["shard_upper"] = bounds[i + 1]
+            clause += (
+                " AND (tenant_id, emission_stream)"
+                " < ({shard_upper_tenant:String}, {shard_upper:String})"
+            )
+            params.update(shard_upper_tenant=bounds[i + 1][0], shard_upper=bounds[i + 1][1])
         clauses.append((clause, params))
     return clauses
 
@@ -527,12 +551,17 @@ def refresh_stream_status(
 # ---------------------------------------------------------------- stored reads
 
 
-def stored_streams(store: Store, stream: str | None = None) -> list[StreamAccounting]:
-    """`stream_status` as last refreshed (lossy and dead first)."""
-    sql = "SELECT * FROM holonograph.stream_status FINAL"
+def stored_streams(
+    store: Store, stream: str | None = None, tenant: str | None = None
+) -> list[StreamAccounting]:
+    """`stream_status` as last refreshed (lossy and dead first), of one tenant or all."""
+    sql = "SELECT * FROM holonograph.stream_status FINAL WHERE 1"
     params: dict[str, Any] = {}
+    if tenant is not None:
+        sql += " AND tenant_id = {tenant:String}"
+        params["tenant"] = tenant
     if stream is not None:
-        sql += " WHERE emission_stream = {stream:String}"
+        sql += " AND emission_stream = {stream:String}"
         params["stream"] = stream
     rows = store.query(sql, params).dicts()
     return sorted((_stream_from_row(row) for row in rows), key=_stream_rank)
@@ -544,16 +573,19 @@ def stored_windows(
     scope: str | None = None,
     since: dt.datetime | None = None,
     until: dt.datetime | None = None,
+    tenant: str | None = None,
 ) -> list[CompletenessWindow]:
-    """`completeness_windows` as last refreshed, for later jobs that weigh their
-    samples: rows with `offered = 0` (zeroed or empty) are left out."""
+    """`completeness_windows` as last refreshed (of one tenant, or all), for later jobs
+    that weigh their samples: rows with `offered = 0` (zeroed or empty) are left out."""
     rows = store.query(
         "SELECT * FROM holonograph.completeness_windows FINAL"
         " WHERE bucket = {bucket:String} AND offered > 0"
+        " AND ({tenant:String} = '' OR tenant_id = {tenant:String})"
         " AND ({scope:String} = '' OR scope = {scope:String})"
         " AND bucket_start >= {since:DateTime('UTC')} AND bucket_start < {until:DateTime('UTC')}"
-        " ORDER BY scope, surface_id, emission_stream, bucket_start",
+        " ORDER BY tenant_id, scope, surface_id, emission_stream, bucket_start",
         {
+            "tenant": tenant or "",
             "bucket": bucket,
             "scope": scope or "",
             "since": _naive(floor_to_bucket(since, bucket) if since else _EPOCH),

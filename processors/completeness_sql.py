@@ -2,17 +2,19 @@
 gap below every received (stream, seq), and the aggregates built on it. Kept apart so
 the job module reads as the steps it runs; parameters are bound (`{name:Type}`),
 `{where}`-style placeholders are filled with fixed clauses by the job, never values.
+A stream is (tenant, stream): every window, group and join is per tenant.
 """
 
 from __future__ import annotations
 
-RECEIPT_STREAMS = "SELECT emission_stream FROM holonograph.emission_receipts WHERE"
+RECEIPT_STREAMS = "SELECT tenant_id, emission_stream FROM holonograph.emission_receipts WHERE"
 
 
 # One row per received (stream, seq) with the size of the gap just below it.
 RECORDS = """
 records AS (
     SELECT
+        tenant_id AS tenant,
         emission_stream AS stream,
         emission_seq AS seq,
         kind = 'sentinel' AS is_sentinel,
@@ -31,7 +33,7 @@ records AS (
         completeness_window_start AS c_start,
         completeness_window_end AS c_end,
         toInt64(emission_seq) - lagInFrame(toInt64(emission_seq), 1, toInt64(-1)) OVER (
-            PARTITION BY emission_stream ORDER BY emission_seq
+            PARTITION BY tenant_id, emission_stream ORDER BY emission_seq
             ROWS BETWEEN 1 PRECEDING AND CURRENT ROW
         ) - 1 AS gap_before
     FROM holonograph.emission_records
@@ -40,6 +42,7 @@ records AS (
 
 
 STREAM_COLUMNS = (
+    "tenant_id",
     "emission_stream",
     "status",
     "first_seq",
@@ -78,6 +81,7 @@ STREAM_COLUMNS = (
 # sentinels repeated it; a sentinel without window bounds is its own window.
 STREAMS_SELECT = """
 SELECT
+    tenant AS tenant_id,
     stream AS emission_stream,
     multiIf(
         final_seen AND missing = 0, 'closed-complete',
@@ -123,10 +127,11 @@ SELECT
     {version:UInt64} AS version,
     now64(3, 'UTC') AS computed_at
 FROM records
-GROUP BY stream"""
+GROUP BY tenant, stream"""
 
 
 WINDOW_COLUMNS = (
+    "tenant_id",
     "bucket",
     "scope",
     "surface_id",
@@ -150,6 +155,7 @@ WINDOW_COLUMNS = (
 
 STREAM_WINDOWS_SELECT = """
 SELECT
+    tenant AS tenant_id,
     b.1 AS bucket,
     'stream' AS scope,
     '' AS surface_id,
@@ -173,13 +179,14 @@ ARRAY JOIN arrayFilter(x -> has({buckets:Array(String)}, x.1), [
     ('minute', toDateTime(toStartOfMinute(evt_time), 'UTC')),
     ('hour', toDateTime(toStartOfHour(evt_time), 'UTC')),
     ('day', toDateTime(toStartOfDay(evt_time), 'UTC'))]) AS b
-GROUP BY bucket, emission_stream, bucket_start"""
+GROUP BY tenant_id, bucket, emission_stream, bucket_start"""
 
 
 # A surface's bucket: its own delivered records against the gaps of every stream
 # that ever carried it (a lost event's surface is unknown, so the floor is conservative).
 SURFACE_WINDOWS_SELECT = """
 SELECT
+    w.tenant_id AS tenant_id,
     w.bucket AS bucket,
     'surface' AS scope,
     s_surface AS surface_id,
@@ -199,23 +206,25 @@ SELECT
     {{version:UInt64}} AS version,
     now64(3, 'UTC') AS computed_at
 FROM {windows} AS w
-INNER JOIN {statuses} AS st ON w.emission_stream = st.emission_stream
+INNER JOIN {statuses} AS st
+    ON w.tenant_id = st.tenant_id AND w.emission_stream = st.emission_stream
 ARRAY JOIN st.surfaces AS s_surface
 WHERE {surface_where}
-GROUP BY bucket, s_surface, bucket_start"""
+GROUP BY tenant_id, bucket, s_surface, bucket_start"""
 
 
 # A stream row this refresh did not rewrite (its records moved to another bucket)
 # is zeroed rather than left stale.
 ZERO_STALE = """
 INSERT INTO holonograph.completeness_windows ({columns})
-SELECT bucket, scope, surface_id, emission_stream, bucket_start,
+SELECT tenant_id, bucket, scope, surface_id, emission_stream, bucket_start,
     0, 0, 0, 0, 0, 1., false, 0, 0, map(), map(), {{version:UInt64}}, now64(3, 'UTC')
 FROM holonograph.completeness_windows FINAL
 WHERE scope = 'stream' AND version < {{version:UInt64}}
     AND has({{buckets:Array(String)}}, toString(bucket))
-    AND emission_stream IN (
-        SELECT emission_stream FROM holonograph.stream_status WHERE version = {{version:UInt64}})"""
+    AND (tenant_id, emission_stream) IN (
+        SELECT tenant_id, emission_stream FROM holonograph.stream_status
+        WHERE version = {{version:UInt64}})"""
 
 
 MARK_DEAD_WHERE = """
@@ -225,10 +234,11 @@ WHERE status = 'open' AND toUnixTimestamp64Milli(last_seen_at) + dead_after_ms
 
 
 SHARD_BOUNDS = """
-SELECT min(emission_stream) AS lower FROM (
-    SELECT emission_stream, n, sum(n) OVER (
-        ORDER BY emission_stream ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto
-    FROM (SELECT emission_stream, count() AS n
-          FROM holonograph.emission_receipts GROUP BY emission_stream))
+SELECT min((tenant_id, emission_stream)) AS lower FROM (
+    SELECT tenant_id, emission_stream, n, sum(n) OVER (
+        ORDER BY tenant_id, emission_stream
+        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto
+    FROM (SELECT tenant_id, emission_stream, count() AS n
+          FROM holonograph.emission_receipts GROUP BY tenant_id, emission_stream))
 GROUP BY intDiv(upto - n, {rows_per_shard:UInt64})
 ORDER BY lower"""

@@ -5,6 +5,8 @@ approver, the time, the source surface and the fixture's canonical JSON. Editing
 fixture and approving it again appends the next version; approving the content that is
 already live is a no-op that returns the live record. A fixture is live while its
 newest record is an approval; a rejection (which needs a comment) retires it.
+Fixtures belong to a tenant: ids, versions and live records are per tenant, and a
+tenant's checks run only its own fixtures.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from typing import Any, Literal
 
 from processors.conformance_suite import FixtureLookup, ResolvedFixture
 from schemas.conformance import ApprovalRequest, Fixture, RejectionRequest
+from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
 
 TABLE = "holonograph.conformance_fixtures"
 COLUMNS = (
+    "tenant_id",
     "record_id",
     "fixture_id",
     "version",
@@ -73,6 +77,7 @@ class FixtureRecord:
     fixture: Fixture
     fixture_digest: str
     recorded_at: dt.datetime
+    tenant_id: str = DEFAULT_TENANT
 
     @property
     def live(self) -> bool:
@@ -80,6 +85,7 @@ class FixtureRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "tenantId": self.tenant_id,
             "eventId": self.record_id,
             "fixtureId": self.fixture_id,
             "version": self.version,
@@ -112,6 +118,7 @@ def _record(row: dict[str, Any]) -> FixtureRecord:
     if recorded.tzinfo is None:
         recorded = recorded.replace(tzinfo=dt.UTC)
     return FixtureRecord(
+        tenant_id=row["tenant_id"],
         record_id=row["record_id"],
         fixture_id=row["fixture_id"],
         version=int(row["version"]),
@@ -128,17 +135,21 @@ def _record(row: dict[str, Any]) -> FixtureRecord:
     )
 
 
-def _select(store: Store, where: str, parameters: dict[str, Any]) -> list[FixtureRecord]:
+def _select(
+    store: Store, tenant_id: str, where: str, parameters: dict[str, Any]
+) -> list[FixtureRecord]:
     sql = (
-        f"SELECT {', '.join(COLUMNS)} FROM {TABLE} FINAL WHERE {where}"
+        f"SELECT {', '.join(COLUMNS)} FROM {TABLE} FINAL"
+        f" WHERE tenant_id = {{tenant:String}} AND {where}"
         " ORDER BY fixture_id, version, recorded_at, record_id"
     )
-    return [_record(row) for row in store.query(sql, parameters).dicts()]
+    rows = store.query(sql, {**parameters, "tenant": tenant_id}).dicts()
+    return [_record(row) for row in rows]
 
 
-def history(store: Store, fixture_id: str) -> list[FixtureRecord]:
-    """Every record of one fixture, oldest version first."""
-    return _select(store, "fixture_id = {fixture_id:String}", {"fixture_id": fixture_id})
+def history(store: Store, fixture_id: str, tenant_id: str = DEFAULT_TENANT) -> list[FixtureRecord]:
+    """Every record of one fixture of a tenant, oldest version first."""
+    return _select(store, tenant_id, "fixture_id = {fixture_id:String}", {"fixture_id": fixture_id})
 
 
 def _latest_per_fixture(records: list[FixtureRecord]) -> list[FixtureRecord]:
@@ -149,25 +160,36 @@ def _latest_per_fixture(records: list[FixtureRecord]) -> list[FixtureRecord]:
 
 
 def list_fixtures(
-    store: Store, surface_id: str | None = None, *, all_versions: bool = False
+    store: Store,
+    surface_id: str | None = None,
+    *,
+    all_versions: bool = False,
+    tenant_id: str = DEFAULT_TENANT,
 ) -> list[FixtureRecord]:
-    """The newest record per fixture (or every version), optionally for one surface."""
+    """The newest record per fixture (or every version) of a tenant, optionally for
+    one surface."""
     if surface_id is None:
-        records = _select(store, "1", {})
+        records = _select(store, tenant_id, "1", {})
     else:
-        records = _select(store, "surface_id = {surface_id:String}", {"surface_id": surface_id})
+        records = _select(
+            store, tenant_id, "surface_id = {surface_id:String}", {"surface_id": surface_id}
+        )
     return records if all_versions else _latest_per_fixture(records)
 
 
-def live_fixture(store: Store, fixture_id: str) -> FixtureRecord | None:
-    records = history(store, fixture_id)
+def live_fixture(
+    store: Store, fixture_id: str, tenant_id: str = DEFAULT_TENANT
+) -> FixtureRecord | None:
+    records = history(store, fixture_id, tenant_id)
     return records[-1] if records and records[-1].live else None
 
 
-def approved_version(store: Store, fixture_id: str, version: int | None) -> FixtureRecord:
-    """The live approved version of a fixture, or its `version` if that one was
-    approved; `LookupError` saying why there is none."""
-    records = history(store, fixture_id)
+def approved_version(
+    store: Store, fixture_id: str, version: int | None, tenant_id: str = DEFAULT_TENANT
+) -> FixtureRecord:
+    """The live approved version of a tenant's fixture, or its `version` if that one
+    was approved; `LookupError` saying why there is none."""
+    records = history(store, fixture_id, tenant_id)
     if not records:
         raise LookupError(f"approved fixture {fixture_id} is not in the store")
     if version is None:
@@ -184,19 +206,22 @@ def approved_version(store: Store, fixture_id: str, version: int | None) -> Fixt
     raise LookupError(f"approved fixture {fixture_id}: version {version} was never approved")
 
 
-def store_fixture_lookup(store: Store) -> FixtureLookup:
-    """`approvedFixtures` of a harness suite, answered from this store."""
+def store_fixture_lookup(store: Store, tenant_id: str = DEFAULT_TENANT) -> FixtureLookup:
+    """`approvedFixtures` of a harness suite, answered from this store's fixtures of
+    the tenant."""
 
     def lookup(fixture_id: str, version: int | None) -> ResolvedFixture:
-        record = approved_version(store, fixture_id, version)
+        record = approved_version(store, fixture_id, version, tenant_id)
         return ResolvedFixture(record.fixture, record.version, record.fixture_digest)
 
     return lookup
 
 
-def live_fixtures(store: Store, surface_id: str) -> list[FixtureRecord]:
-    """The approved version of every live fixture of a surface: what checks run."""
-    return [r for r in list_fixtures(store, surface_id) if r.live]
+def live_fixtures(
+    store: Store, surface_id: str, tenant_id: str = DEFAULT_TENANT
+) -> list[FixtureRecord]:
+    """The approved version of every live fixture of a tenant's surface: what checks run."""
+    return [r for r in list_fixtures(store, surface_id, tenant_id=tenant_id) if r.live]
 
 
 def _write(
@@ -208,8 +233,9 @@ def _write(
     comment: str,
     clock: Clock,
     new_id: Callable[[], str],
+    tenant_id: str,
 ) -> Outcome:
-    previous = history(store, fixture.fixture_id)
+    previous = history(store, fixture.fixture_id, tenant_id)
     digest = fixture_digest(fixture)
     if previous:
         last = previous[-1]
@@ -229,6 +255,7 @@ def _write(
         fixture=fixture,
         fixture_digest=digest,
         recorded_at=clock().astimezone(dt.UTC),
+        tenant_id=tenant_id,
     )
     row = [getattr(record, c) for c in COLUMNS[:-3]]
     row += [canonical_json(fixture), digest, record.recorded_at]
@@ -242,8 +269,10 @@ def approve(
     *,
     clock: Clock = utc_now,
     new_id: Callable[[], str] = new_record_id,
+    tenant_id: str = DEFAULT_TENANT,
 ) -> Outcome:
-    """Commit a fixture as the next version of its id (a no-op if already live as is)."""
+    """Commit a fixture as the next version of its id in the tenant (a no-op if
+    already live as is)."""
     return _write(
         store,
         request.fixture,
@@ -253,6 +282,7 @@ def approve(
         request.comment or "",
         clock,
         new_id,
+        tenant_id,
     )
 
 
@@ -262,6 +292,7 @@ def reject(
     *,
     clock: Clock = utc_now,
     new_id: Callable[[], str] = new_record_id,
+    tenant_id: str = DEFAULT_TENANT,
 ) -> Outcome:
     """Record that an approver turned a fixture down, with why; retires a live one."""
     return _write(
@@ -273,4 +304,5 @@ def reject(
         request.comment,
         clock,
         new_id,
+        tenant_id,
     )

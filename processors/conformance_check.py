@@ -7,7 +7,8 @@ strongest event verdict (fail > pass > requires-judge > unevaluable > not-applic
 because one pass outweighs any number of unevaluable events, the result also carries
 counts per verdict and the share of applicable events that were evaluable (pass or
 fail). An empty window is `unevaluable`: there is no evidence either way. Each check
-is persisted as one row per fixture in `conformance_results`.
+is persisted as one row per fixture in `conformance_results`. A check reads one
+tenant's events and runs that tenant's fixtures.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from processors.conformance_approve import fixture_digest, live_fixture, live_fixtures, utc_now
 from processors.conformance_eval import VERDICT_SQL, SqlBuilder
 from schemas.conformance import RANK_VERDICT, VERDICT_ORDER, VERDICT_RANK, Fixture, Verdict
+from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
 
 RESULTS_TABLE = "holonograph.conformance_results"
@@ -86,6 +88,7 @@ class CheckResult:
     page_size: int = 0
     page_verdicts: tuple[Verdict, ...] = ()
     persisted: bool = field(default=False, compare=False)
+    tenant_id: str = DEFAULT_TENANT
 
     @property
     def events_checked(self) -> int:
@@ -113,6 +116,7 @@ class CheckResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "checkId": self.check_id,
+            "tenantId": self.tenant_id,
             "fixtureId": self.fixture.fixture_id,
             "fixtureVersion": self.fixture_version or None,
             "fixtureDigest": fixture_digest(self.fixture),
@@ -145,7 +149,7 @@ def _verdicts_sql(fixture: Fixture, run_modes: Sequence[str]) -> tuple[str, dict
     guard = sql_builder.array(fixture.when or [], fixture.rule_id)
     checks = sql_builder.array(fixture.checks(), fixture.rule_id)
     filters = (
-        "surface_id = {surface:String}"
+        "tenant_id = {tenant:String} AND surface_id = {surface:String}"
         " AND timestamp >= {since:DateTime64(6, 'UTC')}"
         " AND timestamp < {until:DateTime64(6, 'UTC')}"
     )
@@ -221,8 +225,10 @@ def check_fixture(
     persist: bool = True,
     clock: Callable[[], dt.datetime] = utc_now,
     check_id: str | None = None,
+    tenant_id: str = DEFAULT_TENANT,
 ) -> CheckResult:
-    """Run one fixture (stored: pass its version; inline: version 0) over a window."""
+    """Run one fixture (stored: pass its version; inline: version 0) over a window of
+    the tenant's events."""
     if surface_id is not None and surface_id != fixture.surface_id:
         raise ValueError(
             f"fixture {fixture.fixture_id} applies to {fixture.surface_id}, not {surface_id}"
@@ -232,6 +238,7 @@ def check_fixture(
     window = Window.resolve(since, until, clock)
     sql, parameters = _verdicts_sql(fixture, run_modes)
     parameters.update(
+        tenant=tenant_id,
         surface=fixture.surface_id,
         since=window.since,
         until=window.until,
@@ -258,6 +265,7 @@ def check_fixture(
         page_offset=page_offset,
         page_size=page_size,
         page_verdicts=tuple(page_verdicts),
+        tenant_id=tenant_id,
     )
     if persist:
         persist_result(store, result)
@@ -265,8 +273,8 @@ def check_fixture(
 
 
 def check_stored(store: Store, fixture_id: str, **options: Any) -> CheckResult:
-    """Run the live version of an approved fixture."""
-    record = live_fixture(store, fixture_id)
+    """Run the live version of an approved fixture of the tenant (`tenant_id` option)."""
+    record = live_fixture(store, fixture_id, options.get("tenant_id", DEFAULT_TENANT))
     if record is None:
         raise FixtureNotFound(f"no approved fixture {fixture_id!r} is live")
     return check_fixture(store, record.fixture, fixture_version=record.version, **options)
@@ -279,11 +287,12 @@ def check_surface(store: Store, surface_id: str, **options: Any) -> list[CheckRe
     options.setdefault("check_id", f"chk_{uuid.uuid4().hex}")
     return [
         check_fixture(store, r.fixture, fixture_version=r.version, clock=lambda: now, **options)
-        for r in live_fixtures(store, surface_id)
+        for r in live_fixtures(store, surface_id, options.get("tenant_id", DEFAULT_TENANT))
     ]
 
 
 RESULT_COLUMNS = (
+    "tenant_id",
     "check_id",
     "fixture_id",
     "fixture_version",
@@ -310,6 +319,7 @@ RESULT_COLUMNS = (
 def persist_result(store: Store, result: CheckResult) -> None:
     counts = [result.counts[v] for v in VERDICT_ORDER]
     row = [
+        result.tenant_id,
         result.check_id,
         result.fixture.fixture_id,
         result.fixture_version,
@@ -338,11 +348,12 @@ def list_results(
     since: dt.datetime | None = None,
     until: dt.datetime | None = None,
     limit: int = 100,
+    tenant_id: str = DEFAULT_TENANT,
 ) -> list[dict[str, Any]]:
-    """Persisted check results, newest first: conformance over time for one surface or
-    fixture (checked_at in [since, until))."""
-    filters: list[str] = ["1"]
-    parameters: dict[str, Any] = {"limit": limit}
+    """Persisted check results of a tenant, newest first: conformance over time for one
+    surface or fixture (checked_at in [since, until))."""
+    filters: list[str] = ["tenant_id = {tenant:String}"]
+    parameters: dict[str, Any] = {"limit": limit, "tenant": tenant_id}
     for column, name, value, type_name in (
         ("surface_id", "surface", surface_id, "String"),
         ("fixture_id", "fixture", fixture_id, "String"),
@@ -370,6 +381,7 @@ def _result_json(row: dict[str, Any]) -> dict[str, Any]:
     row = {**row, **utc}
     return {
         "checkId": row["check_id"],
+        "tenantId": row["tenant_id"],
         "fixtureId": row["fixture_id"],
         "fixtureVersion": row["fixture_version"] or None,
         "fixtureDigest": row["fixture_digest"],

@@ -38,6 +38,7 @@ from schemas.conformance import (
     Verdict,
     strongest,
 )
+from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
 
 MAX_DOCUMENT_BYTES = 512 * 1024
@@ -219,9 +220,12 @@ def select_events(
     cohort_tag: str | None = None,
     run_modes: Sequence[str] = (),
     limit: int = MAX_TRIALS,
+    tenant_id: str = DEFAULT_TENANT,
 ) -> list[Trial]:
-    """The most recent `limit` events of a surface in [since, until), oldest first."""
+    """The most recent `limit` events of a tenant's surface in [since, until), oldest
+    first."""
     filters = [
+        "tenant_id = {tenant:String}",
         "surface_id = {surface:String}",
         "timestamp >= {since:DateTime64(6, 'UTC')}",
         "timestamp < {until:DateTime64(6, 'UTC')}",
@@ -243,11 +247,12 @@ def select_events(
         ) AS e
         LEFT JOIN (
             SELECT event_id, groupArray(tuple(dimension_id, passed, score, judge)) AS dims
-            FROM holonograph.evaluation_dimensions FINAL WHERE {" AND ".join(filters[:3])}
+            FROM holonograph.evaluation_dimensions FINAL WHERE {" AND ".join(filters[:4])}
             GROUP BY event_id
         ) AS d ON e.event_id = d.event_id
         ORDER BY e.timestamp, e.event_id"""
     parameters = {
+        "tenant": tenant_id,
         "surface": surface_id,
         "since": since,
         "until": until,
@@ -268,12 +273,13 @@ def select_events(
 
 @dataclass
 class StoreSource:
-    """A window [since, until) of the store's events."""
+    """A window [since, until) of one tenant's events in the store."""
 
     store: Store
     since: dt.datetime
     until: dt.datetime
     run_modes: Sequence[str] = ()
+    tenant_id: str = DEFAULT_TENANT
 
     def trials(self, scenario: Scenario) -> list[Trial]:
         return select_events(
@@ -285,11 +291,13 @@ class StoreSource:
             cohort_tag=scenario.select.cohort_tag,
             run_modes=self.run_modes,
             limit=scenario.repetitions,
+            tenant_id=self.tenant_id,
         )
 
     def describe(self) -> dict[str, Any]:
         return {
             "kind": "store",
+            "tenantId": self.tenant_id,
             "since": self.since,
             "until": self.until,
             "runModes": list(self.run_modes) or None,

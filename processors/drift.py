@@ -64,6 +64,7 @@ class DriftRequest:
     seed: int = 0
     corroboration_neighbourhood: int = 72
     attribution: AttributionConfig = field(default_factory=AttributionConfig)
+    tenant_id: str | None = None  # None: every tenant in the store
 
     def __post_init__(self) -> None:
         if self.bucket not in BUCKETS:
@@ -82,6 +83,7 @@ class DriftRequest:
             self.dimension_id,
             self.provenances,
             self.run_modes,
+            self.tenant_id,
         )
 
     def parameters(self) -> DriftParameters:
@@ -160,6 +162,7 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
         notes.append("no outcomes recorded for this surface, window and filter")
     report = DriftReport(
         run_id=run_id or f"drift_{uuid.uuid4().hex}",
+        tenant_id=request.tenant_id,
         surface_id=request.surface_id,
         dimension_id=request.dimension_id,
         since=request.since,

@@ -55,6 +55,8 @@ def fetch_loss_windows(store: Store, query: SeriesQuery) -> list[LossWindow] | N
         "bucket_start < {until:DateTime64(3, 'UTC')}",
         "bucket_start >= {since:DateTime64(3, 'UTC')} - INTERVAL 1 DAY",
     ]
+    if "tenant_id" in cols:
+        where.append("({tenant:String} = '' OR tenant_id = {tenant:String})")
     if "surface_id" in cols:
         where.append("surface_id = {surface:String}")
         if "scope" in cols:
@@ -91,7 +93,8 @@ def fetch_loss_windows(store: Store, query: SeriesQuery) -> list[LossWindow] | N
 
 _STREAMS_OF_SURFACE = """emission_stream IN (
     SELECT DISTINCT emission_stream FROM holonograph.evaluation_events FINAL
-    WHERE surface_id = {surface:String}
+    WHERE ({tenant:String} = '' OR tenant_id = {tenant:String})
+      AND surface_id = {surface:String}
       AND timestamp >= {since:DateTime64(3, 'UTC')}
       AND timestamp < {until:DateTime64(3, 'UTC')})"""
 

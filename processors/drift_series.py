@@ -1,7 +1,8 @@
 """Bucketed series for drift and variance, aggregated in ClickHouse.
 
-Every read goes through `evaluation_dimensions FINAL` (one row per event x dimension)
-and comes back grouped: one *cell* per (bucket, layer values) with its event count and
+Every read goes through `evaluation_dimensions FINAL` (one row per (tenant, event) x
+dimension, whatever the event's timestamp), filtered to one tenant or all, and comes
+back grouped: one *cell* per (bucket, layer values) with its event count and
 pass count (or score sum and sum of squares). A month of hourly traffic is a few
 thousand cells however many events it holds; raw events never reach Python.
 """
@@ -23,7 +24,8 @@ BUCKETS = {"hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1)}
 BUCKET_SQL = {"hour": "toStartOfHour(timestamp)", "day": "toStartOfDay(timestamp)"}
 
 SERIES_FILTER = """
-    surface_id = {surface:String}
+    ({tenant:String} = '' OR tenant_id = {tenant:String})
+    AND surface_id = {surface:String}
     AND timestamp >= {since:DateTime64(3, 'UTC')} AND timestamp < {until:DateTime64(3, 'UTC')}
     AND (empty({provenances:Array(String)}) OR has({provenances:Array(String)}, provenance))
     AND (empty({run_modes:Array(String)}) OR has({run_modes:Array(String)}, run_mode))
@@ -32,8 +34,9 @@ SERIES_FILTER = """
 
 @dataclass(frozen=True)
 class SeriesQuery:
-    """What to read: one surface (and dimension), a UTC window, a bucket width and the
-    run-mode / provenance filter (empty tuple = no filter)."""
+    """What to read: one surface (and dimension), a UTC window, a bucket width, the
+    run-mode / provenance filter (empty tuple = no filter) and the tenant (None: every
+    tenant)."""
 
     surface_id: str
     since: dt.datetime
@@ -42,9 +45,11 @@ class SeriesQuery:
     dimension_id: str | None = None
     provenances: tuple[str, ...] = ("production-state",)
     run_modes: tuple[str, ...] = ()
+    tenant_id: str | None = None
 
     def params(self) -> dict[str, Any]:
         return {
+            "tenant": self.tenant_id or "",
             "surface": self.surface_id,
             "since": naive_utc(self.since),
             "until": naive_utc(self.until),
@@ -138,7 +143,7 @@ def fetch_cells(store: Store, query: SeriesQuery, dimension_id: str, binary: boo
 
 def event_count(store: Store, query: SeriesQuery) -> int:
     sql = f"""
-        SELECT uniqExact(event_id) FROM holonograph.evaluation_dimensions FINAL
+        SELECT uniqExact(tenant_id, event_id) FROM holonograph.evaluation_dimensions FINAL
         WHERE {SERIES_FILTER} AND ({{dimension:String}} = '' OR dimension_id = {{dimension:String}})
     """
     return int(store.query(sql, query.params()).scalar() or 0)

@@ -9,12 +9,16 @@ import json
 from collections.abc import Callable
 
 from schemas.analysis import DriftReport
+from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
 
 
 def persist_drift(store: Store, report: DriftReport, now: Callable[[], dt.datetime]) -> None:
-    """Write the run's change points and brackets, then the run itself as an analysis event."""
+    """Write the run's change points and brackets, then the run itself as an analysis
+    event, under the run's tenant (a run over every tenant of a store that holds none
+    yet is recorded as tenant `default`)."""
     run_at = now().astimezone(dt.UTC).replace(tzinfo=None)
+    tenant = report.tenant_id or DEFAULT_TENANT
     p = report.parameters
     common = [
         report.since.astimezone(dt.UTC).replace(tzinfo=None)
@@ -31,6 +35,7 @@ def persist_drift(store: Store, report: DriftReport, now: Callable[[], dt.dateti
         p.permutations,
         p.seed,
         report.event_count,
+        tenant,
     ]
     rows: list[list[object]] = []
     for point in report.change_points:
@@ -58,6 +63,7 @@ def persist_drift(store: Store, report: DriftReport, now: Callable[[], dt.dateti
         "holonograph.analysis_events",
         [
             [
+                tenant,
                 report.run_id,
                 "drift-run",
                 "",
@@ -85,8 +91,9 @@ DRIFT_COLUMNS = [
     "window_to", "source", "reason", "confident", "effect", "effect_ci_low", "effect_ci_high",
     "test_statistic", "penalty", "p_value", "evidence", "since", "until", "bucket",
     "delta_threshold", "run_modes", "provenances", "alpha", "permutations", "seed", "event_count",
+    "tenant_id",
 ]  # fmt: skip
 ANALYSIS_EVENT_COLUMNS = [
-    "event_id", "kind", "target_event_id", "surface_id", "dimension_id", "status", "verdict",
-    "approver_id", "pinned_label", "superseded_by", "created_at", "payload",
+    "tenant_id", "event_id", "kind", "target_event_id", "surface_id", "dimension_id", "status",
+    "verdict", "approver_id", "pinned_label", "superseded_by", "created_at", "payload",
 ]  # fmt: skip

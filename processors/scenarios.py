@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
 
 LAYER_KINDS = ("lens", "light source", "substrate", "silent", "cohort-mix")
@@ -203,9 +204,15 @@ _STAGING_COLUMNS = [
 ]  # fmt: skip
 
 
-def write_cells(store: Store, cells: list[CellRow], ingested_at: dt.datetime) -> int:
-    """Expand cells into event, dimension and receipt rows inside ClickHouse; returns the
-    number of delivered events. Dropped events leave gaps in their stream's ordinals."""
+def write_cells(
+    store: Store,
+    cells: list[CellRow],
+    ingested_at: dt.datetime,
+    tenant_id: str = DEFAULT_TENANT,
+) -> int:
+    """Expand cells into event, dimension and receipt rows of `tenant_id` inside
+    ClickHouse; returns the number of delivered events. Dropped events leave gaps in
+    their stream's ordinals."""
     store.command(
         f"""CREATE TABLE IF NOT EXISTS {STAGING} (
             cell_id String, surface_id String, dimension_id String,
@@ -233,7 +240,7 @@ def write_cells(store: Store, cells: list[CellRow], ingested_at: dt.datetime) ->
             ]
         )  # fmt: skip
     store.insert(STAGING, rows, _STAGING_COLUMNS)
-    params = {"ingested_at": ingested_at}
+    params = {"ingested_at": ingested_at, "tenant": tenant_id}
     store.command(_EXPAND_DIMENSIONS.format(staging=STAGING), params)
     store.command(_EXPAND_EVENTS.format(staging=STAGING), params)
     store.command(_EXPAND_RECEIPTS.format(staging=STAGING), params)
@@ -258,10 +265,10 @@ _EVENTS = """
 """
 _EXPAND_DIMENSIONS = (
     """INSERT INTO holonograph.evaluation_dimensions
-    (event_id, dimension_id, passed, score, surface_id, agent_id, correlation_id, run_mode,
-     provenance, timestamp, lens_version, light_source_id, light_source_requested, substrate,
-     cohort_tags, emission_stream, ingested_at)
-    SELECT event_id, dimension_id, if(scored, NULL, j < passes),
+    (tenant_id, event_id, dimension_id, passed, score, surface_id, agent_id, correlation_id,
+     run_mode, provenance, timestamp, lens_version, light_source_id, light_source_requested,
+     substrate, cohort_tags, emission_stream, ingested_at)
+    SELECT {{tenant:String}}, event_id, dimension_id, if(scored, NULL, j < passes),
            if(scored, 3.0 + 2.0 * (j < passes), NULL), surface_id, 'scenario-agent', event_id,
            run_mode, provenance, ts, lens_version, light_source_id, light_source_requested,
            substrate, cohort_tags, emission_stream, {{ingested_at:DateTime64(3, 'UTC')}}
@@ -271,12 +278,13 @@ _EXPAND_DIMENSIONS = (
 )
 _EXPAND_EVENTS = (
     """INSERT INTO holonograph.evaluation_events
-    (event_id, surface_id, agent_id, correlation_id, run_mode, provenance, timestamp,
+    (tenant_id, event_id, surface_id, agent_id, correlation_id, run_mode, provenance, timestamp,
      lens_version, light_source_id, light_source_requested, substrate, cohort_tags,
      sdk_name, sdk_version, dimension_ids, emission_stream, emission_seq, emission_final,
      resource_attributes, extras, ingested_at)
-    SELECT event_id, surface_id, 'scenario-agent', event_id, run_mode, provenance, ts,
-           lens_version, light_source_id, light_source_requested, substrate, cohort_tags,
+    SELECT {{tenant:String}}, event_id, surface_id, 'scenario-agent', event_id, run_mode,
+           provenance, ts, lens_version, light_source_id, light_source_requested, substrate,
+           cohort_tags,
            'scenario', '1', [dimension_id], emission_stream, seq_offset + slot, false,
            '{{}}', '{{}}', {{ingested_at:DateTime64(3, 'UTC')}}
     FROM ("""
@@ -285,10 +293,11 @@ _EXPAND_EVENTS = (
 )
 _EXPAND_RECEIPTS = (
     """INSERT INTO holonograph.emission_receipts
-    (emission_stream, emission_seq, receipt_id, kind, final, quarantined, event_id,
+    (tenant_id, emission_stream, emission_seq, receipt_id, kind, final, quarantined, event_id,
      surface_id, event_time, received_at)
-    SELECT emission_stream, seq_offset + slot, concat('r-', event_id), 'evaluation', false,
-           false, event_id, surface_id, ts, {{ingested_at:DateTime64(3, 'UTC')}}
+    SELECT {{tenant:String}}, emission_stream, seq_offset + slot, concat('r-', event_id),
+           'evaluation', false, false, event_id, surface_id, ts,
+           {{ingested_at:DateTime64(3, 'UTC')}}
     FROM ("""
     + _EVENTS
     + ")"

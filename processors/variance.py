@@ -30,6 +30,7 @@ from scipy import optimize, stats
 
 from processors.drift_series import BUCKET_SQL, SERIES_FILTER, SeriesQuery, dimension_kinds
 from schemas.analysis import Interval, VarianceReading
+from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
 
 FloatArray = NDArray[np.float64]
@@ -119,7 +120,7 @@ def fetch_clustered(store: Store, query: SeriesQuery, binary: bool) -> Clustered
                sum(k * k) AS skk, sum(k * m) AS skm, sum(m * m) AS smm, count() AS clusters
         FROM (
             SELECT {BUCKET_SQL[query.bucket]} AS bucket_start,
-                   if(correlation_id = '', event_id, correlation_id) AS cluster,
+                   (tenant_id, if(correlation_id = '', event_id, correlation_id)) AS cluster,
                    toFloat64(count()) AS m, sum({value}) AS k, sum({value} * {value}) AS kk
             FROM holonograph.evaluation_dimensions FINAL
             WHERE {SERIES_FILTER} AND dimension_id = {{dimension:String}} AND {outcome}
@@ -181,6 +182,7 @@ class DecomposeRequest:
     run_modes: tuple[str, ...] = ()
     provenances: tuple[str, ...] = ("production-state",)
     level: float = 0.95
+    tenant_id: str | None = None  # None: every tenant in the store
 
     def query(self) -> SeriesQuery:
         return SeriesQuery(
@@ -191,6 +193,7 @@ class DecomposeRequest:
             self.dimension_id,
             self.provenances,
             self.run_modes,
+            self.tenant_id,
         )
 
 
@@ -204,6 +207,7 @@ def decompose(store: Store, request: DecomposeRequest, now: dt.datetime) -> Vari
     result = decompose_buckets(data, request.level)
     return VarianceReading(
         event_id=f"evt_{uuid.uuid4().hex}",
+        tenant_id=request.tenant_id or DEFAULT_TENANT,
         surface_id=request.surface_id,
         dimension_id=request.dimension_id,
         since=request.since,
@@ -240,6 +244,7 @@ def persist_reading(store: Store, reading: VarianceReading) -> None:
         "holonograph.variance_readings",
         [
             [
+                reading.tenant_id,
                 reading.event_id,
                 reading.surface_id,
                 reading.dimension_id,
@@ -273,7 +278,7 @@ def persist_reading(store: Store, reading: VarianceReading) -> None:
         READING_COLUMNS,
     )
     record_event(store, reading.event_id, "variance-decompose", reading.surface_id,
-                 reading.dimension_id, when, payload)  # fmt: skip
+                 reading.dimension_id, when, payload, tenant_id=reading.tenant_id)  # fmt: skip
 
 
 def record_event(
@@ -286,7 +291,10 @@ def record_event(
     payload: str,
     **fields: Any,
 ) -> None:
+    """One `analysis_events` row; `fields` fill the optional columns (`tenant_id`
+    defaults to tenant `default`)."""
     row = {
+        "tenant_id": DEFAULT_TENANT,
         "event_id": event_id,
         "kind": kind,
         "target_event_id": "",
@@ -303,10 +311,14 @@ def record_event(
     store.insert("holonograph.analysis_events", [list(row.values())], list(row))
 
 
-def load_reading(store: Store, event_id: str) -> VarianceReading | None:
+def load_reading(
+    store: Store, event_id: str, tenant_id: str | None = None
+) -> VarianceReading | None:
+    """The stored reading, if it is one of `tenant_id`'s (None: any tenant's)."""
     payload = store.query(
-        "SELECT payload FROM holonograph.variance_readings FINAL WHERE event_id = {id:String}",
-        {"id": event_id},
+        "SELECT payload FROM holonograph.variance_readings FINAL WHERE event_id = {id:String}"
+        " AND ({tenant:String} = '' OR tenant_id = {tenant:String})",
+        {"id": event_id, "tenant": tenant_id or ""},
     ).scalar()
     return VarianceReading.model_validate(json.loads(payload)) if payload else None
 
@@ -323,7 +335,7 @@ def _naive(value: dt.datetime) -> dt.datetime:
 
 
 READING_COLUMNS = [
-    "event_id", "surface_id", "dimension_id", "since", "until", "bucket", "run_modes",
+    "tenant_id", "event_id", "surface_id", "dimension_id", "since", "until", "bucket", "run_modes",
     "provenances", "outcome", "buckets", "events", "clusters", "mean", "observed_variance",
     "noise_variance", "cleaned_variance", "cleaned_ci_low", "cleaned_ci_high", "noise_share",
     "q_statistic", "method", "created_at", "payload",

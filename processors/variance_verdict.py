@@ -68,6 +68,7 @@ def _query(reading: VarianceReading) -> SeriesQuery:
         reading.dimension_id,
         tuple(reading.provenances),
         tuple(reading.run_modes),
+        reading.tenant_id,
     )
 
 
@@ -272,6 +273,7 @@ def persist_evaluation(
         store, evaluation.event_id, "variance-evaluate", reading.surface_id,
         reading.dimension_id, evaluation.created_at, json.dumps(evaluation.to_json()),
         target_event_id=reading.event_id, verdict=evaluation.verdict,
+        tenant_id=reading.tenant_id,
     )  # fmt: skip
 
 
@@ -290,9 +292,11 @@ def lifecycle(
     now: dt.datetime,
     pinned_label: str | None = None,
     superseded_by: str | None = None,
+    tenant_id: str | None = None,
 ) -> LifecycleRecord:
-    """Validate and record one governance decision on a reading."""
-    target = _reading_scope(store, target_event_id)
+    """Validate and record one governance decision on a reading of `tenant_id` (None:
+    any tenant's); the decision is the reading's tenant's."""
+    target = _reading_scope(store, target_event_id, tenant_id)
     if target is None:
         raise LifecycleError(f"no variance reading {target_event_id!r}")
     if status not in ("lock", "pin", "supersede", "discard"):
@@ -304,9 +308,10 @@ def lifecycle(
     if status == "supersede":
         if not superseded_by:
             raise LifecycleError("supersede needs supersededBy")
-        if superseded_by == target_event_id or _reading_scope(store, superseded_by) is None:
+        other = _reading_scope(store, superseded_by, target[2])
+        if superseded_by == target_event_id or other is None:
             raise LifecycleError(f"supersededBy {superseded_by!r} is not another reading")
-    current = current_status(store, target_event_id)
+    current = current_status(store, target_event_id, target[2])
     if current in FINAL_STATUSES:
         raise LifecycleError(f"reading {target_event_id} is already {current}d")
     record = LifecycleRecord(
@@ -322,24 +327,29 @@ def lifecycle(
         store, record.event_id, "variance-lifecycle", target[0], target[1], now,
         json.dumps(record.to_json()), target_event_id=target_event_id, status=status,
         approver_id=approver_id, pinned_label=pinned_label, superseded_by=record.superseded_by,
+        tenant_id=target[2],
     )  # fmt: skip
     return record
 
 
-def _reading_scope(store: Store, event_id: str) -> tuple[str, str] | None:
+def _reading_scope(
+    store: Store, event_id: str, tenant_id: str | None
+) -> tuple[str, str, str] | None:
+    """(surface, dimension, tenant) of a stored reading of `tenant_id` (None: any)."""
     rows = store.query(
-        "SELECT surface_id, dimension_id FROM holonograph.variance_readings FINAL"
-        " WHERE event_id = {id:String}",
-        {"id": event_id},
+        "SELECT surface_id, dimension_id, tenant_id FROM holonograph.variance_readings FINAL"
+        " WHERE event_id = {id:String} AND ({tenant:String} = '' OR tenant_id = {tenant:String})",
+        {"id": event_id, "tenant": tenant_id or ""},
     ).rows
-    return (str(rows[0][0]), str(rows[0][1])) if rows else None
+    return (str(rows[0][0]), str(rows[0][1]), str(rows[0][2])) if rows else None
 
 
-def current_status(store: Store, target_event_id: str) -> str | None:
+def current_status(store: Store, target_event_id: str, tenant_id: str | None = None) -> str | None:
     value = store.query(
         "SELECT argMax(status, created_at) FROM holonograph.analysis_events FINAL"
         " WHERE kind = 'variance-lifecycle' AND target_event_id = {id:String}"
+        " AND ({tenant:String} = '' OR tenant_id = {tenant:String})"
         " HAVING count() > 0",
-        {"id": target_event_id},
+        {"id": target_event_id, "tenant": tenant_id or ""},
     ).scalar()
     return None if value is None else str(value)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from schemas import jsoncodec
+from schemas.events import DEFAULT_TENANT
 
 Source = Literal["substrate", "light source", "lens", "noise"]
 LayerSource = Literal["lens", "light source", "substrate"]
@@ -178,9 +179,11 @@ class DriftParameters(Model):
 
 class DriftReport(Model):
     """Mirrors `POST /lens/attribute`: surfaceId, eventCount, changePoints,
-    bracketedWindows; plus the run's id, window, parameters and per-dimension summary."""
+    bracketedWindows; plus the run's id, tenant (None: every tenant), window, parameters
+    and per-dimension summary."""
 
     run_id: str
+    tenant_id: str | None = None
     surface_id: str
     dimension_id: str | None
     since: dt.datetime
@@ -195,9 +198,11 @@ class DriftReport(Model):
 
 class VarianceReading(Model):
     """`POST /lens/decomposeVariance`: the observed spread of bucket outcomes split into
-    measurement noise and real (between-bucket) variance."""
+    measurement noise and real (between-bucket) variance, over one tenant's events
+    (readings stored before tenancy are tenant `default`)."""
 
     event_id: str
+    tenant_id: str = DEFAULT_TENANT
     surface_id: str
     dimension_id: str
     since: dt.datetime

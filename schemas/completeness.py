@@ -52,8 +52,10 @@ class LossComparison(_Model):
 
 
 class StreamAccounting(_Model):
-    """One emission stream per the wire contract section 3: expected `[0, last_seq]`."""
+    """One emission stream per the wire contract section 3: expected `[0, last_seq]`.
+    A stream belongs to a tenant: (tenant, stream) is its identity."""
 
+    tenant_id: str
     stream: str
     status: StreamState
     first_seq: int
@@ -84,6 +86,7 @@ class CompletenessWindow(_Model):
     delivered records against the gaps of every stream that carried the surface, so
     `completeness_lower_bound` is a floor and `bias_flag` is conservative."""
 
+    tenant_id: str
     bucket: Bucket
     scope: Scope
     surface_id: str
@@ -114,8 +117,10 @@ class CompletenessTotals(_Model):
 class CompletenessReport(_Model):
     """The whole answer for one selection: streams (lossy and dead first) and windows.
     With a time range, `missing_in_range` gives each stream's gaps counted in the
-    selected buckets (stream totals cover the stream's whole life)."""
+    selected buckets (stream totals cover the stream's whole life). `tenant` is the
+    tenant read (None: every tenant in the store)."""
 
+    tenant: str | None = None
     as_of: dt.datetime
     since: dt.datetime | None
     until: dt.datetime | None

@@ -156,12 +156,17 @@ class QuarantineRecord(_Model):
 
 
 class DecodedBatch(_Model):
-    """Everything one export request yields, ready to hand off."""
+    """Everything one export request yields, ready to hand off. A request has one
+    principal, so one tenant: `tenant_id` owns every row the batch becomes.
+    `collapsed_spans` counts spans identical to an earlier span of the request (same
+    event id, same content): accepted, stored once."""
 
+    tenant_id: str = Field(default=DEFAULT_TENANT, min_length=1)
     events: tuple[EvaluationEvent, ...] = ()
     emissions: tuple[EmissionRecord, ...] = ()
     quarantined: tuple[QuarantineRecord, ...] = ()
     ignored_spans: int = 0
+    collapsed_spans: int = 0
 
     @property
     def rejected(self) -> int:

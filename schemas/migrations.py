@@ -3,12 +3,19 @@
 Each file is applied once, in order, and recorded in `holonograph.schema_migrations`
 with a checksum; applying again on restart is a no-op. A recorded migration whose
 file changed is an error: merged migrations are never edited, new ones are added.
+
+A migration is recorded only after all its statements ran, so after a crash every
+statement of it runs again: each must be safe to repeat from any point. Besides
+ClickHouse SQL a file may hold one statement of the runner's own,
+`REBUILD <table> FROM <staging> ADDING <column>`, for a layout ClickHouse cannot
+alter in place (a new sorting key prefix): see `rebuild`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
@@ -16,6 +23,10 @@ from schemas.store import DATABASE, Store
 from schemas.tuning import apply_merge_tuning
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_IDENT = r"[a-z][a-z0-9_]*"
+_REBUILD = re.compile(
+    rf"^REBUILD\s+({_IDENT})\.({_IDENT})\s+FROM\s+({_IDENT})\.({_IDENT})\s+ADDING\s+({_IDENT})$"
+)
 
 
 class MigrationError(RuntimeError):
@@ -54,8 +65,51 @@ def load_migrations() -> list[Migration]:
     return found
 
 
-def apply_migrations(store: Store) -> list[Migration]:
-    """Apply every migration not yet recorded; return the ones applied now."""
+def _columns(store: Store, database: str, table: str) -> list[str]:
+    rows = store.query(
+        "SELECT name FROM system.columns WHERE database = {db:String} AND table = {t:String}"
+        " ORDER BY position",
+        {"db": database, "t": table},
+    ).rows
+    return [str(name) for (name,) in rows]
+
+
+def rebuild(store: Store, table: str, staging: str, marker: str) -> None:
+    """Swap `table` for `staging` (its new, empty layout) with every row copied,
+    unless `table` already has the `marker` column the new layout adds. Safe to repeat
+    after a crash at any step: an interrupted copy is truncated and redone; EXCHANGE
+    TABLES swaps atomically, after which `table` has the marker and only the drop of
+    the old rows (now under `staging`) is left. Columns the old layout lacks take their
+    defaults; rows the new engine's key makes one collapse as it says. Needs an Atomic
+    database (the default since ClickHouse 20.10)."""
+    db, name = table.split(".")
+    staging_db, staging_name = staging.split(".")
+    old = _columns(store, db, name)
+    if marker not in old:
+        shared = [c for c in _columns(store, staging_db, staging_name) if c in old]
+        if not shared:
+            raise MigrationError(f"rebuild of {table}: {staging} does not exist")
+        columns = ", ".join(shared)
+        store.command(f"TRUNCATE TABLE {staging}")
+        store.command(f"INSERT INTO {staging} ({columns}) SELECT {columns} FROM {table}")
+        store.command(f"EXCHANGE TABLES {table} AND {staging}")
+    store.command(f"DROP TABLE IF EXISTS {staging} SYNC")
+
+
+def _run(store: Store, statement: str) -> None:
+    match = _REBUILD.match(statement)
+    if match is None:
+        store.command(statement)
+        return
+    db, table, staging_db, staging, marker = match.groups()
+    rebuild(store, f"{db}.{table}", f"{staging_db}.{staging}", marker)
+
+
+def apply_migrations(
+    store: Store, migrations: Sequence[Migration] | None = None
+) -> list[Migration]:
+    """Apply every migration (of `migrations`, default all shipped) not yet recorded;
+    return the ones applied now."""
     store.command(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
     store.command(
         f"CREATE TABLE IF NOT EXISTS {DATABASE}.schema_migrations"
@@ -68,7 +122,7 @@ def apply_migrations(store: Store) -> list[Migration]:
         for v, c in store.query(f"SELECT version, checksum FROM {DATABASE}.schema_migrations").rows
     }
     applied = []
-    for migration in load_migrations():
+    for migration in load_migrations() if migrations is None else migrations:
         if migration.version in recorded:
             if recorded[migration.version] != migration.checksum:
                 raise MigrationError(
@@ -77,7 +131,7 @@ def apply_migrations(store: Store) -> list[Migration]:
                 )
             continue
         for statement in migration.statements():
-            store.command(statement)
+            _run(store, statement)
         store.insert(
             f"{DATABASE}.schema_migrations",
             [[migration.version, migration.name, migration.checksum]],

@@ -21,6 +21,7 @@ from holonograph.cli.options import (
     open_store_or_exit,
     store_options,
 )
+from holonograph.cli.tenants import tenant_option, tenant_or_exit
 from processors.completeness import (
     CompletenessConfig,
     Selection,
@@ -212,6 +213,7 @@ def is_finding(report: CompletenessReport) -> bool:
     show_default=True,
     help="Seconds between the tables' refreshes by serve/sink; older than twice: warn.",
 )
+@tenant_option
 @store_options
 def completeness_command(
     since: dt.datetime | None,
@@ -225,6 +227,7 @@ def completeness_command(
     limit: int,
     refresh: bool,
     refresh_seconds: float,
+    tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
@@ -239,8 +242,9 @@ def completeness_command(
     config = CompletenessConfig(
         default_sentinel_interval_ms=sentinel_interval_ms, dead_after_intervals=dead_after
     )
-    selection = Selection(stream=stream, surface=surface, since=since, until=until)
     store = open_store_or_exit(store_url, data_dir, write=refresh)
+    tenant = tenant_or_exit(store, tenant)
+    selection = Selection(tenant=tenant, stream=stream, surface=surface, since=since, until=until)
     try:
         if refresh:
             summary = recompute_completeness(store, now, config)

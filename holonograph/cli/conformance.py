@@ -26,6 +26,7 @@ from holonograph.cli.options import (
     open_store_or_exit,
     store_options,
 )
+from holonograph.cli.tenants import owner_or_exit, tenant_option
 from processors import conformance_approve as approval
 from processors.conformance_check import (
     MAX_PAGE_SIZE,
@@ -199,6 +200,7 @@ def _decide(
     comment: str | None,
     only: tuple[str, ...],
     take_all: bool,
+    tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
@@ -229,9 +231,10 @@ def _decide(
         for fx in fixtures
     ]
     store = open_store_or_exit(store_url, data_dir, write=True)
+    owner = owner_or_exit(store, tenant)
     try:
         write = approval.approve if action == "approve" else approval.reject
-        outcomes = [write(store, r) for r in requests]
+        outcomes = [write(store, r, tenant_id=owner) for r in requests]
     finally:
         store.close()
     if as_json:
@@ -251,7 +254,7 @@ def _decision_options(func: Any) -> Any:
     func = click.option("--comment", help="Why (required to reject).")(func)
     func = click.option("--source-surface", help="Surface the fixture was derived from.")(func)
     func = click.option("--approver", help="Approver id (or approverId in the file).")(func)
-    return func
+    return tenant_option(func)
 
 
 @conformance.command("approve")
@@ -277,23 +280,28 @@ def reject_command(fixture_file: str, **options: Any) -> None:
 @click.option("--fixture-id", help="Every version of one fixture.")
 @click.option("--all-versions", is_flag=True, help="Every record, not only the newest per fixture.")
 @click.option("--show-fixture", is_flag=True, help="Include the fixture JSON (always in --json).")
+@tenant_option
 @store_options
 def list_command(
     surface: str | None,
     fixture_id: str | None,
     all_versions: bool,
     show_fixture: bool,
+    tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
 ) -> None:
     """Approved and rejected fixtures with their versions."""
     store = open_store_or_exit(store_url, data_dir, write=False)
+    owner = owner_or_exit(store, tenant)
     try:
         if fixture_id:
-            records = approval.history(store, fixture_id)
+            records = approval.history(store, fixture_id, owner)
         else:
-            records = approval.list_fixtures(store, surface, all_versions=all_versions)
+            records = approval.list_fixtures(
+                store, surface, all_versions=all_versions, tenant_id=owner
+            )
     finally:
         store.close()
     if as_json:
@@ -330,6 +338,7 @@ def _check_rows(results: list[CheckResult]) -> list[list[Any]]:
 @click.option("--verdict", "page_verdicts", multiple=True, type=click.Choice(VERDICT_ORDER),
               help="Breakdown shows only these verdicts.")  # fmt: skip
 @click.option("--no-persist", is_flag=True, help="Do not record the result.")
+@tenant_option
 @store_options
 def check_command(
     fixture_id: str | None,
@@ -342,6 +351,7 @@ def check_command(
     limit: int,
     page_verdicts: tuple[str, ...],
     no_persist: bool,
+    tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
@@ -363,6 +373,7 @@ def check_command(
         "persist": not no_persist,
     }
     store = open_store_or_exit(store_url, data_dir, write=not no_persist)
+    options["tenant_id"] = owner_or_exit(store, tenant)
     try:
         if inline is not None:
             results = [check_fixture(store, inline, surface_id=surface, **options)]
@@ -425,6 +436,7 @@ def _print_check(results: list[CheckResult]) -> None:
 @click.option("--since", type=RFC3339(), help="Checked at or after (inclusive).")
 @click.option("--until", type=RFC3339(), help="Checked before (exclusive).")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@tenant_option
 @store_options
 def results_command(
     surface: str | None,
@@ -432,16 +444,19 @@ def results_command(
     since: dt.datetime | None,
     until: dt.datetime | None,
     limit: int,
+    tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
 ) -> None:
     """Persisted check results, newest first: conformance over time."""
     store = open_store_or_exit(store_url, data_dir, write=False)
+    owner = owner_or_exit(store, tenant)
     try:
         rows = list_results(
-            store, surface_id=surface, fixture_id=fixture_id, since=since, until=until, limit=limit
-        )
+            store, surface_id=surface, fixture_id=fixture_id, since=since, until=until,
+            limit=limit, tenant_id=owner,
+        )  # fmt: skip
     finally:
         store.close()
     if as_json:
@@ -488,9 +503,11 @@ def suite_validate(suite_file: str, as_json: bool) -> None:
         )
 
 
-def _approved(store: Store, suite: Suite, suite_file: str) -> dict[str, ResolvedFixture]:
+def _approved(
+    store: Store, suite: Suite, suite_file: str, tenant: str
+) -> dict[str, ResolvedFixture]:
     try:
-        return resolve_approved(suite, approval.store_fixture_lookup(store))
+        return resolve_approved(suite, approval.store_fixture_lookup(store, tenant))
     except SuiteError as err:
         _fail_input(err.problems, suite_file)  # the caller closes the store on the way out
 
@@ -503,6 +520,7 @@ def _approved(store: Store, suite: Suite, suite_file: str) -> dict[str, Resolved
 )
 @click.option("--until", type=RFC3339(), help="Window end, exclusive (store default now).")
 @click.option("--run-mode", "run_modes", multiple=True, type=RUN_MODES, help="Only these modes.")
+@tenant_option
 @store_options
 def suite_run(
     suite_file: str,
@@ -510,6 +528,7 @@ def suite_run(
     since: dt.datetime | None,
     until: dt.datetime | None,
     run_modes: tuple[str, ...],
+    tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
@@ -533,8 +552,10 @@ def suite_run(
             )
         else:
             store = open_store_or_exit(store_url, data_dir, write=False)
+            owner = owner_or_exit(store, tenant)
             try:
-                result = run_suite(suite, source, now, _approved(store, suite, suite_file))
+                approved = _approved(store, suite, suite_file, owner)
+                result = run_suite(suite, source, now, approved)
             finally:
                 store.close()
     else:
@@ -543,9 +564,10 @@ def suite_run(
         except ValueError as err:
             raise click.UsageError(str(err)) from None
         store = open_store_or_exit(store_url, data_dir, write=False)
+        owner = owner_or_exit(store, tenant)
         try:
-            source = StoreSource(store, window.since, window.until, run_modes)
-            result = run_suite(suite, source, now, _approved(store, suite, suite_file))
+            source = StoreSource(store, window.since, window.until, run_modes, owner)
+            result = run_suite(suite, source, now, _approved(store, suite, suite_file, owner))
         finally:
             store.close()
     if as_json:
@@ -575,6 +597,7 @@ def suite_run(
     "--store", "store_url", envvar="HOLONOGRAPH_STORE", help="chdb:///path or http(s)://."
 )
 @click.option("--data-dir", envvar="HOLONOGRAPH_DATA_DIR", type=click.Path(file_okay=False))
+@tenant_option
 def suite_record(
     surfaces: tuple[str, ...],
     since: dt.datetime | None,
@@ -586,6 +609,7 @@ def suite_record(
     output: str | None,
     store_url: str | None,
     data_dir: str | None,
+    tenant: str | None,
 ) -> None:
     """Write a window of stored events as a recorded-events file for `suite run --events`
     (refused when it would hold secret-like text)."""
@@ -594,12 +618,14 @@ def suite_record(
     except ValueError as err:
         raise click.UsageError(str(err)) from None
     store = open_store_or_exit(store_url, data_dir, write=False)
+    owner = owner_or_exit(store, tenant)
     try:
         trials = [
             t
             for surface in surfaces
             for t in select_events(store, surface, window.since, window.until,
-                                   fixture_id=fixture_id, run_modes=run_modes, limit=limit)
+                                   fixture_id=fixture_id, run_modes=run_modes, limit=limit,
+                                   tenant_id=owner)
         ]  # fmt: skip
     finally:
         store.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import sys
 
@@ -16,6 +17,7 @@ from holonograph.cli.options import (
     open_store_or_exit,
     store_options,
 )
+from holonograph.cli.tenants import tenant_option, tenant_or_exit
 from processors.drift import DriftRequest, analyse, persist_drift
 from schemas.analysis import ChangePoint, DriftReport
 
@@ -51,6 +53,7 @@ PROVENANCES = ("production-state", "exploratory-state")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG here.")
 @click.option("--no-save", is_flag=True, help="Do not record the run in the store.")
+@tenant_option
 @store_options
 def drift_command(
     surface_id: str,
@@ -66,6 +69,7 @@ def drift_command(
     seed: int,
     plot_path: str | None,
     no_save: bool,
+    tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
@@ -97,6 +101,7 @@ def drift_command(
         click.echo(f"error: {err}", err=True)
         sys.exit(EXIT_USAGE)
     store = open_store_or_exit(store_url, data_dir, write=not no_save)
+    request = dataclasses.replace(request, tenant_id=tenant_or_exit(store, tenant))
     try:
         run = analyse(store, request)
         if not no_save:

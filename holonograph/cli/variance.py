@@ -17,6 +17,7 @@ from holonograph.cli.options import (
     open_store_or_exit,
     store_options,
 )
+from holonograph.cli.tenants import tenant_option, tenant_or_exit
 from processors.variance import DecomposeRequest, decompose, load_reading, persist_reading
 from processors.variance_verdict import LifecycleError, evaluate, lifecycle, persist_evaluation
 from schemas.analysis import VarianceEvaluation
@@ -47,6 +48,7 @@ def variance_group() -> None:
     type=click.Choice(["production-state", "exploratory-state", "any"]),
     help="Default production-state; 'any' disables the filter.",
 )
+@tenant_option
 @store_options
 def decompose_command(
     surface_id: str,
@@ -56,6 +58,7 @@ def decompose_command(
     bucket: str,
     run_modes: tuple[str, ...],
     provenances: tuple[str, ...],
+    tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
@@ -64,6 +67,7 @@ def decompose_command(
     store the reading (its eventId is what evaluate and lifecycle take)."""
     if until <= since:
         raise click.UsageError("--until must be after --since")
+    store = open_store_or_exit(store_url, data_dir, write=True)
     request = DecomposeRequest(
         surface_id,
         dimension_id,
@@ -72,8 +76,8 @@ def decompose_command(
         bucket,
         run_modes,
         () if "any" in provenances else (provenances or ("production-state",)),
+        tenant_id=tenant_or_exit(store, tenant),
     )
-    store = open_store_or_exit(store_url, data_dir, write=True)
     try:
         reading = decompose(store, request, _now())
         persist_reading(store, reading)
@@ -103,16 +107,18 @@ def decompose_command(
 
 @variance_group.command("evaluate")
 @click.option("--target-event-id", "target", required=True)
+@tenant_option
 @store_options
 def evaluate_command(
-    target: str, store_url: str | None, data_dir: str | None, as_json: bool
+    target: str, tenant: str | None, store_url: str | None, data_dir: str | None, as_json: bool
 ) -> None:
     """Verdict on a reading: insufficient-data, delivery-biased, confounded or viable.
 
     Exit 0: viable; 1: any other verdict (the reading should not be acted on)."""
     store = open_store_or_exit(store_url, data_dir, write=True)
+    tenant = tenant_or_exit(store, tenant)
     try:
-        reading = load_reading(store, target)
+        reading = load_reading(store, target, tenant)
         if reading is None:
             click.echo(f"error: no variance reading {target!r}", err=True)
             sys.exit(EXIT_USAGE)
@@ -148,6 +154,7 @@ def _print_evaluation(evaluation: VarianceEvaluation, target: str) -> None:
 @click.option("--approver-id", "approver", required=True)
 @click.option("--pinned-label", default=None)
 @click.option("--superseded-by", default=None, help="Required with --status supersede.")
+@tenant_option
 @store_options
 def lifecycle_command(
     target: str,
@@ -155,14 +162,18 @@ def lifecycle_command(
     approver: str,
     pinned_label: str | None,
     superseded_by: str | None,
+    tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
 ) -> None:
     """Record a governance decision on a reading; prints it with the original target id."""
     store = open_store_or_exit(store_url, data_dir, write=True)
+    tenant = tenant_or_exit(store, tenant)
     try:
-        record = lifecycle(store, target, status, approver, _now(), pinned_label, superseded_by)
+        record = lifecycle(
+            store, target, status, approver, _now(), pinned_label, superseded_by, tenant
+        )
     except LifecycleError as err:
         click.echo(f"error: {err}", err=True)
         sys.exit(EXIT_USAGE)

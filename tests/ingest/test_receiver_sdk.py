@@ -87,6 +87,7 @@ def test_official_exporters_rows_match_field_by_field(
     row = _event_row(receiver)
     expected_time = dt.datetime(2026, 11, 30, 13, 43, 58)
     assert row == {
+        "tenant_id": "default",
         "event_id": "evt_full",
         "surface_id": "classify-intent",
         "agent_id": "billing-triage",
@@ -120,6 +121,7 @@ def test_official_exporters_rows_match_field_by_field(
         "resource_attributes": row["resource_attributes"],
         "extras": json.dumps({"holonograph.future.flag": "kept"}, separators=(",", ":")),
         "ingested_at": row["ingested_at"],
+        "ingest_version": row["ingest_version"],
     }
     resource = json.loads(str(row["resource_attributes"]))
     assert resource["service.name"] == "triage"

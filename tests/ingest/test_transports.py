@@ -28,10 +28,10 @@ EXAMPLE = (
 )
 
 TABLE_DUMPS = {
-    "evaluation_events": "SELECT * EXCEPT ingested_at FROM holonograph.evaluation_events FINAL"
-    " ORDER BY event_id",
-    "evaluation_dimensions": "SELECT * EXCEPT ingested_at FROM holonograph.evaluation_dimensions"
-    " FINAL ORDER BY event_id, dimension_id",
+    "evaluation_events": "SELECT * EXCEPT (ingested_at, ingest_version)"
+    " FROM holonograph.evaluation_events FINAL ORDER BY event_id",
+    "evaluation_dimensions": "SELECT * EXCEPT (ingested_at, ingest_version)"
+    " FROM holonograph.evaluation_dimensions FINAL ORDER BY event_id, dimension_id",
     "emission_records": "SELECT * EXCEPT (first_received_at, last_received_at)"
     " FROM holonograph.emission_records ORDER BY emission_stream, emission_seq",
     "quarantine": "SELECT * EXCEPT received_at FROM holonograph.quarantine FINAL"

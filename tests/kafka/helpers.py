@@ -10,9 +10,9 @@ from schemas.store import Store
 
 # Every column except the ones that say *when* a path handled a row.
 SNAPSHOTS = {
-    "evaluation_events": "SELECT * EXCEPT (ingested_at) FROM holonograph.evaluation_events FINAL"
-    " ORDER BY event_id",
-    "evaluation_dimensions": "SELECT * EXCEPT (ingested_at)"
+    "evaluation_events": "SELECT * EXCEPT (ingested_at, ingest_version)"
+    " FROM holonograph.evaluation_events FINAL ORDER BY event_id",
+    "evaluation_dimensions": "SELECT * EXCEPT (ingested_at, ingest_version)"
     " FROM holonograph.evaluation_dimensions FINAL ORDER BY event_id, dimension_id",
     "emission_receipts": "SELECT * EXCEPT (receipt_id, received_at)"
     " FROM holonograph.emission_receipts FINAL ORDER BY emission_stream, emission_seq",

@@ -75,7 +75,7 @@ def test_records_round_trip_byte_for_byte() -> None:
         (b"", "empty record"),
         (b"\xff\xfe", "not JSON"),
         (b"[1]", "not a JSON object"),
-        (b'{"schema_version": 2, "kind": "batch"}', "schema_version 2 is not supported"),
+        (b'{"schema_version": 3, "kind": "batch"}', "schema_version 3 is not supported"),
         (b'{"kind": "batch"}', "schema_version None is not supported"),
         (b'{"schema_version": 1, "kind": "nope"}', "kind 'nope' is not one of"),
         (b'{"schema_version": 1, "kind": "batch"}', "batch: receipt_id: Field required"),
@@ -217,7 +217,7 @@ def test_a_non_finite_float_is_written_as_null_and_an_old_nan_still_decodes() ->
     ("edit", "reason"),
     [
         (lambda v: v[:-1] + b',"extra_field":1}', "batch: extra_field: Extra inputs"),
-        (lambda v: v[:-1] + b',"schema_version":2}', "schema_version 2 is not supported"),
+        (lambda v: v[:-1] + b',"schema_version":3}', "schema_version 3 is not supported"),
         (lambda v: v[:-1] + b',"kind":"poison"}', "poison: "),
         (lambda v: v.replace(b'"seq":0', b'"seq":"zero"', 1), "seq: Input should be"),
         (lambda v: v.replace(b'"receipt_id":"r"', b'"receipt_id":7', 1), "receipt_id"),
@@ -226,7 +226,7 @@ def test_a_non_finite_float_is_written_as_null_and_an_old_nan_still_decodes() ->
 )
 def test_the_fast_batch_path_is_as_strict_as_the_general_one(edit: Any, reason: str) -> None:
     value = pack(_batch(streams=1), "r", AT, 1_000_000)[0].value
-    assert value.startswith(b'{"schema_version":1,"kind":"batch",')
+    assert value.startswith(b'{"schema_version":2,"kind":"batch",')
     with pytest.raises(records.RecordError, match=reason):
         records.decode(edit(value))
 
@@ -257,3 +257,74 @@ def test_decoded_events_share_equal_resources_for_row_building() -> None:
     assert len(rows.events) == 4
     assert len({id(e.resource_attributes) for e in record.events}) == 1
     assert [e.model_dump() for e in record.events] == before  # same values
+
+
+def _tenant_batch(tenant: str) -> DecodedBatch:
+    return _batch(streams=1).model_copy(update={"tenant_id": tenant})
+
+
+def test_records_carry_the_tenant_and_round_trip() -> None:
+    out = pack(_tenant_batch("acme"), "r", AT, 1_000_000)
+    kinds = [type(r.record).__name__ for r in out]
+    assert kinds == ["BatchRecord", "BatchRecord", "QuarantinedLetter"]  # s0, "bad", its letter
+    for record in out:
+        body = json.loads(record.value)
+        assert (body["schema_version"], body["tenant_id"]) == (2, "acme")
+        decoded = records.decode(record.value)
+        assert decoded == record.record
+        assert records.encode(decoded) == record.value
+    held = Batch(0.0)
+    for offset, record in enumerate(out):
+        stored = records.decode(record.value)
+        assert isinstance(stored, records.BatchRecord | records.QuarantinedLetter)
+        held.add(Consumed(TopicPartition("t", 0), offset, b"d%d" % offset, record=stored))
+    rows = held.table_rows()
+    tenants = {row[0] for table in (rows.events, rows.receipts, rows.quarantine) for row in table}
+    assert tenants == {"acme"}
+
+
+def _as_version_1(value: bytes) -> bytes:
+    body = json.loads(value)
+    body["schema_version"] = 1
+    del body["tenant_id"]
+    return json.dumps(body).encode()
+
+
+def test_version_1_records_are_still_read_as_tenant_default() -> None:
+    for record in pack(_tenant_batch("acme"), "r", AT, 1_000_000):
+        old = records.decode(_as_version_1(record.value))
+        assert (old.schema_version, old.tenant_id) == (1, "default")  # type: ignore[union-attr]
+    batch = pack(_tenant_batch("acme"), "r", AT, 1_000_000)[0].value
+    v1 = _as_version_1(batch)
+    assert v1.startswith(b'{"schema_version": 1, "kind": "batch",')  # the general path
+    compact = json.dumps(json.loads(v1), separators=(",", ":")).encode()
+    assert records.decode_batch_fast(compact) is not None  # and the fast one
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (lambda b: {**b, "schema_version": 1}, "tenant_id: not a field of schema_version 1"),
+        (lambda b: {k: v for k, v in b.items() if k != "tenant_id"}, "tenant_id: required"),
+        (lambda b: {**b, "tenant_id": ""}, "tenant_id: String should have at least 1"),
+    ],
+)
+def test_the_tenant_field_follows_the_version(edit: Any, reason: str) -> None:
+    for record in pack(_tenant_batch("acme"), "r", AT, 1_000_000):
+        value = json.dumps(edit(json.loads(record.value)), separators=(",", ":")).encode()
+        with pytest.raises(records.RecordError, match=reason):
+            records.decode(value)
+
+
+def test_the_fast_writer_writes_what_the_fast_reader_takes() -> None:
+    """`ingest.kafka_records` assembles batch records from pieces; every one must be
+    exactly what `schemas.records` parses in one pass (and what `encode` would write)."""
+    for tenant in ("default", "acme", 'odd "tenant" \u00e9'):
+        batch = _batch().model_copy(update={"tenant_id": tenant})
+        for record in pack(batch, "r1", AT, 1_000_000):
+            if record.dead_letter:
+                continue
+            assert record.value.startswith(records.BATCH_HEAD)
+            fast = records.decode_batch_fast(record.value)
+            assert fast is not None and fast == record.record
+            assert records.encode(fast) == record.value

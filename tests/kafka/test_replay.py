@@ -104,11 +104,14 @@ def test_replay_cli_needs_kafka_for_the_dead_letter_topic() -> None:
     assert "give --kafka BOOTSTRAP" in result.output
 
 
-def _version_2_record() -> bytes:
-    """A batch record as a newer receiver would write it (schema_version 2)."""
+NEWER = records.SCHEMA_VERSION + 1
+
+
+def _newer_version_record() -> bytes:
+    """A batch record as a newer receiver would write it (the next schema_version)."""
     event_batch = validate_one("v2")
     body = json.loads(records.encode(event_batch))
-    body["schema_version"] = 2
+    body["schema_version"] = NEWER
     return json.dumps(body).encode()
 
 
@@ -117,6 +120,7 @@ def validate_one(stream: str) -> records.BatchRecord:
 
     batch = decode_request(export_request(record_spans([Evaluation(stream, 0)], seed=9)))
     return records.BatchRecord(
+        tenant_id="default",
         receipt_id="r-v2",
         received_at="2026-11-30T14:00:00Z",  # type: ignore[arg-type]
         stream=stream,
@@ -179,7 +183,7 @@ def test_dead_letter_topic_replay_after_a_fix(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert grpc_export(kafka_receiver.grpc_endpoint, _payload("d")).code is grpc.StatusCode.OK
-    asyncio.run(_produce(broker.bootstrap, names["kafka_records_topic"], _version_2_record()))
+    asyncio.run(_produce(broker.bootstrap, names["kafka_records_topic"], _newer_version_record()))
     wait_until(
         lambda: count(store, "emission_receipts") == 3 and count(store, "quarantine") == 1,
         what="first pass stored",
@@ -188,7 +192,8 @@ def test_dead_letter_topic_replay_after_a_fix(
     wait_until(lambda: _written(sink, names, 2), what="the v2 record dead-lettered")
 
     _accept_alias(monkeypatch)  # the fixed validator ...
-    monkeypatch.setattr(records, "SUPPORTED_VERSIONS", frozenset({1, 2}))  # ... and reader
+    supported = records.SUPPORTED_VERSIONS | {NEWER}
+    monkeypatch.setattr(records, "SUPPORTED_VERSIONS", supported)  # ... and reader
     for attempt in range(2):
         report = asyncio.run(_replay_topic(broker, names))
         # the quarantined span's letter and the sink's poison letter

@@ -10,11 +10,13 @@ from typing import Any
 
 from ingest.store import open_store
 from processors.conformance_eval import DimensionView, EventView
+from schemas.events import DEFAULT_TENANT
 from schemas.migrations import apply_migrations
 from schemas.store import Store
 
 T0 = dt.datetime(2026, 7, 1, tzinfo=dt.UTC)
 EVENT_COLUMNS = (
+    "tenant_id",
     "event_id",
     "surface_id",
     "run_mode",
@@ -31,6 +33,7 @@ EVENT_COLUMNS = (
     "ingested_at",
 )
 DIMENSION_COLUMNS = (
+    "tenant_id",
     "event_id",
     "dimension_id",
     "passed",
@@ -56,7 +59,9 @@ def migrated_store(path: Path) -> Iterator[Store]:
 def insert_events(
     store: Store, events: Sequence[EventView], surface_id: str = "classify-intent", **extra: Any
 ) -> None:
-    """Store events as the receiver would: markers and dimensions in their tables."""
+    """Store events as the receiver would: markers and dimensions in their tables, as
+    tenant `tenant_id` (default `default`)."""
+    tenant = extra.get("tenant_id", DEFAULT_TENANT)
     run_mode = extra.get("run_mode", "production")
     fixture_id = extra.get("fixture_id", "")
     now = dt.datetime(2026, 7, 10, tzinfo=dt.UTC)
@@ -66,6 +71,7 @@ def insert_events(
         ts = e.timestamp or T0 + dt.timedelta(minutes=seq)
         rows.append(
             [
+                tenant,
                 e.event_id,
                 surface_id,
                 run_mode,
@@ -84,8 +90,9 @@ def insert_events(
         )
         for dim_id, d in e.dimensions.items():
             dims.append(
-                [e.event_id, dim_id, d.passed, d.score, d.judge, surface_id, run_mode, ts, now]
-            )
+                [tenant, e.event_id, dim_id, d.passed, d.score, d.judge, surface_id, run_mode,
+                 ts, now]
+            )  # fmt: skip
     store.insert("holonograph.evaluation_events", rows, EVENT_COLUMNS)
     store.insert("holonograph.evaluation_dimensions", dims, DIMENSION_COLUMNS)
 

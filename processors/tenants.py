@@ -1,0 +1,44 @@
+"""Which tenants a store holds, and which one an analysis reads when none is named.
+
+Every analysis reads one tenant's rows. Naming none means "every tenant", which is
+only allowed while the store holds a single tenant: on a shared store an unnamed
+tenant would silently mix customers, so `resolve_tenant` refuses and lists them.
+"""
+
+from __future__ import annotations
+
+from schemas.store import DATABASE, Store
+
+# Tables whose rows say which tenants the store holds (analysis results follow them).
+TENANT_TABLES = ("evaluation_events", "emission_receipts", "quarantine", "conformance_fixtures")
+
+
+class TenantAmbiguous(ValueError):
+    """No tenant was named and the store holds several."""
+
+    def __init__(self, tenants: list[str]) -> None:
+        self.tenants = tenants
+        super().__init__(
+            f"the store holds {len(tenants)} tenants ({', '.join(tenants)}): name one with --tenant"
+        )
+
+
+def store_tenants(store: Store) -> list[str]:
+    """Every tenant with rows in the store, sorted."""
+    union = " UNION DISTINCT ".join(
+        f"SELECT DISTINCT tenant_id FROM {DATABASE}.{table}" for table in TENANT_TABLES
+    )
+    rows = store.query(f"SELECT tenant_id FROM ({union}) ORDER BY tenant_id").rows
+    return [str(tenant) for (tenant,) in rows]
+
+
+def resolve_tenant(store: Store, requested: str | None) -> str | None:
+    """`requested` when given; else the store's only tenant; None when the store holds
+    no tenant's rows yet (every tenant then means none). `TenantAmbiguous` when no
+    tenant was named and the store holds several."""
+    if requested is not None:
+        return requested
+    tenants = store_tenants(store)
+    if len(tenants) > 1:
+        raise TenantAmbiguous(tenants)
+    return tenants[0] if tenants else None
