@@ -31,13 +31,17 @@ def tenant_option(func: F) -> F:
 
 def tenant_or_exit(store: Store, tenant: str | None) -> str | None:
     """The tenant to read (None: the store holds none yet); on a store with several
-    tenants and none named, exit 2 listing them (closing the store first)."""
+    tenants and none named, exit 2 listing them (closing the store first, as on any
+    failure)."""
     try:
         return resolve_tenant(store, tenant)
     except TenantAmbiguous as err:
         store.close()
         click.echo(f"error: {err}", err=True)
         sys.exit(EXIT_USAGE)
+    except BaseException:  # the store failed: close it too, the error path reports why
+        store.close()
+        raise
 
 
 def owner_or_exit(store: Store, tenant: str | None) -> str:
