@@ -19,13 +19,16 @@ _FAR = dt.datetime(2299, 12, 31)
 _WHERE = (
     " WHERE received_at >= {since:DateTime64(3)} AND received_at < {until:DateTime64(3)}"
     " AND positionCaseInsensitive(reason, {reason:String}) > 0"
+    " AND ({tenant:String} = '' OR tenant_id = {tenant:String})"
 )
 
 
 @dataclass(frozen=True)
 class QuarantineSelection:
-    """Spans received in [since, until) whose reason contains `reason` (any case)."""
+    """Spans received in [since, until) whose reason contains `reason` (any case), of
+    `tenant` (None: every tenant)."""
 
+    tenant: str | None = None
     since: dt.datetime | None = None
     until: dt.datetime | None = None
     reason: str | None = None
@@ -36,6 +39,7 @@ class QuarantineSelection:
             "since": _naive_utc(self.since) if self.since else _EPOCH,
             "until": _naive_utc(self.until) if self.until else _FAR,
             "reason": self.reason or "",
+            "tenant": self.tenant or "",
         }
 
 
@@ -57,6 +61,7 @@ class ReasonCount:
 
 @dataclass(frozen=True)
 class RejectedSpan:
+    tenant_id: str
     received_at: dt.datetime
     reason: str
     span_name: str
@@ -69,6 +74,7 @@ class RejectedSpan:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "tenantId": self.tenant_id,
             "receivedAt": self.received_at,
             "reason": self.reason,
             "spanName": self.span_name,
@@ -90,6 +96,7 @@ class QuarantineReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "tenantId": self.selection.tenant,
             "since": self.selection.since,
             "until": self.selection.until,
             "reason": self.selection.reason,
@@ -117,7 +124,7 @@ def read_quarantine(store: Store, selection: QuarantineSelection) -> QuarantineR
         params,
     ).rows
     spans = store.query(
-        "SELECT received_at, reason, span_name, trace_id, span_id, emission_stream,"
+        "SELECT tenant_id, received_at, reason, span_name, trace_id, span_id, emission_stream,"
         f" emission_seq, source, attributes FROM {DATABASE}.quarantine FINAL{_WHERE}"
         " ORDER BY received_at DESC, quarantine_id LIMIT {limit:UInt64}",
         {**params, "limit": selection.limit},
@@ -131,8 +138,9 @@ def read_quarantine(store: Store, selection: QuarantineSelection) -> QuarantineR
 
 
 def _rejected(row: tuple[Any, ...]) -> RejectedSpan:
-    at, reason, name, trace, span, stream, seq, source, attributes = row
+    tenant, at, reason, name, trace, span, stream, seq, source, attributes = row
     return RejectedSpan(
+        tenant_id=tenant,
         received_at=_utc(at),
         reason=reason,
         span_name=name,

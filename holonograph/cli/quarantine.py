@@ -14,6 +14,7 @@ from holonograph.cli.options import (
     open_store_or_exit,
     store_options,
 )
+from holonograph.cli.tenants import tenant_option, tenant_or_exit
 from processors.quarantine import QuarantineReport, QuarantineSelection, read_quarantine
 from schemas import jsoncodec
 
@@ -29,12 +30,14 @@ from schemas import jsoncodec
     show_default=True,
     help="Newest spans listed (counts cover every match).",
 )
+@tenant_option
 @store_options
 def quarantine_command(
     since: dt.datetime | None,
     until: dt.datetime | None,
     reason: str | None,
     limit: int,
+    tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
@@ -46,8 +49,9 @@ def quarantine_command(
     quarantine`. Exit 0 (rejections are reported, not a failure of this command)."""
     if since and until and since >= until:
         raise click.BadParameter("--since must be before --until", param_hint="--since")
-    selection = QuarantineSelection(since=since, until=until, reason=reason, limit=limit)
     store = open_store_or_exit(store_url, data_dir)
+    tenant = tenant_or_exit(store, tenant)
+    selection = QuarantineSelection(tenant, since, until, reason, limit)
     try:
         report = read_quarantine(store, selection)
     finally:

@@ -1,0 +1,69 @@
+"""`holonograph quarantine` per tenant: a shared store needs `--tenant`, and a tenant
+sees only its own rejected spans."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from holonograph.cli import cli
+from ingest.store import open_store
+from schemas.migrations import apply_migrations
+
+pytestmark = pytest.mark.clickhouse
+
+T0 = dt.datetime(2026, 7, 1, 9, 0)
+COLUMNS = ["tenant_id", "quarantine_id", "received_at", "reason", "span_name", "trace_id",
+           "span_id", "attributes", "resource_attributes", "span_proto", "source"]  # fmt: skip
+
+
+def rejected(tenant: str, n: int, reason: str) -> list[object]:
+    at = T0 + dt.timedelta(minutes=n)
+    span = ["holonograph.evaluation", "ab" * 16, f"{n:016x}", "{}", "{}", "", "receiver"]
+    return [tenant, f"q-{tenant}-{n}", at, reason, *span]
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "store"
+    store = open_store(f"chdb://{path}")
+    try:
+        apply_migrations(store)
+        store.insert(
+            "holonograph.quarantine",
+            [rejected("acme", 1, "holonograph.run_mode: missing"),
+             rejected("acme", 2, "holonograph.run_mode: missing"),
+             rejected("globex", 3, "holonograph.surface.id: missing")],
+            COLUMNS,
+        )  # fmt: skip
+    finally:
+        store.close()
+    return path
+
+
+def test_a_shared_store_needs_a_tenant_and_each_sees_its_own(data_dir: Path) -> None:
+    unnamed = CliRunner().invoke(cli, ["quarantine", "--data-dir", str(data_dir)])
+    assert unnamed.exit_code == 2
+    assert "the store holds 2 tenants (acme, globex): name one with --tenant" in unnamed.stderr
+    acme = CliRunner().invoke(
+        cli, ["quarantine", "--data-dir", str(data_dir), "--tenant", "acme", "--json"]
+    )
+    assert acme.exit_code == 0, acme.output
+    report = json.loads(acme.stdout)
+    assert (report["tenantId"], report["total"]) == ("acme", 2)
+    assert report["reasons"] == [
+        {"reason": "holonograph.run_mode: missing", "spans": 2,
+         "firstReceivedAt": "2026-07-01T09:01:00Z", "lastReceivedAt": "2026-07-01T09:02:00Z"}
+    ]  # fmt: skip
+    assert [s["spanId"] for s in report["spans"]] == [f"{2:016x}", f"{1:016x}"]  # newest first
+    assert {s["tenantId"] for s in report["spans"]} == {"acme"}
+    limited = CliRunner().invoke(
+        cli, ["quarantine", "--data-dir", str(data_dir), "--tenant", "globex", "--limit", "0"]
+    )
+    assert limited.exit_code == 0
+    assert limited.stdout.splitlines()[0] == "1 rejected span(s), 1 reason(s)"
+    assert "newest" not in limited.stdout
