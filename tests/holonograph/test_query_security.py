@@ -14,12 +14,17 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import grpc
 import pytest
 
+from holonograph.cli.serve import announce
 from ingest.admin import ADMIN_FILE
+from ingest.config import ServeConfig
+from ingest.service import Listeners
+from ingest.store import ClickHouseStore
 from tests.holonograph.test_serve_cli import ROOT, ServeProcess, holonograph
 from tests.ingest.helpers import grpc_export
 from tests.otel_emit import Evaluation, Sentinel, export_request, record_spans
@@ -296,3 +301,21 @@ def test_no_password_from_the_environment_or_a_malformed_url() -> None:
         assert done.returncode == 2, (bad, done.stderr)
         assert SECRET not in done.stdout + done.stderr
         assert "holo:***@" in done.stderr
+
+
+def test_start_up_lines_and_json_show_a_server_store_without_its_password(
+    store: ClickHouseStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The success path of `serve`'s announcement (no ClickHouse server here: the
+    store object is given the URL of one, over the test's chDB connection)."""
+    url = f"http://holo:{SECRET}@clickhouse.internal:8123"
+    held = ClickHouseStore(url, store._client)
+    service = SimpleNamespace(
+        config=ServeConfig(grpc_port=0, http_port=0), listeners=Listeners(1, 2, 3), store=held
+    )
+    announce(service, as_json=False)  # type: ignore[arg-type]
+    announce(service, as_json=True)  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert SECRET not in out
+    assert "store      http://holo:***@clickhouse.internal:8123 (ClickHouse server)" in out
+    assert json.loads(out.splitlines()[-1])["store"] == "http://holo:***@clickhouse.internal:8123"
