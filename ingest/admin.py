@@ -9,9 +9,10 @@ bearer tokens (mode 0600) in `<data-dir>/.holonograph-admin.json`:
 - the write token may also `/admin/command` and `/admin/insert`, and queries on a
   writing connection.
 
-Each request runs on a connection of its own, opened for it and closed after it, so
-nothing a request leaves in its session reaches another request or the owner's
-periodic jobs. The endpoint also serves `/healthz`, `/readyz` and `/metrics`.
+Each request runs on a connection it has to itself (`ingest.reader.StoreSessions`),
+never the owner's writing or jobs connection, so nothing a request leaves in its
+session reaches another request or the owner's periodic jobs. The endpoint also
+serves `/healthz`, `/readyz` and `/metrics`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import os
 import secrets
 import tempfile
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -41,14 +43,17 @@ Role = Literal["read", "write"]
 
 
 class Sessions(Protocol):
-    """Opens a new connection to the owner's store for one request."""
+    """A connection to the owner's store for one request: `reading` a read-only one
+    (scoped to `tenant` if given), `writing` a writing one."""
 
-    def writer(self) -> Store: ...
+    def reading(self, tenant: str | None = None) -> AbstractContextManager[Store]: ...
 
-    def reader(self, tenant: str | None = None) -> Store: ...
+    def writing(self) -> AbstractContextManager[Store]: ...
+
+    def close(self) -> None: ...
 
 
-Opener = Callable[[], Store]
+Opener = Callable[[], AbstractContextManager[Store]]
 
 
 class AdminEndpoint:
@@ -136,6 +141,8 @@ class AdminEndpoint:
         if self._public is not None:
             await self._public.cleanup()
             self._public = None
+        if self._sessions is not None:
+            await asyncio.to_thread(self._sessions.close)
 
     # --- handlers -------------------------------------------------------------------
 
@@ -159,8 +166,8 @@ class AdminEndpoint:
         if writes and role != "write":
             raise _error(web.HTTPForbidden, "refused: the read token cannot write (use --write)")
         if role == "read" or tenant is not None:
-            return functools.partial(sessions.reader, tenant)
-        return sessions.writer
+            return functools.partial(sessions.reading, tenant)
+        return sessions.writing
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
         try:
@@ -172,14 +179,11 @@ class AdminEndpoint:
         return body
 
     async def _run(self, open_session: Opener, work: Callable[[Store], Any]) -> web.Response:
-        """`work` on a connection opened for this request alone, closed after it."""
+        """`work` on a connection this request has to itself."""
 
         def run() -> Any:
-            store = open_session()
-            try:
+            with open_session() as store:
                 return work(store)
-            finally:
-                store.close()
 
         try:
             result = await asyncio.to_thread(run)

@@ -1,4 +1,4 @@
-"""Read-only connections to the store, and one connection per unit of admin work.
+"""Read-only connections to the store, and the admin endpoint's connections.
 
 A `ReadOnlyStore` is what `holonograph query` without `--write`, the admin
 endpoint's read token and read-only jobs run on. Read-only is the server's decision,
@@ -15,10 +15,10 @@ server's `additional_table_filters` setting.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from clickhouse_connect.driver.binding import external_bind_re, format_query_value
@@ -26,13 +26,12 @@ from clickhouse_connect.driver.client import Client
 
 from ingest.querygate import StatementRefused, check_statement
 from ingest.store import (
-    ClickHouseStore,
     connect_client,
     is_embedded,
     normalize_store_url,
     open_store,
 )
-from schemas.store import DATABASE, QueryResult
+from schemas.store import DATABASE, QueryResult, Store
 
 TENANT_COLUMN = "tenant_id"
 _PARAMETER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -154,16 +153,55 @@ def _setting_literal(value: Any) -> str:
     return str(format_query_value(value))
 
 
-@dataclass(frozen=True)
 class StoreSessions:
-    """Opens a connection per unit of admin work, so nothing one request leaves in
-    its session (a SET, a USE, a refused statement) reaches another request or the
-    owner's own jobs."""
+    """Connections to one store for the admin endpoint, one per request, so nothing
+    a request leaves in its session (a SET, a USE, a refused statement) reaches
+    another request or the owner's own jobs.
 
-    url: str
+    A writer is opened for each request and closed after it. Read-only connections
+    without a tenant are kept for later requests (at most `keep` idle): their session
+    is fixed when they open (readonly=1) and nothing the gate lets through can change
+    it. Tenant-scoped ones are opened per request, so their filter covers every
+    tenant-bearing table that exists at that moment."""
 
-    def writer(self) -> ClickHouseStore:
-        return open_store(self.url)
+    def __init__(self, url: str, keep: int = 4) -> None:
+        self.url = url
+        self._keep = keep
+        self._idle: list[ReadOnlyStore] = []
+        self._lock = threading.Lock()
 
-    def reader(self, tenant: str | None = None) -> ReadOnlyStore:
-        return open_reader(self.url, tenant)
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[Store]:
+        store = open_store(self.url)
+        try:
+            yield store
+        finally:
+            store.close()
+
+    @contextlib.contextmanager
+    def reading(self, tenant: str | None = None) -> Iterator[Store]:
+        if tenant is not None:
+            scoped = open_reader(self.url, tenant)
+            try:
+                yield scoped
+            finally:
+                scoped.close()
+            return
+        with self._lock:
+            reader = self._idle.pop() if self._idle else None
+        reader = reader or open_reader(self.url)
+        try:
+            yield reader
+        finally:
+            with self._lock:
+                kept = len(self._idle) < self._keep
+                if kept:
+                    self._idle.append(reader)
+            if not kept:
+                reader.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for reader in idle:
+            reader.close()

@@ -200,12 +200,11 @@ def test_after_refusals_the_write_token_and_periodic_jobs_still_work(world: Worl
     assert created.status_code == 200, created.text
     inserted = world.admin("/admin/query", {"sql": f"INSERT INTO {table} VALUES (1)"}, write)
     assert inserted.status_code == 200, inserted.text
-    rows = world.admin(
-        "/admin/query",
-        {"sql": f"SELECT count() AS n, getSetting('readonly') AS ro FROM {table}"},
-        write,
-    )
-    assert rows.json()["rows"] == [[1, 0]]
+    check = {"sql": f"SELECT count() AS n, getSetting('readonly') AS ro FROM {table}"}
+    assert world.admin("/admin/query", check, write).json()["rows"] == [[1, 0]]
+    # The read token's connections are as read-only as before, and still answer.
+    read = world.tokens["read_token"]
+    assert world.admin("/admin/query", check, read).json()["rows"] == [[1, 1]]
 
     spans = record_spans([Evaluation("after-refusal", 0), Sentinel("after-refusal", 1, final=True)])
     assert export_grpc(world.receiver.grpc_endpoint, spans) is SpanExportResult.SUCCESS
@@ -250,8 +249,13 @@ def test_a_tenant_sees_only_its_rows_however_the_table_is_reached(world: World, 
         assert _tenant_rows(world, sql, "acme", path) == acme, name
     assert _tenant_rows(world, f"SELECT count() FROM {PROBE}", "globex", path) == [[1]]
     assert _tenant_rows(world, f"SELECT count() FROM {PROBE}", "o'brien \\ x", path) == [[0]]
-    # Without a tenant every row is there.
+    # Without a tenant every row is there, on both paths (the admin endpoint keeps
+    # untenanted read-only connections for later requests, never a tenant's).
     assert via_reader(world, f"SELECT count() FROM {PROBE}").message == f"[({len(PROBE_ROWS)},)]"
+    everyone = world.admin(
+        "/admin/query", {"sql": f"SELECT count() FROM {PROBE}"}, world.tokens["read_token"]
+    )
+    assert everyone.json()["rows"] == [[len(PROBE_ROWS)]]
 
 
 @pytest.mark.parametrize(
