@@ -84,7 +84,7 @@ class ReceiverService:
         if self.store is not None:
             await asyncio.to_thread(apply_migrations, self.store)
             await asyncio.to_thread(apply_retention, self.store, config.retention)
-            # Periodic jobs get their own connection (see reopen); admin requests one each.
+            # Periodic jobs get their own connection (see reopen); admin requests never use it.
             self._side = await asyncio.to_thread(self.store.reopen)
         if self.handoff is None:
             self.handoff = await self._build_handoff()

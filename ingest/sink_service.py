@@ -60,7 +60,7 @@ class SinkService:
     async def start(self) -> int:
         """Migrate, open the admin endpoint, start consuming; returns the admin port."""
         await asyncio.to_thread(apply_migrations, self.store)
-        # Periodic jobs get their own connection (see reopen); admin requests one each.
+        # Periodic jobs get their own connection (see reopen); admin requests never use it.
         self._side = await asyncio.to_thread(self.store.reopen)
         self._admin = AdminEndpoint(
             StoreSessions(self.store.url), self.metrics.exposition, self._readiness
