@@ -24,6 +24,7 @@ from ingest.handoff import Clock, utc_now
 from ingest.kafka_metrics import SinkMetrics
 from ingest.kafka_topics import ensure_topics
 from ingest.metrics import PipelineMetrics
+from ingest.reader import StoreSessions
 from ingest.service import Periodic
 from ingest.sink import Monotonic, Sink
 from ingest.sink_dlq import KafkaDeadLetters, PoisonBrake, SinkHalted
@@ -59,9 +60,11 @@ class SinkService:
     async def start(self) -> int:
         """Migrate, open the admin endpoint, start consuming; returns the admin port."""
         await asyncio.to_thread(apply_migrations, self.store)
-        # Admin queries and periodic jobs get their own connection (see reopen).
+        # Periodic jobs get their own connection (see reopen); admin requests never use it.
         self._side = await asyncio.to_thread(self.store.reopen)
-        self._admin = AdminEndpoint(self._side, self.metrics.exposition, self._readiness)
+        self._admin = AdminEndpoint(
+            StoreSessions(self.store.url), self.metrics.exposition, self._readiness
+        )
         self.admin_port = await self._admin.start(self.config.admin_port)
         if self.config.metrics_port is not None:
             self.metrics_port = await self._admin.start_public(

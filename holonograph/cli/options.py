@@ -44,20 +44,21 @@ def store_options(func: F) -> F:
 
 
 def open_store_or_exit(
-    store_url: str | None, data_dir: str | None, *, write: bool = False
+    store_url: str | None, data_dir: str | None, *, write: bool = False, tenant: str | None = None
 ) -> Store:
+    from ingest.redact import redact
     from ingest.store import StoreURLError
 
     try:
         url = storeaccess.store_url_from(store_url, data_dir)
-        return storeaccess.connect(url, write=write)
+        return storeaccess.connect(url, write=write, tenant=tenant)
     except StoreURLError as err:
         raise click.UsageError(str(err)) from None
     except FileNotFoundError as err:
-        click.echo(f"error: {err}", err=True)
+        click.echo(f"error: {redact(str(err))}", err=True)
         sys.exit(EXIT_UNAVAILABLE)
     except Exception as err:
-        click.echo(f"error: store unavailable: {err}", err=True)
+        click.echo(f"error: store unavailable: {redact(str(err))}", err=True)
         sys.exit(EXIT_UNAVAILABLE)
 
 

@@ -17,6 +17,7 @@ from holonograph.cli.options import EXIT_UNAVAILABLE, EXIT_USAGE
 from holonograph.jobs import periodic_jobs
 from ingest.config import ServeConfig
 from ingest.gctune import tune_for_throughput
+from ingest.redact import configure_logging, redact, redact_url
 from ingest.service import ReceiverService
 from ingest.store import StoreURLError, is_embedded, open_store
 
@@ -39,7 +40,7 @@ def announce(service: ReceiverService, as_json: bool) -> None:
     if config.metrics_port is not None:
         info["metrics"] = f"http://{host}:{listeners.metrics_port}/metrics"
     if service.store is not None:
-        info["store"] = service.store.url
+        info["store"] = service.store.display_url
         info["storeKind"] = (
             "embedded chDB" if is_embedded(service.store.url) else "ClickHouse server"
         )
@@ -112,12 +113,12 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
     """Receive OTLP traces and store holonograph events (embedded chDB by default)."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
+    configure_logging(logging.INFO if verbose else logging.WARNING)
     try:
         config = build_config(flags)
         url = None if config.kafka else config.store_url()
     except (ValidationError, StoreURLError) as err:
-        click.echo(f"error: invalid configuration: {err}", err=True)
+        click.echo(f"error: invalid configuration: {redact(str(err))}", err=True)
         sys.exit(EXIT_USAGE)
     if config.kafka and (flags.get("store") or flags.get("data_dir")):
         click.echo("error: with --kafka the receiver keeps no store; the sink writes it", err=True)
@@ -125,7 +126,9 @@ def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
     try:
         store = open_store(url) if url else None
     except Exception as err:
-        click.echo(f"error: cannot open store {url}: {err}", err=True)
+        click.echo(
+            f"error: cannot open store {redact_url(url or '')}: {redact(str(err))}", err=True
+        )
         sys.exit(EXIT_UNAVAILABLE)
     periodic = periodic_jobs(config) if store is not None else []
     service = ReceiverService(config, store, periodic=periodic)

@@ -15,6 +15,7 @@ from holonograph.cli.options import EXIT_FINDING, EXIT_UNAVAILABLE, EXIT_USAGE
 from holonograph.jobs import periodic_jobs
 from ingest.config import ServeConfig, SinkConfig
 from ingest.gctune import tune_for_throughput
+from ingest.redact import configure_logging, redact, redact_url
 from ingest.sink_dlq import SinkHalted
 from ingest.sink_service import SinkService
 from ingest.store import StoreURLError, is_embedded, open_store
@@ -35,7 +36,7 @@ async def run_sink(service: SinkService) -> None:
     kind = "embedded chDB" if is_embedded(service.store.url) else "ClickHouse server"
     click.echo(f"kafka      {config.kafka} group {config.sink_group}")
     click.echo(f"topics     {config.kafka_records_topic}, {config.kafka_dead_letter_topic}")
-    click.echo(f"store      {service.store.url} ({kind})")
+    click.echo(f"store      {service.store.display_url} ({kind})")
     click.echo(f"admin      listening on http://127.0.0.1:{port} (loopback only)")
     if config.metrics_port is not None:
         click.echo(f"metrics    listening on http://{config.host}:{service.metrics_port}/metrics")
@@ -90,17 +91,17 @@ async def run_sink(service: SinkService) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 def sink_command(verbose: bool, **flags: Any) -> None:
     """Consume records from Kafka, write them to the store, commit offsets after."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
+    configure_logging(logging.INFO if verbose else logging.WARNING)
     try:
         config = build_config(flags)
         url = config.store_url()
     except (ValidationError, StoreURLError) as err:
-        click.echo(f"error: invalid configuration: {err}", err=True)
+        click.echo(f"error: invalid configuration: {redact(str(err))}", err=True)
         sys.exit(EXIT_USAGE)
     try:
         store = open_store(url)
     except Exception as err:
-        click.echo(f"error: cannot open store {url}: {err}", err=True)
+        click.echo(f"error: cannot open store {redact_url(url)}: {redact(str(err))}", err=True)
         sys.exit(EXIT_UNAVAILABLE)
     # The sink owns the store on the scale-out path, so it runs the jobs `serve` runs on
     # the embedded one; `periodic_jobs` reads only the refresh period from its config.
