@@ -2,7 +2,8 @@
 
 chDB lets one process open a data directory; `serve` and `sink` publish an admin
 endpoint in `<data-dir>/.holonograph-admin.json` and every other command reaches
-the store through it, implementing the same `Store` protocol.
+the store through it, implementing the same `Store` protocol. Which token it sends
+decides what it may do: the endpoint runs the read token's queries read-only.
 """
 
 from __future__ import annotations
@@ -49,13 +50,14 @@ def _alive(pid: int) -> bool:
 
 
 class AdminStore:
-    """`Store` over HTTP to an owner's admin endpoint. Writes need `write=True`."""
+    """`Store` over HTTP to an owner's admin endpoint, with its read or write token;
+    with `tenant`, queries see only that tenant's rows."""
 
-    def __init__(self, url: str, base_url: str, token: str, write: bool = False) -> None:
+    def __init__(self, url: str, base_url: str, token: str, tenant: str | None = None) -> None:
         self.url = url
         self._base = base_url.rstrip("/")
         self._token = token
-        self._write = write
+        self._tenant = tenant
 
     def _call(self, path: str, body: dict[str, Any], timeout: float = 600.0) -> Any:
         request = urllib.request.Request(
@@ -76,9 +78,10 @@ class AdminStore:
             raise AdminError(f"admin endpoint {self._base} unreachable: {err.reason}") from None
 
     def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
-        reply = self._call(
-            "/admin/query", {"sql": sql, "parameters": dict(parameters or {}), "write": self._write}
-        )
+        body: dict[str, Any] = {"sql": sql, "parameters": dict(parameters or {})}
+        if self._tenant is not None:
+            body["tenant"] = self._tenant
+        reply = self._call("/admin/query", body)
         return QueryResult(tuple(reply["columns"]), [tuple(r) for r in reply["rows"]])
 
     def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> None:

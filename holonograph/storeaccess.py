@@ -19,19 +19,41 @@ def store_url_from(store: str | None, data_dir: str | None) -> str:
     return chdb_url(data_dir or DEFAULT_DATA_DIR)
 
 
-def connect(url: str, *, write: bool = False, migrate: bool = True) -> Store:
+def connect(
+    url: str, *, write: bool = False, migrate: bool = True, tenant: str | None = None
+) -> Store:
     """Open the store at `url`, through its owner's admin endpoint when a live
-    process holds that embedded directory. Writes through an owner need `write`."""
+    process holds that embedded directory.
+
+    Without `write` the store is read-only, enforced by the server side
+    (`ingest.reader`); `tenant` (read-only only) hides every other tenant's rows.
+    Migrations run only where this command may write: with `write`, or on a chDB
+    directory no process holds (a server's reader user cannot run DDL)."""
+    if write and tenant is not None:
+        raise ValueError("a tenant's view of the store is read-only")
     if is_embedded(url):
         info = read_admin_file(chdb_path(url))
         if info is not None:
-            return AdminStore(url, info["url"], info["token"], write=write)
+            token = info.get("write_token" if write else "read_token")
+            if not isinstance(token, str):
+                raise ConnectionError(f"{chdb_path(url)} is held by a process without tokens")
+            return AdminStore(url, info["url"], token, tenant=tenant)
         if not Path(chdb_path(url)).exists() and not write:
             raise FileNotFoundError(
                 f"no store at {chdb_path(url)} (start `holonograph serve` first)"
             )
-    store = open_store(url)
-    if migrate:
-        apply_migrations(store)
-    store.readonly = not write
-    return store
+    from ingest.reader import open_reader  # imports the driver: not on the admin path
+
+    if write:
+        store = open_store(url)
+        if migrate:
+            apply_migrations(store)
+        return store
+    if migrate and is_embedded(url):
+        owner = open_store(url)
+        try:
+            apply_migrations(owner)
+            return open_reader(url, tenant)  # opened before `owner` closes: chDB stays up
+        finally:
+            owner.close()
+    return open_reader(url, tenant)

@@ -1,46 +1,78 @@
 """Loopback admin endpoint of a process that owns a store (`serve`, `sink`).
 
 chDB lets one process open a data directory, so other commands (`query`, jobs)
-reach the store through this endpoint. It binds to 127.0.0.1 only, requires the
-bearer token published (mode 0600) in `<data-dir>/.holonograph-admin.json`, and
-runs queries read-only unless the caller asks to write. It also serves
-`/healthz`, `/readyz` and Prometheus `/metrics`.
+reach the store through this endpoint. It binds to 127.0.0.1 only and publishes two
+bearer tokens (mode 0600) in `<data-dir>/.holonograph-admin.json`:
+
+- the read token may only `/admin/query`, on a read-only connection
+  (`ingest.reader`), whatever the request says;
+- the write token may also `/admin/command` and `/admin/insert`, and queries on a
+  writing connection.
+
+Each request runs on a connection it has to itself (`ingest.reader.StoreSessions`),
+never the owner's writing or jobs connection, so nothing a request leaves in its
+session reaches another request or the owner's periodic jobs. The endpoint also
+serves `/healthz`, `/readyz` and `/metrics`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import secrets
+import tempfile
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from aiohttp import web
 
 from ingest.admin_file import ADMIN_FILE
 from ingest.listen import start_site
-from ingest.store import ClickHouseStore
+from ingest.querygate import StatementRefused
+from ingest.redact import redact
 from schemas import jsoncodec
+from schemas.store import Store
 
 ReadinessCheck = Callable[[], Awaitable[str | None]]
+Role = Literal["read", "write"]
+
+
+class Sessions(Protocol):
+    """A connection to the owner's store for one request: `reading` a read-only one
+    (scoped to `tenant` if given), `writing` a writing one."""
+
+    def reading(self, tenant: str | None = None) -> AbstractContextManager[Store]: ...
+
+    def writing(self) -> AbstractContextManager[Store]: ...
+
+    def close(self) -> None: ...
+
+
+Opener = Callable[[], AbstractContextManager[Store]]
 
 
 class AdminEndpoint:
     def __init__(
         self,
-        store: ClickHouseStore | None,
+        sessions: Sessions | None,
         metrics_exposition: Callable[[], bytes],
         readiness: ReadinessCheck,
-        token: str | None = None,
+        read_token: str | None = None,
+        write_token: str | None = None,
         degraded: Callable[[], str | None] = lambda: None,
     ) -> None:
-        self._store = store
+        self._sessions = sessions
         self._metrics = metrics_exposition
         self._readiness = readiness
         self._degraded = degraded
-        self.token = token or secrets.token_urlsafe(24)
+        self.read_token = read_token or secrets.token_urlsafe(24)
+        self.write_token = write_token or secrets.token_urlsafe(24)
+        if secrets.compare_digest(self.read_token, self.write_token):
+            raise ValueError("the read and write tokens must differ")
         self._runner: web.AppRunner | None = None
         self._public: web.AppRunner | None = None
         self._published: Path | None = None
@@ -78,12 +110,26 @@ class AdminEndpoint:
         return self.metrics_port
 
     def publish(self, data_dir: Path) -> None:
-        """Tell other commands on this machine where the owner of `data_dir` listens."""
+        """Tell other commands of this user where the owner of `data_dir` listens.
+
+        Written to a new 0600 file and renamed over the old one: a stale file left
+        with looser permissions is replaced, never reused, and readers never see
+        half a file."""
         path = data_dir / ADMIN_FILE
-        info = {"url": f"http://127.0.0.1:{self.port}", "pid": os.getpid(), "token": self.token}
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            json.dump(info, handle)
+        info = {
+            "url": f"http://127.0.0.1:{self.port}",
+            "pid": os.getpid(),
+            "read_token": self.read_token,
+            "write_token": self.write_token,
+        }
+        fd, temporary = tempfile.mkstemp(prefix=f"{ADMIN_FILE}.", dir=data_dir)  # mode 0600
+        try:
+            with os.fdopen(fd, "w") as handle:
+                json.dump(info, handle)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
         self._published = path
 
     async def stop(self) -> None:
@@ -96,65 +142,90 @@ class AdminEndpoint:
         if self._public is not None:
             await self._public.cleanup()
             self._public = None
+        if self._sessions is not None:
+            await asyncio.to_thread(self._sessions.close)
 
     # --- handlers -------------------------------------------------------------------
 
-    def _authorized(self, request: web.Request) -> bool:
+    def _role(self, request: web.Request) -> Role:
         header = request.headers.get("Authorization", "")
-        return secrets.compare_digest(header, f"Bearer {self.token}")
+        # Both comparisons always run: the time taken says nothing about either token.
+        read = secrets.compare_digest(header, f"Bearer {self.read_token}")
+        write = secrets.compare_digest(header, f"Bearer {self.write_token}")
+        if write:
+            return "write"
+        if read:
+            return "read"
+        raise _error(web.HTTPUnauthorized, "bad or missing token")
+
+    def _opener(self, role: Role, *, writes: bool, tenant: str | None = None) -> Opener:
+        """How this request's connection is opened: read-only for the read token and
+        for a tenant's view, writing only for the write token."""
+        sessions = self._sessions
+        if sessions is None:
+            raise _error(web.HTTPServiceUnavailable, "this process holds no store")
+        if writes and role != "write":
+            raise _error(web.HTTPForbidden, "refused: the read token cannot write (use --write)")
+        if role == "read" or tenant is not None:
+            return functools.partial(sessions.reading, tenant)
+        return sessions.writing
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
-        if not self._authorized(request):
-            raise web.HTTPUnauthorized(text=json.dumps({"error": "bad or missing token"}))
         try:
             body = jsoncodec.loads(await request.read())
         except ValueError as err:
-            raise web.HTTPBadRequest(text=json.dumps({"error": f"bad JSON: {err}"})) from None
+            raise _error(web.HTTPBadRequest, f"bad JSON: {err}") from None
         if not isinstance(body, dict):
-            raise web.HTTPBadRequest(text=json.dumps({"error": "expected a JSON object"}))
+            raise _error(web.HTTPBadRequest, "expected a JSON object")
         return body
 
-    async def _run(self, call: Callable[[], Any]) -> web.Response:
-        if self._store is None:
-            return web.json_response({"error": "this process holds no store"}, status=503)
+    async def _run(self, open_session: Opener, work: Callable[[Store], Any]) -> web.Response:
+        """`work` on a connection this request has to itself."""
+
+        def run() -> Any:
+            with open_session() as store:
+                return work(store)
+
         try:
-            result = await asyncio.to_thread(call)
+            result = await asyncio.to_thread(run)
+        except StatementRefused as err:
+            return web.json_response({"error": str(err)}, status=403)
         except Exception as err:
-            return web.json_response({"error": str(err)}, status=400)
+            return web.json_response({"error": redact(str(err))}, status=400)
         return web.Response(text=jsoncodec.dumps(result), content_type="application/json")
 
     async def _query(self, request: web.Request) -> web.Response:
+        role = self._role(request)
         body = await self._body(request)
-        sql, params, write = (
+        sql, params, tenant = (
             str(body.get("sql", "")),
             body.get("parameters") or {},
-            bool(body.get("write")),
+            body.get("tenant"),
         )
+        if tenant is not None and not isinstance(tenant, str):
+            raise _error(web.HTTPBadRequest, "tenant must be a string")
 
-        def run() -> dict[str, Any]:
-            assert self._store is not None
-            result = self._store.query_as(sql, params, readonly=not write)
+        def work(store: Store) -> dict[str, Any]:
+            result = store.query(sql, params)
             return {"columns": list(result.column_names), "rows": [list(r) for r in result.rows]}
 
-        return await self._run(run)
+        return await self._run(self._opener(role, writes=False, tenant=tenant), work)
 
     async def _command(self, request: web.Request) -> web.Response:
+        open_session = self._opener(self._role(request), writes=True)
         body = await self._body(request)
-        return await self._run(
-            lambda: self._held().command(str(body.get("sql", "")), body.get("parameters") or {})
-        )
+        sql, params = str(body.get("sql", "")), body.get("parameters") or {}
+        return await self._run(open_session, lambda store: store.command(sql, params))
 
     async def _insert(self, request: web.Request) -> web.Response:
+        open_session = self._opener(self._role(request), writes=True)
         body = await self._body(request)
         return await self._run(
-            lambda: self._held().insert(
+            open_session,
+            lambda store: store.insert(
                 str(body["table"]), body["rows"], body["column_names"], body.get("settings") or {}
-            )
+            ),
         )
-
-    def _held(self) -> ClickHouseStore:
-        assert self._store is not None
-        return self._store
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -171,3 +242,7 @@ class AdminEndpoint:
 
     async def _metrics_handler(self, request: web.Request) -> web.Response:
         return web.Response(body=self._metrics(), content_type="text/plain", charset="utf-8")
+
+
+def _error(kind: type[web.HTTPError], message: str) -> web.HTTPError:
+    return kind(text=json.dumps({"error": message}), content_type="application/json")

@@ -30,6 +30,7 @@ from ingest.kafka_metrics import ProducerMetrics
 from ingest.listen import start_site
 from ingest.metrics import PipelineMetrics
 from ingest.periodic import Periodic, PeriodicJobs
+from ingest.reader import StoreSessions
 from ingest.rejections import RejectionLog
 from ingest.retention import apply_retention
 from ingest.store import ClickHouseStore, chdb_path, is_embedded
@@ -79,7 +80,7 @@ class ReceiverService:
         if self.store is not None:
             await asyncio.to_thread(apply_migrations, self.store)
             await asyncio.to_thread(apply_retention, self.store, config.retention)
-            # Admin queries and periodic jobs get their own connection (see reopen).
+            # Periodic jobs get their own connection (see reopen); admin requests never use it.
             self._side = await asyncio.to_thread(self.store.reopen)
         if self.handoff is None:
             self.handoff = await self._build_handoff()
@@ -88,8 +89,9 @@ class ReceiverService:
             observer=ExportObservers(self.metrics, self.rejections),
             admission=Admission(config.max_inflight_bytes),
         )
+        sessions = StoreSessions(self.store.url) if self.store is not None else None
         self._admin = AdminEndpoint(
-            self._side, self.metrics.exposition, self._readiness, degraded=self.jobs.degraded
+            sessions, self.metrics.exposition, self._readiness, degraded=self.jobs.degraded
         )
         self.listeners.admin_port = await self._admin.start(config.admin_port)
         if config.metrics_port is not None:

@@ -26,6 +26,7 @@ from ingest.kafka_producer import start_producer
 from ingest.kafka_topics import ensure_topics
 from ingest.metrics import PipelineMetrics
 from ingest.periodic import Periodic, PeriodicJobs
+from ingest.reader import StoreSessions
 from ingest.rejections import LoggedDeadLetters, RejectionLog
 from ingest.sink import Monotonic, Sink
 from ingest.sink_dlq import KafkaDeadLetters, PoisonBrake, SinkHalted
@@ -70,10 +71,13 @@ class SinkService:
     async def start(self) -> int:
         """Migrate, open the admin endpoint, start consuming; returns the admin port."""
         await asyncio.to_thread(apply_migrations, self.store)
-        # Admin queries and periodic jobs get their own connection (see reopen).
+        # Periodic jobs get their own connection (see reopen); admin requests never use it.
         self._side = await asyncio.to_thread(self.store.reopen)
         self._admin = AdminEndpoint(
-            self._side, self.metrics.exposition, self._readiness, degraded=self.jobs.degraded
+            StoreSessions(self.store.url),
+            self.metrics.exposition,
+            self._readiness,
+            degraded=self.jobs.degraded,
         )
         self.admin_port = await self._admin.start(self.config.admin_port)
         if self.config.metrics_port is not None:

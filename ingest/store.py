@@ -2,17 +2,20 @@
 
 `open_store` turns a store URL into a `schemas.store.Store`. An embedded (chDB)
 store can be opened by one process at a time; other commands reach it through that
-process's admin endpoint instead (see `ingest.admin`).
+process's admin endpoint instead (see `ingest.admin`). Read-only connections are
+`ingest.reader`'s.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from ingest.redact import redact_url
 from schemas.store import QueryResult
 
 if TYPE_CHECKING:  # clickhouse-connect is imported when a store is opened, not for URLs
@@ -34,14 +37,14 @@ def normalize_store_url(url: str) -> str:
         path = (parsed.netloc + parsed.path) if parsed.netloc else parsed.path
         if not path:
             raise StoreURLError(
-                f"{url!r}: a chdb store needs a directory, e.g. chdb:///var/lib/holo"
+                f"{redact_url(url)!r}: a chdb store needs a directory, e.g. chdb:///var/lib/holo"
             )
         return chdb_url(path)
     if parsed.scheme in ("http", "https"):
         if not parsed.hostname:
-            raise StoreURLError(f"{url!r}: no host")
+            raise StoreURLError(f"{redact_url(url)!r}: no host")
         return url
-    raise StoreURLError(f"{url!r}: use chdb:///path or http(s)://host:8123")
+    raise StoreURLError(f"{redact_url(url)!r}: use chdb:///path or http(s)://host:8123")
 
 
 def is_embedded(url: str) -> bool:
@@ -54,36 +57,30 @@ def chdb_path(url: str) -> Path:
 
 class ClickHouseStore:
     """A `Store` over one clickhouse-connect client; calls are serialized by a lock
-    because a chDB session, like a clickhouse-connect client, is not thread-safe."""
+    because a chDB session, like a clickhouse-connect client, is not thread-safe.
+    This is the writing side: read-only work runs on `ingest.reader.ReadOnlyStore`."""
 
-    def __init__(self, url: str, client: Client, readonly: bool = False) -> None:
+    def __init__(self, url: str, client: Client) -> None:
         self.url = url
-        self.readonly = readonly
         self._client = client
         self._lock = threading.Lock()
         # Column types per (table, columns), looked up once: clickhouse-connect would
         # otherwise DESCRIBE the table before every insert (a query per table per commit).
         self._column_types: dict[tuple[str, tuple[str, ...]], Sequence[ClickHouseType]] = {}
 
-    def _settings(self) -> dict[str, Any]:
-        # readonly=2 forbids writes but still lets a query set its own settings.
-        return {"readonly": 2} if self.readonly else {}
+    @property
+    def display_url(self) -> str:
+        """The URL as printed: no password."""
+        return redact_url(self.url)
 
     def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
-        return self.query_as(sql, parameters, readonly=self.readonly)
-
-    def query_as(
-        self, sql: str, parameters: Mapping[str, Any] | None = None, *, readonly: bool
-    ) -> QueryResult:
-        """Query with an explicit read-only choice (the admin endpoint's per-call flag)."""
-        settings = {"readonly": 2} if readonly else {}
         with self._lock:
-            result = self._client.query(sql, parameters=dict(parameters or {}), settings=settings)
+            result = self._client.query(sql, parameters=dict(parameters or {}))
         return QueryResult(tuple(result.column_names), [tuple(r) for r in result.result_rows])
 
     def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> None:
         with self._lock:
-            self._client.command(sql, parameters=dict(parameters or {}), settings=self._settings())
+            self._client.command(sql, parameters=dict(parameters or {}))
 
     def insert(
         self,
@@ -94,8 +91,6 @@ class ClickHouseStore:
     ) -> None:
         if not rows:
             return
-        if self.readonly:
-            raise PermissionError("this store connection is read-only")
         names = list(column_names)
         key = (table, tuple(names))
         with self._lock:
@@ -135,20 +130,37 @@ def _plain(column_type: ClickHouseType) -> ClickHouseType:
 
 def open_store(url: str) -> ClickHouseStore:
     """Connect to the store at `url` (creating a chDB directory if needed)."""
+    url = normalize_store_url(url)
+    return ClickHouseStore(url, connect_client(url))
+
+
+def connect_client(url: str, *, session: bool = True) -> Client:
+    """A new clickhouse-connect client for a normalized store URL. `session=False`
+    keeps a server from holding state between this client's requests (chDB
+    connections are always their own session)."""
     import clickhouse_connect
 
-    url = normalize_store_url(url)
     parsed = urlparse(url)
     if parsed.scheme == "chdb":
-        Path(parsed.path).mkdir(parents=True, exist_ok=True)
-        client = clickhouse_connect.get_client(dsn=url)
-    else:
-        client = clickhouse_connect.get_client(
-            host=parsed.hostname,
-            port=parsed.port or (8443 if parsed.scheme == "https" else 8123),
-            username=parsed.username or "default",
-            password=parsed.password or "",
-            secure=parsed.scheme == "https",
-            database="default",
-        )
-    return ClickHouseStore(url, client)
+        own_data_dir(Path(parsed.path))
+        return clickhouse_connect.get_client(dsn=url)
+    return clickhouse_connect.get_client(
+        host=parsed.hostname,
+        port=parsed.port or (8443 if parsed.scheme == "https" else 8123),
+        username=parsed.username or "default",
+        password=parsed.password or "",
+        secure=parsed.scheme == "https",
+        database="default",
+        autogenerate_session_id=session,
+    )
+
+
+def own_data_dir(path: Path) -> None:
+    """Make `path` the owner's alone, for everything chDB will create under it.
+
+    chDB creates its directories and files with the process umask, so the process
+    that holds an embedded store keeps umask 077 (0700 directories, 0600 files) from
+    here on; the directory itself is set to 0700 even if it existed before."""
+    os.umask(0o077)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 import shlex
 import sys
 import tempfile
@@ -32,6 +31,7 @@ from typing import IO, Any
 
 import click
 
+from ingest.redact import redact
 from schemas.jsoncodec import rfc3339
 
 EXIT_OK = 0
@@ -48,7 +48,6 @@ EXIT_CODES_HELP = (
 )
 
 _MAX_MESSAGE = 400
-_URL_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^/@\s]+@", re.IGNORECASE)
 
 
 class CommandFailed(click.ClickException):
@@ -67,7 +66,7 @@ class CommandFailed(click.ClickException):
 
 def one_line(err: BaseException) -> str:
     """The first line of an error's message, bounded (library messages can be pages),
-    with credentials in URLs masked."""
+    with secrets (URL passwords, tokens) masked."""
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     text = redact(text)
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 1] + "…"
@@ -158,11 +157,6 @@ def trace_dir() -> Path:
     """Where traces go: the user's cache directory (XDG), else a per-user temp directory."""
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(cache) / "holonograph"
-
-
-def redact(text: str) -> str:
-    """`http://user:secret@host` -> `http://***@host`, wherever a URL appears in `text`."""
-    return _URL_USERINFO.sub(r"\1***@", text)
 
 
 def write_trace(err: BaseException) -> Path:

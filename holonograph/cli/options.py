@@ -13,12 +13,8 @@ import click
 from holonograph.cli.errors import EXIT_FINDING as EXIT_FINDING
 from holonograph.cli.errors import EXIT_UNAVAILABLE as EXIT_UNAVAILABLE
 from holonograph.cli.errors import EXIT_USAGE as EXIT_USAGE
-from holonograph.cli.errors import (
-    CommandFailed,
-    expected_failure,
-    one_line,
-    redact,
-)
+from holonograph.cli.errors import CommandFailed, expected_failure, one_line
+from ingest.redact import RedactingFormatter, redact, redact_url
 from schemas import jsoncodec
 from schemas.store import Store
 
@@ -46,7 +42,7 @@ def store_options(func: F) -> F:
 
 
 def open_store_or_exit(
-    store_url: str | None, data_dir: str | None, *, write: bool = False
+    store_url: str | None, data_dir: str | None, *, write: bool = False, tenant: str | None = None
 ) -> Store:
     """The store named by the options; any failure to reach it is exit 3 (a bad URL: 2)."""
     from holonograph import storeaccess
@@ -54,7 +50,7 @@ def open_store_or_exit(
 
     try:
         url = storeaccess.store_url_from(store_url, data_dir)
-        return storeaccess.connect(url, write=write)
+        return storeaccess.connect(url, write=write, tenant=tenant)
     except StoreURLError as err:
         raise click.UsageError(str(err)) from None
     except FileNotFoundError as err:  # no store there yet
@@ -69,7 +65,7 @@ def store_unavailable(url: str | None, err: Exception) -> CommandFailed:
     if failure is not None and failure.exit_code != EXIT_UNAVAILABLE:
         return failure
     reason, hint = (failure.format_message(), failure.hint) if failure else (one_line(err), None)
-    where = f" {redact(url)}" if url else ""
+    where = f" {redact_url(url)}" if url else ""
     return CommandFailed(f"cannot open store{where}: {reason}", EXIT_UNAVAILABLE, hint)
 
 
@@ -88,16 +84,17 @@ def invalid_configuration(err: Exception) -> CommandFailed:
             flag, env = "--" + field.replace("_", "-"), "HOLONOGRAPH_" + field.upper()
             message = f"{field} ({flag} or {env}): {message}"
         problems.append(message)
-    return CommandFailed("invalid configuration: " + "; ".join(problems), EXIT_USAGE)
+    return CommandFailed(redact("invalid configuration: " + "; ".join(problems)), EXIT_USAGE)
 
 
-class _UTCFormatter(logging.Formatter):
+class _UTCFormatter(RedactingFormatter):
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         return jsoncodec.rfc3339(dt.datetime.fromtimestamp(record.created, dt.UTC))
 
 
 def configure_logging(verbose: bool) -> None:
-    """One line per event, RFC 3339 UTC time first, for the long-running commands."""
+    """One line per event, RFC 3339 UTC time first, secrets redacted, for the
+    long-running commands."""
     handler = logging.StreamHandler()
     handler.setFormatter(_UTCFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])

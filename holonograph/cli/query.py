@@ -1,4 +1,8 @@
-"""`holonograph query "SQL"`: run SQL against the store, read-only unless --write."""
+"""`holonograph query "SQL"`: run SQL against the store, read-only unless --write.
+
+Read-only is decided by the store's side (a read-only connection, or the owner's
+read token), so a refused statement is exit 1 and changes nothing; `--tenant T`
+shows only tenant T's rows of every table that has a tenant column."""
 
 from __future__ import annotations
 
@@ -18,16 +22,26 @@ from holonograph.cli.options import (
 @click.command("query")
 @click.argument("sql")
 @click.option("--write", is_flag=True, help="Allow statements that change the store.")
+@click.option("--tenant", metavar="TENANT", help="Only this tenant's rows (read-only).")
 @store_options
 def query_command(
-    sql: str, write: bool, store_url: str | None, data_dir: str | None, as_json: bool
+    sql: str,
+    write: bool,
+    tenant: str | None,
+    store_url: str | None,
+    data_dir: str | None,
+    as_json: bool,
 ) -> None:
     """Run SQL and print a table (or a JSON array of row objects with --json)."""
-    store = open_store_or_exit(store_url, data_dir, write=write)
+    from ingest.redact import redact
+
+    if write and tenant is not None:
+        raise click.UsageError("--tenant is a read-only view of the store; drop --write")
+    store = open_store_or_exit(store_url, data_dir, write=write, tenant=tenant)
     try:
         result = store.query(sql)
     except Exception as err:
-        click.echo(f"error: {err}", err=True)
+        click.echo(f"error: {redact(str(err))}", err=True)
         sys.exit(EXIT_FINDING)
     finally:
         store.close()

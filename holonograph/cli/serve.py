@@ -43,7 +43,7 @@ def announce(service: ReceiverService, as_json: bool) -> None:
     if config.metrics_port is not None:
         info["metrics"] = f"http://{host}:{listeners.metrics_port}/metrics"
     if service.store is not None:
-        info["store"] = service.store.url
+        info["store"] = service.store.display_url
         info["storeKind"] = (
             "embedded chDB" if is_embedded(service.store.url) else "ClickHouse server"
         )

@@ -39,7 +39,7 @@ async def run_sink(service: SinkService) -> None:
     kind = "embedded chDB" if is_embedded(service.store.url) else "ClickHouse server"
     click.echo(f"kafka      {config.kafka} group {config.sink_group}")
     click.echo(f"topics     {config.kafka_records_topic}, {config.kafka_dead_letter_topic}")
-    click.echo(f"store      {service.store.url} ({kind})")
+    click.echo(f"store      {service.store.display_url} ({kind})")
     click.echo(f"admin      listening on http://127.0.0.1:{port} (loopback only)")
     if config.metrics_port is not None:
         click.echo(f"metrics    listening on http://{config.host}:{service.metrics_port}/metrics")

@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
+from xml.etree import ElementTree
 
 import pytest
 import yaml
@@ -106,8 +107,8 @@ def test_sink_settings_validate_and_reach_clickhouse(compose: dict[str, Any]) ->
     store = urlparse(normalize_store_url(config.store_url()))
     clickhouse = _env(compose, "clickhouse")
     assert (store.hostname, store.port) == ("clickhouse", 8123)
-    assert store.username == clickhouse["CLICKHOUSE_USER"]
-    assert store.password == clickhouse["CLICKHOUSE_PASSWORD"]
+    assert store.username == "holonograph_writer"  # not the administrator
+    assert store.password == clickhouse["HOLONOGRAPH_WRITER_PASSWORD"]
     assert 8123 in _published(compose["services"]["clickhouse"])
     assert config.metrics_port in _published(service)
     receiver = _settings(_env(compose, "receiver"), ServeConfig)
@@ -163,5 +164,46 @@ def test_grafana_provisions_the_clickhouse_data_source(compose: dict[str, Any]) 
     data = datasource["jsonData"]
     assert data["host"] == "clickhouse" and data["port"] == 9000 and data["protocol"] == "native"
     assert data["defaultDatabase"] == DATABASE
-    assert data["username"] == _env(compose, "clickhouse")["CLICKHOUSE_USER"]
-    assert "CLICKHOUSE_PASSWORD" in grafana["environment"]
+    assert data["username"] == "holonograph_reader"
+    assert datasource["secureJsonData"]["password"] == "${HOLONOGRAPH_READER_PASSWORD}"
+    assert "HOLONOGRAPH_READER_PASSWORD" in grafana["environment"]
+
+
+def _mounted(compose: dict[str, Any], service: str, container_path: str) -> Path:
+    volumes = compose["services"][service]["volumes"]
+    spec = next(v for v in volumes if v.split(":")[1] == container_path)
+    assert spec.endswith(":ro")
+    return ROOT / spec.split(":")[0]
+
+
+def test_clickhouse_has_a_writer_and_a_read_only_reader_on_the_holonograph_database(
+    compose: dict[str, Any],
+) -> None:
+    users_file = _mounted(compose, "clickhouse", "/etc/clickhouse-server/users.d/holonograph.xml")
+    config_file = _mounted(compose, "clickhouse", "/etc/clickhouse-server/config.d/holonograph.xml")
+    users = ElementTree.parse(users_file).getroot()
+    env = _env(compose, "clickhouse")
+    grants = {}
+    for name in ("holonograph_writer", "holonograph_reader"):
+        user = users.find(f"users/{name}")
+        assert user is not None, name
+        password = user.find("password")
+        assert password is not None and password.get("from_env") in env  # no secret in git
+        assert user.findtext("profile") == name
+        grants[name] = [q.text for q in user.findall("grants/query")]
+    assert grants == {
+        "holonograph_writer": [f"GRANT ALL ON {DATABASE}.*"],
+        "holonograph_reader": [f"GRANT SELECT ON {DATABASE}.*"],
+    }
+    assert users.findtext("profiles/holonograph_writer/readonly") == "0"
+    reader = users.find("profiles/holonograph_reader")
+    assert reader is not None and reader.findtext("readonly") == "1"
+    changeable = {
+        c.tag
+        for c in reader.findall("constraints/*")
+        if c.find("changeable_in_readonly") is not None
+    }
+    assert changeable == {"additional_table_filters", "max_execution_time"}
+    config = ElementTree.parse(config_file).getroot()
+    replace = "access_control_improvements/settings_constraints_replace_previous"
+    assert config.findtext(replace) == "true"

@@ -8,6 +8,7 @@ import socket
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -89,7 +90,7 @@ def test_a_store_that_refuses_exits_3(tmp_path: Path) -> None:
     try:
         admin_file = data_dir / ".holonograph-admin.json"
         info = json.loads(admin_file.read_text())
-        admin_file.write_text(json.dumps({**info, "token": "stale"}))
+        admin_file.write_text(json.dumps({**info, "read_token": "stale", "write_token": "old"}))
         done = holonograph(
             "drift", "--data-dir", str(data_dir), "--surface", "s",
             "--since", "2026-07-01T00:00:00Z", "--until", "2026-07-02T00:00:00Z",
@@ -126,8 +127,8 @@ def _run_with_failing_store(
     """`holonograph conformance list` on a store that starts failing (the fault seam)."""
     real_connect = storeaccess.connect
 
-    def connect(url: str, *, write: bool = False, migrate: bool = True) -> FaultyStore:
-        faulty = FaultyStore(real_connect(url, write=write, migrate=migrate))
+    def connect(url: str, **options: Any) -> FaultyStore:
+        faulty = FaultyStore(real_connect(url, **options))
         faulty.fail("the store broke (injected)", error=error)
         return faulty
 

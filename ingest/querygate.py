@@ -1,0 +1,171 @@
+"""The statement gate of every read-only query path, decided by ClickHouse's parser.
+
+`readonly=1` on the session refuses writes and setting changes, but not everything
+that reaches outside the store: chDB still runs `SYSTEM`, `KILL`, `INTO OUTFILE` and
+the scalar `file()` under it, and runs every statement of a multi-statement string.
+So before a read-only connection runs a statement, the server parses it twice:
+
+1. `formatQuery` with the SQL as a bound parameter: fails unless it is exactly one
+   statement (nothing of it is executed);
+2. `EXPLAIN AST` of that one statement: the statement kind and every node, which
+   `refusal` inspects against allowlists.
+
+Only a read (SELECT, SHOW, DESCRIBE, EXISTS, EXPLAIN of a SELECT) passes; table
+functions must be in `ALLOWED_TABLE_FUNCTIONS`; no output file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from clickhouse_connect.driver.client import Client
+
+__all__ = [
+    "ALLOWED_STATEMENTS",
+    "ALLOWED_TABLE_FUNCTIONS",
+    "HOST_FUNCTIONS",
+    "StatementRefused",
+    "check_statement",
+    "refusal",
+]
+
+
+class StatementRefused(PermissionError):
+    """A read-only path refused the statement before running it (permanent: the same
+    statement is refused every time, and nothing of it ran)."""
+
+
+# Top node of `EXPLAIN AST` for statements that only read.
+ALLOWED_STATEMENTS = frozenset(
+    {
+        "SelectWithUnionQuery",
+        "ShowTables",
+        "ShowColumns",
+        "ShowIndexes",
+        "ShowCreateTableQuery",
+        "ShowCreateViewQuery",
+        "ShowCreateDatabaseQuery",
+        "DescribeQuery",
+        "ExistsTableQuery",
+        "ExistsViewQuery",
+        "ExistsDatabaseQuery",
+        "Explain",
+    }
+)
+
+# Table functions that generate rows or wrap a subquery; every other one reads files,
+# the network, other databases or processes (file, url, s3, remote, mysql, executable,
+# python, ...) or reads a table around additional_table_filters (merge, mergeTreeIndex).
+ALLOWED_TABLE_FUNCTIONS = frozenset(
+    {
+        "numbers",
+        "numbers_mt",
+        "zeros",
+        "zeros_mt",
+        "generate_series",
+        "generateSeries",
+        "generateRandom",
+        "values",
+        "view",
+    }
+)
+
+# Ordinary functions that read the host (lower case: function names may be matched
+# case-insensitively by the server).
+HOST_FUNCTIONS = frozenset({"file", "catboostevaluate"})
+
+
+def check_statement(
+    client: Client,
+    sql: str,
+    parameters: Mapping[str, Any],
+    *,
+    settings: Mapping[str, Any],
+    table_functions: Collection[str],
+) -> None:
+    """Raise `StatementRefused` unless `sql` is one statement that only reads.
+
+    `client` is the read-only connection itself, `settings` what each of its requests
+    carries; `table_functions` are the server's table function names that are not
+    also ordinary functions (system.table_functions)."""
+    try:
+        client.query(
+            "SELECT formatQuery({holonograph_statement:String})",
+            parameters={"holonograph_statement": sql},
+            settings=dict(settings),
+        )
+    except Exception as err:
+        if getattr(err, "code", None) is None:  # the connection failed, not the parser
+            raise
+        raise StatementRefused(
+            f"refused: not a single valid statement: {_first_line(err)}"
+        ) from None
+    # A command, not a query: clickhouse-connect appends FORMAT to a query's text,
+    # which would become part of the statement explained.
+    out = client.command(f"EXPLAIN AST {sql}", parameters=dict(parameters), settings=dict(settings))
+    text = (
+        out if isinstance(out, str) else "\t".join(map(str, out)) if isinstance(out, list) else ""
+    )
+    reason = refusal(text.split("\n") if text else [], table_functions)
+    if reason:
+        raise StatementRefused(f"refused on a read-only connection: {reason}")
+
+
+def refusal(ast: Sequence[str], table_functions: Collection[str] = ()) -> str | None:
+    """Why the statement whose `EXPLAIN AST` lines are `ast` may not run read-only.
+
+    Every node starts a line, indented one space per level. A quoted identifier or
+    alias with a line break can add lines that look like nodes, never remove one, so
+    each rule below can be made to refuse more, never less."""
+    if not ast:
+        return "empty statement"
+    kind = ast[0].split(" ", 1)[0]
+    if kind not in ALLOWED_STATEMENTS:
+        return f"{kind} is not a read (only SELECT, SHOW, DESCRIBE, EXISTS, EXPLAIN)"
+    for reason in (_output_clause(ast, kind), _functions(ast, table_functions)):
+        if reason:
+            return reason
+    return None
+
+
+def _output_clause(ast: Sequence[str], kind: str) -> str | None:
+    for line in ast[1:]:
+        if _depth(line) != 1:
+            continue
+        node = line.strip().split(" ", 1)[0]
+        if node == "Literal":  # INTO OUTFILE 'path' [COMPRESSION 'x'] of the statement
+            return "INTO OUTFILE writes a file"
+        if kind == "Explain" and node not in ("Set", "SelectWithUnionQuery"):
+            return f"EXPLAIN of {node} (only EXPLAIN of a SELECT)"
+    return None
+
+
+def _functions(ast: Sequence[str], table_functions: Collection[str]) -> str | None:
+    sources = {i + 1 for i, line in enumerate(ast) if line.strip().startswith("TableExpression")}
+    known = {name.lower() for name in table_functions} - {
+        name.lower() for name in ALLOWED_TABLE_FUNCTIONS
+    }
+    for index, line in enumerate(ast):
+        name = _function_name(line)
+        if name is None:
+            continue
+        if index in sources and name not in ALLOWED_TABLE_FUNCTIONS:
+            return f"table function {name}() reaches outside the store"
+        if name.lower() in HOST_FUNCTIONS or name.lower() in known:
+            return f"function {name}() reaches outside the store"
+    return None
+
+
+def _function_name(line: str) -> str | None:
+    parts = line.strip().split(" ", 2)
+    return parts[1] if len(parts) >= 2 and parts[0] == "Function" else None
+
+
+def _depth(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

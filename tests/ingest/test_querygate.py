@@ -1,0 +1,109 @@
+"""The gate's reading of `EXPLAIN AST`: the statement kind, table functions in source
+position, host functions anywhere, an output file; lines a quoted identifier adds can
+only make it refuse more. The ASTs are chDB's own (26.9) output."""
+
+from __future__ import annotations
+
+import pytest
+
+from ingest.querygate import refusal
+
+SELECT_FILE = """\
+SelectWithUnionQuery (children 1)
+ ExpressionList (children 1)
+  SelectQuery (children 2)
+   ExpressionList (children 1)
+    Asterisk
+   TablesInSelectQuery (children 1)
+    TablesInSelectQueryElement (children 1)
+     TableExpression (children 1)
+      Function file (children 1)
+       ExpressionList (children 2)
+        Literal 'x'
+        Literal 'LineAsString'"""
+
+SELECT_NUMBERS = SELECT_FILE.replace("Function file", "Function numbers").replace(
+    "        Literal 'LineAsString'\n", ""
+)
+
+SCALAR_FILE = """\
+SelectWithUnionQuery (children 1)
+ ExpressionList (children 1)
+  SelectQuery (children 1)
+   ExpressionList (children 1)
+    Function file (alias f) (children 1)
+     ExpressionList (children 1)
+      Literal 'x'"""
+
+OUTFILE = """\
+SelectWithUnionQuery (children 2)
+ ExpressionList (children 1)
+  SelectQuery (children 1)
+   ExpressionList (children 1)
+    Literal UInt64_1
+ Literal '/tmp/x'"""
+
+# `FROM file('x') AS `a<newline>   Function numbers``: the alias adds a line.
+SPOOFED = """\
+SelectWithUnionQuery (children 1)
+ ExpressionList (children 1)
+  SelectQuery (children 2)
+   ExpressionList (children 1)
+    Asterisk
+   TablesInSelectQuery (children 1)
+    TablesInSelectQueryElement (children 1)
+     TableExpression (children 1)
+      Function file (alias a
+   Function numbers) (children 1)
+       ExpressionList (children 1)
+        Literal 'x'"""
+
+EXPLAIN_JSON = """\
+Explain EXPLAIN (children 2)
+ Set
+ SelectWithUnionQuery (children 1)
+  ExpressionList (children 1)
+   SelectQuery (children 1)
+    ExpressionList (children 1)
+     Literal UInt64_1"""
+
+
+def _lines(text: str) -> list[str]:
+    return text.split("\n")
+
+
+@pytest.mark.parametrize(
+    ("ast", "reason"),
+    [
+        (SELECT_FILE, "table function file()"),
+        (SCALAR_FILE, "function file()"),
+        (OUTFILE, "INTO OUTFILE"),
+        (SPOOFED, "table function file()"),
+        ("SYSTEM query", "SYSTEM is not a read"),
+        ("KillQueryQuery Literal_UInt64_1 ASYNC (children 1)\n Literal UInt64_1", "KillQuery"),
+        ("InsertQuery   (children 2)\n Function file (children 1)", "InsertQuery"),
+        ("Set", "Set is not a read"),
+        ("UseQuery h (children 1)\n Identifier h", "UseQuery"),
+        ("Explain EXPLAIN (children 1)\n InsertQuery (children 1)", "EXPLAIN of InsertQuery"),
+        ("", "empty"),
+    ],
+)
+def test_refused(ast: str, reason: str) -> None:
+    found = refusal(_lines(ast) if ast else [])
+    assert found is not None and reason in found
+
+
+@pytest.mark.parametrize(
+    "ast",
+    [SELECT_NUMBERS, EXPLAIN_JSON, "ShowTables", "DescribeQuery (children 1)\n TableExpression"],
+)
+def test_reads_pass(ast: str) -> None:
+    assert refusal(_lines(ast)) is None
+
+
+def test_any_table_function_of_the_server_is_refused_outside_source_position() -> None:
+    # `x IN remote(...)` is not a source, but remote is the server's table function.
+    ast = SCALAR_FILE.replace("Function file", "Function remote")
+    assert refusal(_lines(ast)) is None
+    assert "remote()" in (refusal(_lines(ast), table_functions={"remote", "numbers"}) or "")
+    assert refusal(_lines(SELECT_NUMBERS), table_functions={"remote", "numbers"}) is None
