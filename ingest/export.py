@@ -18,11 +18,14 @@ from typing import Protocol, runtime_checkable
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
 from pydantic import ValidationError
 
 from ingest.admission import Admission
 from ingest.decode import attributes, jsonable
+from ingest.domain import attributes_problem
 from ingest.principal import ANONYMOUS, Principal
+from ingest.salvage import is_salvaged, unparsed_spans
 from ingest.validate import (
     EVALUATION_SPAN,
     SENTINEL_SPAN,
@@ -33,6 +36,7 @@ from ingest.validate import (
     quarantine_record,
     quarantined_emission,
     sentinel_record,
+    unparsed_record,
 )
 from schemas.events import DecodedBatch, EmissionRecord, EvaluationEvent, QuarantineRecord
 
@@ -84,8 +88,11 @@ def decode_request(request: PB2ExportTraceServiceRequest, source: str = "receive
     emissions: list[EmissionRecord] = []
     quarantined: list[QuarantineRecord] = []
     ignored = 0
+    salvaged = is_salvaged(request)
     for resource_spans in request.resource_spans:
         resource = jsonable(attributes(resource_spans.resource.attributes))
+        # Stored with every event: a value the store cannot hold rejects them all.
+        resource_problem = attributes_problem(resource)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 name = span.name
@@ -95,6 +102,8 @@ def decode_request(request: PB2ExportTraceServiceRequest, source: str = "receive
                 attrs = attributes(span.attributes)
                 try:
                     if name == EVALUATION_SPAN:
+                        if resource_problem is not None:
+                            raise SpanRejected(f"resource attributes: {resource_problem}")
                         event = evaluation_event(span, attrs, resource)
                         events.append(event)
                         emissions.append(emission_of(event))
@@ -107,6 +116,15 @@ def decode_request(request: PB2ExportTraceServiceRequest, source: str = "receive
                     record = quarantine_record(span, attrs, resource, reason, source)
                     quarantined.append(record)
                     arrived = quarantined_emission(record, span, attrs)
+                    if arrived is not None:
+                        emissions.append(arrived)
+            if salvaged:  # spans the decoder could not read (see ingest.salvage)
+                for unparsed in unparsed_spans(scope_spans):
+                    head = PB2Span.FromString(unparsed.head)
+                    attrs = attributes(head.attributes)
+                    record = unparsed_record(unparsed, head, attrs, resource, source)
+                    quarantined.append(record)
+                    arrived = quarantined_emission(record, head, attrs)
                     if arrived is not None:
                         emissions.append(arrived)
     return DecodedBatch.model_construct(
