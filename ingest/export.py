@@ -44,10 +44,15 @@ MAX_REPORTED_PROBLEMS = 5
 
 
 class Handoff(Protocol):
-    """Where validated batches go. `submit` returns once they are durable, or raises
-    a `RetryableError` (nothing promised) for the client to retry."""
+    """Where validated batches go. `submit` returns once they are durable, with the
+    batch as it was stored: spans the store refused for good moved from events and
+    emissions to `quarantined` (a hand-off that refuses nothing returns `batch`).
+    It raises a `RetryableError` (nothing promised) for the client to retry, or a
+    `PermanentError` when the store refused every span of the request."""
 
-    async def submit(self, batch: DecodedBatch, receipt_id: str, size_bytes: int) -> None: ...
+    async def submit(
+        self, batch: DecodedBatch, receipt_id: str, size_bytes: int
+    ) -> DecodedBatch: ...
 
     async def close(self) -> None: ...
 
@@ -202,7 +207,7 @@ class Exporter:
         # No await between leaving `arriving` and `submit` queueing the batch, so a
         # waiting commit sees the request either on its way or in the queue.
         if batch.events or batch.emissions or batch.quarantined:
-            await self._handoff.submit(batch, uuid.uuid4().hex, size_bytes)
+            batch = await self._handoff.submit(batch, uuid.uuid4().hex, size_bytes)
         outcome = ExportOutcome(
             accepted_spans=len(batch.events)
             + sum(e.kind == "sentinel" and not e.quarantined for e in batch.emissions),

@@ -22,6 +22,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import TopicPartition
+from google.protobuf.message import DecodeError as PB2DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
@@ -92,12 +93,21 @@ async def _resubmit(
     handoff: Handoff, span_proto: bytes, resource: Mapping[str, Any], receipt_id: str,
     report: ReplayReport,
 ) -> None:  # fmt: skip
-    batch = revalidate(span_proto, resource)
+    try:
+        batch = revalidate(span_proto, resource)
+    except PB2DecodeError:  # a span the decoder could not read when it arrived either
+        report.still_rejected += 1
+        report.reasons["span: not a decodable OTLP span"] += 1
+        return
     if batch.quarantined:
         report.still_rejected += 1
         report.reasons[batch.quarantined[0].reason] += 1
         return
-    await handoff.submit(batch, receipt_id, len(span_proto))
+    stored = await handoff.submit(batch, receipt_id, len(span_proto))
+    if stored.quarantined:  # the store refused it
+        report.still_rejected += 1
+        report.reasons[stored.quarantined[0].reason] += 1
+        return
     report.replayed += 1
 
 
