@@ -126,6 +126,9 @@ def decode_request(request: PB2ExportTraceServiceRequest, source: str = "receive
             if salvaged:  # spans the decoder could not read (see ingest.salvage)
                 for unparsed in unparsed_spans(scope_spans):
                     head = PB2Span.FromString(unparsed.head)
+                    if unparsed.named and not is_holonograph_span(head.name):
+                        ignored += 1  # someone else's span, however unreadable
+                        continue
                     attrs = attributes(head.attributes)
                     record = unparsed_record(unparsed, head, attrs, resource, source)
                     quarantined.append(record)

@@ -8,7 +8,7 @@ whole parse fails, the request is read again with shallow message types whose
 resources, scopes and spans are opaque bytes, each of those is parsed on its own,
 and every span that still fails (or whose resource does) becomes an `UnparsedSpan`
 that validation quarantines with its bytes and with what can be read of it (its
-`head`: ids, name, times and every attribute whose value parses alone, so its
+`head`: ids, name, times and every attribute that parses alone, so its
 emission ordinal still counts as arrived). Only a body whose envelope cannot be
 read is refused whole.
 
@@ -32,7 +32,6 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue as PB2AnyValue
 from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope as PB2Scope
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue as PB2KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource as PB2Resource
@@ -53,11 +52,12 @@ RESOURCE_REASON = (
     " of 100 messages, a string that is not UTF-8, or corrupt bytes)"
 )
 
-_B, _S, _M, _F64 = (
+_B, _S, _M, _F64, _BOOL = (
     descriptor_pb2.FieldDescriptorProto.TYPE_BYTES,
     descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
     descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
     descriptor_pb2.FieldDescriptorProto.TYPE_FIXED64,
+    descriptor_pb2.FieldDescriptorProto.TYPE_BOOL,
 )
 _ONE, _MANY = (
     descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
@@ -82,12 +82,14 @@ _SHAPES: dict[str, list[tuple[int, str, int, int, str]]] = {
         (9, "attributes", _M, _MANY, ".holonograph.salvage.KeyValue"),
     ],
     "KeyValue": [(1, "key", _B, _ONE, ""), (2, "value", _B, _ONE, "")],
-    # `head`: a serialized OTLP Span holding what could be read.
+    # `head`: a serialized OTLP Span holding what could be read; `named`: its name
+    # could be read (an empty one is a span named "", not a span of unknown name).
     "UnparsedSpan": [
         (1, "proto", _B, _ONE, ""),
         (2, "json", _B, _ONE, ""),
         (3, "reason", _S, _ONE, ""),
         (4, "head", _B, _ONE, ""),
+        (5, "named", _BOOL, _ONE, ""),
     ],
 }  # fmt: skip
 
@@ -186,7 +188,8 @@ def salvage_protobuf(payload: bytes) -> PB2ExportTraceServiceRequest | None:
 
 
 def _unparsed_protobuf(raw: bytes, reason: str) -> Any:
-    shallow = _parsed(_SpanHead, raw) or _SpanHead()
+    read = _parsed(_SpanHead, raw)
+    shallow = read or _SpanHead()
     head = PB2Span(
         trace_id=shallow.trace_id,
         span_id=shallow.span_id,
@@ -194,11 +197,22 @@ def _unparsed_protobuf(raw: bytes, reason: str) -> Any:
         start_time_unix_nano=shallow.start_time_unix_nano,
         end_time_unix_nano=shallow.end_time_unix_nano,
     )
+    head_bytes = head.SerializeToString()
     for pair in shallow.attributes:
-        value = _parsed(PB2AnyValue, pair.value)
-        if value is not None:  # an attribute too deep to read is what the reason names
-            head.attributes.add(key=pair.key.decode("utf-8", "replace"), value=value)
-    return UnparsedSpan(proto=raw, reason=reason, head=head.SerializeToString())
+        attribute = _unknown_field(1, pair.key) + _unknown_field(2, pair.value)
+        head_bytes += _attribute_in_span(attribute)
+    return UnparsedSpan(proto=raw, reason=reason, head=head_bytes, named=read is not None)
+
+
+def _attribute_in_span(attribute: bytes) -> bytes:
+    """The Span field holding one KeyValue (its bytes), or nothing when that attribute
+    cannot be read even in a span of its own (too deep, not UTF-8: what the reason
+    names). Checked as the head will be parsed, so the head always parses."""
+    field = _unknown_field(_SPAN_ATTRIBUTES, attribute)
+    return field if _parsed(PB2Span, field) is not None else b""
+
+
+_SPAN_ATTRIBUTES = 9
 
 
 def json_into(document: Any, message: Message) -> str | None:
@@ -220,10 +234,13 @@ def unparsed_json(span_doc: Any, reason: str) -> Any:
         text = json.dumps(span_doc, sort_keys=True, separators=(",", ":")).encode()
     except (TypeError, ValueError, RecursionError):
         text = b""
-    return UnparsedSpan(json=text, reason=reason, head=_json_head(span_doc).SerializeToString())
+    return UnparsedSpan(
+        json=text, reason=reason, head=_json_head(span_doc), named=isinstance(span_doc, dict)
+    )
 
 
-def _json_head(span_doc: Any) -> PB2Span:
+def _json_head(span_doc: Any) -> bytes:
+    """A serialized Span of what reads in `span_doc`."""
     doc = span_doc if isinstance(span_doc, dict) else {}
     head = PB2Span()
     name = doc.get("name")
@@ -234,12 +251,13 @@ def _json_head(span_doc: Any) -> PB2Span:
         doc.get("startTimeUnixNano", doc.get("start_time_unix_nano"))
     )
     head.end_time_unix_nano = _nanos(doc.get("endTimeUnixNano", doc.get("end_time_unix_nano")))
+    head_bytes: bytes = head.SerializeToString()
     pairs = doc.get("attributes")
     for pair in pairs if isinstance(pairs, list) else []:
         kv = PB2KeyValue()
         if json_into(pair, kv) is None:
-            head.attributes.append(kv)
-    return head
+            head_bytes += _attribute_in_span(kv.SerializeToString())
+    return head_bytes
 
 
 def _hex(value: Any) -> bytes:

@@ -236,3 +236,12 @@ def test_a_span_otlp_json_cannot_read_is_quarantined_with_the_reason() -> None:
         " invalid literal for int() with base 10: 'soon'.",
         "span: expected a JSON object, got list",
     ]
+
+
+def test_an_unreadable_span_that_is_not_ours_is_ignored_not_quarantined() -> None:
+    def other(span: PB2Span) -> None:
+        span.name = "GET /orders"
+        _deep(span)
+
+    batch = decode_request(parse_protobuf(_three_spans(other).SerializeToString()))
+    assert (len(batch.events), batch.quarantined, batch.ignored_spans) == (1, (), 1)
