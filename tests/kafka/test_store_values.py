@@ -67,6 +67,15 @@ def test_every_value_class_is_quarantined_and_the_sink_keeps_going(
         for seq, reason in mix.reasons().items():
             assert reasons[seq].startswith(reason), (seq, reasons[seq])
         assert arrived_quarantined(store, mix.stream) == set(mix.reasons())
+        # They travelled as quarantined letters on the dead-letter topic, reasons and all.
+        letters = asyncio.run(
+            _read(broker.bootstrap, names["kafka_dead_letter_topic"], len(mix.spoiled))
+        )
+        assert sorted(
+            (letter.span.emission_seq, letter.span.reason)
+            for letter in letters
+            if isinstance(letter, records.QuarantinedLetter)
+        ) == sorted(reasons.items())
 
         # Nothing is stuck behind them: a later request lands too.
         later = export_request(record_spans([Evaluation("klater", 0)], seed=3))
