@@ -7,8 +7,6 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from clickhouse_connect.driver.exceptions import DatabaseError
-
 from schemas.store import QueryResult, Store
 
 
@@ -63,6 +61,8 @@ class FaultyStore:
         for row in rows:
             for value in row:
                 if isinstance(value, str) and value in refused:
+                    from clickhouse_connect.driver.exceptions import DatabaseError
+
                     with self._lock:
                         self.refusals += 1
                     raise DatabaseError(

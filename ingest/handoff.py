@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from ingest.errors import Backpressure, IngestError, Unavailable
 from ingest.refused import refused_unit, span_units, stored_batch
 from ingest.rows import TableRows, write_rows
-from ingest.store_errors import StoreRejected, describe, is_permanent, isolate
+from ingest.store_errors import StoreRejected, describe, is_permanent, isolate, refusal
 from schemas.events import DecodedBatch
 from schemas.store import Store
 
@@ -224,8 +224,8 @@ class EmbeddedHandoff:
         if found.unavailable is not None:  # what was written stands; the rest is retried
             unavailable = self._unavailable(found.unavailable)
             return {id(p): results.get(id(p), unavailable) for p in taken}
-        for pending, refusal in found.refused:
-            results[id(pending)] = await self._refuse_spans(pending, received_at, refusal)
+        for pending, refused in found.refused:
+            results[id(pending)] = await self._refuse_spans(pending, received_at, refused)
         return results
 
     async def _refuse_spans(
@@ -244,7 +244,7 @@ class EmbeddedHandoff:
         found = await isolate(units, write, error)
         if found.unavailable is not None:
             return self._unavailable(found.unavailable)
-        refused = [refused_unit(unit, describe(err), received_at) for unit, err in found.refused]
+        refused = [refused_unit(unit, refusal(err), received_at) for unit, err in found.refused]
         if found.refused:
             log.warning(
                 "store refused %d of %d span(s) of a request: %s",

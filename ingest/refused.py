@@ -27,8 +27,6 @@ from schemas.events import (
     QuarantineRecord,
 )
 
-REASON_PREFIX = "store refused: "
-
 
 def _unit(
     batch: DecodedBatch,
@@ -67,10 +65,10 @@ def span_units(batch: DecodedBatch) -> list[DecodedBatch]:
     return units
 
 
-def refused_unit(unit: DecodedBatch, reason: str, received_at: dt.datetime) -> DecodedBatch:
-    """The quarantine row (and quarantined arrival) standing for a refused unit. The
-    arrival's time is the commit's: the span's own times may be what was refused."""
-    text = REASON_PREFIX + reason
+def refused_unit(unit: DecodedBatch, text: str, received_at: dt.datetime) -> DecodedBatch:
+    """The quarantine row (and quarantined arrival) standing for a refused unit, with
+    `text` as its reason. The arrival's time is the commit's: the span's own times may
+    be what was refused."""
     # As an arrival rejected at the door looks: no event id, no sentinel counters.
     arrived = tuple(
         e.model_copy(

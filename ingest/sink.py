@@ -13,9 +13,8 @@ exponential backoff, keeping the batch: nothing is skipped. A store that refuses
 batch for good (`ingest.store_errors`) is never retried in a loop: the batch is
 bisected down to the record(s) it refuses, which go to the dead-letter topic with
 the store's message (under the poison brake), and the rest is written and
-committed. At a rebalance the revoked
-partitions' records are written once more if the store takes them, else abandoned
-uncommitted for their next owner.
+committed. At a rebalance the revoked partitions' records are written once more if
+the store takes them, else abandoned uncommitted for their next owner.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ from ingest.kafka_metrics import SinkMetrics
 from ingest.rows import write_rows
 from ingest.sink_batch import Batch, Consumed, DedupTokenStore, items_rows, items_token
 from ingest.sink_dlq import DeadLetterSink, PoisonBrake, SinkHalted
-from ingest.store_errors import describe, is_permanent, isolate
+from ingest.store_errors import is_permanent, isolate, refusal
 from schemas.records import (
     BatchRecord,
     PoisonLetter,
@@ -265,7 +264,7 @@ class Sink:
             await self._dead_letters.send(letters)
 
     def _refused(self, item: Consumed, error: BaseException) -> None:
-        reason = f"store refused: {describe(error)}"
+        reason = refusal(error)
         if item.tp.topic == self._topics.dead_letter:
             # One of our own letters: logged and skipped, never dead-lettered again.
             log.error("dead letter at %s:%d refused by the store: %s", item.tp, item.offset, reason)
@@ -277,7 +276,7 @@ class Sink:
     def _refusal_letter(self, item: Consumed, error: BaseException) -> PoisonLetter:
         assert item.record is not None
         return PoisonLetter(
-            reason=f"store refused: {describe(error)}",
+            reason=refusal(error),
             dead_lettered_at=self._clock(),
             source_topic=item.tp.topic,
             source_partition=item.tp.partition,

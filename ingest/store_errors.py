@@ -22,13 +22,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from clickhouse_connect.driver.exceptions import (
-    DatabaseError,
-    DataError,
-    OperationalError,
-    ProgrammingError,
-)
-
 from ingest.errors import PermanentError
 
 # The rows can never be stored as sent: values, types, schema, block shape.
@@ -103,9 +96,9 @@ RETRYABLE_CODES: frozenset[int] = frozenset(
 _BLOCK_PARTITIONS = "too many partitions for single insert block"
 _CODE = re.compile(r"\bCode:\s*(\d+)")
 
-# Raised by the driver (or the standard library under it) while serializing a value
-# the column's type cannot represent; nothing was sent.
-_VALUE_ERRORS = (DataError, ProgrammingError, OverflowError, ValueError, struct.error)
+# Raised by the standard library under the driver while serializing a value the
+# column's type cannot represent; nothing was sent.
+_VALUE_ERRORS = (OverflowError, ValueError, struct.error)
 
 
 class StoreRejected(PermanentError):
@@ -123,10 +116,19 @@ def error_code(error: BaseException) -> int | None:
 
 def is_permanent(error: BaseException) -> bool:
     """True when the rows that raised `error` can never be stored as they are."""
+    # Imported here: only a failed write asks, and the driver is loaded by then (it
+    # raised the error); importing it costs every command's start-up otherwise.
+    from clickhouse_connect.driver.exceptions import (
+        DatabaseError,
+        DataError,
+        OperationalError,
+        ProgrammingError,
+    )
+
     if isinstance(error, OperationalError):
         return False  # connection lost, timed out: the driver's availability errors
-    if isinstance(error, _VALUE_ERRORS):
-        return True
+    if isinstance(error, (DataError, ProgrammingError, *_VALUE_ERRORS)):
+        return True  # the driver could not serialize a value, or the call can never work
     if isinstance(error, DatabaseError):
         code = error_code(error)
         if code == 252:
@@ -136,10 +138,15 @@ def is_permanent(error: BaseException) -> bool:
 
 
 def describe(error: BaseException) -> str:
-    """One line naming the error, for quarantine reasons and dead letters."""
+    """One line naming the error, for logs and answers."""
     text = str(error).strip()
     line = text.splitlines()[0] if text else type(error).__name__
     return line[:500]
+
+
+def refusal(error: BaseException) -> str:
+    """The reason a quarantine row or dead letter gives for rows the store refused."""
+    return f"store refused: {describe(error)}"
 
 
 T = TypeVar("T")
