@@ -3,6 +3,10 @@ into Python values. Nothing here knows about holonograph semantics (see validate
 
 Limits apply after decompression: a gzip body is inflated in bounded steps and
 refused as soon as it passes `max_bytes`, so a gzip bomb never reaches memory.
+
+A span the decoder cannot read (nested past its recursion limit, not UTF-8) costs
+only itself: the request is read again span by span (`ingest.salvage`) and that span
+is quarantined. Only a body whose envelope is unreadable is refused whole.
 """
 
 from __future__ import annotations
@@ -19,8 +23,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue as PB2AnyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
 
 from ingest.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
+from ingest.salvage import (
+    json_into,
+    keep_unparsed,
+    salvage_protobuf,
+    salvaged_request,
+    unparsed_json,
+)
 
 _CHUNK = 1 << 16
 
@@ -62,34 +74,108 @@ def parse_protobuf(payload: bytes) -> PB2ExportTraceServiceRequest:
     try:
         request.ParseFromString(payload)
     except PB2DecodeError as err:
-        raise DecodeError(f"body is not a protobuf ExportTraceServiceRequest: {err}") from None
+        salvaged = salvage_protobuf(payload)
+        if salvaged is None:
+            raise DecodeError(f"body is not a protobuf ExportTraceServiceRequest: {err}") from None
+        return salvaged
     return request
 
 
 def parse_json(payload: bytes) -> PB2ExportTraceServiceRequest:
     """OTLP/JSON: lowerCamelCase keys, hex trace/span ids, enums as integers,
     int64 as string or number; unknown fields are ignored."""
+    document = _json_document(payload)
+    try:
+        for span in _span_documents(document):
+            _span_ids_to_base64(span)
+        request = PB2ExportTraceServiceRequest()
+        json_format.ParseDict(document, request, ignore_unknown_fields=True)
+        return request
+    except (DecodeError, *_JSON_ERRORS):
+        # Some part is wrong: find which, one span at a time, on a fresh copy (the ids
+        # of some spans were converted in place already).
+        return _salvage_json(_json_document(payload))
+
+
+# What json_format raises for a document that is not the message it should be.
+_JSON_ERRORS = (json_format.ParseError, TypeError, ValueError, AttributeError, RecursionError)
+
+
+def _json_document(payload: bytes) -> dict[str, Any]:
     try:
         document = json.loads(payload)
     except (UnicodeDecodeError, ValueError) as err:
         raise DecodeError(f"body is not valid JSON: {err}") from None
+    except RecursionError:
+        raise DecodeError("body is not valid JSON: nested too deeply to parse") from None
     if not isinstance(document, dict):
         raise DecodeError("OTLP/JSON body must be a JSON object")
+    return document
+
+
+def _span_documents(document: dict[str, Any]) -> list[Any]:
+    return [
+        span
+        for resource_spans in _list(document, "resourceSpans", "resource_spans")
+        for scope_spans in _list(resource_spans, "scopeSpans", "scope_spans")
+        for span in _list(scope_spans, "spans")
+    ]
+
+
+def _span_ids_to_base64(span: Any) -> None:
+    if not isinstance(span, dict):
+        raise DecodeError(f"a span must be a JSON object, got {type(span).__name__}")
+    _hex_ids_to_base64(span, ("traceId", "trace_id"), ("spanId", "span_id"))
+    _hex_ids_to_base64(span, ("parentSpanId", "parent_span_id"))
+    for link in _list(span, "links"):
+        _hex_ids_to_base64(link, ("traceId", "trace_id"), ("spanId", "span_id"))
+
+
+def _salvage_json(document: dict[str, Any]) -> PB2ExportTraceServiceRequest:
+    """Every span that reads on its own; the others kept as unparsed spans (a span
+    under a resource that cannot be read among them). The envelope's own structure
+    (arrays where arrays belong) must hold, or the body is refused whole."""
+    request = salvaged_request()
+    for resource_doc in _list(document, "resourceSpans", "resource_spans"):
+        resource_spans = request.resource_spans.add()
+        resource_problem = json_into(_dict(resource_doc).get("resource"), resource_spans.resource)
+        for scope_doc in _list(resource_doc, "scopeSpans", "scope_spans"):
+            scope_spans = resource_spans.scope_spans.add()
+            json_into(_dict(scope_doc).get("scope"), scope_spans.scope)  # unread; may be dropped
+            for span_doc in _list(scope_doc, "spans"):
+                if resource_problem is not None:
+                    keep_unparsed(
+                        scope_spans, unparsed_json(span_doc, f"resource: {resource_problem}")
+                    )
+                    continue
+                try:
+                    scope_spans.spans.append(_json_span(span_doc))
+                except DecodeError as err:
+                    keep_unparsed(scope_spans, unparsed_json(span_doc, f"span: {err}"))
+    return request
+
+
+def _json_span(span_doc: Any) -> PB2Span:
+    converted = _dict(span_doc).copy()  # ids convert in the copy: the original is the record
+    links = converted.get("links")
+    if isinstance(links, list):
+        converted["links"] = [link.copy() if isinstance(link, dict) else link for link in links]
+    _span_ids_to_base64(converted)
+    span = PB2Span()
     try:
-        for resource_spans in _list(document, "resourceSpans", "resource_spans"):
-            for scope_spans in _list(resource_spans, "scopeSpans", "scope_spans"):
-                for span in _list(scope_spans, "spans"):
-                    _hex_ids_to_base64(span, ("traceId", "trace_id"), ("spanId", "span_id"))
-                    _hex_ids_to_base64(span, ("parentSpanId", "parent_span_id"))
-                    for link in _list(span, "links"):
-                        _hex_ids_to_base64(link, ("traceId", "trace_id"), ("spanId", "span_id"))
-        request = PB2ExportTraceServiceRequest()
-        json_format.ParseDict(document, request, ignore_unknown_fields=True)
-        return request
-    except DecodeError:
-        raise
-    except (json_format.ParseError, TypeError, ValueError, AttributeError) as err:
-        raise DecodeError(f"body is not an OTLP/JSON ExportTraceServiceRequest: {err}") from None
+        json_format.ParseDict(converted, span, ignore_unknown_fields=True)
+    except _JSON_ERRORS as err:
+        text = str(err)
+        if "too deep" in text or isinstance(err, RecursionError):  # the path is as deep
+            text = "nested deeper than the decoder's limit of 100 messages"
+        raise DecodeError(f"not a decodable OTLP/JSON span: {text}") from None
+    return span
+
+
+def _dict(obj: Any) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise DecodeError(f"expected a JSON object, got {type(obj).__name__}")
+    return obj
 
 
 def _list(obj: Any, *keys: str) -> list[Any]:

@@ -25,11 +25,14 @@ from typing import Protocol, runtime_checkable
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
 from pydantic import ValidationError
 
 from ingest.admission import Admission
 from ingest.decode import attributes, jsonable
+from ingest.domain import attributes_problem
 from ingest.principal import ANONYMOUS, Principal
+from ingest.salvage import is_salvaged, unparsed_spans
 from ingest.validate import (
     EVALUATION_SPAN,
     SENTINEL_SPAN,
@@ -40,6 +43,7 @@ from ingest.validate import (
     quarantine_record,
     quarantined_emission,
     sentinel_record,
+    unparsed_record,
 )
 from schemas.events import DecodedBatch, EmissionRecord, EvaluationEvent, QuarantineRecord
 
@@ -49,10 +53,15 @@ AGENT_REJECTED = "holonograph.agent.id: not writable with this token"
 
 
 class Handoff(Protocol):
-    """Where validated batches go. `submit` returns once they are durable, or raises
-    a `RetryableError` (nothing promised) for the client to retry."""
+    """Where validated batches go. `submit` returns once they are durable, with the
+    batch as it was stored: spans the store refused for good moved from events and
+    emissions to `quarantined` (a hand-off that refuses nothing returns `batch`).
+    It raises a `RetryableError` (nothing promised) for the client to retry, or a
+    `PermanentError` when the store refused every span of the request."""
 
-    async def submit(self, batch: DecodedBatch, receipt_id: str, size_bytes: int) -> None: ...
+    async def submit(
+        self, batch: DecodedBatch, receipt_id: str, size_bytes: int
+    ) -> DecodedBatch: ...
 
     async def close(self) -> None: ...
 
@@ -173,8 +182,11 @@ def decode_request(
     """Validate every span of a request for `principal`; never raises for a bad span."""
     collected = _Collected(principal)
     ignored = 0
+    salvaged = is_salvaged(request)
     for resource_spans in request.resource_spans:
         resource = jsonable(attributes(resource_spans.resource.attributes))
+        # Stored with every event: a value the store cannot hold rejects them all.
+        resource_problem = attributes_problem(resource)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 name = span.name
@@ -184,6 +196,8 @@ def decode_request(
                 attrs = attributes(span.attributes)
                 try:
                     if name == EVALUATION_SPAN:
+                        if resource_problem is not None:
+                            raise SpanRejected(f"resource attributes: {resource_problem}")
                         collected.evaluation(evaluation_event(span, attrs, resource))
                     elif name == SENTINEL_SPAN:
                         collected.arrived(sentinel_record(span, attrs))
@@ -193,6 +207,18 @@ def decode_request(
                     record = quarantine_record(span, attrs, resource, _reason(err), source)
                     collected.quarantined.append(record)
                     arrived = quarantined_emission(record, span, attrs)
+                    if arrived is not None:
+                        collected.arrived(arrived)
+            if salvaged:  # spans the decoder could not read (see ingest.salvage)
+                for unparsed in unparsed_spans(scope_spans):
+                    head = PB2Span.FromString(unparsed.head)
+                    if unparsed.named and not is_holonograph_span(head.name):
+                        ignored += 1  # someone else's span, however unreadable
+                        continue
+                    attrs = attributes(head.attributes)
+                    record = unparsed_record(unparsed, head, attrs, resource, source)
+                    collected.quarantined.append(record)
+                    arrived = quarantined_emission(record, head, attrs)
                     if arrived is not None:
                         collected.arrived(arrived)
     return collected.batch(ignored)
@@ -265,7 +291,7 @@ class Exporter:
         # No await between leaving `arriving` and `submit` queueing the batch, so a
         # waiting commit sees the request either on its way or in the queue.
         if batch.events or batch.emissions or batch.quarantined:
-            await self._handoff.submit(batch, uuid.uuid4().hex, size_bytes)
+            batch = await self._handoff.submit(batch, uuid.uuid4().hex, size_bytes)
         outcome = ExportOutcome(
             accepted_spans=len(batch.events)
             + batch.collapsed_spans

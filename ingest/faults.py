@@ -15,7 +15,8 @@ class StoreDown(ConnectionError):
 
 
 class FaultyStore:
-    """Delegates to `inner` until `fail()`; counts inserts so tests can see batching."""
+    """Delegates to `inner` until `fail()` (retryable) or, for chosen rows, `refuse()`
+    (permanent); counts inserts so tests can see batching."""
 
     def __init__(self, inner: Store) -> None:
         self._inner = inner
@@ -29,6 +30,8 @@ class FaultyStore:
         self.held = threading.Event()
         self.failed = threading.Event()
         self.insert_calls: list[tuple[str, int]] = []
+        self._refused: frozenset[str] = frozenset()
+        self.refusals = 0
 
     def hold(self) -> None:
         """Make the next inserts wait (as a slow store would) until `release()`;
@@ -51,6 +54,31 @@ class FaultyStore:
             self._failing = message
             self._error = error
             self._fail_after_inserts = after_inserts
+
+    def refuse(self, *values: str) -> None:
+        """Refuse every insert with a row holding one of `values` (e.g. an event id)
+        the way ClickHouse refuses a value its column cannot take: a permanent error
+        that every retry of those rows meets again."""
+        with self._lock:
+            self._refused = frozenset(values)
+
+    def _check_refused(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
+        refused = self._refused
+        if not refused:
+            return
+        for row in rows:
+            for value in row:
+                if isinstance(value, str) and value in refused:
+                    from clickhouse_connect.driver.exceptions import DatabaseError
+
+                    with self._lock:
+                        self.refusals += 1
+                    raise DatabaseError(
+                        f"Code: 53. DB::Exception: Cannot convert {value!r} for {table}"
+                        " (injected). (TYPE_MISMATCH)",
+                        code=53,
+                        name="TYPE_MISMATCH",
+                    )
 
     def heal(self) -> None:
         with self._lock:
@@ -86,6 +114,7 @@ class FaultyStore:
             self.held.set()
             self._gate.wait()
         self._check(counts_as_insert=True)
+        self._check_refused(table, rows)
         self._inner.insert(table, rows, column_names, settings)
         self.insert_calls.append((table, len(rows)))
 

@@ -10,20 +10,33 @@ ClickHouse must later merge, so under load a few large inserts cost far less CPU
 than many small ones, while a lone request at light load is written at once.
 Bytes waiting are bounded by `max_inflight_bytes`: past it, requests are refused
 with `Backpressure` before anything is queued.
+
+A commit that fails with a permanent store error (`ingest.store_errors`) is not one
+client's failure shared by all: it is split, by bisection, down to the request(s)
+that cause it, and those down to their spans. Every other request is written and
+answered success; the refused spans become quarantine rows with the store's message
+and are counted in their request's partial success (a request none of whose spans
+the store takes is answered 400). A retryable error fails the commit's requests with
+`Unavailable` as before, for their clients to retry.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Callable, Iterator
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ingest.errors import Backpressure, Unavailable
+from ingest.errors import Backpressure, IngestError, Unavailable
+from ingest.refused import refused_unit, span_units, stored_batch
 from ingest.rows import TableRows, write_rows
+from ingest.store_errors import StoreRejected, describe, is_permanent, isolate, refusal
 from schemas.events import DecodedBatch
 from schemas.store import Store
+
+log = logging.getLogger(__name__)
 
 Clock = Callable[[], dt.datetime]
 
@@ -37,7 +50,10 @@ class _Pending:
     batch: DecodedBatch
     receipt_id: str
     size_bytes: int
-    done: asyncio.Future[None]
+    done: asyncio.Future[DecodedBatch]
+    # Place in its commit (arrival order): of two versions of one event id in one
+    # commit, the later request's wins (see `ingest.rows.ingest_version`).
+    order: int = 0
 
     @property
     def rows(self) -> int:
@@ -98,7 +114,7 @@ class EmbeddedHandoff:
         if self._writer is None:
             self._writer = asyncio.create_task(self._run(), name="embedded-writer")
 
-    async def submit(self, batch: DecodedBatch, receipt_id: str, size_bytes: int) -> None:
+    async def submit(self, batch: DecodedBatch, receipt_id: str, size_bytes: int) -> DecodedBatch:
         if self._closing:
             raise Unavailable("receiver is shutting down", self._retry_after)
         if self._inflight_bytes and self._inflight_bytes + size_bytes > self._max_inflight:
@@ -108,11 +124,11 @@ class EmbeddedHandoff:
                 self._retry_after,
             )
         self.start()
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[DecodedBatch] = asyncio.get_running_loop().create_future()
         self._queue.append(_Pending(batch, receipt_id, size_bytes, done))
         self._inflight_bytes += size_bytes
         self._wakeup.set()
-        await asyncio.shield(done)
+        return await asyncio.shield(done)
 
     async def close(self) -> None:
         """Write everything still queued, then stop the writer."""
@@ -158,39 +174,106 @@ class EmbeddedHandoff:
         rows = 0
         while self._queue and (not taken or rows < self._max_rows):
             pending = self._queue.pop(0)
+            pending.order = len(taken)
             taken.append(pending)
             rows += pending.rows
         return taken
 
     async def _write(self, taken: list[_Pending]) -> None:
-        rows = TableRows()
         received_at = self._clock()
-        # Queue order is arrival order: of two versions of one event id in this commit,
-        # the later request's wins (see `ingest.rows.ingest_version`).
-        for order, pending in enumerate(taken):
-            rows.add(pending.batch, pending.receipt_id, received_at, order)
         loop = asyncio.get_running_loop()
         started = loop.time()
+        rows = _rows(taken, received_at)
         error: Exception | None = None
         try:
-            await asyncio.to_thread(write_rows, self._store, rows)
+            await self._insert(rows)
         except Exception as err:
             error = err
         self._observer.observe_write(
             rows.row_count, len(taken), loop.time() - started, error is None
         )
+        if error is None:
+            results: dict[int, DecodedBatch | IngestError] = {id(p): p.batch for p in taken}
+        elif is_permanent(error):
+            results = await self._split(taken, received_at, error)
+        else:
+            results = {id(p): self._unavailable(error) for p in taken}
         for pending in taken:
             self._inflight_bytes -= pending.size_bytes
             if pending.done.done():
                 continue
-            if error is None:
-                pending.done.set_result(None)
+            result = results[id(pending)]
+            if isinstance(result, DecodedBatch):
+                pending.done.set_result(result)
             else:
-                pending.done.set_exception(
-                    Unavailable(f"store write failed: {_short(error)}", self._retry_after)
-                )
+                pending.done.set_exception(result)
+
+    def _unavailable(self, error: BaseException) -> Unavailable:
+        return Unavailable(f"store write failed: {_short(error)}", self._retry_after)
+
+    async def _insert(self, rows: TableRows) -> None:
+        await asyncio.to_thread(write_rows, self._store, rows)
+
+    async def _split(
+        self, taken: list[_Pending], received_at: dt.datetime, error: Exception
+    ) -> dict[int, DecodedBatch | IngestError]:
+        """Find the requests that make the commit fail for good; write the rest."""
+        log.warning("commit of %d request(s) refused, isolating: %s", len(taken), describe(error))
+
+        async def write(part: Sequence[_Pending]) -> None:
+            await self._insert(_rows(part, received_at))
+
+        found = await isolate(taken, write, error)
+        results: dict[int, DecodedBatch | IngestError] = {id(p): p.batch for p in found.written}
+        if found.unavailable is not None:  # what was written stands; the rest is retried
+            unavailable = self._unavailable(found.unavailable)
+            return {id(p): results.get(id(p), unavailable) for p in taken}
+        for pending, refused in found.refused:
+            results[id(pending)] = await self._refuse_spans(pending, received_at, refused)
+        return results
+
+    async def _refuse_spans(
+        self, pending: _Pending, received_at: dt.datetime, error: BaseException
+    ) -> DecodedBatch | IngestError:
+        """Split one refused request into its spans: store those the store takes,
+        quarantine the others with its message."""
+
+        async def write(units: Sequence[DecodedBatch]) -> None:
+            rows = TableRows()
+            for unit in units:
+                rows.add(unit, pending.receipt_id, received_at, pending.order)
+            await self._insert(rows)
+
+        units = span_units(pending.batch)
+        found = await isolate(units, write, error)
+        if found.unavailable is not None:
+            return self._unavailable(found.unavailable)
+        refused = [refused_unit(unit, refusal(err), received_at) for unit, err in found.refused]
+        if found.refused:
+            log.warning(
+                "store refused %d of %d span(s) of a request: %s",
+                len(refused),
+                len(units),
+                describe(found.refused[0][1]),
+            )
+        try:
+            await write(refused)
+        except Exception as err:
+            if not is_permanent(err):
+                return self._unavailable(err)
+            return StoreRejected(f"the store refused the request: {describe(error)}")
+        if not found.written:
+            return StoreRejected(f"the store refused every span of the request: {describe(error)}")
+        return stored_batch(pending.batch, found.written, refused)
 
 
-def _short(error: Exception) -> str:
+def _rows(pending: Sequence[_Pending], received_at: dt.datetime) -> TableRows:
+    rows = TableRows()
+    for item in pending:
+        rows.add(item.batch, item.receipt_id, received_at, item.order)
+    return rows
+
+
+def _short(error: BaseException) -> str:
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return text[:300]

@@ -117,7 +117,8 @@ class KafkaHandoff:
         events' JSON made for measuring them is kept for `submit`."""
         return self._screened.keep(screen_serialized(batch, self._limit))
 
-    async def submit(self, batch: DecodedBatch, receipt_id: str, size_bytes: int) -> None:
+    async def submit(self, batch: DecodedBatch, receipt_id: str, size_bytes: int) -> DecodedBatch:
+        """Nothing is refused after `screen`: the sink isolates what the store refuses."""
         if self._closing:
             raise Unavailable("receiver is shutting down", self._retry_after)
         records = pack(self._screened.take(batch), receipt_id, self._received_at(), self._limit)
@@ -148,6 +149,7 @@ class KafkaHandoff:
             for topic, dead in ((self._topics.records, False), (self._topics.dead_letter, True)):
                 sent = [r for r in records if r.dead_letter is dead]
                 self._metrics.produced(topic, len(sent), sum(len(r.value) for r in sent))
+        return batch
 
     def _received_at(self) -> dt.datetime:
         """Strictly increasing per receiver: of two versions of one event id it received,

@@ -26,6 +26,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import TopicPartition
+from google.protobuf.message import DecodeError as PB2DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
@@ -105,12 +106,21 @@ async def _resubmit(
         report.still_rejected += 1
         report.reasons[NOT_REPLAYED_AGENT] += 1
         return
-    batch = revalidate(span_proto, resource, tenant_id)
+    try:
+        batch = revalidate(span_proto, resource, tenant_id)
+    except PB2DecodeError:  # a span the decoder could not read when it arrived either
+        report.still_rejected += 1
+        report.reasons["span: not a decodable OTLP span"] += 1
+        return
     if batch.quarantined:
         report.still_rejected += 1
         report.reasons[batch.quarantined[0].reason] += 1
         return
-    await handoff.submit(batch, receipt_id, len(span_proto))
+    stored = await handoff.submit(batch, receipt_id, len(span_proto))
+    if stored.quarantined:  # the store refused it
+        report.still_rejected += 1
+        report.reasons[stored.quarantined[0].reason] += 1
+        return
     report.replayed += 1
 
 

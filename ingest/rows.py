@@ -47,10 +47,18 @@ QUARANTINE_COLUMNS = (
 )  # fmt: skip
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
 def ticks_ns(value: dt.datetime) -> int:
     """DateTime64(9) ticks. Handing clickhouse-connect integers skips its per-value
-    datetime conversion, a visible share of insert CPU."""
-    return (int(value.timestamp()) * 1_000_000 + value.microsecond) * 1000
+    datetime conversion, a visible share of insert CPU. Exact integer arithmetic, so
+    a time before 1970 with a fraction of a second keeps it (a float timestamp
+    truncated toward zero would move it a second later); naive means UTC."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    delta = value - _EPOCH
+    return ((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds) * 1000
 
 
 def ticks_ms(value: dt.datetime) -> int:

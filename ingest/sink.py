@@ -2,14 +2,19 @@
 
     getmany ─► decode (poison: brake, then dead-letter) ─► Batch
         └─ full (rows) or old (seconds) ─► dead letters acked ─► write_rows ─► commit
+                                  permanent store error ─► bisect ─┘ (refused: brake,
+                                                                      dead-letter)
 
 Offsets (offset+1 per partition) are committed only after the store accepted the
 batch; a crash anywhere before that redelivers the records, and the store's keys
 (ReplacingMergeTree on event id, (stream, seq, receipt_id)) make the rewrite
-collapse. A failing store pauses the partitions and retries with exponential
-backoff, keeping the batch: nothing is skipped. At a rebalance the revoked
-partitions' records are written once more if the store takes them, else abandoned
-uncommitted for their next owner.
+collapse. A store that is unavailable pauses the partitions and retries with
+exponential backoff, keeping the batch: nothing is skipped. A store that refuses the
+batch for good (`ingest.store_errors`) is never retried in a loop: the batch is
+bisected down to the record(s) it refuses, which go to the dead-letter topic with
+the store's message (under the poison brake), and the rest is written and
+committed. At a rebalance the revoked partitions' records are written once more if
+the store takes them, else abandoned uncommitted for their next owner.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
@@ -29,9 +34,17 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 from ingest.handoff import Clock, utc_now
 from ingest.kafka_metrics import SinkMetrics
 from ingest.rows import write_rows
-from ingest.sink_batch import Batch, Consumed, DedupTokenStore
+from ingest.sink_batch import Batch, Consumed, DedupTokenStore, items_rows, items_token
 from ingest.sink_dlq import DeadLetterSink, PoisonBrake, SinkHalted
-from schemas.records import BatchRecord, PoisonLetter, QuarantinedLetter, RecordError, decode
+from ingest.store_errors import is_permanent, isolate, refusal
+from schemas.records import (
+    BatchRecord,
+    PoisonLetter,
+    QuarantinedLetter,
+    RecordError,
+    decode,
+    encode,
+)
 from schemas.store import Store
 from schemas.topics import Topics
 
@@ -165,7 +178,7 @@ class Sink:
         if data:
             self._brake.passed()
         stored = record if isinstance(record, (BatchRecord, QuarantinedLetter)) else None
-        self._batch.add(Consumed(tp, message.offset, digest, record=stored))
+        self._batch.add(Consumed(tp, message.offset, digest, record=stored, key=message.key))
 
     async def _flush_until_done(self, stop: asyncio.Event) -> None:
         """Retry with backoff while the store (or broker) fails, partitions paused."""
@@ -210,16 +223,67 @@ class Sink:
         started = loop.time()
         try:
             await asyncio.to_thread(write_rows, DedupTokenStore(self._store, batch.token()), rows)
-        except Exception:
+        except Exception as err:
             self._metrics.batches.labels(result="error").inc()
-            raise
-        self._metrics.insert_seconds.observe(loop.time() - started)
-        self._metrics.batches.labels(result="ok").inc()
-        self._metrics.rows.inc(rows.row_count)
+            if not is_permanent(err):
+                raise
+            await self._isolate(batch, err)
+        else:
+            self._metrics.insert_seconds.observe(loop.time() - started)
+            self._metrics.batches.labels(result="ok").inc()
+            self._metrics.rows.inc(rows.row_count)
         self._batch = Batch(self._monotonic())
         self.flushes += 1
         self.last_error = None
         await self._commit(batch.offsets())
+
+    async def _write_part(self, items: Sequence[Consumed]) -> None:
+        rows = items_rows(items)
+        await asyncio.to_thread(write_rows, DedupTokenStore(self._store, items_token(items)), rows)
+        self._metrics.rows.inc(rows.row_count)
+
+    async def _isolate(self, batch: Batch, error: BaseException) -> None:
+        """Write every record of `batch` the store takes; dead-letter the ones it
+        refuses alone, each counted by the brake as it is found. A retryable error
+        meanwhile is raised (the whole batch is retried: rewrites collapse); a tripped
+        brake abandons the batch uncommitted, for a fixed sink to read again."""
+        log.warning("store refused a batch of %d records, bisecting: %s", len(batch.items), error)
+        try:
+            found = await isolate(batch.stored(), self._write_part, error, self._refused)
+        except SinkHalted:
+            self._batch = Batch(self._monotonic())
+            raise
+        if found.unavailable is not None:
+            raise found.unavailable
+        letters = [
+            self._refusal_letter(item, err)
+            for item, err in found.refused
+            if item.tp.topic != self._topics.dead_letter
+        ]
+        if letters:
+            await self._dead_letters.send(letters)
+
+    def _refused(self, item: Consumed, error: BaseException) -> None:
+        reason = refusal(error)
+        if item.tp.topic == self._topics.dead_letter:
+            # One of our own letters: logged and skipped, never dead-lettered again.
+            log.error("dead letter at %s:%d refused by the store: %s", item.tp, item.offset, reason)
+            return
+        log.error("record at %s:%d refused by the store: %s", item.tp, item.offset, reason)
+        self._metrics.poison(reason)
+        self._brake.rejected(reason)
+
+    def _refusal_letter(self, item: Consumed, error: BaseException) -> PoisonLetter:
+        assert item.record is not None
+        return PoisonLetter(
+            reason=refusal(error),
+            dead_lettered_at=self._clock(),
+            source_topic=item.tp.topic,
+            source_partition=item.tp.partition,
+            source_offset=item.offset,
+            key=item.key,
+            value=encode(item.record),  # the record as decoded, re-encoded
+        )
 
     async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
         owned = self._consumer.assignment()

@@ -5,6 +5,8 @@ are in the store.
 The insert deduplication token is a digest of the batch's record contents, never of
 offsets: a re-created topic reuses offsets for different data, while the same
 records (a redelivery after a crash, in the same batch shape) give the same token.
+Rows and tokens are also built for any part of a batch (`items_rows`,
+`items_token`): a batch the store refuses is bisected part by part.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Consumed:
     digest: bytes
     record: StoredRecord | None = None
     poison: PoisonLetter | None = None
+    key: bytes | None = None
 
 
 def record_rows(record: StoredRecord) -> int:
@@ -76,30 +79,15 @@ class Batch:
     def poison(self) -> list[PoisonLetter]:
         return [i.poison for i in self.items if i.poison is not None]
 
+    def stored(self) -> list[Consumed]:
+        """The items that yield rows."""
+        return [i for i in self.items if i.record is not None]
+
     def table_rows(self) -> TableRows:
-        rows = TableRows()
-        for item in self.items:
-            record = item.record
-            if isinstance(record, BatchRecord):
-                batch = DecodedBatch.model_construct(
-                    tenant_id=record.tenant_id,
-                    events=_shared_resources(record.events),
-                    emissions=record.emissions,
-                )
-                rows.add(batch, record.receipt_id, record.received_at)
-            elif isinstance(record, QuarantinedLetter):
-                batch = DecodedBatch.model_construct(
-                    tenant_id=record.tenant_id, quarantined=(record.span,)
-                )
-                rows.add(batch, record.receipt_id, record.received_at)
-        return rows
+        return items_rows(self.items)
 
     def token(self) -> str:
-        digest = hashlib.sha256()
-        for item in sorted(self.items, key=lambda i: i.digest):
-            if item.record is not None:
-                digest.update(item.digest)
-        return digest.hexdigest()
+        return items_token(self.items)
 
     def offsets(self) -> dict[TopicPartition, int]:
         """The next offset to read per partition: committable once the rows are stored."""
@@ -116,6 +104,33 @@ class Batch:
         self.items = kept
         self.rows = sum(record_rows(i.record) for i in kept if i.record is not None)
         return dropped
+
+
+def items_rows(items: Iterable[Consumed]) -> TableRows:
+    rows = TableRows()
+    for item in items:
+        record = item.record
+        if isinstance(record, BatchRecord):
+            batch = DecodedBatch.model_construct(
+                tenant_id=record.tenant_id,
+                events=_shared_resources(record.events),
+                emissions=record.emissions,
+            )
+            rows.add(batch, record.receipt_id, record.received_at)
+        elif isinstance(record, QuarantinedLetter):
+            batch = DecodedBatch.model_construct(
+                tenant_id=record.tenant_id, quarantined=(record.span,)
+            )
+            rows.add(batch, record.receipt_id, record.received_at)
+    return rows
+
+
+def items_token(items: Iterable[Consumed]) -> str:
+    digest = hashlib.sha256()
+    for item in sorted(items, key=lambda i: i.digest):
+        if item.record is not None:
+            digest.update(item.digest)
+    return digest.hexdigest()
 
 
 class DedupTokenStore:

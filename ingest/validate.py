@@ -2,8 +2,9 @@
 with its `EmissionRecord`, or a `QuarantineRecord` saying exactly what was wrong.
 
 Nothing is guessed: a missing or unknown run mode, a missing surface, stream or seq,
-a dimension with no grade, a malformed id or a wrongly typed attribute rejects the
-span. Unknown `holonograph.*` attributes are kept in `extras`.
+a dimension with no grade, a malformed id, a wrongly typed attribute or a value its
+column cannot hold (`ingest.domain`) rejects the span. Unknown `holonograph.*`
+attributes are kept in `extras`.
 """
 
 from __future__ import annotations
@@ -11,11 +12,19 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
 
 from ingest.decode import attributes, jsonable
+from ingest.domain import (
+    TIME_RANGE,
+    attributes_problem,
+    float_problem,
+    nanos_problem,
+    time_problem,
+)
 from schemas.events import (
     DIMENSION_EVENT,
     EVALUATION_SPAN,
@@ -99,12 +108,16 @@ def _int(attrs: dict[str, Any], key: str) -> int | None:
 
 
 def _float(attrs: dict[str, Any], key: str) -> float | None:
+    """A double the contract reads; every one is stored, so NaN and ±Infinity reject."""
     value = attrs.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SpanRejected(f"{key}: expected a double, got {_type_name(value)}")
-    return float(value)
+    number = float(value)
+    if not math.isfinite(number):
+        raise SpanRejected(f"{key}: {float_problem(number)}")
+    return number
 
 
 def _bool(attrs: dict[str, Any], key: str) -> bool | None:
@@ -151,7 +164,14 @@ def _rfc3339(key: str, text: str) -> dt.datetime:
         raise SpanRejected(f"{key}: {text!r} is not an RFC 3339 time") from None
     if parsed.tzinfo is None:
         raise SpanRejected(f"{key}: {text!r} has no UTC offset")
-    return parsed.astimezone(dt.UTC)
+    outside = f"{key}: {text!r} is outside the times the store holds ({TIME_RANGE})"
+    try:
+        utc = parsed.astimezone(dt.UTC)
+    except OverflowError:  # year 1 east of UTC, year 9999 west of it: no datetime holds it
+        raise SpanRejected(outside) from None
+    if time_problem(utc) is not None:
+        raise SpanRejected(outside)
+    return utc
 
 
 # --- pieces shared by both span kinds -----------------------------------------------
@@ -180,9 +200,13 @@ def _emission(attrs: dict[str, Any]) -> dict[str, Any]:
 def _timestamp(span: PB2Span, attrs: dict[str, Any]) -> dt.datetime:
     value = attrs.get("holonograph.timestamp")
     if value is None:
-        if span.end_time_unix_nano == 0:
+        end = span.end_time_unix_nano
+        if end == 0:
             raise SpanRejected("end_time_unix_nano: 0 and no holonograph.timestamp")
-        return _time_from_nanos(span.end_time_unix_nano)
+        problem = nanos_problem(end)
+        if problem is not None:
+            raise SpanRejected(f"end_time_unix_nano: {problem}")
+        return _time_from_nanos(end)
     if isinstance(value, str):
         return _rfc3339("holonograph.timestamp", value)
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -212,8 +236,6 @@ def _dimension(event: PB2Span.Event, index: int) -> dict[str, Any]:
                 f"dimension {dimension_id!r}: neither holonograph.dimension.passed"
                 " nor holonograph.dimension.score"
             )
-        if score is not None and score != score:
-            raise SpanRejected(f"dimension {dimension_id!r}: score is NaN")
         return {
             "dimension_id": dimension_id,
             "passed": passed,
@@ -276,6 +298,10 @@ def _open_ended(
             markers[key[_MARKER_CUT:]] = _strings(attrs, key)
         else:
             extras[key] = jsonable(value)
+    if extras:
+        problem = attributes_problem(extras)
+        if problem is not None:
+            raise SpanRejected(problem)
     return columns, markers, extras
 
 
@@ -363,8 +389,11 @@ def sentinel_record(span: PB2Span, attrs: dict[str, Any]) -> EmissionRecord:
         key = f"holonograph.completeness.window_{edge}"
         text = _string(attrs, key)
         window[edge] = _rfc3339(key, text) if text else None
+    interval_ms = _int(attrs, "holonograph.sentinel.interval_ms")
+    if interval_ms is not None and interval_ms < 0:  # a UInt64 column
+        raise SpanRejected(f"holonograph.sentinel.interval_ms: must be >= 0, got {interval_ms}")
     counters = SentinelCounters(
-        interval_ms=_int(attrs, "holonograph.sentinel.interval_ms"),
+        interval_ms=interval_ms,
         window_start=window["start"],
         window_end=window["end"],
         **{name: _int(attrs, f"holonograph.completeness.{name}") for name in _SENTINEL_COUNTERS},
@@ -416,6 +445,31 @@ def quarantine_record(
     )
 
 
+def unparsed_record(
+    unparsed: Any, head: PB2Span, attrs: dict[str, Any], resource: dict[str, Any], source: str
+) -> QuarantineRecord:
+    """A span the decoder could not read (`ingest.salvage.UnparsedSpan`): its reason,
+    what could be read of it (`head`, with `attrs` its attributes), and its bytes when
+    it came as protobuf (an OTLP/JSON one cannot be replayed)."""
+    resource_json = json.dumps(jsonable(resource), sort_keys=True)
+    original = unparsed.proto or unparsed.json
+    quarantine_id = hashlib.sha256(resource_json.encode() + b"\x00" + original).hexdigest()
+    stream, seq = _arrived_ordinal(attrs)
+    return QuarantineRecord(
+        quarantine_id=quarantine_id,
+        reason=unparsed.reason,
+        span_name=head.name,
+        trace_id=head.trace_id.hex(),
+        span_id=head.span_id.hex(),
+        emission_stream=stream,
+        emission_seq=seq,
+        attributes={k: jsonable(v) for k, v in attrs.items()},
+        resource_attributes={k: jsonable(v) for k, v in resource.items()},
+        span_proto=unparsed.proto,
+        source=source,
+    )
+
+
 def _arrived_ordinal(attrs: dict[str, Any]) -> tuple[str | None, int | None]:
     """The (stream, seq) of a rejected span when both are valid: it arrived, no gap."""
     stream = attrs.get("holonograph.emission.stream")
@@ -434,11 +488,11 @@ def quarantined_emission(
     kind: EmissionKind = "sentinel" if span.name == SENTINEL_SPAN else "evaluation"
     final = attrs.get("holonograph.emission.final") is True
     surface = attrs.get("holonograph.surface.id")
-    event_time = (
-        _time_from_nanos(span.end_time_unix_nano)
-        if span.end_time_unix_nano
-        else dt.datetime.now(dt.UTC)
-    )
+    end = span.end_time_unix_nano
+    # The arrival is what counts here: an end time the store cannot hold (maybe the
+    # very reason for the rejection) is replaced by the time of arrival.
+    usable = end != 0 and nanos_problem(end) is None
+    event_time = _time_from_nanos(end) if usable else dt.datetime.now(dt.UTC)
     return EmissionRecord(
         stream=record.emission_stream,
         seq=record.emission_seq,
@@ -460,4 +514,5 @@ __all__ = [
     "quarantine_record",
     "quarantined_emission",
     "sentinel_record",
+    "unparsed_record",
 ]

@@ -152,8 +152,11 @@ def test_undecodable_bodies(receiver: RunningReceiver) -> None:
     reply_hex = http_export(
         receiver.http_endpoint, json.dumps(bad_hex).encode(), "application/json"
     )
-    assert reply_hex.status_code == 400
-    assert "traceId 'zz' is not valid hex" in http_status(reply_hex).message
+    # One span with an id that is not hex costs that span only (the sentinel lands).
+    assert reply_hex.status_code == 200
+    partial = http_response(reply_hex).partial_success
+    assert partial.rejected_spans == 1
+    assert "span: traceId 'zz' is not valid hex" in partial.error_message
 
     corrupt_gzip = http_export(
         receiver.http_endpoint, b"not gzip", headers={"Content-Encoding": "gzip"}
