@@ -18,20 +18,27 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import ipaddress
+import time
+
 import grpc
 from aiohttp import web
 
 from ingest.admin import AdminEndpoint
-from ingest.admission import Admission
+from ingest.admission import Admission, ReadGate
+from ingest.auth import Authenticator
 from ingest.config import ServeConfig
+from ingest.edge import Edge
 from ingest.export import Exporter, Handoff, ScreeningHandoff
 from ingest.grpc_server import start_grpc_server
 from ingest.handoff import Clock, EmbeddedHandoff, utc_now
-from ingest.http_server import build_http_app
+from ingest.http_server import build_http_app, start_http_site
 from ingest.kafka_handoff import KafkaHandoff
 from ingest.kafka_metrics import ProducerMetrics
-from ingest.listen import start_site
+from ingest.memory import Trimmer
 from ingest.metrics import PipelineMetrics
+from ingest.ratelimit import TenantRateLimiter
+from ingest.tls import ServerTls, TlsFiles
 from ingest.retention import apply_retention
 from ingest.store import ClickHouseStore, chdb_path, is_embedded
 from schemas.migrations import apply_migrations
@@ -67,6 +74,7 @@ class ReceiverService:
     periodic: list[Periodic] = field(default_factory=list)
     clock: Clock = utc_now
     handoff: Handoff | None = None
+    monotonic: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
         self.metrics = PipelineMetrics()
@@ -77,9 +85,39 @@ class ReceiverService:
         self._tasks: list[asyncio.Task[None]] = []
         self._side: ClickHouseStore | None = None
         self._exporter: Exporter | None = None
+        self.tls: ServerTls | None = None
+        self.authenticator: Authenticator | None = None
+        self.edge: Edge | None = None
+
+    def _load_edge_files(self) -> None:
+        """TLS material and tokens, before any socket opens (`TlsError`, `TokensFileError`
+        are configuration errors)."""
+        config = self.config
+        if config.tls_cert_file is not None and config.tls_key_file is not None:
+            self.tls = ServerTls(
+                TlsFiles(
+                    config.tls_cert_file,
+                    config.tls_key_file,
+                    config.tls_client_ca_file,
+                    config.tls_min_version,
+                )
+            )
+            if config.tls_min_version == "1.3":
+                log.warning("TLS 1.3 minimum applies to OTLP/HTTP; grpcio keeps 1.2 as its floor")
+        self.authenticator = Authenticator(
+            config.auth_tokens_file, on_failure=self.metrics.observe_auth_failure
+        )
+        if not self.authenticator.enabled and not _is_loopback(config.host):
+            log.warning(
+                "OTLP listeners on %s accept every client as tenant 'default':"
+                " set --auth-tokens-file to require bearer tokens",
+                config.host,
+            )
 
     async def start(self) -> Listeners:
         config = self.config
+        self._load_edge_files()
+        assert self.authenticator is not None
         if self.store is not None:
             await asyncio.to_thread(apply_migrations, self.store)
             await asyncio.to_thread(apply_retention, self.store, config.retention)
@@ -90,7 +128,20 @@ class ReceiverService:
         self._exporter = exporter = Exporter(
             self.handoff,
             observer=self.metrics,
-            admission=Admission(config.max_inflight_bytes),
+            admission=Admission(
+                config.max_inflight_bytes,
+                max_queue_seconds=config.max_queue_seconds,
+                monotonic=self.monotonic,
+                on_idle=Trimmer().soon,
+            ),
+        )
+        self.edge = edge = Edge(
+            exporter,
+            self.authenticator,
+            ReadGate(config.max_concurrent_reads, config.max_queue_seconds),
+            TenantRateLimiter(self.monotonic),
+            config.max_request_bytes,
+            config.body_timeout_seconds,
         )
         self._admin = AdminEndpoint(self._side, self.metrics.exposition, self._readiness)
         self.listeners.admin_port = await self._admin.start(config.admin_port)
@@ -101,18 +152,42 @@ class ReceiverService:
         if self.store is not None and is_embedded(self.store.url):
             self._admin.publish(chdb_path(self.store.url))
         self._grpc, self.listeners.grpc_port = await start_grpc_server(
-            exporter, config.host, config.grpc_port, config.max_request_bytes
+            edge,
+            config.host,
+            config.grpc_port,
+            config.grpc_max_concurrent_rpcs,
+            self.tls.grpc_credentials() if self.tls else None,
         )
-        # Bodies stay compressed until our bounded inflater sees them (gzip bombs).
+        # Bodies stay compressed until our bounded inflater sees them (gzip bombs). An
+        # idle connection (no complete header yet, or none since its last answer) is
+        # closed after the header timeout.
         self._http = web.AppRunner(
-            build_http_app(exporter, config.max_request_bytes),
+            build_http_app(edge),
             access_log=None,
             auto_decompress=False,
+            keepalive_timeout=config.http_header_timeout_seconds,
         )
-        self.listeners.http_port = await start_site(self._http, config.host, config.http_port)
+        _, self.listeners.http_port = await start_http_site(
+            self._http,
+            config.host,
+            config.http_port,
+            config.http_max_connections,
+            config.http_header_timeout_seconds,
+            self.tls.ssl_context() if self.tls else None,
+        )
         for job in self.periodic if self.store is not None else []:
             self._tasks.append(asyncio.create_task(self._every(job), name=job.name))
+        self._tasks.append(asyncio.create_task(self._reload_files(), name="reload-edge-files"))
         return self.listeners
+
+    async def _reload_files(self) -> None:
+        """Certificate rotation and token changes without a restart."""
+        while True:
+            await asyncio.sleep(self.config.reload_interval_seconds)
+            if self.tls is not None:
+                await asyncio.to_thread(self.tls.reload_if_changed)
+            if self.authenticator is not None:
+                await asyncio.to_thread(self.authenticator.reload_if_changed)
 
     async def _build_handoff(self) -> Handoff:
         config = self.config
@@ -187,3 +262,12 @@ class ReceiverService:
         if self._side is not None:
             await asyncio.to_thread(self._side.close)
             self._side = None
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
