@@ -153,6 +153,7 @@ class Authenticator:
         self._on_failure = on_failure
         self._log = RateLimitedLog(monotonic=monotonic)
         self._tokens: _Tokens | None = None
+        self._refused_signature: tuple[int, int, int] | None = None
         if tokens_file is not None:
             self._tokens = _Tokens(_file_signature(tokens_file), load_tokens(tokens_file))
 
@@ -165,10 +166,11 @@ class Authenticator:
             return False
         try:
             signature = _file_signature(self.tokens_file)
-            if signature == self._tokens.signature:
+            if signature in (self._tokens.signature, self._refused_signature):
                 return False
             entries = load_tokens(self.tokens_file)
         except (OSError, TokensFileError) as err:
+            self._refused_signature = signature if isinstance(err, TokensFileError) else None
             log.warning("tokens file changed but cannot be used, keeping the old tokens: %s", err)
             return False
         self._tokens = _Tokens(signature, entries)

@@ -86,6 +86,7 @@ class ServerTls:
         self._material = _load(files)
         self.generation = 0
         self._served_generation = 0
+        self._refused: tuple[tuple[int, int, int], ...] | None = None
 
     @property
     def mutual(self) -> bool:
@@ -94,10 +95,13 @@ class ServerTls:
     def reload_if_changed(self) -> bool:
         """Load the files again if they changed; True when new material is in use."""
         try:
-            if _signature(self.files) == self._material.signature:
+            signature = _signature(self.files)
+            if signature in (self._material.signature, self._refused):
                 return False
             material = _load(self.files)
         except (OSError, TlsError) as err:
+            # Said once per bad version of the files, not at every check.
+            self._refused = signature if isinstance(err, TlsError) else None
             log.warning("TLS files changed but cannot be loaded, keeping the old ones: %s", err)
             return False
         self._material = material
