@@ -65,6 +65,8 @@ class TracesHandler:
                 outcome = await edge.export(principal, payload, parse_json, JSON_EXPANSION)
             else:
                 outcome = await edge.export(principal, payload, parse_protobuf, PROTOBUF_EXPANSION)
+        except ReadTimeout as err:
+            return await _answer_and_close(http_request, _failure_response(err, reply_type))
         except Exception as err:
             return _failure_response(err, reply_type)
         return web.Response(
@@ -95,8 +97,17 @@ def _failure_response(err: Exception, reply_type: str) -> web.Response:
         content_type=reply_type,
         headers=headers,
     )
-    if isinstance(err, ReadTimeout):
-        response.force_close()  # what is left of the body is not worth waiting for
+    return response
+
+
+async def _answer_and_close(http_request: web.Request, response: web.Response) -> web.Response:
+    """Send the answer, then drop the connection: what is left of a body that did not
+    arrive in time is not worth waiting for (aiohttp would linger to drain it)."""
+    response.force_close()
+    await response.prepare(http_request)
+    await response.write_eof()
+    if http_request.transport is not None:
+        http_request.transport.close()
     return response
 
 
