@@ -110,7 +110,9 @@ class Admission:
         if wait is not None and wait > self.max_queue_seconds:
             self.refused += 1
             self.refused_for_queue += 1
-            retry = min(max(self._retry_after, wait - self.max_queue_seconds), MAX_RETRY_AFTER_SECONDS)
+            retry = min(
+                max(self._retry_after, wait - self.max_queue_seconds), MAX_RETRY_AFTER_SECONDS
+            )
             raise Backpressure(
                 f"requests in flight would keep this one waiting about {wait:.1f}s"
                 f" (limit {self.max_queue_seconds:g}s); retry later",

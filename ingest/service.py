@@ -14,12 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import ipaddress
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-import ipaddress
-import time
 
 import grpc
 from aiohttp import web
@@ -38,9 +37,9 @@ from ingest.kafka_metrics import ProducerMetrics
 from ingest.memory import Trimmer
 from ingest.metrics import PipelineMetrics
 from ingest.ratelimit import TenantRateLimiter
-from ingest.tls import ServerTls, TlsFiles
 from ingest.retention import apply_retention
 from ingest.store import ClickHouseStore, chdb_path, is_embedded
+from ingest.tls import ServerTls, TlsFiles
 from schemas.migrations import apply_migrations
 from schemas.store import Store
 

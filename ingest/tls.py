@@ -116,7 +116,7 @@ class ServerTls:
         def current(ssl_object: ssl.SSLObject, server_name: str | None, _: ssl.SSLContext) -> None:
             ssl_object.context = self._material.context
 
-        listener.sni_callback = current  # type: ignore[assignment]
+        listener.sni_callback = current
         return listener
 
     def grpc_credentials(self) -> grpc.ServerCredentials:

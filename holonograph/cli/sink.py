@@ -15,6 +15,7 @@ from holonograph.cli.options import EXIT_FINDING, EXIT_UNAVAILABLE, EXIT_USAGE
 from holonograph.jobs import periodic_jobs
 from ingest.config import ServeConfig, SinkConfig
 from ingest.gctune import tune_for_throughput
+from ingest.memory import tune_allocator
 from ingest.sink_dlq import SinkHalted
 from ingest.sink_service import SinkService
 from ingest.store import StoreURLError, is_embedded, open_store
@@ -107,6 +108,7 @@ def sink_command(verbose: bool, **flags: Any) -> None:
     jobs_config = ServeConfig.model_construct(status_refresh_seconds=config.status_refresh_seconds)
     service = SinkService(config, store, periodic=periodic_jobs(jobs_config))
     tune_for_throughput()
+    tune_allocator()
     try:
         asyncio.run(run_sink(service))
     except SinkHalted as err:

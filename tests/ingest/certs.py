@@ -83,4 +83,6 @@ class CertificateAuthority:
                 critical=False,
             )
         cert = builder.sign(self.key, hashes.SHA256())
-        return Issued(cert.public_bytes(serialization.Encoding.PEM), _pem_key(key), cert.serial_number)
+        return Issued(
+            cert.public_bytes(serialization.Encoding.PEM), _pem_key(key), cert.serial_number
+        )

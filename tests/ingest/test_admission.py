@@ -71,9 +71,11 @@ def test_refuses_on_expected_queue_time_at_the_measured_drain_rate() -> None:
         assert admission.expected_wait(400) == pytest.approx(1.9, rel=0.02)
         with admission.admit(400):
             # 1,900 ahead + 600 of its own = 2.5 s: refused, retry once the excess drained.
-            with pytest.raises(Backpressure, match="waiting about 2.5s") as refused:
-                with admission.admit(600):
-                    pass
+            with (
+                pytest.raises(Backpressure, match=r"waiting about 2\.5s") as refused,
+                admission.admit(600),
+            ):
+                pass
             assert refused.value.retry_after == pytest.approx(1.0)
             # Big excess: the retry delay says how long (capped).
             with pytest.raises(Backpressure) as later, admission.admit(9000):

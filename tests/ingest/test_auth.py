@@ -132,7 +132,10 @@ def test_tokens_file_holds_hashes_or_tokens_and_yields_principals(tokens_file: P
             ),
             "entries of tenant 'a' disagree on spans_per_second",
         ),
-        (tokens_yaml(entry("a", "same"), entry("b", "same", hashed=False)), "a token appears twice"),
+        (
+            tokens_yaml(entry("a", "same"), entry("b", "same", hashed=False)),
+            "a token appears twice",
+        ),
     ],
 )
 def test_a_bad_tokens_file_says_what_is_wrong(tmp_path: Path, text: str, problem: str) -> None:

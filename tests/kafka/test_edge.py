@@ -68,9 +68,7 @@ def secure_receiver(
     running.stop()
 
 
-def _call(
-    endpoint: str, ca: CertificateAuthority, payload: bytes, token: str | None
-) -> GrpcReply:
+def _call(endpoint: str, ca: CertificateAuthority, payload: bytes, token: str | None) -> GrpcReply:
     credentials = grpc.ssl_channel_credentials(root_certificates=ca.cert_pem)
     metadata = (("authorization", f"Bearer {token}"),) if token else ()
     with grpc.secure_channel(endpoint, credentials) as channel:
@@ -111,9 +109,11 @@ def test_tls_and_tokens_on_the_kafka_path(
         timeout=10,
     )
     assert answer.status_code == 401
-    with pytest.raises(grpc.RpcError) as plain:
-        with grpc.insecure_channel(secure_receiver.grpc_endpoint) as channel:
-            channel.unary_unary(EXPORT)(intruder, timeout=5)
+    with (
+        pytest.raises(grpc.RpcError) as plain,
+        grpc.insecure_channel(secure_receiver.grpc_endpoint) as channel,
+    ):
+        channel.unary_unary(EXPORT)(intruder, timeout=5)
     assert plain.value.code() is grpc.StatusCode.UNAVAILABLE
 
     spans = record_spans([Evaluation("k-acme", 0), Evaluation("k-acme", 1)])
