@@ -25,6 +25,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from typing import NoReturn
 
 from ingest.errors import Backpressure
 
@@ -78,6 +79,23 @@ class Admission:
             return None
         return (self.inflight_wire_bytes + size_bytes) / rate
 
+    def check_room(self) -> None:
+        """Before a body is read: refuse at once when no request could be admitted now
+        (the budget is spent, or what is in flight alone would wait too long), so a
+        request that would be refused does not cost its read."""
+        if not self.inflight_bytes:
+            return
+        if self.inflight_bytes >= self.max_bytes:
+            self.refused += 1
+            raise Backpressure(
+                f"requests in flight hold an estimated {self.inflight_bytes} bytes of memory"
+                f" (limit {self.max_bytes}); retry later",
+                self._retry_after,
+            )
+        wait = self.expected_wait(0)
+        if wait is not None and wait > self.max_queue_seconds:
+            self._refuse_for_queue(wait)
+
     @contextmanager
     def admit(self, size_bytes: int, expansion: float = PROTOBUF_EXPANSION) -> Iterator[None]:
         """Hold the cost of a request of `size_bytes` for the body of the `with`."""
@@ -108,16 +126,17 @@ class Admission:
             )
         wait = self.expected_wait(size_bytes)
         if wait is not None and wait > self.max_queue_seconds:
-            self.refused += 1
-            self.refused_for_queue += 1
-            retry = min(
-                max(self._retry_after, wait - self.max_queue_seconds), MAX_RETRY_AFTER_SECONDS
-            )
-            raise Backpressure(
-                f"requests in flight would keep this one waiting about {wait:.1f}s"
-                f" (limit {self.max_queue_seconds:g}s); retry later",
-                retry,
-            )
+            self._refuse_for_queue(wait)
+
+    def _refuse_for_queue(self, wait: float) -> NoReturn:
+        self.refused += 1
+        self.refused_for_queue += 1
+        retry = min(max(self._retry_after, wait - self.max_queue_seconds), MAX_RETRY_AFTER_SECONDS)
+        raise Backpressure(
+            f"requests in flight would keep this one waiting about {wait:.1f}s"
+            f" (limit {self.max_queue_seconds:g}s); retry later",
+            retry,
+        )
 
     def _advance(self) -> None:
         """Count busy time since the last update and decay the measurements."""

@@ -52,6 +52,7 @@ class Edge:
 
     async def read(self, receive: Callable[[], Awaitable[bytes]]) -> bytes:
         """Receive a body in a reading turn, within the body timeout."""
+        self.admission.check_room()
         async with self.reads.reading_turn():
             try:
                 return await asyncio.wait_for(receive(), self.body_timeout_seconds)

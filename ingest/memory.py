@@ -5,14 +5,15 @@ requests RSS would stay at its peak. So: a few arenas instead of one per thread
 that ever allocated (decode, insert and gRPC threads each got their own, each
 holding its own free memory), large blocks from mmap at a fixed threshold (they
 go back to the system as soon as they are freed), and `malloc_trim` when the
-receiver has nothing in flight, at most once per `min_interval` seconds, off the
-event loop.
+receiver has nothing in flight (after a garbage collection), at most once per
+`min_interval` seconds, off the event loop.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import logging
 import threading
 import time
@@ -52,6 +53,10 @@ def tune_allocator() -> None:
 
 
 def trim() -> None:
+    """Collect cyclic garbage, then give free heap pages back to the system. Collections
+    are triggered by allocations: once the load stops, cycles holding request bodies
+    (a refused request's traceback keeps its frame) would otherwise live on."""
+    gc.collect()
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
 
