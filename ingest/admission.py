@@ -60,7 +60,7 @@ class Admission:
         self.refused_for_queue = 0
         self._retry_after = retry_after_seconds
         self._monotonic = monotonic
-        self._on_idle = on_idle
+        self.on_idle = on_idle
         self._done_bytes = 0.0
         self._busy_seconds = 0.0
         self._updated = monotonic()
@@ -111,8 +111,8 @@ class Admission:
             self.inflight_bytes -= cost
             self.inflight_wire_bytes -= size_bytes
             self._done_bytes += size_bytes
-            if not self.inflight_bytes and self._on_idle is not None:
-                self._on_idle()
+            if not self.inflight_bytes and self.on_idle is not None:
+                self.on_idle()
 
     def _check(self, size_bytes: int, cost: int) -> None:
         if not self.inflight_bytes:

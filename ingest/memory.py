@@ -5,12 +5,13 @@ requests RSS would stay at its peak. So: a few arenas instead of one per thread
 that ever allocated (decode, insert and gRPC threads each got their own, each
 holding its own free memory), large blocks from mmap at a fixed threshold (they
 go back to the system as soon as they are freed), and `malloc_trim` when the
-receiver has nothing in flight (after a garbage collection), at most once per
-`min_interval` seconds, off the event loop.
+receiver has had nothing in flight for a moment (after a garbage collection), off
+the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import ctypes.util
 import gc
@@ -62,24 +63,38 @@ def trim() -> None:
 
 
 class Trimmer:
-    """`soon()` from the event loop when it went idle: trims in a thread, rate-limited."""
+    """`soon()` from the event loop when the receiver went idle: if it is still idle
+    `delay` seconds later, trim in a thread (at most once per `min_interval`). Under
+    steady load the receiver is rarely idle that long, so trimming costs nothing then."""
 
     def __init__(
         self,
-        min_interval: float = 1.0,
+        is_idle: Callable[[], bool],
+        delay: float = 2.0,
+        min_interval: float = 10.0,
         monotonic: Callable[[], float] = time.monotonic,
         release: Callable[[], None] = trim,
     ) -> None:
+        self._is_idle = is_idle
+        self._delay = delay
         self._min_interval = min_interval
         self._monotonic = monotonic
         self._release = release
         self._last = -min_interval
+        self._timer: asyncio.TimerHandle | None = None
         self._running = threading.Lock()
         self.trims = 0
 
     def soon(self) -> None:
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._delay, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
         now = self._monotonic()
-        if now - self._last < self._min_interval or self._running.locked():
+        if not self._is_idle() or now - self._last < self._min_interval:
+            return
+        if self._running.locked():
             return
         self._last = now
         threading.Thread(target=self._run, name="malloc-trim", daemon=True).start()

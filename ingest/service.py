@@ -124,15 +124,14 @@ class ReceiverService:
             self._side = await asyncio.to_thread(self.store.reopen)
         if self.handoff is None:
             self.handoff = await self._build_handoff()
+        admission = Admission(
+            config.max_inflight_bytes,
+            max_queue_seconds=config.max_queue_seconds,
+            monotonic=self.monotonic,
+        )
+        admission.on_idle = Trimmer(lambda: not admission.inflight_bytes).soon
         self._exporter = exporter = Exporter(
-            self.handoff,
-            observer=self.metrics,
-            admission=Admission(
-                config.max_inflight_bytes,
-                max_queue_seconds=config.max_queue_seconds,
-                monotonic=self.monotonic,
-                on_idle=Trimmer().soon,
-            ),
+            self.handoff, observer=self.metrics, admission=admission
         )
         self.edge = edge = Edge(
             exporter,
