@@ -52,9 +52,8 @@ def announce(service: ReceiverService, as_json: bool) -> None:
         info["kafkaRecordsTopic"] = config.kafka_records_topic
     if config.tls_cert_file:
         info["tls"] = "mTLS" if config.tls_client_ca_file else "TLS"
-    info["auth"] = (
-        f"bearer tokens ({config.auth_tokens_file})" if config.auth_tokens_file else "off"
-    )
+    if config.auth_tokens_file:
+        info["auth"] = f"bearer tokens ({config.auth_tokens_file})"
     if as_json:
         click.echo(json.dumps(info))
         return
@@ -71,7 +70,8 @@ def announce(service: ReceiverService, as_json: bool) -> None:
         click.echo(
             f"tls        {info['tls']} on both OTLP listeners, minimum {config.tls_min_version}"
         )
-    click.echo(f"auth       {info['auth']}")
+    if "auth" in info:
+        click.echo(f"auth       {info['auth']}")
 
 
 async def run_service(service: ReceiverService, as_json: bool = False) -> None:
