@@ -58,25 +58,30 @@ class _TraceService(grpc.GenericRpcHandler):  # type: ignore[misc]
         return None
 
     async def _export(self, requests: object, context: grpc.aio.ServicerContext) -> bytes:
-        edge = self._edge
         try:
-            principal = edge.authenticate(_authorization(context))
-            payload = await edge.read(lambda: _one_message(context))
-            if len(payload) > edge.max_request_bytes:
-                raise PayloadTooLarge(
-                    f"request of {len(payload)} bytes exceeds {edge.max_request_bytes} bytes"
-                )
-            outcome = await edge.export(principal, payload, parse_protobuf)
+            return await self._answer(context)
         except Exception as err:
             failure = classify(err)
-            await context.abort(
-                failure.grpc_code,
-                failure.message,
-                trailing_metadata=(
-                    ("grpc-status-details-bin", failure.rpc_status().SerializeToString()),
-                ),
+        # Aborting outside the `except` block: the error (and with it the frames holding
+        # the request's bytes) is released now, not at the next garbage collection.
+        await context.abort(
+            failure.grpc_code,
+            failure.message,
+            trailing_metadata=(
+                ("grpc-status-details-bin", failure.rpc_status().SerializeToString()),
+            ),
+        )
+        raise AssertionError("unreachable")
+
+    async def _answer(self, context: grpc.aio.ServicerContext) -> bytes:
+        edge = self._edge
+        principal = edge.authenticate(_authorization(context))
+        payload = await edge.read(lambda: _one_message(context))
+        if len(payload) > edge.max_request_bytes:
+            raise PayloadTooLarge(
+                f"request of {len(payload)} bytes exceeds {edge.max_request_bytes} bytes"
             )
-            raise AssertionError("unreachable") from None
+        outcome = await edge.export(principal, payload, parse_protobuf)
         body: bytes = response_for(outcome).SerializeToString()
         return body
 
