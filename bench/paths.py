@@ -113,12 +113,15 @@ def _wait_file(path: Path, timeout: float) -> None:
 class Process:
     """A child process with stdout piped and stderr to a log file."""
 
-    def __init__(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, argv: list[str], log: Path, env: dict[str, str] | None = None, root: Path = ROOT
+    ) -> None:
         self.log = log
         self._log_handle = log.open("w")
+        # `python -m` imports from the working directory first: `root` picks the code.
         self.popen = subprocess.Popen(
             argv,
-            cwd=ROOT,
+            cwd=root,
             stdout=subprocess.PIPE,
             stderr=self._log_handle,
             stdin=subprocess.DEVNULL,
@@ -152,9 +155,12 @@ class EmbeddedPath:
     name = "embedded"
     roles = ("serve",)
 
-    def __init__(self, *serve_flags: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *serve_flags: str, env: dict[str, str] | None = None, root: Path = ROOT
+    ) -> None:
         self._flags = list(serve_flags)
         self._env = env
+        self._root = root
         self._serve: Process | None = None
         self._data_dir: Path | None = None
 
@@ -164,7 +170,7 @@ class EmbeddedPath:
             "holonograph", "serve", "--json", "--data-dir", str(self._data_dir),
             "--grpc-port", "0", "--http-port", "0", *self._flags,
         )  # fmt: skip
-        self._serve = Process(argv, workdir / "serve.log", self._env)
+        self._serve = Process(argv, workdir / "serve.log", self._env, self._root)
         listeners = json.loads(self._serve.lines(1)[0])
         _wait_file(self._data_dir / ADMIN_FILE, 30)
         return Endpoints(grpc=listeners["grpc"], http=listeners["http"].removesuffix("/v1/traces"))

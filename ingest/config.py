@@ -108,6 +108,26 @@ class ServeConfig(KafkaSettings):
     status_refresh_seconds: float = Field(60.0, gt=0)
     # At most one log line per this many seconds summarising rejected spans.
     rejection_log_seconds: float = Field(60.0, gt=0)
+    # The receiver edge: TLS, bearer tokens, read limits and admission.
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_client_ca_file: Path | None = None  # set: clients must present a certificate it signed
+    tls_min_version: Literal["1.2", "1.3"] = "1.2"
+    auth_tokens_file: Path | None = None
+    # How often the TLS and tokens files are checked for changes (rotation without restart).
+    reload_interval_seconds: float = Field(5.0, gt=0)
+    # Longest wait, once admitted, a request is expected to queue before it is answered:
+    # past it, 429 / RESOURCE_EXHAUSTED with a retry delay instead of a client timeout.
+    max_queue_seconds: float = Field(3.0, gt=0)
+    # Request bodies being received at once (both transports); the rest wait their turn.
+    max_concurrent_reads: int = Field(4, gt=0)
+    grpc_max_concurrent_rpcs: int = Field(512, gt=0)
+    http_max_connections: int = Field(256, gt=0)
+    # An HTTP connection must send a complete request header within this long after it
+    # opened (or after its previous answer); a request body (either transport) must
+    # arrive whole within the body timeout.
+    http_header_timeout_seconds: float = Field(10.0, gt=0)
+    body_timeout_seconds: float = Field(30.0, gt=0)
 
     @field_validator("retention")
     @classmethod
@@ -119,6 +139,14 @@ class ServeConfig(KafkaSettings):
     def _check_limits(self) -> ServeConfig:
         if self.max_inflight_bytes < self.max_request_bytes:
             raise ValueError("max_inflight_bytes must be at least max_request_bytes")
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("TLS needs both tls_cert_file and tls_key_file")
+        if self.tls_client_ca_file is not None and self.tls_cert_file is None:
+            raise ValueError("tls_client_ca_file (mTLS) needs tls_cert_file and tls_key_file")
+        for name in ("tls_cert_file", "tls_key_file", "tls_client_ca_file", "auth_tokens_file"):
+            path: Path | None = getattr(self, name)
+            if path is not None and not path.is_file():
+                raise ValueError(f"{name}: {path} is not a readable file")
         return self
 
     def store_url(self) -> str:

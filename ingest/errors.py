@@ -4,9 +4,12 @@
     ├── PermanentError            the same request will fail again; do not retry
     │   ├── DecodeError           body is not an OTLP export request
     │   ├── PayloadTooLarge       over --max-request-bytes after decompression
-    │   └── UnsupportedMediaType  content type or encoding we do not speak
+    │   ├── UnsupportedMediaType  content type or encoding we do not speak
+    │   └── Unauthenticated       no bearer token, or one the tokens file does not know
     └── RetryableError            try again after `retry_after` seconds
-        ├── Backpressure          too many bytes waiting to be committed
+        ├── Backpressure          too much memory or queue time in flight
+        │   └── RateLimited       the tenant's spans per second are spent
+        ├── ReadTimeout           the request did not arrive within the read timeout
         └── Unavailable           store or broker down or too slow
 
 `ingest.status` is the one place that maps these to gRPC codes and HTTP statuses.
@@ -35,6 +38,10 @@ class UnsupportedMediaType(PermanentError):
     pass
 
 
+class Unauthenticated(PermanentError):
+    pass
+
+
 class RetryableError(IngestError):
     def __init__(self, message: str, retry_after: float = 1.0) -> None:
         super().__init__(message)
@@ -42,6 +49,14 @@ class RetryableError(IngestError):
 
 
 class Backpressure(RetryableError):
+    pass
+
+
+class RateLimited(Backpressure):
+    pass
+
+
+class ReadTimeout(RetryableError):
     pass
 
 

@@ -1,8 +1,14 @@
-"""OTLP/gRPC transport: `TraceService/Export`, translated to the shared export path.
+"""OTLP/gRPC transport: `TraceService/Export`, translated to the shared edge steps.
 
 The handler receives raw bytes (no deserializer) so the size limit and the decode
 error message are ours. grpc-core inflates gzip-compressed messages itself and
 enforces `grpc.max_receive_message_length` on the inflated size.
+
+Export is registered as a stream-unary method (a unary call is the same on the
+wire): the handler authenticates from the metadata and then reads the one message
+when its reading turn comes. Until then the transport holds no more of it than the
+stream's flow-control window (`grpc.http2.lookahead_bytes`, with the window growth
+of BDP probing off), so waiting calls cost almost no memory.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from ingest.decode import parse_protobuf
-from ingest.errors import PayloadTooLarge
-from ingest.export import Exporter, ExportOutcome
+from ingest.edge import Edge
+from ingest.errors import DecodeError, PayloadTooLarge
+from ingest.export import ExportOutcome
 from ingest.listen import ListenError
 from ingest.status import classify
 
@@ -35,11 +42,14 @@ def response_for(outcome: ExportOutcome) -> PB2ExportTraceServiceResponse:
     return response
 
 
+# Bytes a call's stream may hold in the transport before its message is read.
+STREAM_WINDOW_BYTES = 64 * 1024
+
+
 class _TraceService(grpc.GenericRpcHandler):  # type: ignore[misc]
-    def __init__(self, exporter: Exporter, max_request_bytes: int) -> None:
-        self._exporter = exporter
-        self._max_bytes = max_request_bytes
-        self._handler = grpc.unary_unary_rpc_method_handler(self._export)
+    def __init__(self, edge: Edge) -> None:
+        self._edge = edge
+        self._handler = grpc.stream_unary_rpc_method_handler(self._export)
 
     def service(
         self, handler_call_details: grpc.HandlerCallDetails
@@ -48,43 +58,76 @@ class _TraceService(grpc.GenericRpcHandler):  # type: ignore[misc]
             return self._handler
         return None
 
-    async def _export(self, payload: bytes, context: grpc.aio.ServicerContext) -> bytes:
+    async def _export(self, requests: object, context: grpc.aio.ServicerContext) -> bytes:
         try:
-            if len(payload) > self._max_bytes:
-                raise PayloadTooLarge(
-                    f"request of {len(payload)} bytes exceeds {self._max_bytes} bytes"
-                )
-            with self._exporter.admission.admit(len(payload)):
-                request = parse_protobuf(payload)
-                outcome = await self._exporter.export(request, len(payload))
+            return await self._answer(context)
         except Exception as err:
             failure = classify(err)
-            await context.abort(
-                failure.grpc_code,
-                failure.message,
-                trailing_metadata=(
-                    ("grpc-status-details-bin", failure.rpc_status().SerializeToString()),
-                ),
+        # Aborting outside the `except` block: the error (and with it the frames holding
+        # the request's bytes) is released now, not at the next garbage collection.
+        await context.abort(
+            failure.grpc_code,
+            failure.message,
+            trailing_metadata=(
+                ("grpc-status-details-bin", failure.rpc_status().SerializeToString()),
+            ),
+        )
+        raise AssertionError("unreachable")
+
+    async def _answer(self, context: grpc.aio.ServicerContext) -> bytes:
+        edge = self._edge
+        principal = edge.authenticate(_authorization(context))
+        payload = await edge.read(lambda: _one_message(context))
+        if len(payload) > edge.max_request_bytes:
+            raise PayloadTooLarge(
+                f"request of {len(payload)} bytes exceeds {edge.max_request_bytes} bytes"
             )
-            raise AssertionError("unreachable") from None
+        outcome = await edge.export(principal, payload, parse_protobuf)
         body: bytes = response_for(outcome).SerializeToString()
         return body
 
 
+def _authorization(context: grpc.aio.ServicerContext) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization" and isinstance(value, str):
+            return value
+    return None
+
+
+async def _one_message(context: grpc.aio.ServicerContext) -> bytes:
+    message = await context.read()
+    if message is grpc.aio.EOF:
+        raise DecodeError("the call carried no ExportTraceServiceRequest message")
+    body: bytes = message
+    return body
+
+
 async def start_grpc_server(
-    exporter: Exporter, host: str, port: int, max_request_bytes: int
+    edge: Edge,
+    host: str,
+    port: int,
+    max_concurrent_rpcs: int,
+    credentials: grpc.ServerCredentials | None = None,
 ) -> tuple[grpc.aio.Server, int]:
-    """Start serving; returns the server and the bound port (port 0 picks a free one)."""
+    """Start serving; returns the server and the bound port (port 0 picks a free one).
+    With `credentials` the port speaks TLS only."""
     server = grpc.aio.server(
         options=[
-            ("grpc.max_receive_message_length", max_request_bytes + 1),
+            ("grpc.max_receive_message_length", edge.max_request_bytes + 1),
             ("grpc.max_send_message_length", 16 * 1024 * 1024),
             ("grpc.so_reuseport", 0),
+            ("grpc.http2.lookahead_bytes", STREAM_WINDOW_BYTES),
+            ("grpc.http2.bdp_probe", 0),
         ],
+        maximum_concurrent_rpcs=max_concurrent_rpcs,
     )
-    server.add_generic_rpc_handlers((_TraceService(exporter, max_request_bytes),))
+    server.add_generic_rpc_handlers((_TraceService(edge),))
+    address = f"{host}:{port}"
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        if credentials is None:
+            bound = server.add_insecure_port(address)
+        else:
+            bound = server.add_secure_port(address, credentials)
     except RuntimeError:  # grpcio raises where older versions returned 0
         bound = 0
     if bound == 0:

@@ -1,24 +1,38 @@
-"""OTLP/HTTP transport: `POST /v1/traces` with protobuf or JSON, optionally gzip.
+"""OTLP/HTTP transport: `POST /v1/traces` with protobuf or JSON, optionally gzip,
+translated to the shared edge steps.
 
 Answers in the request's content type; failures carry a `google.rpc.Status` body
-and, when retryable, `Retry-After`.
+and, when retryable, `Retry-After`. Reads are bounded: a connection must send its
+request header within the header timeout (aiohttp closes a connection idle for
+its keep-alive timeout, which covers a header still incomplete), the body within
+the body timeout, and past `max_connections` open connections a new one is answered
+503 with `Retry-After` and closed.
 """
 
 from __future__ import annotations
+
+import asyncio
+import ssl
 
 from aiohttp import web
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from ingest.admission import JSON_EXPANSION, PROTOBUF_EXPANSION
 from ingest.decode import decode_body, parse_json, parse_protobuf
-from ingest.errors import PayloadTooLarge, UnsupportedMediaType
-from ingest.export import Exporter
+from ingest.edge import Edge
+from ingest.errors import PayloadTooLarge, ReadTimeout, Unauthenticated, UnsupportedMediaType
 from ingest.grpc_server import response_for
+from ingest.listen import ListenError
 from ingest.status import classify
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 TRACES_PATH = "/v1/traces"
+_TOO_MANY_CONNECTIONS = (
+    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain\r\n"
+    b"Content-Length: 21\r\nConnection: close\r\n\r\ntoo many connections\n"
+)
 
 
 def _encode(message: Message, content_type: str) -> bytes:
@@ -30,33 +44,32 @@ def _encode(message: Message, content_type: str) -> bytes:
 
 
 class TracesHandler:
-    def __init__(self, exporter: Exporter, max_request_bytes: int) -> None:
-        self._exporter = exporter
-        self._max_bytes = max_request_bytes
+    def __init__(self, edge: Edge) -> None:
+        self._edge = edge
+        self._max_bytes = edge.max_request_bytes
 
     async def handle(self, http_request: web.Request) -> web.Response:
         content_type = http_request.content_type
         reply_type = content_type if content_type in (PROTOBUF, JSON) else PROTOBUF
+        edge = self._edge
         try:
             if content_type not in (PROTOBUF, JSON):
                 raise UnsupportedMediaType(
                     f"Content-Type {content_type!r} is not supported; use {PROTOBUF} or {JSON}"
                 )
-            body = await self._read(http_request)
+            principal = edge.authenticate(http_request.headers.get("Authorization"))
+            body = await edge.read(lambda: self._read(http_request))
             payload = decode_body(
                 body, http_request.headers.get("Content-Encoding"), self._max_bytes
             )
-            with self._exporter.admission.admit(len(payload)):
-                request = parse_json(payload) if content_type == JSON else parse_protobuf(payload)
-                outcome = await self._exporter.export(request, len(payload))
+            if content_type == JSON:
+                outcome = await edge.export(principal, payload, parse_json, JSON_EXPANSION)
+            else:
+                outcome = await edge.export(principal, payload, parse_protobuf, PROTOBUF_EXPANSION)
+        except ReadTimeout as err:
+            return await _answer_and_close(http_request, _failure_response(err, reply_type))
         except Exception as err:
-            failure = classify(err)
-            return web.Response(
-                status=failure.http_status,
-                body=_encode(failure.rpc_status(), reply_type),
-                content_type=reply_type,
-                headers=failure.retry_after_header(),
-            )
+            return _failure_response(err, reply_type)
         return web.Response(
             status=200, body=_encode(response_for(outcome), reply_type), content_type=reply_type
         )
@@ -74,8 +87,104 @@ class TracesHandler:
         return bytes(chunks)
 
 
-def build_http_app(exporter: Exporter, max_request_bytes: int) -> web.Application:
-    app = web.Application(client_max_size=max_request_bytes + 1)
-    handler = TracesHandler(exporter, max_request_bytes)
+def _failure_response(err: Exception, reply_type: str) -> web.Response:
+    failure = classify(err)
+    headers = failure.retry_after_header()
+    if isinstance(err, Unauthenticated):
+        headers["WWW-Authenticate"] = "Bearer"
+    response = web.Response(
+        status=failure.http_status,
+        body=_encode(failure.rpc_status(), reply_type),
+        content_type=reply_type,
+        headers=headers,
+    )
+    return response
+
+
+async def _answer_and_close(http_request: web.Request, response: web.Response) -> web.Response:
+    """Send the answer, then drop the connection: what is left of a body that did not
+    arrive in time is not worth waiting for (aiohttp would linger to drain it)."""
+    response.force_close()
+    await response.prepare(http_request)
+    await response.write_eof()
+    if http_request.transport is not None:
+        http_request.transport.close()
+    return response
+
+
+def build_http_app(edge: Edge) -> web.Application:
+    app = web.Application(client_max_size=edge.max_request_bytes + 1)
+    handler = TracesHandler(edge)
     app.router.add_post(TRACES_PATH, handler.handle)
     return app
+
+
+class _Refuse(asyncio.Protocol):
+    """A connection past the cap: told so, then closed."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.WriteTransport)
+        transport.write(_TOO_MANY_CONNECTIONS)
+        transport.close()
+
+
+class CappedSite(web.TCPSite):
+    """A TCP site that refuses connections past `max_connections`; the TLS handshake
+    must finish within `handshake_timeout`."""
+
+    __slots__ = ("_handshake_timeout", "_max_connections", "refused")
+
+    def __init__(
+        self,
+        runner: web.AppRunner,
+        host: str,
+        port: int,
+        max_connections: int,
+        handshake_timeout: float,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        super().__init__(runner, host, port, ssl_context=ssl_context)
+        self._max_connections = max_connections
+        self._handshake_timeout = handshake_timeout
+        self.refused = 0
+
+    async def start(self) -> None:
+        self._runner._reg_site(self)
+        server = self._runner.server
+        assert server is not None
+
+        def connection() -> asyncio.BaseProtocol:
+            if len(server.connections) >= self._max_connections:
+                self.refused += 1
+                return _Refuse()
+            return server()
+
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            connection,
+            self._host,
+            self._port,
+            ssl=self._ssl_context,
+            backlog=self._backlog,
+            ssl_handshake_timeout=self._handshake_timeout if self._ssl_context else None,
+        )
+        self._bound_port = self._server.sockets[0].getsockname()[1]
+
+
+async def start_http_site(
+    runner: web.AppRunner,
+    host: str,
+    port: int,
+    max_connections: int,
+    handshake_timeout: float,
+    ssl_context: ssl.SSLContext | None = None,
+) -> tuple[CappedSite, int]:
+    await runner.setup()
+    site = CappedSite(runner, host, port, max_connections, handshake_timeout, ssl_context)
+    try:
+        await site.start()
+    except OSError as err:  # the caller owns `runner` and cleans it up
+        raise ListenError(
+            f"cannot listen on {host}:{port} (OTLP/HTTP): {err.strerror or err}"
+        ) from err
+    return site, site.port

@@ -52,6 +52,12 @@ class PipelineMetrics(WriteObserver):
         self.insert_seconds = Histogram(
             "holonograph_store_insert_seconds", "Store write latency.", registry=self.registry
         )
+        self.auth_failures = Counter(
+            "holonograph_auth_failures",
+            "OTLP requests refused as unauthenticated, by reason (missing, unknown token).",
+            ["reason"],
+            registry=self.registry,
+        )
 
     def observe_export(self, outcome: ExportOutcome, rejected: Sequence[QuarantineRecord]) -> None:
         total = outcome.accepted_spans + outcome.rejected_spans + outcome.ignored_spans
@@ -60,6 +66,9 @@ class PipelineMetrics(WriteObserver):
         self.spans_ignored.inc(outcome.ignored_spans)
         for record in rejected:
             self.spans_rejected.labels(reason=reason_label(record.reason)).inc()
+
+    def observe_auth_failure(self, reason: str) -> None:
+        self.auth_failures.labels(reason=reason).inc()
 
     def observe_write(self, rows: int, requests: int, seconds: float, ok: bool) -> None:
         self.batches_written.labels(result="ok" if ok else "error").inc()

@@ -12,28 +12,36 @@ what it holds, then the admin endpoint goes away.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ipaddress
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import grpc
 from aiohttp import web
 
 from ingest.admin import AdminEndpoint
-from ingest.admission import Admission
+from ingest.admission import Admission, ReadGate
+from ingest.auth import Authenticator
 from ingest.config import ServeConfig
+from ingest.edge import Edge
 from ingest.export import Exporter, ExportObservers, Handoff, ScreeningHandoff
 from ingest.grpc_server import start_grpc_server
 from ingest.handoff import Clock, EmbeddedHandoff, utc_now
-from ingest.http_server import build_http_app
+from ingest.http_server import build_http_app, start_http_site
 from ingest.kafka_handoff import KafkaHandoff
 from ingest.kafka_metrics import ProducerMetrics
-from ingest.listen import start_site
+from ingest.memory import Trimmer
 from ingest.metrics import PipelineMetrics
 from ingest.periodic import Periodic, PeriodicJobs
+from ingest.ratelimit import TenantRateLimiter
 from ingest.reader import StoreSessions
 from ingest.rejections import RejectionLog
 from ingest.retention import apply_retention
 from ingest.store import ClickHouseStore, chdb_path, is_embedded
+from ingest.tls import ServerTls, TlsFiles
 from schemas.migrations import apply_migrations
 from schemas.store import Store
 
@@ -58,6 +66,7 @@ class ReceiverService:
     handoff: Handoff | None = None
     # The store periodic jobs run on; default: a second connection to `store`.
     job_store: Store | None = None
+    monotonic: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
         self.metrics = PipelineMetrics()
@@ -74,9 +83,40 @@ class ReceiverService:
         self._admin: AdminEndpoint | None = None
         self._side: ClickHouseStore | None = None
         self._exporter: Exporter | None = None
+        self.tls: ServerTls | None = None
+        self.authenticator: Authenticator | None = None
+        self.edge: Edge | None = None
+        self._reloader: asyncio.Task[None] | None = None
+
+    def _load_edge_files(self) -> None:
+        """TLS material and tokens, before any socket opens (`TlsError`, `TokensFileError`
+        are configuration errors)."""
+        config = self.config
+        if config.tls_cert_file is not None and config.tls_key_file is not None:
+            self.tls = ServerTls(
+                TlsFiles(
+                    config.tls_cert_file,
+                    config.tls_key_file,
+                    config.tls_client_ca_file,
+                    config.tls_min_version,
+                )
+            )
+            if config.tls_min_version == "1.3":
+                log.warning("TLS 1.3 minimum applies to OTLP/HTTP; grpcio keeps 1.2 as its floor")
+        self.authenticator = Authenticator(
+            config.auth_tokens_file, on_failure=self.metrics.observe_auth_failure
+        )
+        if not self.authenticator.enabled and not _is_loopback(config.host):
+            log.warning(
+                "OTLP listeners on %s accept every client as tenant 'default':"
+                " set --auth-tokens-file to require bearer tokens",
+                config.host,
+            )
 
     async def start(self) -> Listeners:
         config = self.config
+        self._load_edge_files()
+        assert self.authenticator is not None
         if self.store is not None:
             await asyncio.to_thread(apply_migrations, self.store)
             await asyncio.to_thread(apply_retention, self.store, config.retention)
@@ -84,10 +124,24 @@ class ReceiverService:
             self._side = await asyncio.to_thread(self.store.reopen)
         if self.handoff is None:
             self.handoff = await self._build_handoff()
+        admission = Admission(
+            config.max_inflight_bytes,
+            max_queue_seconds=config.max_queue_seconds,
+            monotonic=self.monotonic,
+        )
+        admission.on_idle = Trimmer(lambda: not admission.inflight_bytes).soon
         self._exporter = exporter = Exporter(
             self.handoff,
             observer=ExportObservers(self.metrics, self.rejections),
-            admission=Admission(config.max_inflight_bytes),
+            admission=admission,
+        )
+        self.edge = edge = Edge(
+            exporter,
+            self.authenticator,
+            ReadGate(config.max_concurrent_reads, config.max_queue_seconds),
+            TenantRateLimiter(self.monotonic),
+            config.max_request_bytes,
+            config.body_timeout_seconds,
         )
         sessions = StoreSessions(self.store.url) if self.store is not None else None
         self._admin = AdminEndpoint(
@@ -101,20 +155,44 @@ class ReceiverService:
         if self.store is not None and is_embedded(self.store.url):
             self._admin.publish(chdb_path(self.store.url))
         self._grpc, self.listeners.grpc_port = await start_grpc_server(
-            exporter, config.host, config.grpc_port, config.max_request_bytes
+            edge,
+            config.host,
+            config.grpc_port,
+            config.grpc_max_concurrent_rpcs,
+            self.tls.grpc_credentials() if self.tls else None,
         )
-        # Bodies stay compressed until our bounded inflater sees them (gzip bombs).
+        # Bodies stay compressed until our bounded inflater sees them (gzip bombs). An
+        # idle connection (no complete header yet, or none since its last answer) is
+        # closed after the header timeout.
         self._http = web.AppRunner(
-            build_http_app(exporter, config.max_request_bytes),
+            build_http_app(edge),
             access_log=None,
             auto_decompress=False,
+            keepalive_timeout=config.http_header_timeout_seconds,
         )
-        self.listeners.http_port = await start_site(self._http, config.host, config.http_port)
+        _, self.listeners.http_port = await start_http_site(
+            self._http,
+            config.host,
+            config.http_port,
+            config.http_max_connections,
+            config.http_header_timeout_seconds,
+            self.tls.ssl_context() if self.tls else None,
+        )
         jobs_store = self.job_store or self._side
         if jobs_store is not None:
             self.jobs.start(jobs_store)
         self.rejections.start()
+        self._reloader = asyncio.create_task(self._reload_files(), name="reload-edge-files")
         return self.listeners
+
+    async def _reload_files(self) -> None:
+        """Certificate rotation and token changes without a restart."""
+        while True:
+            await asyncio.sleep(self.config.reload_interval_seconds)
+            if self.tls is not None:
+                await asyncio.to_thread(self.tls.reload_if_changed)
+            if self.authenticator is not None:
+                await asyncio.to_thread(self.authenticator.reload_if_changed)
 
     async def _build_handoff(self) -> Handoff:
         config = self.config
@@ -162,6 +240,11 @@ class ReceiverService:
 
     async def stop(self, grace_seconds: float = 10.0) -> None:
         await self.jobs.stop()
+        if self._reloader is not None:
+            self._reloader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reloader
+            self._reloader = None
         if self._grpc is not None:
             await self._grpc.stop(grace_seconds)
         if self._http is not None:
@@ -177,3 +260,12 @@ class ReceiverService:
         if self._side is not None:
             await asyncio.to_thread(self._side.close)
             self._side = None
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -14,7 +14,9 @@ from ingest.errors import (
     DecodeError,
     IngestError,
     PayloadTooLarge,
+    ReadTimeout,
     RetryableError,
+    Unauthenticated,
     Unavailable,
     UnsupportedMediaType,
 )
@@ -52,10 +54,14 @@ def classify(error: Exception) -> Failure:
         return Failure(grpc.StatusCode.RESOURCE_EXHAUSTED, 413, message, None)
     if isinstance(error, UnsupportedMediaType):
         return Failure(grpc.StatusCode.INVALID_ARGUMENT, 415, message, None)
+    if isinstance(error, Unauthenticated):
+        return Failure(grpc.StatusCode.UNAUTHENTICATED, 401, message, None)
     if isinstance(error, DecodeError):
         return Failure(grpc.StatusCode.INVALID_ARGUMENT, 400, message, None)
     if isinstance(error, Backpressure):
         return Failure(grpc.StatusCode.RESOURCE_EXHAUSTED, 429, message, error.retry_after)
+    if isinstance(error, ReadTimeout):
+        return Failure(grpc.StatusCode.DEADLINE_EXCEEDED, 408, message, error.retry_after)
     if isinstance(error, Unavailable):
         return Failure(grpc.StatusCode.UNAVAILABLE, 503, message, error.retry_after)
     if isinstance(error, RetryableError):

@@ -146,7 +146,10 @@ def record_spans(
 
 
 def export_grpc(
-    endpoint: str, spans: Sequence[ReadableSpan], gzip: bool = False
+    endpoint: str,
+    spans: Sequence[ReadableSpan],
+    gzip: bool = False,
+    headers: dict[str, str] | None = None,
 ) -> SpanExportResult:
     from grpc import Compression
 
@@ -155,6 +158,7 @@ def export_grpc(
         insecure=True,
         compression=Compression.Gzip if gzip else Compression.NoCompression,
         timeout=20,
+        headers=headers,
     )
     try:
         return exporter.export(spans)
@@ -163,12 +167,16 @@ def export_grpc(
 
 
 def export_http(
-    base_url: str, spans: Sequence[ReadableSpan], gzip: bool = False
+    base_url: str,
+    spans: Sequence[ReadableSpan],
+    gzip: bool = False,
+    headers: dict[str, str] | None = None,
 ) -> SpanExportResult:
     exporter = HttpSpanExporter(
         endpoint=f"{base_url}/v1/traces",
         compression=HttpCompression.Gzip if gzip else HttpCompression.NoCompression,
         timeout=20,
+        headers=headers,
     )
     try:
         return exporter.export(spans)

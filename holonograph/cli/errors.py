@@ -130,6 +130,8 @@ def _local_failure(err: BaseException) -> CommandFailed | None:
         )
     if _is(err, "ingest.store", "StoreURLError"):
         return CommandFailed(one_line(err), EXIT_USAGE)
+    if _is(err, "ingest.tls", "TlsError") or _is(err, "ingest.auth", "TokensFileError"):
+        return CommandFailed(f"invalid configuration: {one_line(err)}", EXIT_USAGE)
     if isinstance(err, OSError) and err.filename is not None:
         return CommandFailed(f"{err.filename}: {err.strerror or one_line(err)}", EXIT_USAGE)
     if isinstance(err, ConnectionError):

@@ -21,6 +21,7 @@ from holonograph.cli.options import (
 from holonograph.jobs import periodic_jobs
 from ingest.config import ServeConfig
 from ingest.gctune import tune_for_throughput
+from ingest.memory import tune_allocator
 from ingest.service import ReceiverService
 from ingest.store import StoreURLError, is_embedded, open_store
 
@@ -35,9 +36,10 @@ def announce(service: ReceiverService, as_json: bool) -> None:
     """One line per listener and the store or Kafka (or one JSON object with --json)."""
     config, listeners = service.config, service.listeners
     host = config.host
+    scheme = "https" if config.tls_cert_file else "http"
     info: dict[str, str] = {
         "grpc": f"{host}:{listeners.grpc_port}",
-        "http": f"http://{host}:{listeners.http_port}/v1/traces",
+        "http": f"{scheme}://{host}:{listeners.http_port}/v1/traces",
         "admin": f"http://127.0.0.1:{listeners.admin_port}",
     }
     if config.metrics_port is not None:
@@ -50,6 +52,10 @@ def announce(service: ReceiverService, as_json: bool) -> None:
     if config.kafka:
         info["kafka"] = config.kafka
         info["kafkaRecordsTopic"] = config.kafka_records_topic
+    if config.tls_cert_file:
+        info["tls"] = "mTLS" if config.tls_client_ca_file else "TLS"
+    if config.auth_tokens_file:
+        info["auth"] = f"bearer tokens ({config.auth_tokens_file})"
     if as_json:
         click.echo(json.dumps(info))
         return
@@ -62,6 +68,12 @@ def announce(service: ReceiverService, as_json: bool) -> None:
         click.echo(f"store      {info['store']} ({info['storeKind']})")
     if "kafka" in info:
         click.echo(f"kafka      {info['kafka']} (records to {info['kafkaRecordsTopic']})")
+    if "tls" in info:
+        click.echo(
+            f"tls        {info['tls']} on both OTLP listeners, minimum {config.tls_min_version}"
+        )
+    if "auth" in info:
+        click.echo(f"auth       {info['auth']}")
 
 
 async def run_service(service: ReceiverService, as_json: bool = False) -> None:
@@ -121,6 +133,39 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
     type=click.Choice(["zstd", "lz4", "snappy", "gzip", "none"]),
     help="Producer batch compression [zstd; gzip without the cramjam codec].",
 )
+@click.option(
+    "--tls-cert-file", type=click.Path(dir_okay=False), help="TLS certificate chain (PEM)."
+)
+@click.option("--tls-key-file", type=click.Path(dir_okay=False), help="TLS private key (PEM).")
+@click.option(
+    "--tls-client-ca-file",
+    type=click.Path(dir_okay=False),
+    help="mTLS: clients need a certificate this CA signed.",
+)
+@click.option(
+    "--tls-min-version", type=click.Choice(["1.2", "1.3"]), help="Lowest TLS version [1.2]."
+)
+@click.option(
+    "--auth-tokens-file",
+    type=click.Path(dir_okay=False),
+    help="YAML bearer tokens with tenants [off: single tenant 'default'].",
+)
+@click.option("--max-queue-seconds", type=float, help="Expected queue time before 429 [3].")
+@click.option("--max-concurrent-reads", type=int, help="Request bodies received at once [4].")
+@click.option("--http-max-connections", type=int, help="Open HTTP connections [256].")
+@click.option(
+    "--http-header-timeout",
+    "http_header_timeout_seconds",
+    type=float,
+    help="Seconds for a request header (and idle keep-alive) [10].",
+)
+@click.option(
+    "--body-timeout",
+    "body_timeout_seconds",
+    type=float,
+    help="Seconds for a request body to arrive whole [30].",
+)
+@click.option("--grpc-max-concurrent-rpcs", type=int, help="Open gRPC calls [512].")
 @click.option("--json", "as_json", is_flag=True, help="Print the listeners as one JSON object.")
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
@@ -141,6 +186,7 @@ def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
     periodic = periodic_jobs(config.status_refresh_seconds) if store is not None else []
     service = ReceiverService(config, store, periodic=periodic)
     tune_for_throughput()
+    tune_allocator()
     try:
         asyncio.run(run_service(service, as_json))
     finally:

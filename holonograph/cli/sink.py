@@ -19,6 +19,7 @@ from holonograph.cli.options import (
 from holonograph.jobs import periodic_jobs
 from ingest.config import SinkConfig
 from ingest.gctune import tune_for_throughput
+from ingest.memory import tune_allocator
 from ingest.sink_dlq import SinkHalted
 from ingest.sink_service import SinkService
 from ingest.store import StoreURLError, is_embedded, open_store
@@ -113,6 +114,7 @@ def sink_command(verbose: bool, **flags: Any) -> None:
     # the embedded one.
     service = SinkService(config, store, periodic=periodic_jobs(config.status_refresh_seconds))
     tune_for_throughput()
+    tune_allocator()
     try:
         asyncio.run(run_sink(service))
     except SinkHalted as err:

@@ -1,38 +1,126 @@
-"""Admission on arrival: requests waiting to be decoded count against the in-flight
-budget, so overload is refused at once with a retryable status, before decoding."""
+"""Admission on arrival: requests count against the budget at what they cost in memory
+(bytes times the expansion of decoding), and are refused when the requests ahead of
+them would keep them waiting past `max_queue_seconds` at the measured drain rate."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from ingest.admission import Admission
+from ingest.admission import JSON_EXPANSION, PROTOBUF_EXPANSION, Admission, ReadGate
 from ingest.errors import Backpressure
 
 
-def test_admits_until_the_budget_then_refuses_with_a_retry_delay() -> None:
-    admission = Admission(max_bytes=100, retry_after_seconds=2.0)
-    with admission.admit(60):
-        with admission.admit(40):
-            assert admission.inflight_bytes == 100
-            with (
-                pytest.raises(Backpressure, match="100 bytes of requests in flight") as refused,
-                admission.admit(1),
-            ):
-                pass
-            assert refused.value.retry_after == 2.0
-        assert admission.inflight_bytes == 60
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_requests_count_at_their_memory_cost() -> None:
+    admission = Admission(max_bytes=int(100 * PROTOBUF_EXPANSION), retry_after_seconds=2.0)
+    with admission.admit(60), admission.admit(40):
+        assert admission.inflight_bytes == int(100 * PROTOBUF_EXPANSION)
+        assert admission.inflight_wire_bytes == 100
+        with pytest.raises(Backpressure, match="estimated") as refused, admission.admit(1):
+            pass
+        assert refused.value.retry_after == 2.0
     assert admission.inflight_bytes == 0
     assert admission.refused == 1
 
 
-def test_a_request_larger_than_the_budget_passes_alone() -> None:
+def test_json_costs_its_own_expansion() -> None:
+    admission = Admission(max_bytes=10_000)
+    with admission.admit(100, JSON_EXPANSION):
+        assert admission.inflight_bytes == int(100 * JSON_EXPANSION)
+
+
+def test_a_request_costing_more_than_the_budget_passes_alone() -> None:
     admission = Admission(max_bytes=10)
     with admission.admit(50):
-        assert admission.inflight_bytes == 50
+        assert admission.inflight_bytes == int(50 * PROTOBUF_EXPANSION)
+        with pytest.raises(Backpressure), admission.admit(1):
+            pass
 
 
 def test_budget_is_released_when_the_request_fails() -> None:
-    admission = Admission(max_bytes=10)
+    idle: list[int] = []
+    admission = Admission(max_bytes=1000, on_idle=lambda: idle.append(1))
     with pytest.raises(ValueError), admission.admit(8):
         raise ValueError("decode failed")
     assert admission.inflight_bytes == 0
+    assert idle == [1]
+
+
+def test_refuses_on_expected_queue_time_at_the_measured_drain_rate() -> None:
+    clock = FakeClock()
+    admission = Admission(max_bytes=1 << 40, max_queue_seconds=2.0, monotonic=clock)
+    # Nothing measured yet: only memory counts.
+    assert admission.drain_rate() is None
+    # Drain 1,000 bytes per second for four seconds, one request at a time.
+    for _ in range(4):
+        with admission.admit(1000):
+            clock.now += 1.0
+    rate = admission.drain_rate()
+    assert rate is not None and rate == pytest.approx(1000, rel=0.01)
+    with admission.admit(1500):
+        # 1,500 bytes ahead + 400 of its own = 1.9 s at 1,000 bytes/s: admitted.
+        assert admission.expected_wait(400) == pytest.approx(1.9, rel=0.02)
+        with admission.admit(400):
+            # 1,900 ahead + 600 of its own = 2.5 s: refused, retry once the excess drained.
+            with (
+                pytest.raises(Backpressure, match=r"waiting about 2\.5s") as refused,
+                admission.admit(600),
+            ):
+                pass
+            assert refused.value.retry_after == pytest.approx(1.0)
+            # Big excess: the retry delay says how long (capped).
+            with pytest.raises(Backpressure) as later, admission.admit(9000):
+                pass
+            assert later.value.retry_after == pytest.approx(10.9 - 2.0, rel=0.02)
+    assert admission.refused_for_queue == 2
+
+
+def test_drain_rate_follows_recent_load_and_idle_time_does_not_count() -> None:
+    clock = FakeClock()
+    admission = Admission(max_bytes=1 << 40, monotonic=clock)
+    for _ in range(10):
+        with admission.admit(10_000):
+            clock.now += 1.0
+    fast = admission.drain_rate()
+    clock.now += 3600  # an idle hour: neither busy time nor bytes accumulate
+    assert admission.drain_rate() is None  # all decayed away: nothing to trust
+    for _ in range(10):
+        with admission.admit(1_000):
+            clock.now += 1.0
+    slow = admission.drain_rate()
+    assert fast is not None and slow is not None
+    assert fast == pytest.approx(10_000, rel=0.01)
+    assert slow == pytest.approx(1_000, rel=0.01)
+
+
+async def test_read_gate_bounds_concurrent_reads_and_refuses_after_waiting() -> None:
+    gate = ReadGate(max_reads=2, max_wait_seconds=0.05, retry_after=3.0)
+    release = asyncio.Event()
+    entered = 0
+
+    async def read() -> None:
+        nonlocal entered
+        async with gate.reading_turn():
+            entered += 1
+            await release.wait()
+
+    readers = [asyncio.create_task(read()) for _ in range(2)]
+    while entered < 2:
+        await asyncio.sleep(0)
+    with pytest.raises(Backpressure, match="2 requests are being received") as refused:
+        async with gate.reading_turn():
+            pass
+    assert refused.value.retry_after == 3.0
+    release.set()
+    await asyncio.gather(*readers)
+    async with gate.reading_turn():
+        assert gate.reading == 1

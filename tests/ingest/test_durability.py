@@ -11,6 +11,7 @@ import grpc
 import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from ingest.admission import PROTOBUF_EXPANSION
 from tests.conftest import RunningReceiver
 from tests.ingest.helpers import grpc_export, http_export, http_status
 from tests.otel_emit import Evaluation, export_grpc, export_request, record_spans
@@ -81,8 +82,10 @@ def test_partial_store_failure_then_retry_counts_once(receiver: RunningReceiver)
 
 @pytest.fixture
 def tight_receiver(store) -> RunningReceiver:  # type: ignore[no-untyped-def]
+    # Two requests' memory cost fits the budget, a third does not.
     size = len(_payload("tight"))
-    running = RunningReceiver(store, max_request_bytes=size * 2, max_inflight_bytes=size * 2)
+    cost = int(size * PROTOBUF_EXPANSION)
+    running = RunningReceiver(store, max_request_bytes=size * 2, max_inflight_bytes=cost * 2)
     yield running
     running.faulty.release()
     running.stop()
@@ -97,12 +100,14 @@ def test_backpressure_when_too_many_bytes_wait(tight_receiver: RunningReceiver) 
         second = pool.submit(grpc_export, receiver.grpc_endpoint, _payload("tight", 3, 3))
         handoff = receiver.service.handoff
         wait_until(lambda: handoff.inflight_bytes >= 2 * len(_payload("tight")))  # type: ignore[union-attr]
+        admission = receiver.service.edge.admission  # type: ignore[union-attr]
+        assert admission.inflight_bytes == 2 * int(len(_payload("tight")) * PROTOBUF_EXPANSION)
 
         refused = grpc_export(receiver.grpc_endpoint, _payload("tight", 3, 6))
         assert refused.code is grpc.StatusCode.RESOURCE_EXHAUSTED
         assert refused.retry_delay() == 1.0
         # Refused on arrival, before decoding: counted by admission, not by the writer.
-        assert "bytes of requests in flight" in refused.details
+        assert "estimated" in refused.details and "bytes of memory" in refused.details
         refused_http = http_export(receiver.http_endpoint, _payload("tight", 3, 6))
         assert refused_http.status_code == 429
         assert refused_http.headers["Retry-After"] == "1"

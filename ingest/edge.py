@@ -1,0 +1,74 @@
+"""What both transports do to a request before and around the export path, in order:
+
+    authenticate (bearer token -> Principal)        Unauthenticated: 401 / UNAUTHENTICATED
+    wait for a reading turn, read the body in time  Backpressure / ReadTimeout
+    admit its memory cost and expected queue time   Backpressure: 429 / RESOURCE_EXHAUSTED
+    parse, spend the tenant's rate limit            DecodeError / RateLimited
+    export (validate, hand off, answer when durable)
+
+The transports only translate their wire into these steps (`ingest.grpc_server`,
+`ingest.http_server`); errors are mapped to codes in `ingest.status`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
+)
+
+from ingest.admission import PROTOBUF_EXPANSION, Admission, ReadGate
+from ingest.auth import Authenticator
+from ingest.errors import ReadTimeout
+from ingest.export import Exporter, ExportOutcome
+from ingest.principal import Principal
+from ingest.ratelimit import TenantRateLimiter
+
+Parse = Callable[[bytes], PB2ExportTraceServiceRequest]
+
+
+def span_count(request: PB2ExportTraceServiceRequest) -> int:
+    return sum(len(scope.spans) for rs in request.resource_spans for scope in rs.scope_spans)
+
+
+@dataclass
+class Edge:
+    exporter: Exporter
+    authenticator: Authenticator
+    reads: ReadGate
+    limiter: TenantRateLimiter
+    max_request_bytes: int
+    body_timeout_seconds: float
+
+    @property
+    def admission(self) -> Admission:
+        return self.exporter.admission
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        return self.authenticator.authenticate(authorization)
+
+    async def read(self, receive: Callable[[], Awaitable[bytes]]) -> bytes:
+        """Receive a body in a reading turn, within the body timeout."""
+        self.admission.check_room()
+        async with self.reads.reading_turn():
+            try:
+                return await asyncio.wait_for(receive(), self.body_timeout_seconds)
+            except TimeoutError:
+                raise ReadTimeout(
+                    f"the request body did not arrive within {self.body_timeout_seconds:g}s"
+                ) from None
+
+    async def export(
+        self,
+        principal: Principal,
+        payload: bytes,
+        parse: Parse,
+        expansion: float = PROTOBUF_EXPANSION,
+    ) -> ExportOutcome:
+        with self.admission.admit(len(payload), expansion):
+            request = parse(payload)
+            self.limiter.take(principal, span_count(request))
+            return await self.exporter.export(request, len(payload), principal)
