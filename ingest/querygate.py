@@ -16,6 +16,7 @@ functions must be in `ALLOWED_TABLE_FUNCTIONS`; no output file.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -99,7 +100,7 @@ def check_statement(
         if getattr(err, "code", None) is None:  # the connection failed, not the parser
             raise
         raise StatementRefused(
-            f"refused: not a single valid statement: {_first_line(err)}"
+            f"refused: not a single valid statement: {parser_message(_first_line(err))}"
         ) from None
     # A command, not a query: clickhouse-connect appends FORMAT to a query's text,
     # which would become part of the statement explained.
@@ -164,6 +165,27 @@ def _function_name(line: str) -> str | None:
 
 def _depth(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
+
+
+_IN_SCOPE = re.compile(r":? In scope SELECT formatQuery\(.*?\)\.?(?= \([A-Z_]+\)$|$)")
+_EXPECTED = re.compile(r"Expected one of: (?P<items>.*?)(?=(?:: In scope|\. \(|\s\([A-Z_]+\)$|$))")
+_SHOWN_ALTERNATIVES = 8
+
+
+def parser_message(text: str) -> str:
+    """The parser's complaint about the caller's own text: without the statement
+    this module wrapped it in (positions already count from the caller's first
+    character), and with a long list of expected tokens cut short."""
+    text = _IN_SCOPE.sub("", text)
+
+    def shorten(match: re.Match[str]) -> str:
+        items = match["items"].split(", ")
+        if len(items) <= _SHOWN_ALTERNATIVES:
+            return match[0]
+        more = len(items) - _SHOWN_ALTERNATIVES
+        return f"Expected one of: {', '.join(items[:_SHOWN_ALTERNATIVES])} (and {more} more)"
+
+    return _EXPECTED.sub(shorten, text)
 
 
 def _first_line(err: Exception) -> str:

@@ -4,9 +4,14 @@ only make it refuse more. The ASTs are chDB's own (26.9) output."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from ingest.querygate import refusal
+from ingest.querygate import StatementRefused, parser_message, refusal
+from ingest.reader import open_reader
+from ingest.store import open_store
+from schemas.migrations import apply_migrations
 
 SELECT_FILE = """\
 SelectWithUnionQuery (children 1)
@@ -107,3 +112,26 @@ def test_any_table_function_of_the_server_is_refused_outside_source_position() -
     assert refusal(_lines(ast)) is None
     assert "remote()" in (refusal(_lines(ast), table_functions={"remote", "numbers"}) or "")
     assert refusal(_lines(SELECT_NUMBERS), table_functions={"remote", "numbers"}) is None
+
+
+def test_a_syntax_error_points_into_the_callers_text_not_the_gates(tmp_path: Path) -> None:
+    store = open_store(f"chdb://{tmp_path / 'store'}")
+    apply_migrations(store)
+    store.close()
+    reader = open_reader(f"chdb://{tmp_path / 'store'}")
+    try:
+        with pytest.raises(StatementRefused) as refused:
+            reader.query("SELEC 1")
+    finally:
+        reader.close()
+    message = str(refused.value)
+    assert "position 7" in message
+    assert "formatQuery" not in message and "In scope" not in message
+    assert "(and " in message  # the long list of expected tokens is cut short
+
+
+def test_parser_message_keeps_short_lists_and_other_errors_whole() -> None:
+    text = (
+        "Code: 62. Syntax error: failed at position 3 (x): x. Expected one of: a, b. (SYNTAX_ERROR)"
+    )
+    assert parser_message(text) == text
