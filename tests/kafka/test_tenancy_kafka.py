@@ -5,12 +5,17 @@ sink batch holds two."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
 from aiokafka.structs import TopicPartition
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceResponse as PB2ExportTraceServiceResponse,
+)
 
-from ingest.export import ExportOutcome, decode_request
+from ingest.export import AGENT_REJECTED, ExportOutcome, decode_request
 from ingest.kafka_records import pack
 from ingest.principal import Principal
 from ingest.rows import write_rows
@@ -19,7 +24,11 @@ from ingest.store import ClickHouseStore
 from processors.completeness import Selection, read_report
 from schemas import records
 from tests.ingest.helpers import grpc_export
-from tests.kafka.conftest import KafkaReceiver, RunningSink
+from tests.ingest.test_auth import grpc_call, http_call
+from tests.ingest.test_tenants_over_the_wire import ACME as ACME_TOKEN
+from tests.ingest.test_tenants_over_the_wire import GLOBEX as GLOBEX_TOKEN
+from tests.ingest.test_tenants_over_the_wire import billing, tokens
+from tests.kafka.conftest import Broker, KafkaReceiver, RunningSink
 from tests.kafka.helpers import count, wait_until
 from tests.otel_emit import Dim, Evaluation, Sentinel, export_request, record_spans
 
@@ -118,3 +127,51 @@ def test_the_later_received_version_wins_whatever_order_a_sink_batch_holds(
     write_rows(store, held.table_rows())
     passed = store.query("SELECT passed FROM holonograph.evaluation_dimensions FINAL").rows
     assert passed == [(True,)]
+
+
+@pytest.fixture
+def token_receiver(
+    broker: Broker, names: dict[str, str], tmp_path: Path
+) -> Iterator[KafkaReceiver]:
+    running = KafkaReceiver(broker, names, auth_tokens_file=tokens(tmp_path / "tokens.yaml"))
+    yield running
+    running.stop()
+
+
+@pytest.mark.kafka
+@pytest.mark.e2e
+def test_tokens_decide_the_tenant_through_kafka(
+    token_receiver: KafkaReceiver, sink: RunningSink, store: ClickHouseStore
+) -> None:
+    mine = [
+        billing("wire", 0, event_id="evt_w", dims=[Dim("ok", passed=True)]),
+        Evaluation("wire", 1, extra={"holonograph.agent.id": "support"}),
+    ]
+    reply = grpc_call(
+        token_receiver.grpc_endpoint,
+        export_request(record_spans(mine)).SerializeToString(),
+        ACME_TOKEN,
+    )
+    assert reply.code is grpc.StatusCode.OK
+    answer = PB2ExportTraceServiceResponse.FromString(reply.body or b"")
+    assert answer.partial_success.rejected_spans == 1
+    theirs = [
+        Evaluation("wire", 0, event_id="evt_w", dims=[Dim("ok", passed=False)]),
+        Sentinel("wire", 1, final=True),
+    ]
+    payload = export_request(record_spans(theirs, seed=4)).SerializeToString()
+    assert http_call(token_receiver.http_endpoint, payload, GLOBEX_TOKEN).status_code == 200
+    assert http_call(token_receiver.http_endpoint, payload, "tok-nobody").status_code == 401
+    wait_until(
+        lambda: count(store, "emission_receipts") == 4 and count(store, "quarantine") == 1,
+        what="the sink to store both tenants' rows",
+    )
+    grades = store.query(
+        "SELECT tenant_id, passed FROM holonograph.evaluation_dimensions FINAL"
+        " WHERE event_id = 'evt_w' ORDER BY tenant_id"
+    ).rows
+    assert grades == [("acme", True), ("globex", False)]
+    quarantined = store.query("SELECT tenant_id, reason FROM holonograph.quarantine FINAL").rows
+    assert [(t, r.startswith(AGENT_REJECTED)) for t, r in quarantined] == [("acme", True)]
+    (acme,) = read_report(store, NOW, Selection(tenant="acme")).streams
+    assert (acme.status, acme.final_seen) == ("open", False)
