@@ -71,6 +71,7 @@ class Sink:
         brake: PoisonBrake | None = None,
         monotonic: Monotonic = time.monotonic,
         clock: Clock = utc_now,
+        on_idle: Callable[[], None] | None = None,
     ) -> None:
         self._consumer = consumer
         self._store = store
@@ -85,6 +86,8 @@ class Sink:
         self._brake = brake or PoisonBrake()
         self._monotonic = monotonic
         self._clock = clock
+        # Called when a poll found nothing and nothing is held (e.g. to return memory).
+        self._on_idle = on_idle
         self._batch = Batch(monotonic())
         self._lock = asyncio.Lock()
         self.flushes = 0
@@ -116,6 +119,8 @@ class Sink:
                         await self._take(message)
                         if self._batch.rows >= self._batch_rows:  # bound memory mid-fetch
                             await self._flush_until_done(stop)
+                if not fetched and not self._batch and self._on_idle is not None:
+                    self._on_idle()
                 await self._observe_lag()
         except SinkHalted:
             try:

@@ -24,6 +24,7 @@ from ingest.handoff import Clock, utc_now
 from ingest.kafka_metrics import SinkMetrics
 from ingest.kafka_producer import start_producer
 from ingest.kafka_topics import ensure_topics
+from ingest.memory import Trimmer
 from ingest.metrics import PipelineMetrics
 from ingest.periodic import Periodic, PeriodicJobs
 from ingest.reader import StoreSessions
@@ -62,6 +63,8 @@ class SinkService:
         self.admin_port = 0
         self.metrics_port = 0
         self.sink: Sink | None = None
+        # Returns freed memory to the system once the sink has held nothing for a while.
+        self.trimmer = Trimmer(self._holds_nothing)
         self.halted: str | None = None
         self._admin: AdminEndpoint | None = None
         self._stop = asyncio.Event()
@@ -125,6 +128,10 @@ class SinkService:
             await asyncio.to_thread(self._side.close)
             self._side = None
 
+    def _holds_nothing(self) -> bool:
+        """Idle for the allocator: no records held between consuming and committing."""
+        return self.sink is None or self.sink.held() == 0
+
     async def _run(self) -> None:
         config = self.config
         assert config.kafka
@@ -169,6 +176,7 @@ class SinkService:
             ),
             monotonic=self.monotonic,
             clock=self.clock,
+            on_idle=self.trimmer.soon,
         )
         consumer.subscribe(list(config.topics().all()), listener=self.sink.listener())
         await start_producer(producer, config.kafka, config.kafka_idempotence)

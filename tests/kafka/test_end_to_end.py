@@ -95,3 +95,15 @@ def test_batches_are_bounded_by_rows(
         sink.stop()
     inserts = [rows for table, rows in sink.faulty.insert_calls if table.endswith("events")]
     assert inserts == [3, 3, 3, 3]
+
+
+def test_the_sink_returns_memory_once_it_holds_nothing(
+    kafka_receiver: KafkaReceiver, sink: RunningSink, store: ClickHouseStore
+) -> None:
+    trimmer = sink.service.trimmer
+    spans = record_spans([Evaluation("trim", seq) for seq in range(20)])
+    assert export_grpc(kafka_receiver.grpc_endpoint, spans) is SpanExportResult.SUCCESS
+    wait_until(lambda: count(store, "emission_receipts") == 20, what="the sink to store the spans")
+    before = trimmer.trims  # trims at most every 10 s, then after 2 s of holding nothing
+    wait_until(lambda: trimmer.trims > before, timeout=30, what="an idle trim after the commit")
+    assert sink.service.sink is not None and sink.service.sink.held() == 0
