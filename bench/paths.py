@@ -59,7 +59,7 @@ class AdminReader:
     def __init__(self, data_dir: Path) -> None:
         info = json.loads((data_dir / ADMIN_FILE).read_text())
         self._url = str(info["url"]) + "/admin/query"
-        self._token = str(info["read_token"])
+        self._token = str(info.get("read_token") or info["token"])  # older trees: one token
 
     def query(self, sql: str, parameters: dict[str, Any] | None = None) -> list[list[Any]]:
         request = urllib.request.Request(
