@@ -134,11 +134,11 @@ def measure_chdb_insert(batch: int, requests: int, spans_per_insert: int) -> dic
 
     from ingest.decode import parse_protobuf
     from ingest.export import decode_request
-    from ingest.handoff import utc_now
     from ingest.rows import TableRows, write_rows
     from ingest.store import ClickHouseStore, chdb_url
     from schemas.migrations import apply_migrations
-    from schemas.store import DATABASE
+    from schemas.tables import DATABASE
+    from schemas.times import utc_now
 
     per_insert = max(1, spans_per_insert // batch)
     results: dict[str, Any] = {"requests_per_insert": per_insert}
@@ -180,8 +180,8 @@ def _single_span_commits(store: Any, commits: int) -> dict[str, Any]:
     """The fixed cost of a commit: one 1-span request per insert round (3 INSERTs)."""
     from ingest.decode import parse_protobuf
     from ingest.export import decode_request
-    from ingest.handoff import utc_now
     from ingest.rows import TableRows, write_rows
+    from schemas.times import utc_now
 
     factory = RequestFactory(PayloadSpec(batch=1, sentinel_every=10**6, tag="single00"))
     groups = []
@@ -202,17 +202,20 @@ def _single_span_commits(store: Any, commits: int) -> dict[str, Any]:
 
 
 def _write_columnar(client: Any, database: str, rows: Any) -> None:
-    from ingest.rows import DIMENSION_COLUMNS, EVENT_COLUMNS, RECEIPT_COLUMNS
+    from schemas.tables import EMISSION_RECEIPTS, EVALUATION_DIMENSIONS, EVALUATION_EVENTS
 
-    for table, table_rows, columns in (
-        ("evaluation_events", rows.events, EVENT_COLUMNS),
-        ("evaluation_dimensions", rows.dimensions, DIMENSION_COLUMNS),
-        ("emission_receipts", rows.receipts, RECEIPT_COLUMNS),
+    for table, table_rows in (
+        (EVALUATION_EVENTS, rows.events),
+        (EVALUATION_DIMENSIONS, rows.dimensions),
+        (EMISSION_RECEIPTS, rows.receipts),
     ):
         if table_rows:
             data = [list(column) for column in zip(*table_rows, strict=True)]
             client.insert(
-                f"{database}.{table}", data, column_names=list(columns), column_oriented=True
+                f"{database}.{table.name}",
+                data,
+                column_names=list(table.columns),
+                column_oriented=True,
             )
 
 

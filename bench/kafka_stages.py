@@ -34,8 +34,8 @@ def _timed(label: str, timings: dict[str, float], work: Any) -> Any:
 
 
 def _receiver(decoded: list[DecodedBatch], timings: dict[str, float]) -> list[bytes]:
-    from ingest.handoff import utc_now
     from ingest.kafka_records import ScreenedBatches, pack, screen_serialized
+    from schemas.times import utc_now
 
     held = ScreenedBatches()
     values: list[bytes] = []

@@ -29,10 +29,10 @@ def _timed(label: str, timings: dict[str, float], work: Any) -> Any:
 def measure_stages(batch: int, requests: int, requests_per_insert: int) -> dict[str, Any]:
     from ingest.decode import parse_protobuf
     from ingest.export import decode_request
-    from ingest.handoff import utc_now
     from ingest.rows import TableRows, write_rows
     from ingest.store import open_store
     from schemas.migrations import apply_migrations
+    from schemas.times import utc_now
 
     factory = RequestFactory(PayloadSpec(batch=batch, tag="stages00"))
     bodies = [factory.body(r) for r in range(requests)]
@@ -74,8 +74,8 @@ def top_functions(batch: int, requests: int, limit: int = 15) -> list[dict[str, 
     """cProfile of decode/validate + row building (the pure-Python part) by own time."""
     from ingest.decode import parse_protobuf
     from ingest.export import decode_request
-    from ingest.handoff import utc_now
     from ingest.rows import TableRows
+    from schemas.times import utc_now
 
     factory = RequestFactory(PayloadSpec(batch=batch, tag="profile0"))
     bodies = [factory.body(r) for r in range(requests)]

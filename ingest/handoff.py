@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -35,14 +35,9 @@ from ingest.rows import TableRows, write_rows
 from ingest.store_errors import StoreRejected, describe, is_permanent, isolate, refusal
 from schemas.events import DecodedBatch
 from schemas.store import Store
+from schemas.times import Clock, utc_now
 
 log = logging.getLogger(__name__)
-
-Clock = Callable[[], dt.datetime]
-
-
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 @dataclass

@@ -25,13 +25,13 @@ from aiokafka.codec import has_zstd
 from aiokafka.errors import KafkaError
 
 from ingest.errors import Backpressure, Unavailable
-from ingest.handoff import Clock, utc_now
 from ingest.kafka_metrics import ProducerMetrics
 from ingest.kafka_producer import BrokerRefused, start_producer
 from ingest.kafka_records import OutRecord, ScreenedBatches, pack, screen_serialized
 from ingest.kafka_topics import ensure_topics
 from schemas.events import DecodedBatch
 from schemas.records import headers
+from schemas.times import Clock, utc_now
 from schemas.topics import Topics
 
 log = logging.getLogger(__name__)

@@ -19,9 +19,8 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from ingest.handoff import Clock
-from schemas.jsoncodec import rfc3339
 from schemas.store import Store
+from schemas.times import Clock, rfc3339
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,8 @@ from ingest.store import (
     normalize_store_url,
     open_store,
 )
-from schemas.store import DATABASE, QueryResult, Store
+from schemas.store import QueryResult, Store
+from schemas.tables import DATABASE
 
 TENANT_COLUMN = "tenant_id"
 _PARAMETER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

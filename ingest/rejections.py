@@ -24,10 +24,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ingest.export import ExportOutcome
-from ingest.handoff import Clock, utc_now
 from ingest.metrics import reason_label
 from schemas.events import QuarantineRecord
-from schemas.jsoncodec import rfc3339
+from schemas.times import Clock, rfc3339, utc_now
 
 if TYPE_CHECKING:
     from ingest.sink_dlq import DeadLetterSink

@@ -39,7 +39,9 @@ from ingest.export import AGENT_REJECTED, Handoff, decode_request
 from ingest.principal import Principal
 from schemas.events import DecodedBatch
 from schemas.records import BatchRecord, PoisonLetter, QuarantinedLetter, RecordError, decode
-from schemas.store import DATABASE, Store
+from schemas.store import Store
+from schemas.tables import DATABASE
+from schemas.times import to_store_time
 
 SOURCE = "replay"
 
@@ -156,7 +158,7 @@ async def replay_quarantine(
         " ORDER BY received_at, quarantine_id LIMIT {limit:UInt64}",
         {
             "reason": reason or "",
-            "since": (since or dt.datetime(1970, 1, 1, tzinfo=dt.UTC)).replace(tzinfo=None),
+            "since": to_store_time(since or dt.datetime(1970, 1, 1, tzinfo=dt.UTC)),
             "limit": limit if limit is not None else 2**62,
         },
     ).rows

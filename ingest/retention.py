@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from ingest.config import parse_retention
-from schemas.store import DATABASE, Store
+from schemas.store import Store
+from schemas.tables import (
+    DATABASE,
+    EMISSION_RECEIPTS,
+    EVALUATION_DIMENSIONS,
+    EVALUATION_EVENTS,
+    QUARANTINE,
+)
 
 # table -> the time column its TTL counts from
 RETAINED_TABLES = {
-    "evaluation_events": "timestamp",
-    "evaluation_dimensions": "timestamp",
-    "emission_receipts": "received_at",
-    "quarantine": "received_at",
+    EVALUATION_EVENTS.name: "timestamp",
+    EVALUATION_DIMENSIONS.name: "timestamp",
+    EMISSION_RECEIPTS.name: "received_at",
+    QUARANTINE.name: "received_at",
 }
 
 

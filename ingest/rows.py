@@ -1,4 +1,4 @@
-"""Decoded models -> ClickHouse rows, column lists kept beside the conversions.
+"""Decoded models -> ClickHouse rows, in the column order `schemas.tables` gives.
 
 Shared by the embedded writer and the Kafka sink so both paths store identical rows.
 Every row carries the tenant of the batch it came from; event and dimension rows
@@ -15,37 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.events import DecodedBatch, EmissionRecord, EvaluationEvent, QuarantineRecord
-from schemas.store import DATABASE, Store
-
-EVENT_COLUMNS = (
-    "tenant_id", "event_id", "surface_id", "agent_id", "correlation_id", "run_mode", "provenance",
-    "timestamp", "lens_version", "light_source_id", "light_source_requested", "substrate",
-    "cohort_tags", "multiplex_role", "fixture_id", "markers", "latency_ms", "cost_usd",
-    "tokens_input", "tokens_output", "sdk_name", "sdk_version", "dimension_ids",
-    "emission_stream", "emission_seq", "emission_final", "trace_id", "span_id",
-    "resource_attributes", "extras", "ingested_at", "ingest_version",
-)  # fmt: skip
-
-DIMENSION_COLUMNS = (
-    "tenant_id", "event_id", "dimension_id", "passed", "score", "expected", "actual", "judge",
-    "surface_id", "agent_id", "correlation_id", "run_mode", "provenance", "timestamp",
-    "lens_version", "light_source_id", "light_source_requested", "substrate", "cohort_tags",
-    "emission_stream", "ingested_at", "ingest_version",
-)  # fmt: skip
-
-RECEIPT_COLUMNS = (
-    "tenant_id", "emission_stream", "emission_seq", "receipt_id", "kind", "final", "quarantined",
-    "event_id", "surface_id", "event_time", "received_at", "sentinel_interval_ms",
-    "completeness_offered", "completeness_delivered", "completeness_dropped",
-    "completeness_failed", "completeness_window_start", "completeness_window_end",
-)  # fmt: skip
-
-QUARANTINE_COLUMNS = (
-    "tenant_id", "quarantine_id", "received_at", "reason", "span_name", "trace_id", "span_id",
-    "emission_stream", "emission_seq", "attributes", "resource_attributes", "span_proto",
-    "source",
-)  # fmt: skip
-
+from schemas.store import Store
+from schemas.tables import (
+    EMISSION_RECEIPTS,
+    EVALUATION_DIMENSIONS,
+    EVALUATION_EVENTS,
+    QUARANTINE,
+    Table,
+)
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
@@ -182,12 +159,12 @@ class TableRows:
 def write_rows(store: Store, rows: TableRows) -> None:
     """Insert into every table. Receipts go last: a failure before them leaves no
     receipt, so the client's retry does not look like a duplicate delivery."""
-    plan: Iterable[tuple[str, list[list[Any]], tuple[str, ...]]] = (
-        ("evaluation_events", rows.events, EVENT_COLUMNS),
-        ("evaluation_dimensions", rows.dimensions, DIMENSION_COLUMNS),
-        ("quarantine", rows.quarantine, QUARANTINE_COLUMNS),
-        ("emission_receipts", rows.receipts, RECEIPT_COLUMNS),
+    plan: Iterable[tuple[Table, list[list[Any]]]] = (
+        (EVALUATION_EVENTS, rows.events),
+        (EVALUATION_DIMENSIONS, rows.dimensions),
+        (QUARANTINE, rows.quarantine),
+        (EMISSION_RECEIPTS, rows.receipts),
     )
-    for table, table_rows, columns in plan:
+    for table, table_rows in plan:
         if table_rows:
-            store.insert(f"{DATABASE}.{table}", table_rows, columns)
+            store.insert(table.qualified, table_rows, table.columns)

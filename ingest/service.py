@@ -29,7 +29,7 @@ from ingest.config import ServeConfig
 from ingest.edge import Edge
 from ingest.export import Exporter, ExportObservers, Handoff, ScreeningHandoff
 from ingest.grpc_server import start_grpc_server
-from ingest.handoff import Clock, EmbeddedHandoff, utc_now
+from ingest.handoff import EmbeddedHandoff
 from ingest.http_server import build_http_app, start_http_site
 from ingest.kafka_handoff import KafkaHandoff
 from ingest.kafka_metrics import ProducerMetrics
@@ -44,6 +44,7 @@ from ingest.store import ClickHouseStore, chdb_path, is_embedded
 from ingest.tls import ServerTls, TlsFiles
 from schemas.migrations import apply_migrations
 from schemas.store import Store
+from schemas.times import Clock, utc_now
 
 log = logging.getLogger(__name__)
 

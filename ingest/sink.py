@@ -31,7 +31,6 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from ingest.handoff import Clock, utc_now
 from ingest.kafka_metrics import SinkMetrics
 from ingest.rows import write_rows
 from ingest.sink_batch import Batch, Consumed, DedupTokenStore, items_rows, items_token
@@ -46,6 +45,7 @@ from schemas.records import (
     encode,
 )
 from schemas.store import Store
+from schemas.times import Clock, utc_now
 from schemas.topics import Topics
 
 log = logging.getLogger(__name__)

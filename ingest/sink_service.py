@@ -20,7 +20,6 @@ from aiokafka.errors import KafkaError
 
 from ingest.admin import AdminEndpoint
 from ingest.config import SinkConfig
-from ingest.handoff import Clock, utc_now
 from ingest.kafka_metrics import SinkMetrics
 from ingest.kafka_producer import start_producer
 from ingest.kafka_topics import ensure_topics
@@ -34,6 +33,7 @@ from ingest.sink_dlq import KafkaDeadLetters, PoisonBrake, SinkHalted
 from ingest.store import ClickHouseStore, chdb_path, is_embedded
 from schemas.migrations import apply_migrations
 from schemas.store import Store
+from schemas.times import Clock, utc_now
 
 log = logging.getLogger(__name__)
 

@@ -33,11 +33,9 @@ from processors.completeness_sql import (
     RECEIPT_STREAMS,
     RECORDS,
     SHARD_BOUNDS,
-    STREAM_COLUMNS,
     STREAM_WINDOWS_SELECT,
     STREAMS_SELECT,
     SURFACE_WINDOWS_SELECT,
-    WINDOW_COLUMNS,
     ZERO_STALE,
 )
 from schemas.completeness import (
@@ -51,6 +49,8 @@ from schemas.completeness import (
     StreamAccounting,
 )
 from schemas.store import Store
+from schemas.tables import COMPLETENESS_REFRESHES, COMPLETENESS_WINDOWS, STREAM_STATUS
+from schemas.times import from_store_time, to_store_time
 
 
 class CompletenessConfig(BaseModel):
@@ -103,14 +103,14 @@ class Selection:
                 " event_time >= {sel_since:DateTime64(9, 'UTC')}"
                 " AND event_time < {sel_until:DateTime64(9, 'UTC')})"
             )
-            params["sel_since"] = _naive(self.since or _EPOCH)
-            params["sel_until"] = _naive(self.until or _FAR_FUTURE)
+            params["sel_since"] = to_store_time(self.since or _EPOCH)
+            params["sel_until"] = to_store_time(self.until or _FAR_FUTURE)
         if self.received_since is not None:
             clauses.append(
                 f"(tenant_id, emission_stream) IN ({RECEIPT_STREAMS}"
                 " received_at >= {sel_received_since:DateTime64(3, 'UTC')})"
             )
-            params["sel_received_since"] = _naive(self.received_since)
+            params["sel_received_since"] = to_store_time(self.received_since)
         return (" AND ".join(clauses) or "1"), params
 
 
@@ -118,19 +118,8 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _FAR_FUTURE = dt.datetime(2200, 1, 1, tzinfo=dt.UTC)
 
 
-def _naive(value: dt.datetime) -> dt.datetime:
-    """Naive UTC, the form the store binds and returns."""
-    if value.tzinfo is None:
-        return value
-    return value.astimezone(dt.UTC).replace(tzinfo=None)
-
-
-def _aware(value: dt.datetime) -> dt.datetime:
-    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
-
-
 def floor_to_bucket(value: dt.datetime, bucket: Bucket) -> dt.datetime:
-    value = _aware(value)
+    value = from_store_time(value)
     if bucket == "minute":
         return value.replace(second=0, microsecond=0)
     if bucket == "hour":
@@ -140,7 +129,7 @@ def floor_to_bucket(value: dt.datetime, bucket: Bucket) -> dt.datetime:
 
 def _job_params(now: dt.datetime, version: int, config: CompletenessConfig) -> dict[str, Any]:
     return {
-        "now": _naive(now),
+        "now": to_store_time(now),
         "version": version,
         "default_interval_ms": config.default_sentinel_interval_ms,
         "dead_after_intervals": config.dead_after_intervals,
@@ -205,11 +194,13 @@ ORDER BY tenant_id, scope, surface_id, emission_stream, bucket_start"""
         buckets=[bucket],
         # picking streams by name would make surface rows partial: leave them out
         with_surfaces=selection.stream is None and selection.streams is None,
-        from_bucket=_naive(since),
-        to_bucket=_naive(selection.until or _FAR_FUTURE),
+        from_bucket=to_store_time(since),
+        to_bucket=to_store_time(selection.until or _FAR_FUTURE),
     )
     rows = store.query(sql, params).rows
-    return [_window_from_row(dict(zip(WINDOW_COLUMNS, row, strict=True))) for row in rows]
+    return [
+        _window_from_row(dict(zip(COMPLETENESS_WINDOWS.columns, row, strict=True))) for row in rows
+    ]
 
 
 def read_report(
@@ -246,7 +237,7 @@ def read_report(
     return CompletenessReport(
         tenant=selection.tenant,
         missing_in_range=in_range,
-        as_of=_aware(now),
+        as_of=from_store_time(now),
         since=selection.since,
         until=selection.until,
         bucket=bucket,
@@ -299,16 +290,16 @@ def _stream_from_row(row: dict[str, Any]) -> StreamAccounting:
         sentinels=row["sentinels"],
         missing_ranges=_ranges(row["missing_ranges"]),
         final_seen=bool(row["final_seen"]),
-        first_seen_at=_aware(row["first_seen_at"]),
-        last_seen_at=_aware(row["last_seen_at"]),
-        first_event_time=_aware(row["first_event_time"]),
-        last_event_time=_aware(row["last_event_time"]),
+        first_seen_at=from_store_time(row["first_seen_at"]),
+        last_seen_at=from_store_time(row["last_seen_at"]),
+        first_event_time=from_store_time(row["first_event_time"]),
+        last_event_time=from_store_time(row["last_event_time"]),
         sentinel_interval_ms=row["sentinel_interval_ms"],
         interval_reported=bool(row["interval_reported"]),
         dead_after_ms=row["dead_after_ms"],
         surfaces=sorted(row["surfaces"]),
         loss=loss,
-        status_as_of=_aware(row["status_as_of"]),
+        status_as_of=from_store_time(row["status_as_of"]),
     )
 
 
@@ -319,7 +310,7 @@ def _window_from_row(row: dict[str, Any]) -> CompletenessWindow:
         scope=row["scope"],
         surface_id=row["surface_id"],
         stream=row["emission_stream"],
-        bucket_start=_aware(row["bucket_start"]),
+        bucket_start=from_store_time(row["bucket_start"]),
         offered=row["offered"],
         delivered=row["delivered"],
         missing=row["missing"],
@@ -335,28 +326,24 @@ def _window_from_row(row: dict[str, Any]) -> CompletenessWindow:
 # ---------------------------------------------------------------- materialized tables
 
 
-def _cols(columns: Sequence[str]) -> str:
-    return ", ".join(columns)
-
-
 def _insert_streams(store: Store, where: str, params: dict[str, Any]) -> None:
     store.command(
-        f"INSERT INTO holonograph.stream_status ({_cols(STREAM_COLUMNS)})\n"
-        f"{_with_records(where)}\nSELECT {_cols(STREAM_COLUMNS)} FROM ({STREAMS_SELECT})",
+        f"INSERT INTO {STREAM_STATUS.qualified} ({STREAM_STATUS.column_list()})\n"
+        f"{_with_records(where)}\nSELECT {STREAM_STATUS.column_list()} FROM ({STREAMS_SELECT})",
         params,
     )
 
 
 def _insert_stream_windows(store: Store, where: str, params: dict[str, Any]) -> None:
     store.command(
-        f"INSERT INTO holonograph.completeness_windows ({_cols(WINDOW_COLUMNS)})\n"
+        f"INSERT INTO {COMPLETENESS_WINDOWS.qualified} ({COMPLETENESS_WINDOWS.column_list()})\n"
         f"{_with_records(where)}\n{STREAM_WINDOWS_SELECT}",
         params,
     )
 
 
 def _zero_stale(store: Store, params: dict[str, Any]) -> None:
-    store.command(ZERO_STALE.format(columns=_cols(WINDOW_COLUMNS)), params)
+    store.command(ZERO_STALE.format(columns=COMPLETENESS_WINDOWS.column_list()), params)
 
 
 def _insert_surface_windows(store: Store, full: bool, params: dict[str, Any]) -> None:
@@ -381,7 +368,8 @@ def _insert_surface_windows(store: Store, full: bool, params: dict[str, Any]) ->
         surface_where=surface_where,
     )
     store.command(
-        f"INSERT INTO holonograph.completeness_windows ({_cols(WINDOW_COLUMNS)})\n{select}",
+        f"INSERT INTO {COMPLETENESS_WINDOWS.qualified}"
+        f" ({COMPLETENESS_WINDOWS.column_list()})\n{select}",
         params,
     )
 
@@ -390,11 +378,11 @@ def mark_dead_streams(store: Store, now: dt.datetime, version: int | None = None
     """Stored `open` streams silent past their dead-after time become `dead` as of
     `now`; returns how many. Needs no new receipts, so a periodic call finds them.
     (The filter sits in a subquery: the REPLACE alias `status` would shadow it.)"""
-    params = {"now": _naive(now), "version": version or time.time_ns()}
+    params = {"now": to_store_time(now), "version": version or time.time_ns()}
     count = int(store.query(f"SELECT count() {MARK_DEAD_WHERE}", params).scalar() or 0)
     if count:
         store.command(
-            f"INSERT INTO holonograph.stream_status ({_cols(STREAM_COLUMNS)})\n"
+            f"INSERT INTO {STREAM_STATUS.qualified} ({STREAM_STATUS.column_list()})\n"
             f"SELECT * REPLACE ('dead' AS status, {{now:DateTime64(3, 'UTC')}} AS status_as_of,"
             f" {{version:UInt64}} AS version, now64(3, 'UTC') AS computed_at)"
             f" FROM (SELECT * {MARK_DEAD_WHERE})",
@@ -482,7 +470,7 @@ def _refresh(
     duration_ms = (time.perf_counter() - started) * 1000
     summary = RefreshSummary(
         mode="full" if mode == "full" else "incremental",
-        now=_aware(now),
+        now=from_store_time(now),
         since=selection.received_since,
         version=version,
         streams=streams,
@@ -492,20 +480,20 @@ def _refresh(
         step_ms=steps,
     )
     store.insert(
-        "holonograph.completeness_refreshes",
+        COMPLETENESS_REFRESHES.qualified,
         [
             [
                 version,
                 summary.mode,
-                _naive(now),
-                _naive(selection.received_since) if selection.received_since else None,
+                to_store_time(now),
+                to_store_time(selection.received_since) if selection.received_since else None,
                 streams,
                 marked,
                 duration_ms,
-                _naive(dt.datetime.now(dt.UTC)),
+                to_store_time(dt.datetime.now(dt.UTC)),
             ]
         ],
-        ["version", "mode", "now", "since", "streams", "marked_dead", "duration_ms", "computed_at"],
+        COMPLETENESS_REFRESHES.columns,
     )
     return summary
 
@@ -536,15 +524,15 @@ def refresh_stream_status(
     (minus `lookback`, for receipts written late), or a full recompute when there was
     none or the last full one is older than `full_every`."""
     config = config or CompletenessConfig()
-    now = _aware(now)
+    now = from_store_time(now)
     row = store.query(
         "SELECT max(now), maxIf(now, mode = 'full'), count()"
         " FROM holonograph.completeness_refreshes"
     ).rows[0]
     last, last_full, runs = row
-    if not runs or now - _aware(last_full) >= config.full_every:
+    if not runs or now - from_store_time(last_full) >= config.full_every:
         return recompute_completeness(store, now, config)
-    since = min(_aware(last), _aware(now)) - config.lookback
+    since = min(from_store_time(last), from_store_time(now)) - config.lookback
     return refresh_completeness(store, now, since, config)
 
 
@@ -588,8 +576,8 @@ def stored_windows(
             "tenant": tenant or "",
             "bucket": bucket,
             "scope": scope or "",
-            "since": _naive(floor_to_bucket(since, bucket) if since else _EPOCH),
-            "until": _naive(until or _FAR_FUTURE),
+            "since": to_store_time(floor_to_bucket(since, bucket) if since else _EPOCH),
+            "until": to_store_time(until or _FAR_FUTURE),
         },
     ).dicts()
     return [_window_from_row(row) for row in rows]

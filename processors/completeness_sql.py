@@ -41,42 +41,6 @@ records AS (
 )"""
 
 
-STREAM_COLUMNS = (
-    "tenant_id",
-    "emission_stream",
-    "status",
-    "first_seq",
-    "last_seq",
-    "final_seq",
-    "expected",
-    "delivered",
-    "missing",
-    "duplicates",
-    "quarantined",
-    "sentinels",
-    "missing_ranges",
-    "final_seen",
-    "first_seen_at",
-    "last_seen_at",
-    "first_event_time",
-    "last_event_time",
-    "sentinel_interval_ms",
-    "interval_reported",
-    "dead_after_ms",
-    "surfaces",
-    "reported_windows",
-    "reported_offered",
-    "reported_delivered",
-    "reported_dropped",
-    "reported_failed",
-    "lost_after_client",
-    "loss_mismatch",
-    "status_as_of",
-    "version",
-    "computed_at",
-)
-
-
 # Client window counters: each distinct reported window counts once, however many
 # sentinels repeated it; a sentinel without window bounds is its own window.
 STREAMS_SELECT = """
@@ -128,29 +92,6 @@ SELECT
     now64(3, 'UTC') AS computed_at
 FROM records
 GROUP BY tenant, stream"""
-
-
-WINDOW_COLUMNS = (
-    "tenant_id",
-    "bucket",
-    "scope",
-    "surface_id",
-    "emission_stream",
-    "bucket_start",
-    "offered",
-    "delivered",
-    "missing",
-    "quarantined",
-    "duplicates",
-    "completeness_lower_bound",
-    "bias_flag",
-    "streams",
-    "lossy_streams",
-    "delivered_by_surface",
-    "quarantined_by_surface",
-    "version",
-    "computed_at",
-)
 
 
 STREAM_WINDOWS_SELECT = """

@@ -23,30 +23,10 @@ from processors.conformance_suite import FixtureLookup, ResolvedFixture
 from schemas.conformance import ApprovalRequest, Fixture, RejectionRequest
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
+from schemas.tables import CONFORMANCE_FIXTURES
+from schemas.times import Clock, from_store_time, utc_now
 
-TABLE = "holonograph.conformance_fixtures"
-COLUMNS = (
-    "tenant_id",
-    "record_id",
-    "fixture_id",
-    "version",
-    "action",
-    "surface_id",
-    "source_surface_id",
-    "rule_id",
-    "enforceability",
-    "approver_id",
-    "comment",
-    "fixture",
-    "fixture_digest",
-    "recorded_at",
-)
 Action = Literal["approved", "rejected"]
-Clock = Callable[[], dt.datetime]
-
-
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def new_record_id() -> str:
@@ -114,9 +94,7 @@ class Outcome:
 
 
 def _record(row: dict[str, Any]) -> FixtureRecord:
-    recorded = row["recorded_at"]
-    if recorded.tzinfo is None:
-        recorded = recorded.replace(tzinfo=dt.UTC)
+    recorded = from_store_time(row["recorded_at"])
     return FixtureRecord(
         tenant_id=row["tenant_id"],
         record_id=row["record_id"],
@@ -139,7 +117,7 @@ def _select(
     store: Store, tenant_id: str, where: str, parameters: dict[str, Any]
 ) -> list[FixtureRecord]:
     sql = (
-        f"SELECT {', '.join(COLUMNS)} FROM {TABLE} FINAL"
+        f"SELECT {CONFORMANCE_FIXTURES.column_list()} FROM {CONFORMANCE_FIXTURES.qualified} FINAL"
         f" WHERE tenant_id = {{tenant:String}} AND {where}"
         " ORDER BY fixture_id, version, recorded_at, record_id"
     )
@@ -257,9 +235,9 @@ def _write(
         recorded_at=clock().astimezone(dt.UTC),
         tenant_id=tenant_id,
     )
-    row = [getattr(record, c) for c in COLUMNS[:-3]]
+    row = [getattr(record, c) for c in CONFORMANCE_FIXTURES.columns[:-3]]
     row += [canonical_json(fixture), digest, record.recorded_at]
-    store.insert(TABLE, [row], COLUMNS)
+    store.insert(CONFORMANCE_FIXTURES.qualified, [row], CONFORMANCE_FIXTURES.columns)
     return Outcome(record, created=True)
 
 

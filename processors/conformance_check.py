@@ -19,13 +19,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from processors.conformance_approve import fixture_digest, live_fixture, live_fixtures, utc_now
+from processors.conformance_approve import fixture_digest, live_fixture, live_fixtures
 from processors.conformance_eval import VERDICT_SQL, SqlBuilder
 from schemas.conformance import RANK_VERDICT, VERDICT_ORDER, VERDICT_RANK, Fixture, Verdict
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
+from schemas.tables import CONFORMANCE_RESULTS
+from schemas.times import from_store_time, utc_now
 
-RESULTS_TABLE = "holonograph.conformance_results"
 DEFAULT_WINDOW = dt.timedelta(hours=24)
 MAX_PAGE_SIZE = 1000
 FAILING_SAMPLE = 20
@@ -201,7 +202,7 @@ def _page(
     return [
         EventRow(
             event_id=event_id,
-            timestamp=ts.replace(tzinfo=dt.UTC) if ts.tzinfo is None else ts,
+            timestamp=from_store_time(ts),
             verdict=RANK_VERDICT[int(v)],
             when=tuple(RANK_VERDICT[int(x)] for x in g),
             assertions=tuple(RANK_VERDICT[int(x)] for x in a),
@@ -291,31 +292,6 @@ def check_surface(store: Store, surface_id: str, **options: Any) -> list[CheckRe
     ]
 
 
-RESULT_COLUMNS = (
-    "tenant_id",
-    "check_id",
-    "fixture_id",
-    "fixture_version",
-    "fixture_digest",
-    "rule_id",
-    "surface_id",
-    "enforceability",
-    "window_start",
-    "window_end",
-    "checked_at",
-    "run_modes",
-    "verdict",
-    "events_checked",
-    "count_fail",
-    "count_pass",
-    "count_requires_judge",
-    "count_unevaluable",
-    "count_not_applicable",
-    "evaluable_share",
-    "failing_event_ids",
-)
-
-
 def persist_result(store: Store, result: CheckResult) -> None:
     counts = [result.counts[v] for v in VERDICT_ORDER]
     row = [
@@ -337,7 +313,7 @@ def persist_result(store: Store, result: CheckResult) -> None:
         result.evaluable_share,
         list(result.failing_event_ids),
     ]
-    store.insert(RESULTS_TABLE, [row], RESULT_COLUMNS)
+    store.insert(CONFORMANCE_RESULTS.qualified, [row], CONFORMANCE_RESULTS.columns)
 
 
 def list_results(
@@ -368,7 +344,7 @@ def list_results(
         filters.append("checked_at < {until:DateTime64(3, 'UTC')}")
         parameters["until"] = until
     rows = store.query(
-        f"SELECT {', '.join(RESULT_COLUMNS)} FROM {RESULTS_TABLE} FINAL"
+        f"SELECT {CONFORMANCE_RESULTS.column_list()} FROM {CONFORMANCE_RESULTS.qualified} FINAL"
         f" WHERE {' AND '.join(filters)} ORDER BY checked_at DESC, fixture_id"
         " LIMIT {limit:UInt32}",
         parameters,
@@ -377,7 +353,7 @@ def list_results(
 
 
 def _result_json(row: dict[str, Any]) -> dict[str, Any]:
-    utc = {k: v.replace(tzinfo=dt.UTC) for k, v in row.items() if isinstance(v, dt.datetime)}
+    utc = {k: from_store_time(v) for k, v in row.items() if isinstance(v, dt.datetime)}
     row = {**row, **utc}
     return {
         "checkId": row["check_id"],

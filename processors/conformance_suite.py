@@ -40,6 +40,7 @@ from schemas.conformance import (
 )
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
+from schemas.times import from_store_time
 
 MAX_DOCUMENT_BYTES = 512 * 1024
 TrialStatus = Literal["passed", "failed", "disallowed", "tolerated"]
@@ -264,7 +265,7 @@ def select_events(
     trials = []
     for row in store.query(sql, parameters).rows:
         event_id, ts, markers, tags, latency, cost, fixture, run_mode, dims = row
-        ts = ts.replace(tzinfo=dt.UTC) if ts.tzinfo is None else ts
+        ts = from_store_time(ts)
         views = {d[0]: DimensionView(d[1], d[2], d[3]) for d in dims}
         view = EventView(event_id, ts, markers, tags, latency, cost, views)
         trials.append(Trial(view, ts, surface_id, fixture, run_mode))

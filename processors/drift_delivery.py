@@ -13,8 +13,9 @@ import datetime as dt
 from dataclasses import dataclass
 
 from processors.completeness import last_refresh
-from processors.drift_series import BUCKETS, SeriesQuery, naive_utc
+from processors.drift_series import BUCKETS, SeriesQuery
 from schemas.store import Store
+from schemas.times import to_store_time
 
 _WIDTH_SQL = {
     "minute": 60,
@@ -86,7 +87,7 @@ def fetch_loss_windows(store: Store, query: SeriesQuery) -> list[LossWindow] | N
     windows = []
     for start, stop, off, dlv in store.query(sql, params).rows:
         stop = stop if end == "bucket_end" and stop > start else start + step
-        if stop > naive_utc(query.since):
+        if stop > to_store_time(query.since):
             windows.append(LossWindow(start, stop, float(off), float(dlv)))
     return merge(windows)
 
@@ -129,8 +130,8 @@ def staleness_note(store: Store, query: SeriesQuery) -> str | None:
             "delivery-loss: the completeness job has never run on this store"
             " (`holonograph completeness --refresh`); no loss can be bracketed"
         )
-    last = naive_utc(last)
-    if last < naive_utc(query.until):
+    last = to_store_time(last)
+    if last < to_store_time(query.until):
         return (
             f"delivery-loss: completeness windows last refreshed {last:%Y-%m-%dT%H:%M:%SZ};"
             " loss after that is not bracketed"

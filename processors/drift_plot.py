@@ -17,6 +17,7 @@ from matplotlib.patches import Rectangle
 
 from processors.drift import DimensionTrace
 from schemas.analysis import DriftReport
+from schemas.times import to_store_time
 
 SOURCE_COLOURS = {
     "lens": "tab:purple",
@@ -63,8 +64,8 @@ def _panel(ax: Axes, report: DriftReport, dim: str, trace: DimensionTrace) -> No
     for window in report.bracketed_windows:
         if window.dimension_id in ("", dim):
             ax.axvspan(
-                _naive(window.from_), _naive(window.to), color=REASON_COLOURS[window.reason],
-                alpha=0.25, lw=0,
+                _date_number(window.from_), _date_number(window.to),
+                color=REASON_COLOURS[window.reason], alpha=0.25, lw=0,
             )  # fmt: skip
     top = float(np.nanmax(rate)) if rate.size else 1.0
     for point in report.change_points:
@@ -72,11 +73,11 @@ def _panel(ax: Axes, report: DriftReport, dim: str, trace: DimensionTrace) -> No
             continue
         colour = SOURCE_COLOURS[point.source]
         ax.axvline(
-            _naive(point.timestamp), color=colour, lw=1.5, ls="-" if point.confident else "--"
+            _date_number(point.timestamp), color=colour, lw=1.5, ls="-" if point.confident else "--"
         )
         label = point.source + ("" if point.confident else "?")
         ax.annotate(
-            f"{label} {point.effect.delta:+.3f}", (_naive(point.timestamp), top), fontsize=8,
+            f"{label} {point.effect.delta:+.3f}", (_date_number(point.timestamp), top), fontsize=8,
             color=colour, rotation=90, va="top", ha="right",
         )  # fmt: skip
     handles = [Rectangle((0, 0), 1, 1, color=c, alpha=0.3) for c in REASON_COLOURS.values()]
@@ -87,7 +88,6 @@ def _panel(ax: Axes, report: DriftReport, dim: str, trace: DimensionTrace) -> No
     ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M"))  # type: ignore[no-untyped-call]
 
 
-def _naive(value: dt.datetime) -> float:
+def _date_number(value: dt.datetime) -> float:
     """Matplotlib's date number of a UTC time."""
-    naive = value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
-    return float(mdates.date2num(naive))  # type: ignore[no-untyped-call]
+    return float(mdates.date2num(to_store_time(value)))  # type: ignore[no-untyped-call]

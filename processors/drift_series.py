@@ -18,6 +18,7 @@ import numpy as np
 
 from processors.changepoint import BucketSeries
 from schemas.store import Store
+from schemas.times import to_store_time
 
 BUCKETS = {"hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1)}
 # Fixed SQL fragments chosen by name (never user text).
@@ -51,18 +52,12 @@ class SeriesQuery:
         return {
             "tenant": self.tenant_id or "",
             "surface": self.surface_id,
-            "since": naive_utc(self.since),
-            "until": naive_utc(self.until),
+            "since": to_store_time(self.since),
+            "until": to_store_time(self.until),
             "provenances": list(self.provenances),
             "run_modes": list(self.run_modes),
             "dimension": self.dimension_id or "",
         }
-
-
-def naive_utc(value: dt.datetime) -> dt.datetime:
-    if value.tzinfo is None:
-        return value
-    return value.astimezone(dt.UTC).replace(tzinfo=None)
 
 
 @dataclass(frozen=True)
@@ -152,11 +147,11 @@ def event_count(store: Store, query: SeriesQuery) -> int:
 def bucket_grid(since: dt.datetime, until: dt.datetime, bucket: str) -> list[dt.datetime]:
     """Bucket starts (naive UTC) covering [since, until)."""
     step = BUCKETS[bucket]
-    start = naive_utc(since)
+    start = to_store_time(since)
     start = start.replace(minute=0, second=0, microsecond=0)
     if bucket == "day":
         start = start.replace(hour=0)
-    end = naive_utc(until)
+    end = to_store_time(until)
     grid = []
     while start < end:
         grid.append(start)

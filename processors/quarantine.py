@@ -12,7 +12,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.store import DATABASE, Store
+from schemas.store import Store
+from schemas.tables import DATABASE
+from schemas.times import from_store_time, to_store_time
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _FAR = dt.datetime(2299, 12, 31)
@@ -36,8 +38,8 @@ class QuarantineSelection:
 
     def parameters(self) -> dict[str, Any]:
         return {
-            "since": _naive_utc(self.since) if self.since else _EPOCH,
-            "until": _naive_utc(self.until) if self.until else _FAR,
+            "since": to_store_time(self.since) if self.since else _EPOCH,
+            "until": to_store_time(self.until) if self.until else _FAR,
             "reason": self.reason or "",
             "tenant": self.tenant or "",
         }
@@ -106,14 +108,6 @@ class QuarantineReport:
         }
 
 
-def _naive_utc(moment: dt.datetime) -> dt.datetime:
-    return moment.astimezone(dt.UTC).replace(tzinfo=None)
-
-
-def _utc(moment: dt.datetime) -> dt.datetime:
-    return moment.replace(tzinfo=dt.UTC) if moment.tzinfo is None else moment.astimezone(dt.UTC)
-
-
 def read_quarantine(store: Store, selection: QuarantineSelection) -> QuarantineReport:
     """Counts per reason (most frequent first) and the newest spans of the selection."""
     params = selection.parameters()
@@ -132,7 +126,10 @@ def read_quarantine(store: Store, selection: QuarantineSelection) -> QuarantineR
     return QuarantineReport(
         selection=selection,
         total=sum(int(n) for _, n, _, _ in counts),
-        reasons=[ReasonCount(str(r), int(n), _utc(a), _utc(b)) for r, n, a, b in counts],
+        reasons=[
+            ReasonCount(str(r), int(n), from_store_time(a), from_store_time(b))
+            for r, n, a, b in counts
+        ],
         spans=[_rejected(row) for row in spans],
     )
 
@@ -141,7 +138,7 @@ def _rejected(row: tuple[Any, ...]) -> RejectedSpan:
     tenant, at, reason, name, trace, span, stream, seq, source, attributes = row
     return RejectedSpan(
         tenant_id=tenant,
-        received_at=_utc(at),
+        received_at=from_store_time(at),
         reason=reason,
         span_name=name,
         trace_id=trace,

@@ -35,6 +35,7 @@ import numpy as np
 
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
+from schemas.tables import EMISSION_RECEIPTS, EVALUATION_DIMENSIONS, EVALUATION_EVENTS
 
 LAYER_KINDS = ("lens", "light source", "substrate", "silent", "cohort-mix")
 _WIDTH = {"hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1)}
@@ -263,12 +264,66 @@ _EVENTS = """
     FROM {staging} ARRAY JOIN range(offered) AS j
     WHERE NOT (j >= passes AND j < passes + dropped)
 """
+_DIMENSION_COLUMNS = EVALUATION_DIMENSIONS.column_list(
+    "tenant_id",
+    "event_id",
+    "dimension_id",
+    "passed",
+    "score",
+    "surface_id",
+    "agent_id",
+    "correlation_id",
+    "run_mode",
+    "provenance",
+    "timestamp",
+    "lens_version",
+    "light_source_id",
+    "light_source_requested",
+    "substrate",
+    "cohort_tags",
+    "emission_stream",
+    "ingested_at",
+)
+_EVENT_COLUMNS = EVALUATION_EVENTS.column_list(
+    "tenant_id",
+    "event_id",
+    "surface_id",
+    "agent_id",
+    "correlation_id",
+    "run_mode",
+    "provenance",
+    "timestamp",
+    "lens_version",
+    "light_source_id",
+    "light_source_requested",
+    "substrate",
+    "cohort_tags",
+    "sdk_name",
+    "sdk_version",
+    "dimension_ids",
+    "emission_stream",
+    "emission_seq",
+    "emission_final",
+    "resource_attributes",
+    "extras",
+    "ingested_at",
+)
+_RECEIPT_COLUMNS = EMISSION_RECEIPTS.column_list(
+    "tenant_id",
+    "emission_stream",
+    "emission_seq",
+    "receipt_id",
+    "kind",
+    "final",
+    "quarantined",
+    "event_id",
+    "surface_id",
+    "event_time",
+    "received_at",
+)
 _EXPAND_DIMENSIONS = (
-    """INSERT INTO holonograph.evaluation_dimensions
-    (tenant_id, event_id, dimension_id, passed, score, surface_id, agent_id, correlation_id,
-     run_mode, provenance, timestamp, lens_version, light_source_id, light_source_requested,
-     substrate, cohort_tags, emission_stream, ingested_at)
-    SELECT {{tenant:String}}, event_id, dimension_id, if(scored, NULL, j < passes),
+    f"INSERT INTO {EVALUATION_DIMENSIONS.qualified}\n    ({_DIMENSION_COLUMNS})\n"
+    + """    SELECT {{tenant:String}}, event_id, dimension_id, if(scored, NULL, j < passes),
            if(scored, 3.0 + 2.0 * (j < passes), NULL), surface_id, 'scenario-agent', event_id,
            run_mode, provenance, ts, lens_version, light_source_id, light_source_requested,
            substrate, cohort_tags, emission_stream, {{ingested_at:DateTime64(3, 'UTC')}}
@@ -277,12 +332,8 @@ _EXPAND_DIMENSIONS = (
     + ")"
 )
 _EXPAND_EVENTS = (
-    """INSERT INTO holonograph.evaluation_events
-    (tenant_id, event_id, surface_id, agent_id, correlation_id, run_mode, provenance, timestamp,
-     lens_version, light_source_id, light_source_requested, substrate, cohort_tags,
-     sdk_name, sdk_version, dimension_ids, emission_stream, emission_seq, emission_final,
-     resource_attributes, extras, ingested_at)
-    SELECT {{tenant:String}}, event_id, surface_id, 'scenario-agent', event_id, run_mode,
+    f"INSERT INTO {EVALUATION_EVENTS.qualified}\n    ({_EVENT_COLUMNS})\n"
+    + """    SELECT {{tenant:String}}, event_id, surface_id, 'scenario-agent', event_id, run_mode,
            provenance, ts, lens_version, light_source_id, light_source_requested, substrate,
            cohort_tags,
            'scenario', '1', [dimension_id], emission_stream, seq_offset + slot, false,
@@ -292,10 +343,8 @@ _EXPAND_EVENTS = (
     + ")"
 )
 _EXPAND_RECEIPTS = (
-    """INSERT INTO holonograph.emission_receipts
-    (tenant_id, emission_stream, emission_seq, receipt_id, kind, final, quarantined, event_id,
-     surface_id, event_time, received_at)
-    SELECT {{tenant:String}}, emission_stream, seq_offset + slot, concat('r-', event_id),
+    f"INSERT INTO {EMISSION_RECEIPTS.qualified}\n    ({_RECEIPT_COLUMNS})\n"
+    + """    SELECT {{tenant:String}}, emission_stream, seq_offset + slot, concat('r-', event_id),
            'evaluation', false, false, event_id, surface_id, ts,
            {{ingested_at:DateTime64(3, 'UTC')}}
     FROM ("""

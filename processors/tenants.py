@@ -7,10 +7,11 @@ tenant would silently mix customers, so `resolve_tenant` refuses and lists them.
 
 from __future__ import annotations
 
-from schemas.store import DATABASE, Store
+from schemas.store import Store
+from schemas.tables import CONFORMANCE_FIXTURES, EMISSION_RECEIPTS, EVALUATION_EVENTS, QUARANTINE
 
 # Tables whose rows say which tenants the store holds (analysis results follow them).
-TENANT_TABLES = ("evaluation_events", "emission_receipts", "quarantine", "conformance_fixtures")
+TENANT_TABLES = (EVALUATION_EVENTS, EMISSION_RECEIPTS, QUARANTINE, CONFORMANCE_FIXTURES)
 
 
 class TenantAmbiguous(ValueError):
@@ -26,7 +27,7 @@ class TenantAmbiguous(ValueError):
 def store_tenants(store: Store) -> list[str]:
     """Every tenant with rows in the store, sorted."""
     union = " UNION DISTINCT ".join(
-        f"SELECT DISTINCT tenant_id FROM {DATABASE}.{table}" for table in TENANT_TABLES
+        f"SELECT DISTINCT tenant_id FROM {table.qualified}" for table in TENANT_TABLES
     )
     rows = store.query(f"SELECT tenant_id FROM ({union}) ORDER BY tenant_id").rows
     return [str(tenant) for (tenant,) in rows]

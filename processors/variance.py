@@ -32,6 +32,8 @@ from processors.drift_series import BUCKET_SQL, SERIES_FILTER, SeriesQuery, dime
 from schemas.analysis import Interval, VarianceReading
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
+from schemas.tables import ANALYSIS_EVENTS, VARIANCE_READINGS
+from schemas.times import to_store_time
 
 FloatArray = NDArray[np.float64]
 METHOD = "paule-mandel + q-profile; clustered by correlation id"
@@ -238,18 +240,18 @@ def decompose(store: Store, request: DecomposeRequest, now: dt.datetime) -> Vari
 
 def persist_reading(store: Store, reading: VarianceReading) -> None:
     payload = json.dumps(reading.to_json())
-    when = _naive(reading.created_at)
+    when = to_store_time(reading.created_at)
     ci = reading.cleaned_variance_ci or Interval(estimate=_NAN, ci_low=_NAN, ci_high=_NAN)
     store.insert(
-        "holonograph.variance_readings",
+        VARIANCE_READINGS.qualified,
         [
             [
                 reading.tenant_id,
                 reading.event_id,
                 reading.surface_id,
                 reading.dimension_id,
-                _naive(reading.since),
-                _naive(reading.until),
+                to_store_time(reading.since),
+                to_store_time(reading.until),
                 reading.bucket,
                 reading.run_modes,
                 reading.provenances,
@@ -275,7 +277,7 @@ def persist_reading(store: Store, reading: VarianceReading) -> None:
                 payload,
             ]
         ],
-        READING_COLUMNS,
+        VARIANCE_READINGS.columns,
     )
     record_event(store, reading.event_id, "variance-decompose", reading.surface_id,
                  reading.dimension_id, when, payload, tenant_id=reading.tenant_id)  # fmt: skip
@@ -305,10 +307,10 @@ def record_event(
         "approver_id": "",
         "pinned_label": "",
         "superseded_by": "",
-        "created_at": _naive(created_at),
+        "created_at": to_store_time(created_at),
         "payload": payload,
     } | {k: v if v is not None else "" for k, v in fields.items()}
-    store.insert("holonograph.analysis_events", [list(row.values())], list(row))
+    store.insert(ANALYSIS_EVENTS.qualified, [list(row.values())], ANALYSIS_EVENTS.pick(*row))
 
 
 def load_reading(
@@ -328,15 +330,3 @@ _NAN = float("nan")
 
 def _nan(value: float | None) -> float:
     return _NAN if value is None else value
-
-
-def _naive(value: dt.datetime) -> dt.datetime:
-    return value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
-
-
-READING_COLUMNS = [
-    "tenant_id", "event_id", "surface_id", "dimension_id", "since", "until", "bucket", "run_modes",
-    "provenances", "outcome", "buckets", "events", "clusters", "mean", "observed_variance",
-    "noise_variance", "cleaned_variance", "cleaned_ci_low", "cleaned_ci_high", "noise_share",
-    "q_statistic", "method", "created_at", "payload",
-]  # fmt: skip

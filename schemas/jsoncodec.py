@@ -10,6 +10,8 @@ import json
 import uuid
 from typing import Any
 
+from schemas.times import from_store_time
+
 
 def _tag(value: Any) -> Any:
     if isinstance(value, dt.datetime):
@@ -51,19 +53,10 @@ def loads(text: str | bytes) -> Any:
     return json.loads(text, object_hook=_untag)
 
 
-def rfc3339(moment: dt.datetime) -> str:
-    """`2026-07-01T09:00:00Z`: a moment in UTC to the second, for log lines and messages."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return moment.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def plain(value: Any) -> Any:
     """A JSON-ready copy for people and dashboards: datetimes as RFC 3339 UTC strings."""
     if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.UTC)
-        return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+        return from_store_time(value).isoformat().replace("+00:00", "Z")
     if isinstance(value, dt.date):
         return value.isoformat()
     if isinstance(value, (uuid.UUID, decimal.Decimal)):

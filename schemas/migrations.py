@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
-from schemas.store import DATABASE, Store
+from schemas.store import Store
+from schemas.tables import DATABASE
 from schemas.tuning import apply_merge_tuning
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")

@@ -11,8 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-DATABASE = "holonograph"
-
 
 @dataclass(frozen=True)
 class QueryResult:

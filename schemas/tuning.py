@@ -12,10 +12,11 @@ ClickHouse servers keep their defaults.
 
 from __future__ import annotations
 
-from schemas.store import DATABASE, Store
+from schemas.store import Store
+from schemas.tables import DATABASE, EMISSION_RECEIPTS, EVALUATION_DIMENSIONS, EVALUATION_EVENTS
 
 MERGE_SELECTOR_BASE = 10
-TUNED_TABLES = ("evaluation_events", "evaluation_dimensions", "emission_receipts")
+TUNED_TABLES = (EVALUATION_EVENTS.name, EVALUATION_DIMENSIONS.name, EMISSION_RECEIPTS.name)
 
 
 def apply_merge_tuning(store: Store) -> bool:

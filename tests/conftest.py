@@ -12,12 +12,12 @@ import pytest
 
 from ingest.config import ServeConfig
 from ingest.faults import FaultyStore
-from ingest.handoff import Clock, utc_now
 from ingest.periodic import Periodic
 from ingest.service import ReceiverService
 from ingest.store import ClickHouseStore, open_store
 from schemas.migrations import apply_migrations
 from schemas.store import Store
+from schemas.times import Clock, utc_now
 
 
 @pytest.fixture

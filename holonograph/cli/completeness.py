@@ -37,6 +37,7 @@ from schemas.completeness import (
     GapRange,
     StreamAccounting,
 )
+from schemas.times import from_store_time
 
 
 def format_gaps(gaps: Sequence[GapRange], limit: int = 4) -> str:
@@ -138,14 +139,10 @@ def with_refresh_age(
     report: CompletenessReport, refreshed_at: dt.datetime | None, refresh_seconds: float
 ) -> CompletenessReport:
     """The report with when its stored tables were refreshed, stale past two periods."""
-    stale = refreshed_at is None or (report.as_of - _utc(refreshed_at)).total_seconds() > (
-        2 * refresh_seconds
-    )
+    stale = refreshed_at is None or (
+        report.as_of - from_store_time(refreshed_at)
+    ).total_seconds() > (2 * refresh_seconds)
     return report.model_copy(update={"tables_refreshed_at": refreshed_at, "tables_stale": stale})
-
-
-def _utc(moment: dt.datetime) -> dt.datetime:
-    return moment.replace(tzinfo=dt.UTC) if moment.tzinfo is None else moment
 
 
 def refreshed_line(report: CompletenessReport) -> str:
@@ -155,7 +152,7 @@ def refreshed_line(report: CompletenessReport) -> str:
 def _when(report: CompletenessReport) -> str:
     if report.tables_refreshed_at is None:
         return "never"
-    age = int((report.as_of - _utc(report.tables_refreshed_at)).total_seconds())
+    age = int((report.as_of - from_store_time(report.tables_refreshed_at)).total_seconds())
     ago = f"{age // 3600}h {age % 3600 // 60}m" if age >= 3600 else f"{age // 60}m {age % 60}s"
     return f"{jsoncodec.plain(report.tables_refreshed_at)} ({ago} ago)"
 

@@ -32,7 +32,7 @@ from typing import IO, Any
 import click
 
 from ingest.redact import redact
-from schemas.jsoncodec import rfc3339
+from schemas.times import rfc3339
 
 EXIT_OK = 0
 EXIT_FINDING = 1

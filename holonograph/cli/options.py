@@ -17,6 +17,7 @@ from holonograph.cli.errors import CommandFailed, expected_failure, one_line
 from ingest.redact import RedactingFormatter, redact, redact_url
 from schemas import jsoncodec
 from schemas.store import Store
+from schemas.times import rfc3339
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -89,7 +90,7 @@ def invalid_configuration(err: Exception) -> CommandFailed:
 
 class _UTCFormatter(RedactingFormatter):
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
-        return jsoncodec.rfc3339(dt.datetime.fromtimestamp(record.created, dt.UTC))
+        return rfc3339(dt.datetime.fromtimestamp(record.created, dt.UTC))
 
 
 def configure_logging(verbose: bool) -> None:

@@ -16,7 +16,7 @@ import yaml
 
 from ingest.config import ServeConfig, SinkConfig
 from ingest.store import normalize_store_url
-from schemas.store import DATABASE
+from schemas.tables import DATABASE
 from schemas.topics import DEAD_LETTER_TOPIC, RECORDS_TOPIC
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,9 +11,9 @@ import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
 from ingest.faults import StoreDown
-from ingest.rows import RECEIPT_COLUMNS
 from ingest.store import ClickHouseStore
 from ingest.store_errors import error_code, is_permanent, isolate
+from schemas.tables import EMISSION_RECEIPTS
 
 pytestmark = [pytest.mark.clickhouse]
 
@@ -27,7 +27,7 @@ def _raised(action: object) -> Exception:
 
 
 def _receipt(**values: object) -> list[object]:
-    row: dict[str, object] = dict.fromkeys(RECEIPT_COLUMNS)
+    row: dict[str, object] = dict.fromkeys(EMISSION_RECEIPTS.columns)
     row.update(tenant_id="default", emission_stream="s", emission_seq=1, receipt_id="r",
                kind="sentinel", final=False, quarantined=False, event_id="", surface_id="",
                event_time=10**18, received_at=10**12)  # fmt: skip
@@ -37,7 +37,7 @@ def _receipt(**values: object) -> list[object]:
 
 def test_what_the_real_store_refuses_for_good_is_permanent(store: ClickHouseStore) -> None:
     def insert(row: list[object]) -> None:
-        store.insert("holonograph.emission_receipts", [row], RECEIPT_COLUMNS)
+        store.insert(EMISSION_RECEIPTS.qualified, [row], EMISSION_RECEIPTS.columns)
 
     negative = _raised(lambda: insert(_receipt(sentinel_interval_ms=-1)))  # into UInt64
     too_late = _raised(lambda: insert(_receipt(event_time=2**63)))  # past DateTime64(9)

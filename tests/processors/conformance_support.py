@@ -13,9 +13,10 @@ from processors.conformance_eval import DimensionView, EventView
 from schemas.events import DEFAULT_TENANT
 from schemas.migrations import apply_migrations
 from schemas.store import Store
+from schemas.tables import EVALUATION_DIMENSIONS, EVALUATION_EVENTS
 
 T0 = dt.datetime(2026, 7, 1, tzinfo=dt.UTC)
-EVENT_COLUMNS = (
+EVENT_COLUMNS = EVALUATION_EVENTS.pick(
     "tenant_id",
     "event_id",
     "surface_id",
@@ -32,7 +33,7 @@ EVENT_COLUMNS = (
     "emission_seq",
     "ingested_at",
 )
-DIMENSION_COLUMNS = (
+DIMENSION_COLUMNS = EVALUATION_DIMENSIONS.pick(
     "tenant_id",
     "event_id",
     "dimension_id",
@@ -93,8 +94,8 @@ def insert_events(
                 [tenant, e.event_id, dim_id, d.passed, d.score, d.judge, surface_id, run_mode,
                  ts, now]
             )  # fmt: skip
-    store.insert("holonograph.evaluation_events", rows, EVENT_COLUMNS)
-    store.insert("holonograph.evaluation_dimensions", dims, DIMENSION_COLUMNS)
+    store.insert(EVALUATION_EVENTS.qualified, rows, EVENT_COLUMNS)
+    store.insert(EVALUATION_DIMENSIONS.qualified, dims, DIMENSION_COLUMNS)
 
 
 def event(

@@ -26,13 +26,14 @@ from processors import completeness as job
 from schemas.completeness import CompletenessWindow, StreamAccounting
 from schemas.migrations import apply_migrations
 from schemas.store import Store
+from schemas.tables import EMISSION_RECEIPTS
 
 pytestmark = pytest.mark.clickhouse
 
 T0 = dt.datetime(2026, 7, 1, 9, 0, tzinfo=dt.UTC)
 SURFACES = ("classify-intent", "draft-reply", "route")
 DEFAULT_INTERVAL_MS = 30_000
-RECEIPT_COLUMNS = [
+RECEIPT_COLUMNS = EMISSION_RECEIPTS.pick(
     "emission_stream",
     "emission_seq",
     "receipt_id",
@@ -50,7 +51,7 @@ RECEIPT_COLUMNS = [
     "completeness_failed",
     "completeness_window_start",
     "completeness_window_end",
-]
+)
 TABLES = ("emission_receipts", "stream_status", "completeness_windows", "completeness_refreshes")
 
 
@@ -332,7 +333,7 @@ def deliver(store: Store, scenario: Scenario) -> None:
     rng.shuffle(rows)
     size = max(1, -(-len(rows) // scenario.batches))
     for i in range(0, len(rows), size):
-        store.insert("holonograph.emission_receipts", rows[i : i + size], RECEIPT_COLUMNS)
+        store.insert(EMISSION_RECEIPTS.qualified, rows[i : i + size], RECEIPT_COLUMNS)
 
 
 def scenario_now(scenario: Scenario) -> dt.datetime:
@@ -406,7 +407,7 @@ def test_incremental_refresh_across_restart_with_late_arrivals(
     rows = [row for plan in scenario.streams for row in plan.receipts]
     cut = sorted(row[9] for row in rows)[len(rows) // 2] if rows else T0
     early = [row for row in rows if row[9] < cut]
-    store.insert("holonograph.emission_receipts", early, RECEIPT_COLUMNS)
+    store.insert(EMISSION_RECEIPTS.qualified, early, RECEIPT_COLUMNS)
     job.recompute_completeness(store, cut)
 
     store = holder.restart()
@@ -427,7 +428,7 @@ def test_incremental_refresh_across_restart_with_late_arrivals(
         late_rows += extra
     rest = [row for row in rows if row[9] >= cut] + late_rows
     rng.shuffle(rest)
-    store.insert("holonograph.emission_receipts", rest, RECEIPT_COLUMNS)
+    store.insert(EMISSION_RECEIPTS.qualified, rest, RECEIPT_COLUMNS)
     now = scenario_now(scenario)
     summary = job.refresh_completeness(store, now, since=cut - dt.timedelta(seconds=1))
     assert summary.mode == "incremental"
@@ -486,7 +487,7 @@ def test_dead_detection_with_injected_clock(holder: StoreHolder) -> None:
     store = holder.reset()
     t = T0
     store.insert(
-        "holonograph.emission_receipts",
+        EMISSION_RECEIPTS.qualified,
         [
             receipt("a", 0, t),
             receipt("a", 1, t + dt.timedelta(seconds=1), kind="sentinel", interval_ms=10_000),
@@ -510,12 +511,12 @@ def test_dead_detection_with_injected_clock(holder: StoreHolder) -> None:
 
     # A dead stream that speaks again is open again; a final closes it.
     resume = t + dt.timedelta(seconds=100)
-    store.insert("holonograph.emission_receipts", [receipt("a", 2, resume)], RECEIPT_COLUMNS)
+    store.insert(EMISSION_RECEIPTS.qualified, [receipt("a", 2, resume)], RECEIPT_COLUMNS)
     job.refresh_stream_status(store, resume + dt.timedelta(seconds=1))
     assert statuses(store) == {"a": "open", "b": "dead"}
     end = resume + dt.timedelta(seconds=2)
     store.insert(
-        "holonograph.emission_receipts",
+        EMISSION_RECEIPTS.qualified,
         [receipt("a", 3, end, kind="sentinel", final=True)],
         RECEIPT_COLUMNS,
     )
@@ -525,7 +526,7 @@ def test_dead_detection_with_injected_clock(holder: StoreHolder) -> None:
 
 def test_refresh_goes_full_when_the_last_full_is_old(holder: StoreHolder) -> None:
     store = holder.reset()
-    store.insert("holonograph.emission_receipts", [receipt("a", 0, T0)], RECEIPT_COLUMNS)
+    store.insert(EMISSION_RECEIPTS.qualified, [receipt("a", 0, T0)], RECEIPT_COLUMNS)
     config = job.CompletenessConfig(full_every=dt.timedelta(minutes=30))
     modes = [
         job.refresh_stream_status(store, T0 + dt.timedelta(minutes=m), config).mode
@@ -549,7 +550,7 @@ def test_reported_drops_beside_observed_loss(holder: StoreHolder) -> None:
     # the same sentinel retried counts its window once
     rows.append(list(rows[1]))
     rows[-1][2] = "retry"
-    store.insert("holonograph.emission_receipts", rows, RECEIPT_COLUMNS)
+    store.insert(EMISSION_RECEIPTS.qualified, rows, RECEIPT_COLUMNS)
     accs = {a.stream: a for a in job.account_streams(store, t + dt.timedelta(seconds=6))}
 
     honest = accs["honest"].loss
@@ -567,7 +568,7 @@ def test_selection_filters_streams_and_windows(holder: StoreHolder) -> None:
     store = holder.reset()
     day1, day2 = T0, T0 + dt.timedelta(days=1)
     store.insert(
-        "holonograph.emission_receipts",
+        EMISSION_RECEIPTS.qualified,
         [
             receipt("yesterday", 0, day1),
             receipt("yesterday", 2, day1 + dt.timedelta(minutes=70)),

@@ -15,6 +15,7 @@ from processors.scenarios import Change, SurfaceSpec, generate, write_cells
 from schemas.analysis import DriftReport
 from schemas.migrations import apply_migrations
 from schemas.store import Store
+from schemas.tables import COMPLETENESS_WINDOWS
 
 pytestmark = pytest.mark.clickhouse
 
@@ -176,9 +177,10 @@ def test_filters_sparse_buckets_and_missing_completeness_table(store: Store) -> 
     assert [n for n in report.notes if "completeness job has never run" in n]
 
 
-COMPLETENESS_COLUMNS = ["bucket", "scope", "surface_id", "emission_stream", "bucket_start",
-                        "offered", "delivered", "missing", "completeness_lower_bound",
-                        "bias_flag", "version"]  # fmt: skip
+COMPLETENESS_COLUMNS = COMPLETENESS_WINDOWS.pick(
+    "bucket", "scope", "surface_id", "emission_stream", "bucket_start", "offered", "delivered",
+    "missing", "completeness_lower_bound", "bias_flag", "version",
+)  # fmt: skip
 
 
 def test_delivery_loss_windows_come_from_completeness_windows(store: Store) -> None:
@@ -191,7 +193,7 @@ def test_delivery_loss_windows_come_from_completeness_windows(store: Store) -> N
         ["hour", "stream", "", "s-1", START + 70 * hour, 100, 90, 10, 0.9, True, 1],
         ["hour", "surface", "other", "", START + 80 * hour, 100, 90, 10, 0.9, True, 1],
     ]
-    store.insert("holonograph.completeness_windows", rows, COMPLETENESS_COLUMNS)
+    store.insert(COMPLETENESS_WINDOWS.qualified, rows, COMPLETENESS_COLUMNS)
     try:
         report = drift(store, "lens-surface")
         daily = drift(store, "lens-surface", bucket="day")
