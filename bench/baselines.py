@@ -6,7 +6,7 @@
     with the upb backend and is no ceiling, hence the walk.)
 (b) `walk`: the same parse-and-walk in-process, without gRPC.
 (c) `chdb-insert`: inserting the rows our receiver would write for the same spans
-    into chDB via clickhouse-connect: row-oriented (what `ingest.rows` does today)
+    into chDB via clickhouse-connect: row-oriented (what `ingest.store.rows` does today)
     and column-oriented, timed apart from building them.
 
 Each prints one JSON line; (a) prints its listener line and serves until SIGTERM.
@@ -132,10 +132,11 @@ def measure_chdb_insert(batch: int, requests: int, spans_per_insert: int) -> dic
     """Row- and column-oriented inserts of the receiver's rows into a fresh chDB."""
     import clickhouse_connect
 
-    from ingest.decode import parse_protobuf
-    from ingest.export import decode_request
-    from ingest.rows import TableRows, write_rows
-    from ingest.store import ClickHouseStore, chdb_url
+    from ingest.export.decode import parse_protobuf
+    from ingest.export.request import decode_request
+    from ingest.store.clickhouse import ClickHouseStore
+    from ingest.store.rows import TableRows, write_rows
+    from ingest.store.url import chdb_url
     from schemas.migrations import apply_migrations
     from schemas.tables import DATABASE
     from schemas.times import utc_now
@@ -178,9 +179,9 @@ def measure_chdb_insert(batch: int, requests: int, spans_per_insert: int) -> dic
 
 def _single_span_commits(store: Any, commits: int) -> dict[str, Any]:
     """The fixed cost of a commit: one 1-span request per insert round (3 INSERTs)."""
-    from ingest.decode import parse_protobuf
-    from ingest.export import decode_request
-    from ingest.rows import TableRows, write_rows
+    from ingest.export.decode import parse_protobuf
+    from ingest.export.request import decode_request
+    from ingest.store.rows import TableRows, write_rows
     from schemas.times import utc_now
 
     factory = RequestFactory(PayloadSpec(batch=1, sentinel_every=10**6, tag="single00"))

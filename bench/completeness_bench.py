@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ingest.store import open_store
+from ingest.store.clickhouse import open_store
 from processors import completeness as job
 from schemas.migrations import apply_migrations
 from schemas.store import Store

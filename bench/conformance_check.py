@@ -16,7 +16,7 @@ import tempfile
 import time
 from typing import Any
 
-from ingest.store import open_store
+from ingest.store.clickhouse import open_store
 from processors.conformance_check import check_fixture
 from schemas.conformance import Fixture
 from schemas.migrations import apply_migrations

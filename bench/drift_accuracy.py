@@ -184,7 +184,7 @@ def bracketed(report: DriftReport, ch: Change, reason: str, slack: int = 3) -> b
 
 
 def run(args: argparse.Namespace) -> dict[str, object]:
-    from ingest.store import open_store
+    from ingest.store.clickhouse import open_store
     from schemas.migrations import apply_migrations
 
     sizes = dict(SCALES[args.scale])

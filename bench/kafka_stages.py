@@ -7,7 +7,7 @@ Run as `python -m bench.kafka_stages --batch 512 --requests 20`; prints one JSON
 line with CPU microseconds per span for each stage (best of `--rounds`). Parsing
 and validating the OTLP request (shared with the embedded path, see
 `bench.stages`) is not counted. `--gc tuned` (default) sets the collector up as
-`serve` and `sink` do (`ingest.gctune`); `--gc default` keeps CPython's defaults
+`serve` and `sink` do (`ingest.service.gctune`); `--gc default` keeps CPython's defaults
 and `--gc off` disables it while timing, to tell the stages' own cost from the
 collector's.
 """
@@ -34,7 +34,7 @@ def _timed(label: str, timings: dict[str, float], work: Any) -> Any:
 
 
 def _receiver(decoded: list[DecodedBatch], timings: dict[str, float]) -> list[bytes]:
-    from ingest.kafka_records import ScreenedBatches, pack, screen_serialized
+    from ingest.handoff.kafka_packing import ScreenedBatches, pack, screen_serialized
     from schemas.times import utc_now
 
     held = ScreenedBatches()
@@ -52,7 +52,7 @@ def _receiver(decoded: list[DecodedBatch], timings: dict[str, float]) -> list[by
 
 
 def _sink(values: list[bytes], timings: dict[str, float]) -> int:
-    from ingest.sink_batch import Batch, Consumed
+    from ingest.sink.batch import Batch, Consumed
     from schemas.records import BatchRecord, QuarantinedLetter, decode
 
     decoded = _timed("sink_decode", timings, lambda: [decode(v) for v in values])
@@ -71,9 +71,9 @@ def measure_kafka_stages(
     batch: int, requests: int, rounds: int = 3, collector: str = "tuned"
 ) -> dict[str, Any]:
     """Best of `rounds` per stage (the machine is shared: the minimum is the cost)."""
-    from ingest.decode import parse_protobuf
-    from ingest.export import decode_request
-    from ingest.gctune import tune_for_throughput
+    from ingest.export.decode import parse_protobuf
+    from ingest.export.request import decode_request
+    from ingest.service.gctune import tune_for_throughput
 
     if collector == "tuned":
         tune_for_throughput()

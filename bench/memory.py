@@ -16,7 +16,7 @@ The CPU A/B runs the throughput case of `bench.run` (gRPC, batch 512, 4 clients)
 this tree and on `--baseline-ref` (extracted with `git archive`), alternating, in
 the same run; spans per CPU-second are compared as a ratio of means.
 
-`--expansion` measures what admission assumes (`ingest.admission.*_EXPANSION`): the
+`--expansion` measures what admission assumes (`ingest.edge.admission.*_EXPANSION`): the
 memory a request holds while decoded, per byte of its body (tracemalloc for Python
 objects, RSS for the parsed protobuf).
 """
@@ -157,9 +157,9 @@ def baseline_tree(ref: str, work: Path) -> Path:
 
 def expansion(batch: int = 2000) -> dict[str, float]:
     """Memory held per body byte while a request is decoded and turned into rows."""
-    from ingest.decode import parse_json, parse_protobuf
-    from ingest.export import decode_request
-    from ingest.rows import TableRows
+    from ingest.export.decode import parse_json, parse_protobuf
+    from ingest.export.request import decode_request
+    from ingest.store.rows import TableRows
 
     out: dict[str, float] = {}
     for encoding in (PROTOBUF, JSON):
@@ -305,7 +305,7 @@ def _git(*args: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ingest.admission import JSON_EXPANSION, PROTOBUF_EXPANSION
+    from ingest.edge.admission import JSON_EXPANSION, PROTOBUF_EXPANSION
 
     args = _parse(argv)
     if args.expansion:

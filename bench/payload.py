@@ -23,10 +23,10 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue as PB2AnyValue
-from opentelemetry.proto.common.v1.common_pb2 import ArrayValue as PB2ArrayValue
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue as PB2KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
+
+from ingest.export.decode import to_any_value
 
 PLACEHOLDER = b"QQQQQQQQQQ"
 STREAM_PREFIX = "bench-"
@@ -46,19 +46,7 @@ _PHRASES = (
 
 
 def _kv(key: str, value: Any) -> PB2KeyValue:
-    return PB2KeyValue(key=key, value=_any(value))
-
-
-def _any(value: Any) -> PB2AnyValue:
-    if isinstance(value, bool):
-        return PB2AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return PB2AnyValue(int_value=value)
-    if isinstance(value, float):
-        return PB2AnyValue(double_value=value)
-    if isinstance(value, list):
-        return PB2AnyValue(array_value=PB2ArrayValue(values=[_any(v) for v in value]))
-    return PB2AnyValue(string_value=str(value))
+    return PB2KeyValue(key=key, value=to_any_value(value))
 
 
 def _sentence(rng: random.Random, width: int = 80) -> str:

@@ -407,7 +407,7 @@ def _findings(results: dict[str, Any]) -> list[str]:
     over = path["overload"]["phases"][0]
     if not over["requests"].get("throttled"):
         out.append(
-            "- **Overload.** Nothing was throttled: admission (`ingest/admission.py`) counts "
+            "- **Overload.** Nothing was throttled: admission (`ingest/edge/admission.py`) counts "
             "request bytes on arrival against `--max-inflight-bytes`, and at this offered load "
             f"they stayed under it; latency reached p50 {_n(over['latency_p50_ms'])} ms and RSS "
             f"{_n(path['overload']['peak_rss_mib'])} MiB."
@@ -463,19 +463,19 @@ def _kafka_findings(results: dict[str, Any]) -> list[str]:
     if receiver:
         text += (
             " In the receiver (share of samples, inclusive): `decode_request` "
-            f"{_share(receiver, 'decode_request (ingest/export.py)')}; record building: "
+            f"{_share(receiver, 'decode_request (ingest/export/request.py)')}; record building: "
             "`screen_serialized` (serializes every event once) "
-            f"{_share(receiver, 'screen_serialized (ingest/kafka_records.py)')}, `pack` "
-            f"(joins those bytes) {_share(receiver, 'pack (ingest/kafka_records.py)')}; "
+            f"{_share(receiver, 'screen_serialized (ingest/handoff/kafka_packing.py)')}, `pack` "
+            f"(joins those bytes) {_share(receiver, 'pack (ingest/handoff/kafka_packing.py)')}; "
             "sending (`KafkaHandoff._send_all`, the producer and compression) "
-            f"{_share(receiver, 'KafkaHandoff._send_all (ingest/kafka_handoff.py)')}."
+            f"{_share(receiver, 'KafkaHandoff._send_all (ingest/handoff/kafka.py)')}."
         )
     if sink:
         text += (
             " In the sink: record decoding (one pydantic JSON pass, `model_validate_json`) "
             f"{_share(sink, 'BaseModel.model_validate_json (pydantic/main.py)')}, row building "
-            f"{_share(sink, 'TableRows.add (ingest/rows.py)')}, the chDB insert "
-            f"{_share(sink, 'write_rows (ingest/rows.py)')}."
+            f"{_share(sink, 'TableRows.add (ingest/store/rows.py)')}, the chDB insert "
+            f"{_share(sink, 'write_rows (ingest/store/rows.py)')}."
         )
     return [text]
 
@@ -515,7 +515,7 @@ def markdown(results: dict[str, Any], png_name: str) -> str:
         f"({walk.get('spans')} spans).",
         f"- (c) chDB insert of the receiver's rows (events, 2 dimensions, receipt per span), "
         f"{insert.get('requests_per_insert')} requests per insert: row-oriented (as "
-        f"`ingest.rows` does) **{_n(bases['c'])} spans/CPU-s**; column-oriented "
+        f"`ingest.store.rows` does) **{_n(bases['c'])} spans/CPU-s**; column-oriented "
         f"{_n(insert.get('columnar', {}).get('spans_per_cpu_s'))} spans/CPU-s.",
     ]
     if "kafka" not in paths:

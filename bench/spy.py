@@ -16,13 +16,13 @@ from typing import Any
 
 # A sample is charged to the first stage whose marker matches a frame on its stack.
 STAGES = (
-    ("chDB insert (write_rows)", "write_rows (ingest/rows.py)"),
-    ("row building (TableRows.add)", "TableRows.add (ingest/rows.py)"),
+    ("chDB insert (write_rows)", "write_rows (ingest/store/rows.py)"),
+    ("row building (TableRows.add)", "TableRows.add (ingest/store/rows.py)"),
     ("pydantic model construction", "(pydantic/main.py)"),
-    ("attribute decoding (decode.attributes)", "attributes (ingest/decode.py)"),
-    ("validation (validate.*, rest)", "decode_request (ingest/export.py)"),
-    ("protobuf parse", "parse_protobuf (ingest/decode.py)"),
-    ("Kafka records (ingest/kafka_records.py)", "(ingest/kafka_records.py)"),
+    ("attribute decoding (decode.attributes)", "attributes (ingest/export/decode.py)"),
+    ("validation (validate.*, rest)", "decode_request (ingest/export/request.py)"),
+    ("protobuf parse", "parse_protobuf (ingest/export/decode.py)"),
+    ("Kafka records (ingest/handoff/kafka_packing.py)", "(ingest/handoff/kafka_packing.py)"),
     ("Kafka client (aiokafka)", "(aiokafka/"),
     ("gRPC/HTTP transport and asyncio", "BaseEventLoop.run_forever (asyncio/base_events.py)"),
 )

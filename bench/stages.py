@@ -27,10 +27,10 @@ def _timed(label: str, timings: dict[str, float], work: Any) -> Any:
 
 
 def measure_stages(batch: int, requests: int, requests_per_insert: int) -> dict[str, Any]:
-    from ingest.decode import parse_protobuf
-    from ingest.export import decode_request
-    from ingest.rows import TableRows, write_rows
-    from ingest.store import open_store
+    from ingest.export.decode import parse_protobuf
+    from ingest.export.request import decode_request
+    from ingest.store.clickhouse import open_store
+    from ingest.store.rows import TableRows, write_rows
     from schemas.migrations import apply_migrations
     from schemas.times import utc_now
 
@@ -72,9 +72,9 @@ def measure_stages(batch: int, requests: int, requests_per_insert: int) -> dict[
 
 def top_functions(batch: int, requests: int, limit: int = 15) -> list[dict[str, Any]]:
     """cProfile of decode/validate + row building (the pure-Python part) by own time."""
-    from ingest.decode import parse_protobuf
-    from ingest.export import decode_request
-    from ingest.rows import TableRows
+    from ingest.export.decode import parse_protobuf
+    from ingest.export.request import decode_request
+    from ingest.store.rows import TableRows
     from schemas.times import utc_now
 
     factory = RequestFactory(PayloadSpec(batch=batch, tag="profile0"))
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--requests-per-insert", type=int, default=4)
     args = parser.parse_args(argv)
-    from ingest.gctune import tune_for_throughput
+    from ingest.service.gctune import tune_for_throughput
 
     tune_for_throughput()  # as `serve` runs
     result = measure_stages(args.batch, args.requests, args.requests_per_insert)

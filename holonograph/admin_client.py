@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ingest.admin_file import ADMIN_FILE
+from ingest.service.admin_file import ADMIN_FILE
 from schemas import jsoncodec
 from schemas.store import QueryResult
 

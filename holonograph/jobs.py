@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from ingest.periodic import Periodic
+from ingest.service.periodic import Periodic
 from processors.completeness import CompletenessConfig, refresh_stream_status
 
 

@@ -5,18 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from holonograph.admin_client import AdminStore, read_admin_file
-from ingest.store import chdb_path, chdb_url, is_embedded, normalize_store_url, open_store
+from ingest.store.clickhouse import open_store
+from ingest.store.url import chdb_path, is_embedded
 from schemas.migrations import apply_migrations
 from schemas.store import Store
-
-DEFAULT_DATA_DIR = "./holonograph-data"
-
-
-def store_url_from(store: str | None, data_dir: str | None) -> str:
-    """`--store` wins; `--data-dir` is shorthand for a chDB store; default ./holonograph-data."""
-    if store:
-        return normalize_store_url(store)
-    return chdb_url(data_dir or DEFAULT_DATA_DIR)
 
 
 def connect(
@@ -26,7 +18,7 @@ def connect(
     process holds that embedded directory.
 
     Without `write` the store is read-only, enforced by the server side
-    (`ingest.reader`); `tenant` (read-only only) hides every other tenant's rows.
+    (`ingest.store.reader`); `tenant` (read-only only) hides every other tenant's rows.
     Migrations run only where this command may write: with `write`, or on a chDB
     directory no process holds (a server's reader user cannot run DDL)."""
     if write and tenant is not None:
@@ -42,7 +34,7 @@ def connect(
             raise FileNotFoundError(
                 f"no store at {chdb_path(url)} (start `holonograph serve` first)"
             )
-    from ingest.reader import open_reader  # imports the driver: not on the admin path
+    from ingest.store.reader import open_reader
 
     if write:
         store = open_store(url)

@@ -12,7 +12,12 @@
         ├── ReadTimeout           the request did not arrive within the read timeout
         └── Unavailable           store or broker down or too slow
 
-`ingest.status` is the one place that maps these to gRPC codes and HTTP statuses.
+`ingest.edge.answers` is the one place that maps these to gRPC codes and HTTP statuses.
+
+Besides the tree: `ListenError` (a listener cannot bind its port) is a configuration
+problem every service reports as such; per-span and per-record problems
+(`SpanRejected`, `schemas.records.RecordError`) never leave their step: they become
+quarantine rows and dead letters, not errors a client is answered with.
 """
 
 from __future__ import annotations
@@ -62,3 +67,8 @@ class ReadTimeout(RetryableError):
 
 class Unavailable(RetryableError):
     pass
+
+
+class ListenError(OSError):
+    """A listener cannot bind host:port (in use, or not an address of this host): a
+    configuration problem, reported as such instead of a library traceback."""

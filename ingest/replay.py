@@ -30,13 +30,13 @@ from google.protobuf.message import DecodeError as PB2DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue as PB2AnyValue
-from opentelemetry.proto.common.v1.common_pb2 import KeyValue as PB2KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans as PB2ResourceSpans
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
 
-from ingest.export import AGENT_REJECTED, Handoff, decode_request
-from ingest.principal import Principal
+from ingest.export.decode import to_key_values
+from ingest.export.principal import Principal
+from ingest.export.request import AGENT_REJECTED, decode_request
+from ingest.handoff.protocol import Handoff
 from schemas.events import DecodedBatch
 from schemas.records import BatchRecord, PoisonLetter, QuarantinedLetter, RecordError, decode
 from schemas.store import Store
@@ -64,34 +64,11 @@ class ReplayReport:
         }
 
 
-def any_value(value: Any) -> PB2AnyValue:
-    """A JSON attribute value back to OTLP (bytes were stored as base64 text)."""
-    if isinstance(value, bool):
-        return PB2AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return PB2AnyValue(int_value=value)
-    if isinstance(value, float):
-        return PB2AnyValue(double_value=value)
-    if isinstance(value, list):
-        out = PB2AnyValue()
-        out.array_value.values.extend(any_value(v) for v in value)
-        return out
-    if isinstance(value, dict):
-        out = PB2AnyValue()
-        out.kvlist_value.values.extend(key_values(value))
-        return out
-    return PB2AnyValue(string_value=str(value))
-
-
-def key_values(attrs: Mapping[str, Any]) -> list[PB2KeyValue]:
-    return [PB2KeyValue(key=k, value=any_value(v)) for k, v in attrs.items()]
-
-
 def revalidate(span_proto: bytes, resource: Mapping[str, Any], tenant_id: str) -> DecodedBatch:
     """The span through today's decode and validation, as a one-span request of its
     tenant."""
     resource_spans = PB2ResourceSpans()
-    resource_spans.resource.attributes.extend(key_values(resource))
+    resource_spans.resource.attributes.extend(to_key_values(resource))
     resource_spans.scope_spans.add().spans.append(PB2Span.FromString(span_proto))
     request = PB2ExportTraceServiceRequest(resource_spans=[resource_spans])
     return decode_request(request, source=SOURCE, principal=Principal(tenant_id=tenant_id))

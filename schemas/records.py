@@ -119,7 +119,7 @@ _KINDS: dict[str, type[BatchRecord] | type[QuarantinedLetter] | type[PoisonLette
 }
 _BYTES_FIELDS = {"poison": ("key", "value")}
 # How a batch record of this version starts as every writer lays it out (the fields in
-# model order): `ingest.kafka_records` builds its records from it.
+# model order): `ingest.handoff.kafka_packing` builds its records from it.
 BATCH_HEAD = b'{"schema_version":%d,"kind":"batch","tenant_id":' % SCHEMA_VERSION
 _FAST_PREFIXES = tuple(
     b'{"schema_version":%d,"kind":"batch",' % version for version in sorted(SUPPORTED_VERSIONS)
@@ -137,7 +137,7 @@ def _default(value: Any) -> Any:
 def encode(record: Record) -> bytes:
     """Compact JSON; datetimes as RFC 3339 (`Z` for UTC), bytes as base64.
 
-    A batch record goes through pydantic's Rust serializer (`ingest.kafka_records`
+    A batch record goes through pydantic's Rust serializer (`ingest.handoff.kafka_packing`
     assembles the same bytes from its pre-serialized events); letters, rare and
     holding bytes, through `json_text`."""
     if isinstance(record, BatchRecord):

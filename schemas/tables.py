@@ -41,7 +41,7 @@ class Table:
         return ", ".join(self.pick(*names) if names else self.columns)
 
 
-# --- written by the ingest path (the row builders of `ingest.rows`)
+# --- written by the ingest path (the row builders of `ingest.store.rows`)
 
 EVALUATION_EVENTS = Table(
     "evaluation_events",

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from ingest.config import ServeConfig
 from ingest.faults import FaultyStore
-from ingest.periodic import Periodic
-from ingest.service import ReceiverService
-from ingest.store import ClickHouseStore, open_store
+from ingest.service.config import ServeConfig
+from ingest.service.periodic import Periodic
+from ingest.service.receiver import ReceiverService
+from ingest.store.clickhouse import ClickHouseStore, open_store
 from schemas.migrations import apply_migrations
 from schemas.store import Store
 from schemas.times import Clock, utc_now

@@ -111,7 +111,7 @@ def _store_failure(err: BaseException) -> CommandFailed | None:
 
 
 def _broker_failure(err: BaseException) -> CommandFailed | None:
-    if _is(err, "ingest.kafka_producer", "BrokerRefused"):
+    if _is(err, "ingest.handoff.kafka_producer", "BrokerRefused"):
         return CommandFailed(redact(err.message), EXIT_UNAVAILABLE, err.hint)  # type: ignore[attr-defined]
     if _is(err, "aiokafka.errors", "KafkaError"):
         return CommandFailed(
@@ -121,16 +121,16 @@ def _broker_failure(err: BaseException) -> CommandFailed | None:
 
 
 def _local_failure(err: BaseException) -> CommandFailed | None:
-    if _is(err, "ingest.listen", "ListenError"):
+    if _is(err, "ingest.errors", "ListenError"):
         return CommandFailed(
             one_line(err),
             EXIT_USAGE,
             "another process holds the port, or the address is not this host's: stop it,"
             " or pick another port (0 picks a free one)",
         )
-    if _is(err, "ingest.store", "StoreURLError"):
+    if _is(err, "ingest.store.clickhouse", "StoreURLError"):
         return CommandFailed(one_line(err), EXIT_USAGE)
-    if _is(err, "ingest.tls", "TlsError") or _is(err, "ingest.auth", "TokensFileError"):
+    if _is(err, "ingest.edge.tls", "TlsError") or _is(err, "ingest.edge.auth", "TokensFileError"):
         return CommandFailed(f"invalid configuration: {one_line(err)}", EXIT_USAGE)
     if isinstance(err, OSError) and err.filename is not None:
         return CommandFailed(f"{err.filename}: {err.strerror or one_line(err)}", EXIT_USAGE)

@@ -15,6 +15,8 @@ from holonograph.cli.errors import EXIT_UNAVAILABLE as EXIT_UNAVAILABLE
 from holonograph.cli.errors import EXIT_USAGE as EXIT_USAGE
 from holonograph.cli.errors import CommandFailed, expected_failure, one_line
 from ingest.redact import RedactingFormatter, redact, redact_url
+from ingest.store.url import DEFAULT_DATA_DIR, StoreURLError
+from ingest.store.url import store_url as resolve_store_url
 from schemas import jsoncodec
 from schemas.store import Store
 from schemas.times import rfc3339
@@ -31,7 +33,7 @@ def store_options(func: F) -> F:
         "--data-dir",
         envvar="HOLONOGRAPH_DATA_DIR",
         type=click.Path(file_okay=False),
-        help="Shorthand for --store chdb:///DIR (default ./holonograph-data).",
+        help=f"Shorthand for --store chdb:///DIR (default {DEFAULT_DATA_DIR}).",
     )(func)
     func = click.option(
         "--store",
@@ -47,10 +49,9 @@ def open_store_or_exit(
 ) -> Store:
     """The store named by the options; any failure to reach it is exit 3 (a bad URL: 2)."""
     from holonograph import storeaccess
-    from ingest.store import StoreURLError
 
     try:
-        url = storeaccess.store_url_from(store_url, data_dir)
+        url = resolve_store_url(store_url, data_dir)
         return storeaccess.connect(url, write=write, tenant=tenant)
     except StoreURLError as err:
         raise click.UsageError(str(err)) from None

@@ -22,13 +22,13 @@ from holonograph.cli.options import (
     open_store_or_exit,
     store_options,
 )
-from ingest.config import MIB, KafkaSettings
 from ingest.errors import RetryableError
-from ingest.export import Handoff
-from ingest.handoff import EmbeddedHandoff
-from ingest.kafka_handoff import KafkaHandoff
-from ingest.kafka_producer import start_producer
+from ingest.handoff.embedded import EmbeddedHandoff
+from ingest.handoff.kafka import KafkaHandoff
+from ingest.handoff.kafka_producer import start_producer
+from ingest.handoff.protocol import Handoff
 from ingest.replay import ReplayReport, replay_dead_letters, replay_quarantine
+from ingest.service.config import MIB, KafkaSettings
 from schemas.store import Store
 
 

@@ -19,11 +19,12 @@ from holonograph.cli.options import (
     store_unavailable,
 )
 from holonograph.jobs import periodic_jobs
-from ingest.config import ServeConfig
-from ingest.gctune import tune_for_throughput
-from ingest.memory import tune_allocator
-from ingest.service import ReceiverService
-from ingest.store import StoreURLError, is_embedded, open_store
+from ingest.service.config import ServeConfig
+from ingest.service.gctune import tune_for_throughput
+from ingest.service.memory import tune_allocator
+from ingest.service.receiver import ReceiverService
+from ingest.store.clickhouse import open_store
+from ingest.store.url import StoreURLError, is_embedded
 
 
 def build_config(overrides: dict[str, Any]) -> ServeConfig:

@@ -17,12 +17,13 @@ from holonograph.cli.options import (
     store_unavailable,
 )
 from holonograph.jobs import periodic_jobs
-from ingest.config import SinkConfig
-from ingest.gctune import tune_for_throughput
-from ingest.memory import tune_allocator
-from ingest.sink_dlq import SinkHalted
-from ingest.sink_service import SinkService
-from ingest.store import StoreURLError, is_embedded, open_store
+from ingest.service.config import SinkConfig
+from ingest.service.gctune import tune_for_throughput
+from ingest.service.memory import tune_allocator
+from ingest.service.sink import SinkService
+from ingest.sink.dlq import SinkHalted
+from ingest.store.clickhouse import open_store
+from ingest.store.url import StoreURLError, is_embedded
 
 
 def build_config(overrides: dict[str, Any]) -> SinkConfig:

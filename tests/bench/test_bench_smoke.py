@@ -16,9 +16,9 @@ from bench.measure import Scenario, run_fresh
 from bench.paths import EmbeddedPath, KafkaPath, tansu_binary
 from bench.payload import JSON, PROTOBUF, PayloadSpec, RequestFactory, request_number
 from bench.verify import Expected, verify
-from ingest.decode import parse_json, parse_protobuf
-from ingest.export import decode_request
-from ingest.store import ClickHouseStore
+from ingest.export.decode import parse_json, parse_protobuf
+from ingest.export.request import decode_request
+from ingest.store.clickhouse import ClickHouseStore
 from tests.conftest import RunningReceiver
 
 

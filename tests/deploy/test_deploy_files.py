@@ -14,8 +14,8 @@ from xml.etree import ElementTree
 import pytest
 import yaml
 
-from ingest.config import ServeConfig, SinkConfig
-from ingest.store import normalize_store_url
+from ingest.service.config import ServeConfig, SinkConfig
+from ingest.store.url import normalize_store_url
 from schemas.tables import DATABASE
 from schemas.topics import DEAD_LETTER_TOPIC, RECORDS_TOPIC
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ingest.querygate import ALLOWED_TABLE_FUNCTIONS
-from ingest.store import ClickHouseStore
+from ingest.store.clickhouse import ClickHouseStore
+from ingest.store.querygate import ALLOWED_TABLE_FUNCTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs/security.md").read_text()

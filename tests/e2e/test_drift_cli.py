@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.clickhouse]
 
 @pytest.fixture(scope="module")
 def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from ingest.store import open_store
+    from ingest.store.clickhouse import open_store
 
     path = tmp_path_factory.mktemp("drift-cli")
     store = open_store(f"chdb://{path}")

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from holonograph.cli import cli
 from holonograph.cli.completeness import format_gaps
-from ingest.store import chdb_path, open_store
+from ingest.store.clickhouse import open_store
+from ingest.store.url import chdb_path
 from schemas.completeness import GapRange
 from schemas.migrations import apply_migrations
 

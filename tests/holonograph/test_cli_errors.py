@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 from holonograph import storeaccess
 from holonograph.cli import COMMANDS, cli
 from ingest.faults import FaultyStore
-from ingest.store import open_store
+from ingest.store.clickhouse import open_store
 from schemas.migrations import apply_migrations
 from tests.holonograph.test_serve_cli import ServeProcess, holonograph
 

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from holonograph.cli import cli
-from ingest.store import open_store
+from ingest.store.clickhouse import open_store
 from processors.scenarios import Change, SurfaceSpec, generate, write_cells
 from schemas.migrations import apply_migrations
 from tests.processors.conformance_support import event, insert_events

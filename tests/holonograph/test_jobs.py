@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from holonograph.jobs import periodic_jobs
 from ingest.faults import FaultyStore
-from ingest.store import ClickHouseStore
+from ingest.store.clickhouse import ClickHouseStore
 from tests.conftest import RunningReceiver
 from tests.otel_emit import BASE_NS, Evaluation, Sentinel, export_grpc, record_spans
 
@@ -74,7 +74,7 @@ def _readyz(receiver: RunningReceiver) -> tuple[int, dict[str, str]]:
 def test_a_failing_job_degrades_readyz_then_recovers_by_itself(
     store: ClickHouseStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="ingest.periodic")
+    caplog.set_level(logging.WARNING, logger="ingest.service.periodic")
     jobs_store = FaultyStore(store)  # the seam: the store the periodic jobs run on
     receiver = RunningReceiver(store, periodic=periodic_jobs(0.02), job_store=jobs_store)
     try:
@@ -95,7 +95,7 @@ def test_a_failing_job_degrades_readyz_then_recovers_by_itself(
         _wait_for(lambda: _status(store).get("during") == "closed-complete")
     finally:
         receiver.stop()
-    lines = [r for r in caplog.records if r.name == "ingest.periodic"]
+    lines = [r for r in caplog.records if r.name == "ingest.service.periodic"]
     assert [r.getMessage() for r in lines][:1] == [
         "periodic job completeness failed (retrying every 0.02s; /readyz says degraded):"
         " StoreDown: store is down (injected)"

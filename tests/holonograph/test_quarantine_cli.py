@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from holonograph.cli import cli
-from ingest.store import open_store
+from ingest.store.clickhouse import open_store
 from schemas.migrations import apply_migrations
 
 pytestmark = pytest.mark.clickhouse

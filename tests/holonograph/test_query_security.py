@@ -21,10 +21,10 @@ import grpc
 import pytest
 
 from holonograph.cli.serve import announce
-from ingest.admin import ADMIN_FILE
-from ingest.config import ServeConfig
-from ingest.service import Listeners
-from ingest.store import ClickHouseStore
+from ingest.service.admin import ADMIN_FILE
+from ingest.service.config import ServeConfig
+from ingest.service.receiver import Listeners
+from ingest.store.clickhouse import ClickHouseStore
 from tests.holonograph.test_serve_cli import ROOT, ServeProcess, holonograph
 from tests.ingest.helpers import grpc_export
 from tests.otel_emit import Evaluation, Sentinel, export_request, record_spans
@@ -61,7 +61,7 @@ def _prepare_store(data_dir: Path) -> None:
     """A migrated store with the probe tables, made by another process and left free."""
     script = textwrap.dedent(
         f"""
-        from ingest.store import open_store
+        from ingest.store.clickhouse import open_store
         from schemas.migrations import apply_migrations
         from tests.security_cases import create_probe
         store = open_store("chdb://{data_dir}")

@@ -41,7 +41,7 @@ def test_serve_logs_a_summary_and_quarantine_lists_the_spans(tmp_path: Path) -> 
     lines = [line for line in stderr.splitlines() if "span(s) rejected since" in line]
     assert len(lines) == 2, stderr  # five requests' rejections, two lines
     assert re.match(
-        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ WARNING ingest\.rejections: 3 span\(s\) rejected"
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ WARNING ingest\.service\.rejections: 3 span\(s\) rejected"
         r" since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ",
         lines[0],
     )

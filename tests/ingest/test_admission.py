@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from ingest.admission import JSON_EXPANSION, PROTOBUF_EXPANSION, Admission, ReadGate
+from ingest.edge.admission import JSON_EXPANSION, PROTOBUF_EXPANSION, Admission, ReadGate
 from ingest.errors import Backpressure
 
 

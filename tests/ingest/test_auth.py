@@ -16,9 +16,9 @@ import grpc
 import pytest
 import requests
 
-from ingest.auth import Authenticator, TokensFileError, load_tokens
-from ingest.principal import ANONYMOUS, Principal
-from ingest.store import ClickHouseStore
+from ingest.edge.auth import Authenticator, TokensFileError, load_tokens
+from ingest.export.principal import ANONYMOUS, Principal
+from ingest.store.clickhouse import ClickHouseStore
 from tests.conftest import RunningReceiver
 from tests.ingest.helpers import EXPORT, GrpcReply, http_export, http_status
 from tests.kafka.helpers import wait_until

@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 import pytest
 
-from ingest.handoff import EmbeddedHandoff
+from ingest.handoff.embedded import EmbeddedHandoff
 from tests.conftest import RunningReceiver
 from tests.ingest.helpers import grpc_export, http_export, http_status
 from tests.kafka.helpers import wait_until

@@ -15,10 +15,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
 
-from ingest.decode import any_value, decode_body, gunzip_bounded, parse_json, parse_protobuf
 from ingest.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
-from ingest.export import decode_request
-from ingest.salvage import RESOURCE_REASON, SPAN_REASON, UnparsedSpan
+from ingest.export.decode import any_value, decode_body, gunzip_bounded, parse_json, parse_protobuf
+from ingest.export.request import decode_request
+from ingest.export.salvage import RESOURCE_REASON, SPAN_REASON, UnparsedSpan
 from tests.ingest.helpers import to_otlp_json
 from tests.otel_emit import Evaluation, Sentinel, export_request, record_spans
 from tests.values import nested, set_attribute
@@ -116,7 +116,7 @@ def test_any_value_covers_every_kind() -> None:
     assert any_value(AnyValue()) is None
 
 
-# --- spans the decoder cannot read cost only themselves (ingest.salvage) --------------
+# --- spans the decoder cannot read cost only themselves (ingest.export.salvage) --------------
 
 
 def _three_spans(spoil: Callable[[PB2Span], None], where: int = 1) -> PB2Request:

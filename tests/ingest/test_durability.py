@@ -11,7 +11,7 @@ import grpc
 import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from ingest.admission import PROTOBUF_EXPANSION
+from ingest.edge.admission import PROTOBUF_EXPANSION
 from tests.conftest import RunningReceiver
 from tests.ingest.helpers import grpc_export, http_export, http_status
 from tests.otel_emit import Evaluation, export_grpc, export_request, record_spans

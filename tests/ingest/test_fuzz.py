@@ -183,7 +183,7 @@ def _totals(receiver: RunningReceiver) -> tuple[int, int, int]:
 
 @pytest.fixture(scope="module")
 def fuzz_receiver(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from ingest.store import open_store
+    from ingest.store.clickhouse import open_store
     from schemas.migrations import apply_migrations
 
     store = open_store(f"chdb://{tmp_path_factory.mktemp('fuzz') / 'store'}")

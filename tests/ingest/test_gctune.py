@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ingest.gctune import THRESHOLDS, tune_for_throughput
+from ingest.service.gctune import THRESHOLDS, tune_for_throughput
 
 
 @pytest.fixture

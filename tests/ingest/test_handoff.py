@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from ingest.export import decode_request
+from ingest.export.request import decode_request
 from ingest.faults import FaultyStore
-from ingest.handoff import EmbeddedHandoff
-from ingest.store import ClickHouseStore
+from ingest.handoff.embedded import EmbeddedHandoff
+from ingest.store.clickhouse import ClickHouseStore
 from schemas.events import DecodedBatch
 from tests.otel_emit import Evaluation, export_request, record_spans
 

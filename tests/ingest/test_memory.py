@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from ingest.admission import Admission
-from ingest.memory import Trimmer
+from ingest.edge.admission import Admission
+from ingest.service.memory import Trimmer
 
 
 class FakeClock:

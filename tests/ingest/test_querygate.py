@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ingest.querygate import StatementRefused, parser_message, refusal
-from ingest.reader import open_reader
-from ingest.store import open_store
+from ingest.store.clickhouse import open_store
+from ingest.store.querygate import StatementRefused, parser_message, refusal
+from ingest.store.reader import open_reader
 from schemas.migrations import apply_migrations
 
 SELECT_FILE = """\

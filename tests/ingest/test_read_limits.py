@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from ingest.store import ClickHouseStore
+from ingest.store.clickhouse import ClickHouseStore
 from tests.conftest import RunningReceiver
 from tests.ingest.helpers import grpc_export, http_export
 from tests.otel_emit import Evaluation, export_request, record_spans

@@ -20,10 +20,11 @@ import requests
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from holonograph.jobs import periodic_jobs
-from ingest.admin import ADMIN_FILE
-from ingest.querygate import StatementRefused
-from ingest.reader import open_reader
-from ingest.store import ClickHouseStore, chdb_path, open_store
+from ingest.service.admin import ADMIN_FILE
+from ingest.store.clickhouse import ClickHouseStore, open_store
+from ingest.store.querygate import StatementRefused
+from ingest.store.reader import open_reader
+from ingest.store.url import chdb_path
 from schemas.migrations import apply_migrations
 from tests.conftest import RunningReceiver
 from tests.otel_emit import Evaluation, Sentinel, export_grpc, record_spans

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from ingest.redact import RedactingFormatter, redact, redact_url
-from ingest.store import StoreURLError, normalize_store_url
+from ingest.store.url import StoreURLError, normalize_store_url
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from ingest.rejections import LoggedDeadLetters, RejectionLog
+from ingest.service.rejections import LoggedDeadLetters, RejectionLog
 from schemas.records import PoisonLetter
 
 T0 = dt.datetime(2026, 7, 1, 9, 0, tzinfo=dt.UTC)
@@ -26,13 +26,13 @@ class Clocks:
 
 
 def lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "ingest.rejections"]
+    return [r.getMessage() for r in caplog.records if r.name == "ingest.service.rejections"]
 
 
 def test_one_line_per_interval_with_counts_and_the_first_example(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="ingest.rejections")
+    caplog.set_level(logging.WARNING, logger="ingest.service.rejections")
     clocks = Clocks()
     log = RejectionLog("span(s) rejected", 60, "look", clocks.wall, clocks.monotonic)
     log.add("holonograph.run_mode: missing", "span a")
@@ -57,7 +57,7 @@ def test_one_line_per_interval_with_counts_and_the_first_example(
 
 
 async def test_dead_letters_are_sent_then_counted(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="ingest.rejections")
+    caplog.set_level(logging.WARNING, logger="ingest.service.rejections")
     sent: list[PoisonLetter] = []
 
     class Topic:

@@ -11,8 +11,8 @@ import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
 from ingest.faults import StoreDown
-from ingest.store import ClickHouseStore
-from ingest.store_errors import error_code, is_permanent, isolate
+from ingest.store.clickhouse import ClickHouseStore
+from ingest.store.errors import error_code, is_permanent, isolate
 from schemas.tables import EMISSION_RECEIPTS
 
 pytestmark = [pytest.mark.clickhouse]

@@ -17,13 +17,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
 
-from ingest import validate
-from ingest.export import AGENT_REJECTED, ExportOutcome
-from ingest.handoff import EmbeddedHandoff
-from ingest.principal import Principal
+from ingest.export import validate
+from ingest.export.handler import ExportOutcome
+from ingest.export.principal import Principal
+from ingest.export.request import AGENT_REJECTED
+from ingest.handoff.embedded import EmbeddedHandoff
 from ingest.replay import NOT_REPLAYED_AGENT, replay_quarantine
-from ingest.rows import ingest_version
-from ingest.store import ClickHouseStore
+from ingest.store.clickhouse import ClickHouseStore
+from ingest.store.rows import ingest_version
 from processors.completeness import Selection, read_report, recompute_completeness
 from processors.drift_series import SeriesQuery, event_count, fetch_cells
 from schemas.events import DecodedBatch
@@ -263,7 +264,7 @@ async def test_of_two_versions_in_one_group_commit_the_later_received_wins(
     store: ClickHouseStore,
 ) -> None:
     def version(passed: bool, seed: int) -> DecodedBatch:
-        from ingest.export import decode_request
+        from ingest.export.request import decode_request
 
         item = Evaluation("s", 0, event_id="evt_v", dims=[Dim("correctness", passed=passed)])
         return decode_request(export_request(record_spans([item], seed=seed)))

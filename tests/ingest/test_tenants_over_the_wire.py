@@ -17,8 +17,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse as PB2ExportTraceServiceResponse,
 )
 
-from ingest.export import AGENT_REJECTED
-from ingest.store import ClickHouseStore
+from ingest.export.request import AGENT_REJECTED
+from ingest.store.clickhouse import ClickHouseStore
 from processors.completeness import Selection, read_report
 from tests.conftest import RunningReceiver
 from tests.ingest.test_auth import grpc_call, http_call

@@ -20,7 +20,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from ingest.store import ClickHouseStore
+from ingest.store.clickhouse import ClickHouseStore
 from tests.conftest import RunningReceiver
 from tests.ingest.certs import CertificateAuthority, Issued
 from tests.ingest.helpers import EXPORT

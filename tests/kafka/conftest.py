@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from ingest.config import ServeConfig, SinkConfig
 from ingest.faults import FaultyStore
-from ingest.periodic import Periodic
-from ingest.service import ReceiverService
-from ingest.sink_service import SinkService
-from ingest.store import ClickHouseStore
+from ingest.service.config import ServeConfig, SinkConfig
+from ingest.service.periodic import Periodic
+from ingest.service.receiver import ReceiverService
+from ingest.service.sink import SinkService
+from ingest.store.clickhouse import ClickHouseStore
 from ingest.tansu import BrokerUnavailable, TansuBroker
 
 EXTERNAL = os.environ.get("HOLONOGRAPH_TEST_KAFKA")

@@ -14,9 +14,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
 
-from ingest.export import decode_request
-from ingest.kafka_records import pack
-from ingest.store import ClickHouseStore
+from ingest.export.request import decode_request
+from ingest.handoff.kafka_packing import pack
+from ingest.store.clickhouse import ClickHouseStore
 from tests.ingest.helpers import grpc_export, http_export
 from tests.kafka.conftest import Broker, KafkaReceiver, RunningSink
 from tests.kafka.helpers import count, wait_until

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from aiokafka.codec import has_zstd
 
-from ingest.kafka_handoff import KafkaHandoff, default_compression
+from ingest.handoff.kafka import KafkaHandoff, default_compression
 from schemas.topics import Topics
 
 

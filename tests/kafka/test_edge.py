@@ -19,7 +19,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
 )
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from ingest.store import ClickHouseStore
+from ingest.store.clickhouse import ClickHouseStore
 from tests.ingest.certs import CertificateAuthority
 from tests.ingest.helpers import EXPORT, GrpcReply
 from tests.kafka.conftest import Broker, KafkaReceiver, RunningSink

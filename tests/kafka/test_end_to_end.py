@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from ingest.store import ClickHouseStore
+from ingest.store.clickhouse import ClickHouseStore
 from tests.conftest import RunningReceiver
 from tests.kafka.conftest import Broker, KafkaReceiver, RunningSink
 from tests.kafka.helpers import count, snapshot, truncate, wait_until

@@ -12,7 +12,7 @@ import grpc
 import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from ingest.store import ClickHouseStore
+from ingest.store.clickhouse import ClickHouseStore
 from tests.ingest.helpers import grpc_export, http_export, http_status
 from tests.kafka.conftest import Broker, KafkaReceiver, RunningSink
 from tests.kafka.helpers import accepted_ordinals, count, wait_until

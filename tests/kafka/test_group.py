@@ -9,7 +9,7 @@ import random
 import grpc
 import pytest
 
-from ingest.store import ClickHouseStore
+from ingest.store.clickhouse import ClickHouseStore
 from tests.ingest.helpers import grpc_export
 from tests.kafka.conftest import Broker, KafkaReceiver, RunningSink
 from tests.kafka.helpers import accepted_ordinals, count, wait_until

@@ -7,7 +7,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from ingest.store import ClickHouseStore
+from ingest.store.clickhouse import ClickHouseStore
 from tests.ingest.helpers import grpc_export
 from tests.kafka.conftest import Broker, KafkaReceiver, RunningSink
 from tests.kafka.helpers import count, wait_until

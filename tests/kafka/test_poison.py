@@ -12,8 +12,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.partitioner import murmur2
 from aiokafka.structs import TopicPartition
 
-from ingest.sink_dlq import SinkHalted
-from ingest.store import ClickHouseStore
+from ingest.sink.dlq import SinkHalted
+from ingest.store.clickhouse import ClickHouseStore
 from schemas import records
 from tests.ingest.helpers import grpc_export
 from tests.kafka.conftest import Broker, KafkaReceiver, RunningSink

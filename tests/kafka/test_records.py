@@ -16,8 +16,8 @@ from aiokafka.structs import TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.export import decode_request
-from ingest.kafka_records import (
+from ingest.export.request import decode_request
+from ingest.handoff.kafka_packing import (
     Screened,
     ScreenedBatches,
     pack,
@@ -25,8 +25,8 @@ from ingest.kafka_records import (
     screen,
     screen_serialized,
 )
-from ingest.sink_batch import Batch, Consumed
-from ingest.sink_dlq import PoisonBrake, SinkHalted
+from ingest.sink.batch import Batch, Consumed
+from ingest.sink.dlq import PoisonBrake, SinkHalted
 from schemas import records
 from schemas.events import DecodedBatch
 from tests.otel_emit import Dim, Evaluation, Sentinel, export_request, record_spans
@@ -317,7 +317,7 @@ def test_the_tenant_field_follows_the_version(edit: Any, reason: str) -> None:
 
 
 def test_the_fast_writer_writes_what_the_fast_reader_takes() -> None:
-    """`ingest.kafka_records` assembles batch records from pieces; every one must be
+    """`ingest.handoff.kafka_packing` assembles batch records from pieces; every one must be
     exactly what `schemas.records` parses in one pass (and what `encode` would write)."""
     for tenant in ("default", "acme", 'odd "tenant" \u00e9'):
         batch = _batch().model_copy(update={"tenant_id": tenant})

@@ -14,12 +14,12 @@ from aiokafka import AIOKafkaProducer
 from click.testing import CliRunner
 
 from holonograph.cli import cli
-from ingest import validate
-from ingest.config import MIB
-from ingest.handoff import EmbeddedHandoff
-from ingest.kafka_handoff import KafkaHandoff
+from ingest.export import validate
+from ingest.handoff.embedded import EmbeddedHandoff
+from ingest.handoff.kafka import KafkaHandoff
 from ingest.replay import ReplayReport, replay_dead_letters, replay_quarantine
-from ingest.store import ClickHouseStore
+from ingest.service.config import MIB
+from ingest.store.clickhouse import ClickHouseStore
 from schemas import records
 from tests.conftest import RunningReceiver
 from tests.ingest.helpers import grpc_export
@@ -116,7 +116,7 @@ def _newer_version_record() -> bytes:
 
 
 def validate_one(stream: str) -> records.BatchRecord:
-    from ingest.export import decode_request
+    from ingest.export.request import decode_request
 
     batch = decode_request(export_request(record_spans([Evaluation(stream, 0)], seed=9)))
     return records.BatchRecord(

@@ -15,10 +15,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
-from ingest.export import decode_request
-from ingest.kafka_topics import ensure_topics
-from ingest.sink_dlq import SinkHalted
-from ingest.store import ClickHouseStore
+from ingest.export.request import decode_request
+from ingest.handoff.kafka_topics import ensure_topics
+from ingest.sink.dlq import SinkHalted
+from ingest.store.clickhouse import ClickHouseStore
 from schemas import records
 from schemas.events import DEFAULT_TENANT, QuarantineRecord
 from schemas.topics import Topics

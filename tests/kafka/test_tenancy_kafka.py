@@ -15,12 +15,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse as PB2ExportTraceServiceResponse,
 )
 
-from ingest.export import AGENT_REJECTED, ExportOutcome, decode_request
-from ingest.kafka_records import pack
-from ingest.principal import Principal
-from ingest.rows import write_rows
-from ingest.sink_batch import Batch, Consumed
-from ingest.store import ClickHouseStore
+from ingest.export.handler import ExportOutcome
+from ingest.export.principal import Principal
+from ingest.export.request import AGENT_REJECTED, decode_request
+from ingest.handoff.kafka_packing import pack
+from ingest.sink.batch import Batch, Consumed
+from ingest.store.clickhouse import ClickHouseStore
+from ingest.store.rows import write_rows
 from processors.completeness import Selection, read_report
 from schemas import records
 from tests.ingest.helpers import grpc_export

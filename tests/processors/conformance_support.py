@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ingest.store import open_store
+from ingest.store.clickhouse import open_store
 from processors.conformance_eval import DimensionView, EventView
 from schemas.events import DEFAULT_TENANT
 from schemas.migrations import apply_migrations

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest.store import open_store
+from ingest.store.clickhouse import open_store
 from processors import completeness as job
 from schemas.completeness import CompletenessWindow, StreamAccounting
 from schemas.migrations import apply_migrations

@@ -49,7 +49,7 @@ SPECS = [
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    from ingest.store import open_store
+    from ingest.store.clickhouse import open_store
 
     path: Path = tmp_path_factory.mktemp("drift-store")
     store = open_store(f"chdb://{path}")

@@ -67,7 +67,7 @@ def test_cohort_mix_moves_shares_not_rates() -> None:
 
 
 def test_written_events_and_emission_gaps(tmp_path: Path) -> None:
-    from ingest.store import open_store
+    from ingest.store.clickhouse import open_store
 
     spec = SurfaceSpec("s", buckets=48, events=(50, 80), loss=((10, 20, 0.5),))
     cells = generate(spec, 6)

@@ -129,7 +129,7 @@ SPECS = [
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    from ingest.store import open_store
+    from ingest.store.clickhouse import open_store
 
     store = open_store(f"chdb://{tmp_path_factory.mktemp('variance-store')}")
     apply_migrations(store)

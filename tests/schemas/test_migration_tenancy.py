@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ingest.store import ClickHouseStore
+from ingest.store.clickhouse import ClickHouseStore
 from schemas.migrations import apply_migrations, load_migrations
 from schemas.store import QueryResult, Store
 

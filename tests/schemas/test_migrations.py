@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.store import ClickHouseStore
+from ingest.store.clickhouse import ClickHouseStore
 from schemas.migrations import Migration, MigrationError, apply_migrations, load_migrations
 
 pytestmark = pytest.mark.clickhouse

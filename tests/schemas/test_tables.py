@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.store import ClickHouseStore
+from ingest.store.clickhouse import ClickHouseStore
 from schemas import tables
 from schemas.tables import DATABASE, EVALUATION_EVENTS, Table
 
@@ -43,7 +43,7 @@ def test_a_writer_writes_every_column_without_a_default(
 
 def test_pick_refuses_a_column_the_table_does_not_have() -> None:
     assert EVALUATION_EVENTS.pick("tenant_id", "event_id") == ("tenant_id", "event_id")
-    with pytest.raises(ValueError, match="holonograph.evaluation_events has no column nope"):
+    with pytest.raises(ValueError, match=r"holonograph\.evaluation_events has no column nope"):
         EVALUATION_EVENTS.pick("event_id", "nope")
     assert EVALUATION_EVENTS.column_list("event_id", "tenant_id") == "event_id, tenant_id"
     assert EVALUATION_EVENTS.qualified == "holonograph.evaluation_events"

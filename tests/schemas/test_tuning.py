@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ingest.store import ClickHouseStore
+from ingest.store.clickhouse import ClickHouseStore
 from schemas.store import QueryResult
 from schemas.tuning import MERGE_SELECTOR_BASE, TUNED_TABLES, apply_merge_tuning
 

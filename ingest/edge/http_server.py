@@ -18,13 +18,17 @@ from aiohttp import web
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from ingest.admission import JSON_EXPANSION, PROTOBUF_EXPANSION
-from ingest.decode import decode_body, parse_json, parse_protobuf
-from ingest.edge import Edge
-from ingest.errors import PayloadTooLarge, ReadTimeout, Unauthenticated, UnsupportedMediaType
-from ingest.grpc_server import response_for
-from ingest.listen import ListenError
-from ingest.status import classify
+from ingest.edge.admission import JSON_EXPANSION, PROTOBUF_EXPANSION
+from ingest.edge.answers import classify, response_for
+from ingest.edge.steps import Edge
+from ingest.errors import (
+    ListenError,
+    PayloadTooLarge,
+    ReadTimeout,
+    Unauthenticated,
+    UnsupportedMediaType,
+)
+from ingest.export.decode import decode_body, parse_json, parse_protobuf
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"

@@ -6,8 +6,8 @@
     parse, spend the tenant's rate limit            DecodeError / RateLimited
     export (validate, hand off, answer when durable)
 
-The transports only translate their wire into these steps (`ingest.grpc_server`,
-`ingest.http_server`); errors are mapped to codes in `ingest.status`.
+The transports only translate their wire into these steps (`ingest.edge.grpc_server`,
+`ingest.edge.http_server`); errors are mapped to codes in `ingest.edge.answers`.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
 
-from ingest.admission import PROTOBUF_EXPANSION, Admission, ReadGate
-from ingest.auth import Authenticator
+from ingest.edge.admission import PROTOBUF_EXPANSION, Admission, ReadGate
+from ingest.edge.auth import Authenticator
+from ingest.edge.ratelimit import TenantRateLimiter
 from ingest.errors import ReadTimeout
-from ingest.export import Exporter, ExportOutcome
-from ingest.principal import Principal
-from ingest.ratelimit import TenantRateLimiter
+from ingest.export.handler import Exporter, ExportOutcome
+from ingest.export.principal import Principal
 
 Parse = Callable[[bytes], PB2ExportTraceServiceRequest]
 
@@ -39,13 +39,10 @@ class Edge:
     exporter: Exporter
     authenticator: Authenticator
     reads: ReadGate
+    admission: Admission
     limiter: TenantRateLimiter
     max_request_bytes: int
     body_timeout_seconds: float
-
-    @property
-    def admission(self) -> Admission:
-        return self.exporter.admission
 
     def authenticate(self, authorization: str | None) -> Principal:
         return self.authenticator.authenticate(authorization)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ingest.errors import RateLimited
-from ingest.principal import Principal
+from ingest.export.principal import Principal
 
 Monotonic = Callable[[], float]
 

@@ -27,7 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ingest.errors import Unauthenticated
-from ingest.principal import ANONYMOUS, Principal
+from ingest.export.principal import ANONYMOUS, Principal
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,6 @@
-"""The one export path both transports call: request -> validated batch -> hand-off.
-
-A request is answered only after the hand-off made its rows durable (committed in
-the store, or acknowledged by Kafka with acks=all). Rejected spans become
-quarantine rows and an OTLP `partial_success`; the valid spans of the same request
-land regardless.
+"""A parsed export request -> one validated batch: every span validated (`validate`),
+the request checked as a whole, rejected spans quarantined; never raises for a bad
+span.
 
 Every row of a request belongs to the tenant of its `Principal`. Besides the wire
 contract's rules, a request is checked as a whole: an evaluation whose agent id the
@@ -14,13 +11,7 @@ ids) is accepted and stored once; its ordinal still counts as arrived.
 
 from __future__ import annotations
 
-import asyncio
-import uuid
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
@@ -28,12 +19,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
 from pydantic import ValidationError
 
-from ingest.admission import Admission
-from ingest.decode import attributes, jsonable
-from ingest.domain import attributes_problem
-from ingest.principal import ANONYMOUS, Principal
-from ingest.salvage import is_salvaged, unparsed_spans
-from ingest.validate import (
+from ingest.export.decode import attributes, jsonable
+from ingest.export.domain import attributes_problem
+from ingest.export.principal import ANONYMOUS, Principal
+from ingest.export.salvage import is_salvaged, unparsed_spans
+from ingest.export.validate import (
     EVALUATION_SPAN,
     SENTINEL_SPAN,
     SpanRejected,
@@ -50,63 +40,6 @@ from schemas.events import DecodedBatch, EmissionRecord, EvaluationEvent, Quaran
 MAX_REPORTED_PROBLEMS = 5
 # Every rejection for the agent allowlist starts so (replay keeps them rejected).
 AGENT_REJECTED = "holonograph.agent.id: not writable with this token"
-
-
-class Handoff(Protocol):
-    """Where validated batches go. `submit` returns once they are durable, with the
-    batch as it was stored: spans the store refused for good moved from events and
-    emissions to `quarantined` (a hand-off that refuses nothing returns `batch`).
-    It raises a `RetryableError` (nothing promised) for the client to retry, or a
-    `PermanentError` when the store refused every span of the request."""
-
-    async def submit(
-        self, batch: DecodedBatch, receipt_id: str, size_bytes: int
-    ) -> DecodedBatch: ...
-
-    async def close(self) -> None: ...
-
-
-@runtime_checkable
-class ScreeningHandoff(Protocol):
-    """A hand-off with limits of its own (Kafka's message size): `screen` moves what it
-    cannot carry into `quarantined` before submit, so the client is told; `readiness`
-    says why it cannot take requests now (None when it can)."""
-
-    def screen(self, batch: DecodedBatch) -> DecodedBatch: ...
-
-    async def readiness(self) -> str | None: ...
-
-
-@runtime_checkable
-class GroupCommitHandoff(Protocol):
-    """A hand-off whose commits may wait for requests still being decoded."""
-
-    def arriving(self) -> AbstractContextManager[None]: ...
-
-
-@dataclass(frozen=True)
-class ExportOutcome:
-    accepted_spans: int
-    rejected_spans: int
-    ignored_spans: int
-    error_message: str
-
-
-class ExportObserver(Protocol):
-    def observe_export(
-        self, outcome: ExportOutcome, rejected: Sequence[QuarantineRecord]
-    ) -> None: ...
-
-
-class ExportObservers:
-    """Several observers as one (metrics and the rejection log)."""
-
-    def __init__(self, *observers: ExportObserver) -> None:
-        self._observers = observers
-
-    def observe_export(self, outcome: ExportOutcome, rejected: Sequence[QuarantineRecord]) -> None:
-        for observer in self._observers:
-            observer.observe_export(outcome, rejected)
 
 
 def authorize(event: EvaluationEvent, principal: Principal) -> None:
@@ -209,7 +142,7 @@ def decode_request(
                     arrived = quarantined_emission(record, span, attrs)
                     if arrived is not None:
                         collected.arrived(arrived)
-            if salvaged:  # spans the decoder could not read (see ingest.salvage)
+            if salvaged:  # spans the decoder could not read (see ingest.export.salvage)
                 for unparsed in unparsed_spans(scope_spans):
                     head = PB2Span.FromString(unparsed.head)
                     if unparsed.named and not is_holonograph_span(head.name):
@@ -242,64 +175,3 @@ def rejection_message(batch: DecodedBatch) -> str:
     more = len(batch.quarantined) - len(problems)
     suffix = f"; and {more} more" if more > 0 else ""
     return f"rejected {len(batch.quarantined)} span(s): " + "; ".join(problems) + suffix
-
-
-class Exporter:
-    """Shared by gRPC and HTTP: validate, hand off, report partial success."""
-
-    def __init__(
-        self,
-        handoff: Handoff,
-        observer: ExportObserver | None = None,
-        admission: Admission | None = None,
-    ) -> None:
-        self._handoff = handoff
-        self._observer = observer
-        self.admission = admission or Admission(max_bytes=1 << 62)
-        # Decoding runs on one worker thread, off the event loop: the loop stays free to
-        # start new handlers, so every request that arrived is counted by admission
-        # (and refused past the budget) instead of waiting unseen in the transport.
-        self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
-        # What the hand-off supports, checked once (a runtime protocol check is slow).
-        self._screening = handoff if isinstance(handoff, ScreeningHandoff) else None
-        self._group_commit = handoff if isinstance(handoff, GroupCommitHandoff) else None
-
-    def _prepare(self, request: PB2ExportTraceServiceRequest, principal: Principal) -> DecodedBatch:
-        batch = decode_request(request, principal=principal)
-        if self._screening is not None:
-            batch = self._screening.screen(batch)
-        return batch
-
-    def _arriving(self) -> AbstractContextManager[None]:
-        if self._group_commit is not None:
-            return self._group_commit.arriving()
-        return nullcontext()
-
-    def close(self) -> None:
-        self._decoder.shutdown(wait=True)
-
-    async def export(
-        self,
-        request: PB2ExportTraceServiceRequest,
-        size_bytes: int,
-        principal: Principal = ANONYMOUS,
-    ) -> ExportOutcome:
-        """`principal` is who the edge authenticated; its tenant owns the rows."""
-        loop = asyncio.get_running_loop()
-        with self._arriving():
-            batch = await loop.run_in_executor(self._decoder, self._prepare, request, principal)
-        # No await between leaving `arriving` and `submit` queueing the batch, so a
-        # waiting commit sees the request either on its way or in the queue.
-        if batch.events or batch.emissions or batch.quarantined:
-            batch = await self._handoff.submit(batch, uuid.uuid4().hex, size_bytes)
-        outcome = ExportOutcome(
-            accepted_spans=len(batch.events)
-            + batch.collapsed_spans
-            + sum(e.kind == "sentinel" and not e.quarantined for e in batch.emissions),
-            rejected_spans=batch.rejected,
-            ignored_spans=batch.ignored_spans,
-            error_message=rejection_message(batch),
-        )
-        if self._observer is not None:
-            self._observer.observe_export(outcome, batch.quarantined)
-        return outcome

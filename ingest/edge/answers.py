@@ -1,4 +1,6 @@
-"""The one mapping from ingest errors to gRPC status codes and HTTP statuses."""
+"""What a client is answered, for both transports: an export outcome becomes the OTLP
+response (`partial_success` when spans were rejected), and any error from the export
+path goes through the one mapping to a gRPC status code and an HTTP status."""
 
 from __future__ import annotations
 
@@ -8,6 +10,12 @@ from dataclasses import dataclass
 import grpc
 from google.protobuf import duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess as PB2ExportTracePartialSuccess,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceResponse as PB2ExportTraceServiceResponse,
+)
 
 from ingest.errors import (
     Backpressure,
@@ -20,6 +28,18 @@ from ingest.errors import (
     Unavailable,
     UnsupportedMediaType,
 )
+from ingest.export.handler import ExportOutcome
+
+
+def response_for(outcome: ExportOutcome) -> PB2ExportTraceServiceResponse:
+    response = PB2ExportTraceServiceResponse()
+    if outcome.rejected_spans:
+        response.partial_success.CopyFrom(
+            PB2ExportTracePartialSuccess(
+                rejected_spans=outcome.rejected_spans, error_message=outcome.error_message
+            )
+        )
+    return response
 
 
 @dataclass(frozen=True)

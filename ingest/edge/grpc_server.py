@@ -14,32 +14,13 @@ of BDP probing off), so waiting calls cost almost no memory.
 from __future__ import annotations
 
 import grpc
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTracePartialSuccess as PB2ExportTracePartialSuccess,
-)
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceResponse as PB2ExportTraceServiceResponse,
-)
 
-from ingest.decode import parse_protobuf
-from ingest.edge import Edge
-from ingest.errors import DecodeError, PayloadTooLarge
-from ingest.export import ExportOutcome
-from ingest.listen import ListenError
-from ingest.status import classify
+from ingest.edge.answers import classify, response_for
+from ingest.edge.steps import Edge
+from ingest.errors import DecodeError, ListenError, PayloadTooLarge
+from ingest.export.decode import parse_protobuf
 
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-
-
-def response_for(outcome: ExportOutcome) -> PB2ExportTraceServiceResponse:
-    response = PB2ExportTraceServiceResponse()
-    if outcome.rejected_spans:
-        response.partial_success.CopyFrom(
-            PB2ExportTracePartialSuccess(
-                rejected_spans=outcome.rejected_spans, error_message=outcome.error_message
-            )
-        )
-    return response
 
 
 # Bytes a call's stream may hold in the transport before its message is read.

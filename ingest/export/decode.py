@@ -5,7 +5,7 @@ Limits apply after decompression: a gzip body is inflated in bounded steps and
 refused as soon as it passes `max_bytes`, so a gzip bomb never reaches memory.
 
 A span the decoder cannot read (nested past its recursion limit, not UTF-8) costs
-only itself: the request is read again span by span (`ingest.salvage`) and that span
+only itself: the request is read again span by span (`ingest.export.salvage`) and that span
 is quarantined. Only a body whose envelope is unreadable is refused whole.
 """
 
@@ -15,6 +15,7 @@ import base64
 import binascii
 import json
 import zlib
+from collections.abc import Mapping
 from typing import Any
 
 from google.protobuf import json_format
@@ -23,10 +24,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue as PB2AnyValue
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue as PB2KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
 
 from ingest.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
-from ingest.salvage import (
+from ingest.export.salvage import (
     json_into,
     keep_unparsed,
     salvage_protobuf,
@@ -242,3 +244,27 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: jsonable(v) for k, v in value.items()}
     return value
+
+
+def to_any_value(value: Any) -> PB2AnyValue:
+    """A JSON attribute value back to OTLP, the inverse of `any_value` + `jsonable`
+    (bytes were stored as base64 text, so they come back as strings)."""
+    if isinstance(value, bool):
+        return PB2AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return PB2AnyValue(int_value=value)
+    if isinstance(value, float):
+        return PB2AnyValue(double_value=value)
+    if isinstance(value, list):
+        out = PB2AnyValue()
+        out.array_value.values.extend(to_any_value(v) for v in value)
+        return out
+    if isinstance(value, dict):
+        out = PB2AnyValue()
+        out.kvlist_value.values.extend(to_key_values(value))
+        return out
+    return PB2AnyValue(string_value=str(value))
+
+
+def to_key_values(attrs: Mapping[str, Any]) -> list[PB2KeyValue]:
+    return [PB2KeyValue(key=k, value=to_any_value(v)) for k, v in attrs.items()]

@@ -6,7 +6,7 @@ supports it), compressed (`compression_type`: zstd when its codec is installed,
 else gzip; see `default_compression`), keyed by emission stream; the default partitioner
 (murmur2 of the key modulo the partition count, as the Java client does) keeps a
 stream's records in order on one partition. Each request is packed into records
-under the broker's message limit (`ingest.kafka_records`); its quarantined spans
+under the broker's message limit (`ingest.handoff.kafka_packing`); its quarantined spans
 go to the dead-letter topic. Failure to get every acknowledgement within
 `timeout_seconds` raises `Unavailable`; bytes in flight past `max_inflight_bytes`
 raise `Backpressure`, so a slow broker costs retries, never unbounded memory.
@@ -25,10 +25,10 @@ from aiokafka.codec import has_zstd
 from aiokafka.errors import KafkaError
 
 from ingest.errors import Backpressure, Unavailable
-from ingest.kafka_metrics import ProducerMetrics
-from ingest.kafka_producer import BrokerRefused, start_producer
-from ingest.kafka_records import OutRecord, ScreenedBatches, pack, screen_serialized
-from ingest.kafka_topics import ensure_topics
+from ingest.handoff.kafka_packing import OutRecord, ScreenedBatches, pack, screen_serialized
+from ingest.handoff.kafka_producer import BrokerRefused, start_producer
+from ingest.handoff.kafka_topics import ensure_topics
+from ingest.metrics import ProducerMetrics
 from schemas.events import DecodedBatch
 from schemas.records import headers
 from schemas.times import Clock, utc_now

@@ -18,19 +18,19 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from ingest.admin import AdminEndpoint
-from ingest.config import SinkConfig
-from ingest.kafka_metrics import SinkMetrics
-from ingest.kafka_producer import start_producer
-from ingest.kafka_topics import ensure_topics
-from ingest.memory import Trimmer
-from ingest.metrics import PipelineMetrics
-from ingest.periodic import Periodic, PeriodicJobs
-from ingest.reader import StoreSessions
-from ingest.rejections import LoggedDeadLetters, RejectionLog
-from ingest.sink import Monotonic, Sink
-from ingest.sink_dlq import KafkaDeadLetters, PoisonBrake, SinkHalted
-from ingest.store import ClickHouseStore, chdb_path, is_embedded
+from ingest.handoff.kafka_producer import start_producer
+from ingest.handoff.kafka_topics import ensure_topics
+from ingest.metrics import PipelineMetrics, SinkMetrics
+from ingest.service.admin import AdminEndpoint
+from ingest.service.config import SinkConfig
+from ingest.service.memory import Trimmer
+from ingest.service.periodic import Periodic, PeriodicJobs
+from ingest.service.rejections import LoggedDeadLetters, RejectionLog
+from ingest.sink.consume import Monotonic, Sink
+from ingest.sink.dlq import KafkaDeadLetters, PoisonBrake, SinkHalted
+from ingest.store.clickhouse import ClickHouseStore
+from ingest.store.reader import StoreSessions
+from ingest.store.url import chdb_path, is_embedded
 from schemas.migrations import apply_migrations
 from schemas.store import Store
 from schemas.times import Clock, utc_now

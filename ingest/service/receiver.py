@@ -22,26 +22,27 @@ from dataclasses import dataclass, field
 import grpc
 from aiohttp import web
 
-from ingest.admin import AdminEndpoint
-from ingest.admission import Admission, ReadGate
-from ingest.auth import Authenticator
-from ingest.config import ServeConfig
-from ingest.edge import Edge
-from ingest.export import Exporter, ExportObservers, Handoff, ScreeningHandoff
-from ingest.grpc_server import start_grpc_server
-from ingest.handoff import EmbeddedHandoff
-from ingest.http_server import build_http_app, start_http_site
-from ingest.kafka_handoff import KafkaHandoff
-from ingest.kafka_metrics import ProducerMetrics
-from ingest.memory import Trimmer
-from ingest.metrics import PipelineMetrics
-from ingest.periodic import Periodic, PeriodicJobs
-from ingest.ratelimit import TenantRateLimiter
-from ingest.reader import StoreSessions
-from ingest.rejections import RejectionLog
-from ingest.retention import apply_retention
-from ingest.store import ClickHouseStore, chdb_path, is_embedded
-from ingest.tls import ServerTls, TlsFiles
+from ingest.edge.admission import Admission, ReadGate
+from ingest.edge.auth import Authenticator
+from ingest.edge.grpc_server import start_grpc_server
+from ingest.edge.http_server import build_http_app, start_http_site
+from ingest.edge.ratelimit import TenantRateLimiter
+from ingest.edge.steps import Edge
+from ingest.edge.tls import ServerTls, TlsFiles
+from ingest.export.handler import Exporter, ExportObservers
+from ingest.handoff.embedded import EmbeddedHandoff
+from ingest.handoff.kafka import KafkaHandoff
+from ingest.handoff.protocol import Handoff, ScreeningHandoff
+from ingest.metrics import PipelineMetrics, ProducerMetrics
+from ingest.service.admin import AdminEndpoint
+from ingest.service.config import ServeConfig
+from ingest.service.memory import Trimmer
+from ingest.service.periodic import Periodic, PeriodicJobs
+from ingest.service.rejections import RejectionLog
+from ingest.store.clickhouse import ClickHouseStore
+from ingest.store.reader import StoreSessions
+from ingest.store.retention import apply_retention
+from ingest.store.url import chdb_path, is_embedded
 from schemas.migrations import apply_migrations
 from schemas.store import Store
 from schemas.times import Clock, utc_now
@@ -134,12 +135,12 @@ class ReceiverService:
         self._exporter = exporter = Exporter(
             self.handoff,
             observer=ExportObservers(self.metrics, self.rejections),
-            admission=admission,
         )
         self.edge = edge = Edge(
             exporter,
             self.authenticator,
             ReadGate(config.max_concurrent_reads, config.max_queue_seconds),
+            admission,
             TenantRateLimiter(self.monotonic),
             config.max_request_bytes,
             config.body_timeout_seconds,

@@ -18,7 +18,7 @@ from typing import Any
 
 from aiokafka.structs import TopicPartition
 
-from ingest.rows import TableRows
+from ingest.store.rows import TableRows
 from schemas.events import DecodedBatch, EvaluationEvent
 from schemas.records import BatchRecord, PoisonLetter, QuarantinedLetter
 from schemas.store import QueryResult, Store

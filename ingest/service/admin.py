@@ -5,11 +5,11 @@ reach the store through this endpoint. It binds to 127.0.0.1 only and publishes 
 bearer tokens (mode 0600) in `<data-dir>/.holonograph-admin.json`:
 
 - the read token may only `/admin/query`, on a read-only connection
-  (`ingest.reader`), whatever the request says;
+  (`ingest.store.reader`), whatever the request says;
 - the write token may also `/admin/command` and `/admin/insert`, and queries on a
   writing connection.
 
-Each request runs on a connection it has to itself (`ingest.reader.StoreSessions`),
+Each request runs on a connection it has to itself (`ingest.store.reader.StoreSessions`),
 never the owner's writing or jobs connection, so nothing a request leaves in its
 session reaches another request or the owner's periodic jobs. The endpoint also
 serves `/healthz`, `/readyz` and `/metrics`.
@@ -30,10 +30,10 @@ from typing import Any, Literal, Protocol
 
 from aiohttp import web
 
-from ingest.admin_file import ADMIN_FILE
-from ingest.listen import start_site
-from ingest.querygate import StatementRefused
+from ingest.errors import ListenError
 from ingest.redact import redact
+from ingest.service.admin_file import ADMIN_FILE
+from ingest.store.querygate import StatementRefused
 from schemas import jsoncodec
 from schemas.store import Store
 
@@ -242,6 +242,19 @@ class AdminEndpoint:
 
     async def _metrics_handler(self, request: web.Request) -> web.Response:
         return web.Response(body=self._metrics(), content_type="text/plain", charset="utf-8")
+
+
+async def start_site(runner: web.AppRunner, host: str, port: int) -> int:
+    """Set up `runner`, listen on host:port (0 picks a free port), return the port."""
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except OSError as err:  # the caller owns `runner` and cleans it up
+        raise ListenError(f"cannot listen on {host}:{port}: {err.strerror or err}") from err
+    server: Any = site._server
+    bound: int = server.sockets[0].getsockname()[1]
+    return bound
 
 
 def _error(kind: type[web.HTTPError], message: str) -> web.HTTPError:

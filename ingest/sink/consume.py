@@ -10,7 +10,7 @@ batch; a crash anywhere before that redelivers the records, and the store's keys
 (ReplacingMergeTree on event id, (stream, seq, receipt_id)) make the rewrite
 collapse. A store that is unavailable pauses the partitions and retries with
 exponential backoff, keeping the batch: nothing is skipped. A store that refuses the
-batch for good (`ingest.store_errors`) is never retried in a loop: the batch is
+batch for good (`ingest.store.errors`) is never retried in a loop: the batch is
 bisected down to the record(s) it refuses, which go to the dead-letter topic with
 the store's message (under the poison brake), and the rest is written and
 committed. At a rebalance the revoked partitions' records are written once more if
@@ -31,11 +31,11 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from ingest.kafka_metrics import SinkMetrics
-from ingest.rows import write_rows
-from ingest.sink_batch import Batch, Consumed, DedupTokenStore, items_rows, items_token
-from ingest.sink_dlq import DeadLetterSink, PoisonBrake, SinkHalted
-from ingest.store_errors import is_permanent, isolate, refusal
+from ingest.metrics import SinkMetrics
+from ingest.sink.batch import Batch, Consumed, DedupTokenStore, items_rows, items_token
+from ingest.sink.dlq import DeadLetterSink, PoisonBrake, SinkHalted
+from ingest.store.errors import is_permanent, isolate, refusal
+from ingest.store.rows import write_rows
 from schemas.records import (
     BatchRecord,
     PoisonLetter,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ingest.config import parse_retention
+import re
+
 from schemas.store import Store
 from schemas.tables import (
     DATABASE,
@@ -11,6 +12,20 @@ from schemas.tables import (
     EVALUATION_EVENTS,
     QUARANTINE,
 )
+
+_RETENTION = re.compile(r"^(\d+)\s*([hdw])$")
+_RETENTION_UNITS = {"h": "HOUR", "d": "DAY", "w": "WEEK"}
+
+
+def parse_retention(text: str | None) -> tuple[int, str] | None:
+    """'30d' -> (30, 'DAY'); None or 'keep' -> None (keep forever)."""
+    if text is None or text.strip().lower() in ("", "keep", "forever"):
+        return None
+    match = _RETENTION.match(text.strip().lower())
+    if not match or int(match[1]) <= 0:
+        raise ValueError(f"retention {text!r}: use a number with h, d or w (e.g. 30d) or 'keep'")
+    return int(match[1]), _RETENTION_UNITS[match[2]]
+
 
 # table -> the time column its TTL counts from
 RETAINED_TABLES = {

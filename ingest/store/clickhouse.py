@@ -1,9 +1,9 @@
 """ClickHouse through clickhouse-connect: a server over HTTP(S) or chDB in-process.
 
-`open_store` turns a store URL into a `schemas.store.Store`. An embedded (chDB)
+`open_store` turns a store URL (`ingest.store.url`) into a `schemas.store.Store`. An embedded (chDB)
 store can be opened by one process at a time; other commands reach it through that
-process's admin endpoint instead (see `ingest.admin`). Read-only connections are
-`ingest.reader`'s.
+process's admin endpoint instead (see `ingest.service.admin`). Read-only connections are
+`ingest.store.reader`'s.
 """
 
 from __future__ import annotations
@@ -16,49 +16,18 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from ingest.redact import redact_url
+from ingest.store.url import normalize_store_url
 from schemas.store import QueryResult
 
-if TYPE_CHECKING:  # clickhouse-connect is imported when a store is opened, not for URLs
+if TYPE_CHECKING:  # clickhouse-connect is imported when a store is opened
     from clickhouse_connect.datatypes.base import ClickHouseType
     from clickhouse_connect.driver.client import Client
-
-
-class StoreURLError(ValueError):
-    """The store URL is neither `chdb:///path` nor `http(s)://host:port`."""
-
-
-def chdb_url(data_dir: str | Path) -> str:
-    return f"chdb://{Path(data_dir).resolve()}"
-
-
-def normalize_store_url(url: str) -> str:
-    parsed = urlparse(url)
-    if parsed.scheme == "chdb":
-        path = (parsed.netloc + parsed.path) if parsed.netloc else parsed.path
-        if not path:
-            raise StoreURLError(
-                f"{redact_url(url)!r}: a chdb store needs a directory, e.g. chdb:///var/lib/holo"
-            )
-        return chdb_url(path)
-    if parsed.scheme in ("http", "https"):
-        if not parsed.hostname:
-            raise StoreURLError(f"{redact_url(url)!r}: no host")
-        return url
-    raise StoreURLError(f"{redact_url(url)!r}: use chdb:///path or http(s)://host:8123")
-
-
-def is_embedded(url: str) -> bool:
-    return urlparse(url).scheme == "chdb"
-
-
-def chdb_path(url: str) -> Path:
-    return Path(urlparse(normalize_store_url(url)).path)
 
 
 class ClickHouseStore:
     """A `Store` over one clickhouse-connect client; calls are serialized by a lock
     because a chDB session, like a clickhouse-connect client, is not thread-safe.
-    This is the writing side: read-only work runs on `ingest.reader.ReadOnlyStore`."""
+    This is the writing side: read-only work runs on `ingest.store.reader.ReadOnlyStore`."""
 
     def __init__(self, url: str, client: Client) -> None:
         self.url = url

@@ -23,13 +23,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ingest.export import ExportOutcome
+from ingest.export.handler import ExportOutcome
 from ingest.metrics import reason_label
 from schemas.events import QuarantineRecord
 from schemas.times import Clock, rfc3339, utc_now
 
 if TYPE_CHECKING:
-    from ingest.sink_dlq import DeadLetterSink
+    from ingest.sink.dlq import DeadLetterSink
     from schemas.records import PoisonLetter
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ than many small ones, while a lone request at light load is written at once.
 Bytes waiting are bounded by `max_inflight_bytes`: past it, requests are refused
 with `Backpressure` before anything is queued.
 
-A commit that fails with a permanent store error (`ingest.store_errors`) is not one
+A commit that fails with a permanent store error (`ingest.store.errors`) is not one
 client's failure shared by all: it is split, by bisection, down to the request(s)
 that cause it, and those down to their spans. Every other request is written and
 answered success; the refused spans become quarantine rows with the store's message
@@ -28,11 +28,12 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 from ingest.errors import Backpressure, IngestError, Unavailable
-from ingest.refused import refused_unit, span_units, stored_batch
-from ingest.rows import TableRows, write_rows
-from ingest.store_errors import StoreRejected, describe, is_permanent, isolate, refusal
+from ingest.handoff.refused import refused_unit, span_units, stored_batch
+from ingest.store.errors import StoreRejected, describe, is_permanent, isolate, refusal
+from ingest.store.rows import TableRows, write_rows
 from schemas.events import DecodedBatch
 from schemas.store import Store
 from schemas.times import Clock, utc_now
@@ -47,7 +48,7 @@ class _Pending:
     size_bytes: int
     done: asyncio.Future[DecodedBatch]
     # Place in its commit (arrival order): of two versions of one event id in one
-    # commit, the later request's wins (see `ingest.rows.ingest_version`).
+    # commit, the later request's wins (see `ingest.store.rows.ingest_version`).
     order: int = 0
 
     @property
@@ -56,9 +57,13 @@ class _Pending:
         return len(self.batch.events) + len(self.batch.emissions)
 
 
-class WriteObserver:
-    """Hooks for metrics; the default does nothing."""
+class WriteObserver(Protocol):
+    """Told of every commit (`ingest.metrics.PipelineMetrics`)."""
 
+    def observe_write(self, rows: int, requests: int, seconds: float, ok: bool) -> None: ...
+
+
+class _Unobserved:
     def observe_write(self, rows: int, requests: int, seconds: float, ok: bool) -> None:
         return None
 
@@ -83,7 +88,7 @@ class EmbeddedHandoff:
         self._arriving = 0
         self._retry_after = retry_after_seconds
         self._clock = clock
-        self._observer = observer or WriteObserver()
+        self._observer: WriteObserver = observer or _Unobserved()
         self._queue: list[_Pending] = []
         self._inflight_bytes = 0
         self._wakeup = asyncio.Event()

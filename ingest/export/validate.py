@@ -3,7 +3,7 @@ with its `EmissionRecord`, or a `QuarantineRecord` saying exactly what was wrong
 
 Nothing is guessed: a missing or unknown run mode, a missing surface, stream or seq,
 a dimension with no grade, a malformed id, a wrongly typed attribute or a value its
-column cannot hold (`ingest.domain`) rejects the span. Unknown `holonograph.*`
+column cannot hold (`ingest.export.domain`) rejects the span. Unknown `holonograph.*`
 attributes are kept in `extras`.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
 
-from ingest.decode import attributes, jsonable
-from ingest.domain import (
+from ingest.export.decode import attributes, jsonable
+from ingest.export.domain import (
     TIME_RANGE,
     attributes_problem,
     float_problem,
@@ -448,7 +448,7 @@ def quarantine_record(
 def unparsed_record(
     unparsed: Any, head: PB2Span, attrs: dict[str, Any], resource: dict[str, Any], source: str
 ) -> QuarantineRecord:
-    """A span the decoder could not read (`ingest.salvage.UnparsedSpan`): its reason,
+    """A span the decoder could not read (`ingest.export.salvage.UnparsedSpan`): its reason,
     what could be read of it (`head`, with `attrs` its attributes), and its bytes when
     it came as protobuf (an OTLP/JSON one cannot be replayed)."""
     resource_json = json.dumps(jsonable(resource), sort_keys=True)

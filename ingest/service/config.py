@@ -1,16 +1,17 @@
-"""Typed configuration of the receiver, defaults in code, validated before any socket
-opens. Every field can be set by a `HOLONOGRAPH_*` environment variable; CLI flags
-override the environment."""
+"""Typed configuration of the services (`serve`, `sink`) and of `replay`'s Kafka side:
+defaults in code, validated before any socket opens. Every field can be set by a
+`HOLONOGRAPH_*` environment variable; CLI flags override the environment."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ingest.store.retention import parse_retention
+from ingest.store.url import DEFAULT_DATA_DIR, store_url
 from schemas.topics import (
     DEAD_LETTER_TOPIC,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -22,18 +23,6 @@ from schemas.topics import (
 )
 
 MIB = 1024 * 1024
-_RETENTION = re.compile(r"^(\d+)\s*([hdw])$")
-_RETENTION_UNITS = {"h": "HOUR", "d": "DAY", "w": "WEEK"}
-
-
-def parse_retention(text: str | None) -> tuple[int, str] | None:
-    """'30d' -> (30, 'DAY'); None or 'keep' -> None (keep forever)."""
-    if text is None or text.strip().lower() in ("", "keep", "forever"):
-        return None
-    match = _RETENTION.match(text.strip().lower())
-    if not match or int(match[1]) <= 0:
-        raise ValueError(f"retention {text!r}: use a number with h, d or w (e.g. 30d) or 'keep'")
-    return int(match[1]), _RETENTION_UNITS[match[2]]
 
 
 class KafkaSettings(BaseSettings):
@@ -87,17 +76,34 @@ class KafkaSettings(BaseSettings):
         )
 
 
-class ServeConfig(KafkaSettings):
+class ServiceSettings(KafkaSettings):
+    """What every long-running service (`serve`, `sink`) has: its store, its admin and
+    metrics endpoints, its periodic jobs and its rejection log."""
+
     model_config = SettingsConfigDict(env_prefix="HOLONOGRAPH_", extra="forbid")
 
+    store: str | None = None
+    data_dir: Path = Path(DEFAULT_DATA_DIR)
     host: str = "127.0.0.1"
-    grpc_port: int = Field(4317, ge=0, le=65535)
-    http_port: int = Field(4318, ge=0, le=65535)
     admin_port: int = Field(0, ge=0, le=65535)
     # /healthz, /readyz, /metrics on `host` for scrapers and probes; None: loopback admin only.
     metrics_port: int | None = Field(None, ge=0, le=65535)
-    store: str | None = None
-    data_dir: Path = Path("./holonograph-data")
+    status_refresh_seconds: float = Field(60.0, gt=0)
+    # At most one log line per this many seconds summarising rejected spans (the sink:
+    # dead-lettered records).
+    rejection_log_seconds: float = Field(60.0, gt=0)
+
+    def store_url(self) -> str:
+        return store_url(self.store, self.data_dir)
+
+
+class ServeConfig(ServiceSettings):
+    """`holonograph serve`: the OTLP listeners, the receiver edge and the hand-off."""
+
+    model_config = SettingsConfigDict(env_prefix="HOLONOGRAPH_", extra="forbid")
+
+    grpc_port: int = Field(4317, ge=0, le=65535)
+    http_port: int = Field(4318, ge=0, le=65535)
     max_request_bytes: int = Field(64 * MIB, gt=0)
     max_inflight_bytes: int = Field(64 * MIB, gt=0)
     max_batch_rows: int = Field(50_000, gt=0)
@@ -105,9 +111,6 @@ class ServeConfig(KafkaSettings):
     # How long a group commit waits for requests already received (being decoded).
     commit_wait_ms: float = Field(100.0, ge=0)
     retention: str | None = None
-    status_refresh_seconds: float = Field(60.0, gt=0)
-    # At most one log line per this many seconds summarising rejected spans.
-    rejection_log_seconds: float = Field(60.0, gt=0)
     # The receiver edge: TLS, bearer tokens, read limits and admission.
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
@@ -149,22 +152,12 @@ class ServeConfig(KafkaSettings):
                 raise ValueError(f"{name}: {path} is not a readable file")
         return self
 
-    def store_url(self) -> str:
-        from ingest.store import chdb_url, normalize_store_url
 
-        return normalize_store_url(self.store) if self.store else chdb_url(self.data_dir)
-
-
-class SinkConfig(KafkaSettings):
+class SinkConfig(ServiceSettings):
     """`holonograph sink`: consume records, batch them, write the store, commit last."""
 
     model_config = SettingsConfigDict(env_prefix="HOLONOGRAPH_", extra="forbid")
 
-    store: str | None = None
-    data_dir: Path = Path("./holonograph-data")
-    host: str = "127.0.0.1"
-    admin_port: int = Field(0, ge=0, le=65535)
-    metrics_port: int | None = Field(None, ge=0, le=65535)
     sink_group: str = Field(SINK_GROUP, min_length=1)
     sink_batch_rows: int = Field(50_000, gt=0)
     sink_batch_seconds: float = Field(1.0, gt=0)
@@ -175,9 +168,6 @@ class SinkConfig(KafkaSettings):
     sink_invalid_ratio_min_records: int = Field(100, gt=0)
     sink_max_invalid_run: int = Field(100, gt=0)
     sink_session_timeout_ms: int = Field(10_000, gt=0)
-    status_refresh_seconds: float = Field(60.0, gt=0)
-    # At most one log line per this many seconds summarising dead-lettered records.
-    rejection_log_seconds: float = Field(60.0, gt=0)
 
     @model_validator(mode="after")
     def _needs_kafka(self) -> SinkConfig:
@@ -186,8 +176,3 @@ class SinkConfig(KafkaSettings):
         if self.sink_retry_max_seconds < self.sink_retry_min_seconds:
             raise ValueError("sink_retry_max_seconds must be at least sink_retry_min_seconds")
         return self
-
-    def store_url(self) -> str:
-        from ingest.store import chdb_url, normalize_store_url
-
-        return normalize_store_url(self.store) if self.store else chdb_url(self.data_dir)

@@ -6,7 +6,7 @@ never the caller's: on chDB the connection is its own session on which we `SET
 readonly = 1` (after the tenant filter) before any caller's statement, so no later
 statement can lower either; on a ClickHouse server every request carries
 `readonly=1` (and the tenant filter) without a server session. Every statement also
-passes `ingest.querygate` first.
+passes `ingest.store.querygate` first.
 
 A tenant-scoped reader sees only that tenant's rows in every `holonograph` table
 that has a `tenant_id` column (found at open, not listed here), through the
@@ -24,13 +24,9 @@ from typing import Any
 from clickhouse_connect.driver.binding import external_bind_re, format_query_value
 from clickhouse_connect.driver.client import Client
 
-from ingest.querygate import StatementRefused, check_statement
-from ingest.store import (
-    connect_client,
-    is_embedded,
-    normalize_store_url,
-    open_store,
-)
+from ingest.store.clickhouse import connect_client, open_store
+from ingest.store.querygate import StatementRefused, check_statement
+from ingest.store.url import is_embedded, normalize_store_url
 from schemas.store import QueryResult, Store
 from schemas.tables import DATABASE
 

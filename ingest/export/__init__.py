@@ -1,0 +1,11 @@
+"""The export path: one parsed request -> one validated batch -> the hand-off.
+
+    decode (+ salvage)   body bytes -> PB2 request; a span the decoder cannot read
+                         is kept aside, to be quarantined alone
+    request              every span of the request, for its `principal`:
+        validate         one span -> event | emission | quarantine record
+        domain           values the store can hold (times, widths, depth, finite)
+    handler              validate on the decode thread, hand off, answer once durable
+
+Nothing here knows which hand-off (embedded or Kafka) the batch goes to.
+"""

@@ -1,0 +1,115 @@
+"""The one export path both transports call: a parsed request -> validated batch ->
+hand-off -> the outcome the client is answered with.
+
+    parse (edge) ─► validate_request (decode thread) ─► hand-off prepare (same thread)
+        ─► hand-off submit (event loop, returns once durable) ─► ExportOutcome
+
+A request is answered only after the hand-off made its rows durable (committed in
+the store, or acknowledged by Kafka with acks=all). Rejected spans become
+quarantine rows and an OTLP `partial_success`; the valid spans of the same request
+land regardless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Protocol
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
+)
+
+from ingest.export.principal import ANONYMOUS, Principal
+from ingest.export.request import decode_request, rejection_message
+from ingest.handoff.protocol import GroupCommitHandoff, Handoff, ScreeningHandoff
+from schemas.events import DecodedBatch, QuarantineRecord
+
+
+@dataclass(frozen=True)
+class ExportOutcome:
+    accepted_spans: int
+    rejected_spans: int
+    ignored_spans: int
+    error_message: str
+
+
+class ExportObserver(Protocol):
+    def observe_export(
+        self, outcome: ExportOutcome, rejected: Sequence[QuarantineRecord]
+    ) -> None: ...
+
+
+class ExportObservers:
+    """Several observers as one (metrics and the rejection log)."""
+
+    def __init__(self, *observers: ExportObserver) -> None:
+        self._observers = observers
+
+    def observe_export(self, outcome: ExportOutcome, rejected: Sequence[QuarantineRecord]) -> None:
+        for observer in self._observers:
+            observer.observe_export(outcome, rejected)
+
+
+class Exporter:
+    """Shared by gRPC and HTTP: validate, hand off, report partial success."""
+
+    def __init__(
+        self,
+        handoff: Handoff,
+        observer: ExportObserver | None = None,
+    ) -> None:
+        self._handoff = handoff
+        self._observer = observer
+        # Decoding runs on one worker thread, off the event loop: the loop stays free to
+        # start new handlers, so every request that arrived is counted by the edge's
+        # admission (and refused past the budget) instead of waiting unseen in the
+        # transport.
+        self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
+        # What the hand-off supports, checked once (a runtime protocol check is slow).
+        self._screening = handoff if isinstance(handoff, ScreeningHandoff) else None
+        self._group_commit = handoff if isinstance(handoff, GroupCommitHandoff) else None
+
+    def _prepare(self, request: PB2ExportTraceServiceRequest, principal: Principal) -> DecodedBatch:
+        batch = decode_request(request, principal=principal)
+        if self._screening is not None:
+            batch = self._screening.screen(batch)
+        return batch
+
+    def _arriving(self) -> AbstractContextManager[None]:
+        if self._group_commit is not None:
+            return self._group_commit.arriving()
+        return nullcontext()
+
+    def close(self) -> None:
+        self._decoder.shutdown(wait=True)
+
+    async def export(
+        self,
+        request: PB2ExportTraceServiceRequest,
+        size_bytes: int,
+        principal: Principal = ANONYMOUS,
+    ) -> ExportOutcome:
+        """`principal` is who the edge authenticated; its tenant owns the rows."""
+        loop = asyncio.get_running_loop()
+        with self._arriving():
+            batch = await loop.run_in_executor(self._decoder, self._prepare, request, principal)
+        # No await between leaving `arriving` and `submit` queueing the batch, so a
+        # waiting commit sees the request either on its way or in the queue.
+        if batch.events or batch.emissions or batch.quarantined:
+            batch = await self._handoff.submit(batch, uuid.uuid4().hex, size_bytes)
+        outcome = ExportOutcome(
+            accepted_spans=len(batch.events)
+            + batch.collapsed_spans
+            + sum(e.kind == "sentinel" and not e.quarantined for e in batch.emissions),
+            rejected_spans=batch.rejected,
+            ignored_spans=batch.ignored_spans,
+            error_message=rejection_message(batch),
+        )
+        if self._observer is not None:
+            self._observer.observe_export(outcome, batch.quarantined)
+        return outcome
