@@ -1,16 +1,15 @@
 """Where the Kafka path's own CPU goes, in-process and without a broker: the
-receiver's record building (`screen` + `pack`, the screened work carried between
-them as `KafkaHandoff` does) and the sink's record decoding and row building, each
-timed apart on the same pre-encoded requests.
+receiver's record building (`screen` + `pack`: the Kafka hand-off's `prepare` and
+`submit`, the screened work carried from one to the other) and the sink's record
+decoding and row building, each timed apart on the same pre-encoded requests.
 
 Run as `python -m bench.kafka_stages --batch 512 --requests 20`; prints one JSON
 line with CPU microseconds per span for each stage (best of `--rounds`). Parsing
 and validating the OTLP request (shared with the embedded path, see
 `bench.stages`) is not counted. `--gc tuned` (default) sets the collector up as
-`serve` and `sink` do (`ingest.service.gctune`); `--gc default` keeps CPython's defaults
-and `--gc off` disables it while timing, to tell the stages' own cost from the
-collector's.
-"""
+`serve` and `sink` do (`ingest.service.gctune`); `--gc default` keeps CPython's
+defaults and `--gc off` disables it while timing, to tell the stages' own cost from
+the collector's."""
 
 from __future__ import annotations
 
@@ -34,16 +33,15 @@ def _timed(label: str, timings: dict[str, float], work: Any) -> Any:
 
 
 def _receiver(decoded: list[DecodedBatch], timings: dict[str, float]) -> list[bytes]:
-    from ingest.handoff.kafka_packing import ScreenedBatches, pack, screen_serialized
+    from ingest.handoff.kafka_packing import pack, screen
     from schemas.times import utc_now
 
-    held = ScreenedBatches()
     values: list[bytes] = []
     for n, batch in enumerate(decoded):
         cpu0 = time.process_time()
-        screened = held.keep(screen_serialized(batch, MAX_MESSAGE_BYTES))
+        screened = screen(batch, MAX_MESSAGE_BYTES)
         cpu1 = time.process_time()
-        out = pack(held.take(screened), f"{n:032x}", utc_now(), MAX_MESSAGE_BYTES)
+        out = pack(screened, f"{n:032x}", utc_now(), MAX_MESSAGE_BYTES)
         cpu2 = time.process_time()
         timings["screen"] = timings.get("screen", 0.0) + cpu1 - cpu0
         timings["pack"] = timings.get("pack", 0.0) + cpu2 - cpu1

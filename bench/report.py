@@ -464,8 +464,8 @@ def _kafka_findings(results: dict[str, Any]) -> list[str]:
         text += (
             " In the receiver (share of samples, inclusive): `decode_request` "
             f"{_share(receiver, 'decode_request (ingest/export/request.py)')}; record building: "
-            "`screen_serialized` (serializes every event once) "
-            f"{_share(receiver, 'screen_serialized (ingest/handoff/kafka_packing.py)')}, `pack` "
+            "`screen` (serializes every event once) "
+            f"{_share(receiver, 'screen (ingest/handoff/kafka_packing.py)')}, `pack` "
             f"(joins those bytes) {_share(receiver, 'pack (ingest/handoff/kafka_packing.py)')}; "
             "sending (`KafkaHandoff._send_all`, the producer and compression) "
             f"{_share(receiver, 'KafkaHandoff._send_all (ingest/handoff/kafka.py)')}."

@@ -78,7 +78,7 @@ NOT_REPLAYED_AGENT = "rejected for its token's agents: not replayed (the client 
 
 
 async def _resubmit(
-    handoff: Handoff, span_proto: bytes, resource: Mapping[str, Any], receipt_id: str,
+    handoff: Handoff[Any], span_proto: bytes, resource: Mapping[str, Any], receipt_id: str,
     tenant_id: str, reason: str, report: ReplayReport,
 ) -> None:  # fmt: skip
     if reason.startswith(AGENT_REJECTED):
@@ -95,7 +95,9 @@ async def _resubmit(
         report.still_rejected += 1
         report.reasons[batch.quarantined[0].reason] += 1
         return
-    stored = await handoff.submit(batch, receipt_id, len(span_proto))
+    with handoff.arriving():
+        prepared = handoff.prepare(batch)
+    stored = await handoff.submit(prepared, receipt_id, len(span_proto))
     if stored.quarantined:  # the store refused it
         report.still_rejected += 1
         report.reasons[stored.quarantined[0].reason] += 1
@@ -121,7 +123,7 @@ def _original_receipt(
 
 async def replay_quarantine(
     store: Store,
-    handoff: Handoff,
+    handoff: Handoff[Any],
     reason: str | None = None,
     since: dt.datetime | None = None,
     limit: int | None = None,
@@ -191,7 +193,7 @@ async def _partitions(bootstrap: str, topic: str) -> list[TopicPartition]:
 
 
 async def replay_dead_letters(
-    bootstrap: str, topic: str, handoff: Handoff, producer: AIOKafkaProducer
+    bootstrap: str, topic: str, handoff: Handoff[Any], producer: AIOKafkaProducer
 ) -> ReplayReport:
     report = ReplayReport()
     async for _key, value in dead_letters(bootstrap, topic):

@@ -21,6 +21,7 @@ import base64
 import binascii
 import datetime as dt
 import json
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import (
@@ -31,6 +32,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import to_json
 
 from schemas.events import DEFAULT_TENANT, EmissionRecord, EvaluationEvent, QuarantineRecord
 
@@ -118,12 +120,59 @@ _KINDS: dict[str, type[BatchRecord] | type[QuarantinedLetter] | type[PoisonLette
     "poison": PoisonLetter,
 }
 _BYTES_FIELDS = {"poison": ("key", "value")}
-# How a batch record of this version starts as every writer lays it out (the fields in
-# model order): `ingest.handoff.kafka_packing` builds its records from it.
+# How a batch record of this version is laid out by its writers (the fields in model
+# order, compact), so a receiver can join pre-serialized events into a record:
+#   batch_head(batch_envelope(...), stream) + events + EMISSIONS + emissions + TAIL
 BATCH_HEAD = b'{"schema_version":%d,"kind":"batch","tenant_id":' % SCHEMA_VERSION
+_RECEIPT_ID = b',"receipt_id":'
+_RECEIVED_AT = b',"received_at":'
+_STREAM = b',"stream":'
+_EVENTS = b',"events":['
+_EMISSIONS = b'],"emissions":['
+_TAIL = b"]}"
+# Room for the receipt id and time when a record is sized before they are known (a
+# 32-character receipt id and a time with microseconds need 81 bytes).
+_ENVELOPE_ALLOWANCE = 128
 _FAST_PREFIXES = tuple(
     b'{"schema_version":%d,"kind":"batch",' % version for version in sorted(SUPPORTED_VERSIONS)
 )
+
+
+def batch_envelope(tenant_id: str, receipt_id: str, received_at: dt.datetime) -> bytes:
+    """A batch record's fields before its stream: shared by every batch record of a
+    request."""
+    return (
+        BATCH_HEAD
+        + to_json(tenant_id)
+        + _RECEIPT_ID
+        + to_json(receipt_id)
+        + _RECEIVED_AT
+        + to_json(received_at)
+    )
+
+
+def batch_head(envelope: bytes, stream: str) -> bytes:
+    """Everything of a batch record of `stream` before its first event."""
+    return envelope + _STREAM + to_json(stream) + _EVENTS
+
+
+def batch_frame_size(head: bytes) -> int:
+    """The bytes of a record with this head besides its events' and emissions' JSON
+    (and the commas between them)."""
+    return len(head) + len(_EMISSIONS) + len(_TAIL)
+
+
+def empty_batch_size(tenant_id: str, stream: str) -> int:
+    """A batch record of `stream` with no events, for any receipt id and time a
+    receiver writes."""
+    head = batch_head(BATCH_HEAD + to_json(tenant_id) + _RECEIPT_ID, stream)
+    return batch_frame_size(head) + _ENVELOPE_ALLOWANCE
+
+
+def join_batch(head: bytes, events: Iterable[bytes], emissions: Iterable[bytes]) -> bytes:
+    """A batch record from its head and its events' and emissions' JSON, in order: the
+    bytes `encode` writes for the same record."""
+    return b"".join((head, b",".join(events), _EMISSIONS, b",".join(emissions), _TAIL))
 
 
 def _default(value: Any) -> Any:
@@ -137,9 +186,9 @@ def _default(value: Any) -> Any:
 def encode(record: Record) -> bytes:
     """Compact JSON; datetimes as RFC 3339 (`Z` for UTC), bytes as base64.
 
-    A batch record goes through pydantic's Rust serializer (`ingest.handoff.kafka_packing`
-    assembles the same bytes from its pre-serialized events); letters, rare and
-    holding bytes, through `json_text`."""
+    A batch record goes through pydantic's Rust serializer (`join_batch` assembles the
+    same bytes from pre-serialized events); letters, rare and holding bytes, through
+    `json_text`."""
     if isinstance(record, BatchRecord):
         return record.__pydantic_serializer__.to_json(record)
     return json_text(record).encode()
@@ -248,8 +297,13 @@ __all__ = [
     "QuarantinedLetter",
     "Record",
     "RecordError",
+    "batch_envelope",
+    "batch_frame_size",
+    "batch_head",
     "decode",
     "decode_batch_fast",
+    "empty_batch_size",
     "encode",
     "headers",
+    "join_batch",
 ]

@@ -48,7 +48,7 @@ def _kafka_handoff(settings: KafkaSettings) -> KafkaHandoff:
 async def _run(
     source: str, settings: KafkaSettings, store: Store | None, filters: dict[str, Any]
 ) -> ReplayReport:
-    handoff: Handoff
+    handoff: Handoff[Any]
     if settings.kafka:
         handoff = _kafka_handoff(settings)
     else:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
@@ -36,7 +37,7 @@ def span_count(request: PB2ExportTraceServiceRequest) -> int:
 
 @dataclass
 class Edge:
-    exporter: Exporter
+    exporter: Exporter[Any]
     authenticator: Authenticator
     reads: ReadGate
     admission: Admission

@@ -16,9 +16,8 @@ import asyncio
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Generic, Protocol
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
@@ -26,8 +25,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from ingest.export.principal import ANONYMOUS, Principal
 from ingest.export.request import decode_request, rejection_message
-from ingest.handoff.protocol import GroupCommitHandoff, Handoff, ScreeningHandoff
-from schemas.events import DecodedBatch, QuarantineRecord
+from ingest.handoff.protocol import Handoff, PreparedT
+from schemas.events import QuarantineRecord
 
 
 @dataclass(frozen=True)
@@ -55,12 +54,12 @@ class ExportObservers:
             observer.observe_export(outcome, rejected)
 
 
-class Exporter:
+class Exporter(Generic[PreparedT]):
     """Shared by gRPC and HTTP: validate, hand off, report partial success."""
 
     def __init__(
         self,
-        handoff: Handoff,
+        handoff: Handoff[PreparedT],
         observer: ExportObserver | None = None,
     ) -> None:
         self._handoff = handoff
@@ -70,20 +69,9 @@ class Exporter:
         # admission (and refused past the budget) instead of waiting unseen in the
         # transport.
         self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
-        # What the hand-off supports, checked once (a runtime protocol check is slow).
-        self._screening = handoff if isinstance(handoff, ScreeningHandoff) else None
-        self._group_commit = handoff if isinstance(handoff, GroupCommitHandoff) else None
 
-    def _prepare(self, request: PB2ExportTraceServiceRequest, principal: Principal) -> DecodedBatch:
-        batch = decode_request(request, principal=principal)
-        if self._screening is not None:
-            batch = self._screening.screen(batch)
-        return batch
-
-    def _arriving(self) -> AbstractContextManager[None]:
-        if self._group_commit is not None:
-            return self._group_commit.arriving()
-        return nullcontext()
+    def _prepare(self, request: PB2ExportTraceServiceRequest, principal: Principal) -> PreparedT:
+        return self._handoff.prepare(decode_request(request, principal=principal))
 
     def close(self) -> None:
         self._decoder.shutdown(wait=True)
@@ -96,12 +84,13 @@ class Exporter:
     ) -> ExportOutcome:
         """`principal` is who the edge authenticated; its tenant owns the rows."""
         loop = asyncio.get_running_loop()
-        with self._arriving():
-            batch = await loop.run_in_executor(self._decoder, self._prepare, request, principal)
+        with self._handoff.arriving():
+            prepared = await loop.run_in_executor(self._decoder, self._prepare, request, principal)
         # No await between leaving `arriving` and `submit` queueing the batch, so a
         # waiting commit sees the request either on its way or in the queue.
+        batch = prepared.batch
         if batch.events or batch.emissions or batch.quarantined:
-            batch = await self._handoff.submit(batch, uuid.uuid4().hex, size_bytes)
+            batch = await self._handoff.submit(prepared, uuid.uuid4().hex, size_bytes)
         outcome = ExportOutcome(
             accepted_spans=len(batch.events)
             + batch.collapsed_spans

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ingest.errors import Backpressure, IngestError, Unavailable
+from ingest.handoff.protocol import Prepared
 from ingest.handoff.refused import refused_unit, span_units, stored_batch
 from ingest.store.errors import StoreRejected, describe, is_permanent, isolate, refusal
 from ingest.store.rows import TableRows, write_rows
@@ -101,7 +102,7 @@ class EmbeddedHandoff:
 
     @contextmanager
     def arriving(self) -> Iterator[None]:
-        """Mark a request as on its way (received, being decoded): a commit that is
+        """Mark a request as on its way (received, being validated): a commit that is
         about to be written may wait for it to join. Exit before `submit`."""
         self._arriving += 1
         try:
@@ -114,7 +115,12 @@ class EmbeddedHandoff:
         if self._writer is None:
             self._writer = asyncio.create_task(self._run(), name="embedded-writer")
 
-    async def submit(self, batch: DecodedBatch, receipt_id: str, size_bytes: int) -> DecodedBatch:
+    def prepare(self, batch: DecodedBatch) -> Prepared:
+        """Nothing to do off the event loop: rows are built when their commit is."""
+        return Prepared(batch)
+
+    async def submit(self, prepared: Prepared, receipt_id: str, size_bytes: int) -> DecodedBatch:
+        batch = prepared.batch
         if self._closing:
             raise Unavailable("receiver is shutting down", self._retry_after)
         if self._inflight_bytes and self._inflight_bytes + size_bytes > self._max_inflight:
@@ -129,6 +135,14 @@ class EmbeddedHandoff:
         self._inflight_bytes += size_bytes
         self._wakeup.set()
         return await asyncio.shield(done)
+
+    async def readiness(self) -> str | None:
+        """None while the store answers a query."""
+        try:
+            await asyncio.to_thread(self._store.query, "SELECT 1")
+        except Exception as err:
+            return f"store: {err}"
+        return None
 
     async def close(self) -> None:
         """Write everything still queued, then stop the writer."""

@@ -6,8 +6,9 @@ supports it), compressed (`compression_type`: zstd when its codec is installed,
 else gzip; see `default_compression`), keyed by emission stream; the default partitioner
 (murmur2 of the key modulo the partition count, as the Java client does) keeps a
 stream's records in order on one partition. Each request is packed into records
-under the broker's message limit (`ingest.handoff.kafka_packing`); its quarantined spans
-go to the dead-letter topic. Failure to get every acknowledgement within
+under the broker's message limit (`ingest.handoff.kafka_packing`: screened and
+serialized in `prepare`, on the decode thread, joined in `submit`); its quarantined
+spans go to the dead-letter topic. Failure to get every acknowledgement within
 `timeout_seconds` raises `Unavailable`; bytes in flight past `max_inflight_bytes`
 raise `Backpressure`, so a slow broker costs retries, never unbounded memory.
 """
@@ -17,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -25,7 +27,7 @@ from aiokafka.codec import has_zstd
 from aiokafka.errors import KafkaError
 
 from ingest.errors import Backpressure, Unavailable
-from ingest.handoff.kafka_packing import OutRecord, ScreenedBatches, pack, screen_serialized
+from ingest.handoff.kafka_packing import OutRecord, Screened, pack, screen
 from ingest.handoff.kafka_producer import BrokerRefused, start_producer
 from ingest.handoff.kafka_topics import ensure_topics
 from ingest.metrics import ProducerMetrics
@@ -88,7 +90,6 @@ class KafkaHandoff:
         self._connect_lock = asyncio.Lock()
         self._inflight_bytes = 0
         self._closing = False
-        self._screened = ScreenedBatches()
         self._last_received: dt.datetime | None = None
 
     @property
@@ -112,16 +113,21 @@ class KafkaHandoff:
         except (TimeoutError, KafkaError, OSError) as err:
             log.warning("Kafka at %s not reachable yet: %s", self._bootstrap, err)
 
-    def screen(self, batch: DecodedBatch) -> DecodedBatch:
-        """Quarantine what cannot fit one message, before the client is answered; the
-        events' JSON made for measuring them is kept for `submit`."""
-        return self._screened.keep(screen_serialized(batch, self._limit))
+    @contextmanager
+    def arriving(self) -> Iterator[None]:
+        """Nothing waits for requests still being validated: records go out per request."""
+        yield
 
-    async def submit(self, batch: DecodedBatch, receipt_id: str, size_bytes: int) -> DecodedBatch:
-        """Nothing is refused after `screen`: the sink isolates what the store refuses."""
+    def prepare(self, batch: DecodedBatch) -> Screened:
+        """Quarantine what cannot fit one message, before the client is answered; the
+        events' JSON made for measuring them travels on to `submit`."""
+        return screen(batch, self._limit)
+
+    async def submit(self, prepared: Screened, receipt_id: str, size_bytes: int) -> DecodedBatch:
+        """Nothing is refused after `prepare`: the sink isolates what the store refuses."""
         if self._closing:
             raise Unavailable("receiver is shutting down", self._retry_after)
-        records = pack(self._screened.take(batch), receipt_id, self._received_at(), self._limit)
+        records = pack(prepared, receipt_id, self._received_at(), self._limit)
         size = sum(len(r.value) for r in records)
         if self._inflight_bytes and self._inflight_bytes + size > self._max_inflight:
             raise Backpressure(
@@ -149,7 +155,7 @@ class KafkaHandoff:
             for topic, dead in ((self._topics.records, False), (self._topics.dead_letter, True)):
                 sent = [r for r in records if r.dead_letter is dead]
                 self._metrics.produced(topic, len(sent), sum(len(r.value) for r in sent))
-        return batch
+        return prepared.batch
 
     def _received_at(self) -> dt.datetime:
         """Strictly increasing per receiver: of two versions of one event id it received,

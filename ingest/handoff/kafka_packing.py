@@ -7,23 +7,20 @@ megabytes of markers) is quarantined by `screen` before anything is sent, so the
 client hears about it in `partial_success` instead of it being dropped.
 
 Every event and emission record is serialized once per request, by pydantic's
-Rust serializer: `screen` measures units from those bytes, and `pack` assembles a
-record by joining them under the record's envelope (the same bytes
-`schemas.records.encode` gives for the record). `Screened` carries the bytes from
-one to the other; `pack` serializes itself when handed a plain batch.
+Rust serializer: `screen` (the Kafka hand-off's `prepare`, on the decode thread)
+measures units from those bytes, and `pack` (its `submit`) joins them into records
+under the envelope `schemas.records` lays out (the same bytes `schemas.records.encode`
+gives for the record). `Screened` carries the bytes from one to the other.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import threading
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pydantic_core import to_json
-
+from ingest.handoff.protocol import Prepared
 from schemas.events import (
     EVALUATION_SPAN,
     SENTINEL_SPAN,
@@ -32,17 +29,22 @@ from schemas.events import (
     EvaluationEvent,
     QuarantineRecord,
 )
-from schemas.records import BATCH_HEAD, BatchRecord, QuarantinedLetter, Record, encode
+from schemas.records import (
+    BatchRecord,
+    QuarantinedLetter,
+    Record,
+    batch_envelope,
+    batch_frame_size,
+    batch_head,
+    empty_batch_size,
+    encode,
+    join_batch,
+)
 
 # Kafka's per-record framing, the key and our headers, generously bounded.
 RECORD_OVERHEAD = 512
-# Room for the envelope's receipt id and time when `screen` sizes a record before
-# they are known (a 32-character receipt id and a time with microseconds need 81).
-_ENVELOPE_ALLOWANCE = 128
 _EVENT_JSON = EvaluationEvent.__pydantic_serializer__.to_json
 _EMISSION_JSON = EmissionRecord.__pydantic_serializer__.to_json
-_EMISSIONS = b'],"emissions":['
-_TAIL = b"]}"
 
 
 @dataclass(frozen=True)
@@ -69,10 +71,10 @@ class _Unit:
 
 
 @dataclass(frozen=True)
-class Screened:
-    """A screened batch with its units already serialized, per stream in order."""
+class Screened(Prepared):
+    """A batch as the Kafka hand-off carries it from `prepare` to `submit`: screened,
+    its units already serialized, per stream in order."""
 
-    batch: DecodedBatch
     streams: dict[str, list[_Unit]]
 
 
@@ -116,33 +118,14 @@ def _by_stream(units: Iterator[_Unit]) -> dict[str, list[_Unit]]:
     return streams
 
 
-def _tenant_head(tenant_id: str) -> bytes:
-    return BATCH_HEAD + to_json(tenant_id) + b',"receipt_id":'
-
-
-def _envelope(tenant_id: str, receipt_id: str, received_at: dt.datetime) -> bytes:
-    """The envelope up to the stream: shared by every batch record of a request."""
-    return _tenant_head(tenant_id) + to_json(receipt_id) + b',"received_at":' + to_json(received_at)
-
-
-def _stream_head(envelope: bytes, stream: str) -> bytes:
-    return envelope + b',"stream":' + to_json(stream) + b',"events":['
-
-
-def _empty_size(tenant_id: str, stream: str) -> int:
-    """A record of `stream` with no units and the longest envelope `screen` allows for."""
-    head = _stream_head(_tenant_head(tenant_id), stream)
-    return len(head) + _ENVELOPE_ALLOWANCE + len(_EMISSIONS) + len(_TAIL)
-
-
-def screen_serialized(batch: DecodedBatch, max_message_bytes: int) -> Screened:
+def screen(batch: DecodedBatch, max_message_bytes: int) -> Screened:
     """Quarantine every event or sentinel too large to travel in one message, keeping
     the serialized units for `pack`."""
     limit = payload_limit(max_message_bytes)
     streams = _by_stream(_units(batch))
     oversized: list[_Unit] = []
     for stream, units in streams.items():
-        empty = _empty_size(batch.tenant_id, stream)
+        empty = empty_batch_size(batch.tenant_id, stream)
         if empty + sum(u.size for u in units) > limit:
             oversized.extend(u for u in units if empty + u.size > limit)
     if not oversized:
@@ -152,7 +135,7 @@ def screen_serialized(batch: DecodedBatch, max_message_bytes: int) -> Screened:
     quarantined, arrived = [], []
     for unit in oversized:
         reason = (
-            f"record of {_empty_size(batch.tenant_id, unit.stream) + unit.size} bytes"
+            f"record of {empty_batch_size(batch.tenant_id, unit.stream) + unit.size} bytes"
             " exceeds the broker's"
             f" message limit of {max_message_bytes} bytes"
         )
@@ -179,11 +162,6 @@ def _chain(*parts: Iterator[_Unit]) -> Iterator[_Unit]:
         yield from part
 
 
-def screen(batch: DecodedBatch, max_message_bytes: int) -> DecodedBatch:
-    """Quarantine every event or sentinel too large to travel in one message."""
-    return screen_serialized(batch, max_message_bytes).batch
-
-
 def _too_large(
     emission: EmissionRecord, event: EvaluationEvent | None, reason: str
 ) -> QuarantineRecord:
@@ -201,20 +179,19 @@ def _too_large(
 
 
 def pack(
-    batch: DecodedBatch | Screened,
+    screened: Screened,
     receipt_id: str,
     received_at: dt.datetime,
     max_message_bytes: int,
 ) -> list[OutRecord]:
     """Records for one screened batch: per-stream batch records, then dead letters."""
-    screened = batch if isinstance(batch, Screened) else Screened(batch, _by_stream(_units(batch)))
     limit = payload_limit(max_message_bytes)
     tenant_id = screened.batch.tenant_id
-    envelope = _envelope(tenant_id, receipt_id, received_at)
+    envelope = batch_envelope(tenant_id, receipt_id, received_at)
     out: list[OutRecord] = []
     for stream, units in screened.streams.items():
-        head = _stream_head(envelope, stream)
-        for chunk in _chunks(units, len(head) + len(_EMISSIONS) + len(_TAIL), limit):
+        head = batch_head(envelope, stream)
+        for chunk in _chunks(units, batch_frame_size(head), limit):
             out.append(_batch_record(head, tenant_id, stream, chunk, receipt_id, received_at))
     for span in screened.batch.quarantined:
         letter = _fit_letter(
@@ -251,14 +228,10 @@ def _batch_record(
     receipt_id: str,
     received_at: dt.datetime,
 ) -> OutRecord:
-    value = b"".join(
-        (
-            head,
-            b",".join(j for u in chunk for j in u.event_json),
-            _EMISSIONS,
-            b",".join(j for u in chunk for j in u.emission_json),
-            _TAIL,
-        )
+    value = join_batch(
+        head,
+        (j for u in chunk for j in u.event_json),
+        (j for u in chunk for j in u.emission_json),
     )
     record = BatchRecord.model_construct(
         tenant_id=tenant_id,
@@ -291,38 +264,3 @@ def _fit_letter(letter: QuarantinedLetter, limit: int) -> QuarantinedLetter:
             update={"span": span.model_copy(update={"resource_attributes": {}})}
         )
     return letter
-
-
-class ScreenedBatches:
-    """`Screened` work kept from `screen` (decode thread) to `submit` (event loop),
-    found by the batch object itself. Only a weak reference to the batch is held: an
-    entry goes when its batch is freed, so a request abandoned between the two leaks
-    nothing."""
-
-    def __init__(self) -> None:
-        self._held: dict[int, tuple[weakref.ref[DecodedBatch], dict[str, list[_Unit]]]] = {}
-        self._lock = threading.Lock()
-
-    def keep(self, screened: Screened) -> DecodedBatch:
-        batch = screened.batch
-        key = id(batch)
-        with self._lock:
-            self._held[key] = (weakref.ref(batch), screened.streams)
-        weakref.finalize(batch, self._forget, key)
-        return batch
-
-    def take(self, batch: DecodedBatch) -> DecodedBatch | Screened:
-        with self._lock:
-            held = self._held.pop(id(batch), None)
-        if held is None or held[0]() is not batch:
-            return batch
-        return Screened(batch, held[1])
-
-    def _forget(self, key: int) -> None:
-        with self._lock:
-            held = self._held.get(key)
-            if held is not None and held[0]() is None:
-                del self._held[key]
-
-    def __len__(self) -> int:
-        return len(self._held)

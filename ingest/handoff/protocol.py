@@ -1,40 +1,65 @@
-"""The hand-off: where a validated batch goes to become durable (`ingest.handoff.embedded`)."""
+"""The hand-off: where a validated batch goes to become durable, and the steps every
+caller (the export handler, replay, tests) takes to put it there:
+
+    with handoff.arriving():                  event loop: a request is on its way
+        prepared = handoff.prepare(batch)     the hand-off's own work that needs no
+                                              event loop (the export handler runs it
+                                              on its decode thread, after validation)
+    stored = await handoff.submit(prepared, receipt_id, size_bytes)
+                                              event loop, with no await since leaving
+                                              `arriving`: returns once durable
+
+Every implementation takes every step; one with nothing to do in a step does
+nothing there (the embedded hand-off's `prepare`, Kafka's `arriving`). What a step
+hands the next travels in the value it returns (`Prepared`), never in the hand-off:
+a request abandoned between two steps leaves nothing behind. `readiness` says why
+the hand-off cannot take requests now, and `close` writes what it holds.
+"""
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from schemas.events import DecodedBatch
 
 
-class Handoff(Protocol):
-    """Where validated batches go. `submit` returns once they are durable, with the
-    batch as it was stored: spans the store refused for good moved from events and
-    emissions to `quarantined` (a hand-off that refuses nothing returns `batch`).
-    It raises a `RetryableError` (nothing promised) for the client to retry, or a
-    `PermanentError` when the store refused every span of the request."""
+@dataclass(frozen=True)
+class Prepared:
+    """A batch ready to `submit`: `batch` is what its client will be answered for (what
+    the hand-off cannot carry already moved to `quarantined`). A hand-off subclasses it
+    to carry the work its `prepare` did."""
 
-    async def submit(
-        self, batch: DecodedBatch, receipt_id: str, size_bytes: int
-    ) -> DecodedBatch: ...
-
-    async def close(self) -> None: ...
+    batch: DecodedBatch
 
 
-@runtime_checkable
-class ScreeningHandoff(Protocol):
-    """A hand-off with limits of its own (Kafka's message size): `screen` moves what it
-    cannot carry into `quarantined` before submit, so the client is told; `readiness`
-    says why it cannot take requests now (None when it can)."""
-
-    def screen(self, batch: DecodedBatch) -> DecodedBatch: ...
-
-    async def readiness(self) -> str | None: ...
+PreparedT = TypeVar("PreparedT", bound=Prepared)
 
 
-@runtime_checkable
-class GroupCommitHandoff(Protocol):
-    """A hand-off whose commits may wait for requests still being decoded."""
+class Handoff(Protocol[PreparedT]):
+    def arriving(self) -> AbstractContextManager[None]:
+        """Mark a request as received and still being validated; exit before `submit`.
+        A commit about to be written may wait for it (group commit)."""
+        ...
 
-    def arriving(self) -> AbstractContextManager[None]: ...
+    def prepare(self, batch: DecodedBatch) -> PreparedT:
+        """Quarantine what the hand-off cannot carry, so the client is told, and do the
+        work `submit` needs that needs no event loop; safe to run off the loop."""
+        ...
+
+    async def submit(self, prepared: PreparedT, receipt_id: str, size_bytes: int) -> DecodedBatch:
+        """Returns once the batch is durable, with the batch as it was stored: spans the
+        store refused for good moved from events and emissions to `quarantined` (a
+        hand-off that refuses nothing returns `prepared.batch`). Raises a
+        `RetryableError` (nothing promised) for the client to retry, or a
+        `PermanentError` when the store refused every span of the request."""
+        ...
+
+    async def readiness(self) -> str | None:
+        """Why it cannot take requests now (its store or broker), or None."""
+        ...
+
+    async def close(self) -> None:
+        """Refuse new requests, make durable what it holds, disconnect."""
+        ...

@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 from aiohttp import web
@@ -32,7 +33,7 @@ from ingest.edge.tls import ServerTls, TlsFiles
 from ingest.export.handler import Exporter, ExportObservers
 from ingest.handoff.embedded import EmbeddedHandoff
 from ingest.handoff.kafka import KafkaHandoff
-from ingest.handoff.protocol import Handoff, ScreeningHandoff
+from ingest.handoff.protocol import Handoff
 from ingest.metrics import PipelineMetrics, ProducerMetrics
 from ingest.service.admin import AdminEndpoint
 from ingest.service.config import ServeConfig
@@ -65,7 +66,7 @@ class ReceiverService:
     handoff_store: Store | None = None
     periodic: list[Periodic] = field(default_factory=list)
     clock: Clock = utc_now
-    handoff: Handoff | None = None
+    handoff: Handoff[Any] | None = None
     # The store periodic jobs run on; default: a second connection to `store`.
     job_store: Store | None = None
     monotonic: Callable[[], float] = time.monotonic
@@ -84,7 +85,7 @@ class ReceiverService:
         self._http: web.AppRunner | None = None
         self._admin: AdminEndpoint | None = None
         self._side: ClickHouseStore | None = None
-        self._exporter: Exporter | None = None
+        self._exporter: Exporter[Any] | None = None
         self.tls: ServerTls | None = None
         self.authenticator: Authenticator | None = None
         self.edge: Edge | None = None
@@ -196,7 +197,7 @@ class ReceiverService:
             if self.authenticator is not None:
                 await asyncio.to_thread(self.authenticator.reload_if_changed)
 
-    async def _build_handoff(self) -> Handoff:
+    async def _build_handoff(self) -> Handoff[Any]:
         config = self.config
         if config.kafka:
             kafka = KafkaHandoff(
@@ -228,17 +229,8 @@ class ReceiverService:
         )
 
     async def _readiness(self) -> str | None:
-        if isinstance(self.handoff, ScreeningHandoff):
-            problem = await self.handoff.readiness()
-            if problem:
-                return problem
-        if self.store is None:
-            return None
-        try:
-            await asyncio.to_thread(self.store.query, "SELECT 1")
-        except Exception as err:
-            return f"store: {err}"
-        return None
+        """Ready when the hand-off can take requests (its store or its broker)."""
+        return "starting" if self.handoff is None else await self.handoff.readiness()
 
     async def stop(self, grace_seconds: float = 10.0) -> None:
         await self.jobs.stop()

@@ -36,7 +36,7 @@ async def _queued_while_one_arrives(
     handoff: EmbeddedHandoff, faulty: FaultyStore, stream: str
 ) -> asyncio.Task[None]:
     """Submit a batch while another request is on its way; the commit must wait."""
-    first = asyncio.create_task(handoff.submit(_batch(stream), "r1", 100))
+    first = asyncio.create_task(handoff.submit(handoff.prepare(_batch(stream)), "r1", 100))
     for _ in range(20):  # the writer runs, sees a request on its way and waits
         await asyncio.sleep(0)
     assert not first.done()
@@ -50,7 +50,7 @@ async def test_a_commit_waits_for_requests_being_decoded(store: ClickHouseStore)
     with handoff.arriving():
         first = await _queued_while_one_arrives(handoff, faulty, "a")
     # The decoded request joins the waiting commit: one insert for both.
-    await asyncio.gather(first, handoff.submit(_batch("b", 2), "r2", 100))
+    await asyncio.gather(first, handoff.submit(handoff.prepare(_batch("b", 2)), "r2", 100))
     await handoff.close()
     assert _event_inserts(faulty) == [5]
 
@@ -58,7 +58,7 @@ async def test_a_commit_waits_for_requests_being_decoded(store: ClickHouseStore)
 async def test_a_lone_request_is_written_without_waiting(store: ClickHouseStore) -> None:
     faulty = FaultyStore(store)
     handoff = _handoff(faulty, commit_wait=30.0)
-    await asyncio.wait_for(handoff.submit(_batch("alone"), "r1", 100), 20)
+    await asyncio.wait_for(handoff.submit(handoff.prepare(_batch("alone")), "r1", 100), 20)
     await handoff.close()
     assert _event_inserts(faulty) == [3]
 
@@ -67,7 +67,7 @@ async def test_the_wait_is_bounded_by_the_commit_wait(store: ClickHouseStore) ->
     faulty = FaultyStore(store)
     handoff = _handoff(faulty, commit_wait=0.05)
     with handoff.arriving():  # a request that never finishes decoding
-        await asyncio.wait_for(handoff.submit(_batch("bounded"), "r1", 100), 20)
+        await asyncio.wait_for(handoff.submit(handoff.prepare(_batch("bounded")), "r1", 100), 20)
     await handoff.close()
     assert _event_inserts(faulty) == [3]
 

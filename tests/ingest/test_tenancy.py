@@ -270,8 +270,8 @@ async def test_of_two_versions_in_one_group_commit_the_later_received_wins(
         return decode_request(export_request(record_spans([item], seed=seed)))
 
     handoff = EmbeddedHandoff(store, max_inflight_bytes=1 << 30, clock=lambda: NOW)
-    first = asyncio.create_task(handoff.submit(version(False, 1), "r1", 1))
-    later = asyncio.create_task(handoff.submit(version(True, 2), "r2", 1))
+    first = asyncio.create_task(handoff.submit(handoff.prepare(version(False, 1)), "r1", 1))
+    later = asyncio.create_task(handoff.submit(handoff.prepare(version(True, 2)), "r2", 1))
     await asyncio.gather(first, later)
     await handoff.close()
     # One commit, one receipt time: the request's place in the commit decides (the

@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from ingest.export.request import decode_request
-from ingest.handoff.kafka_packing import pack
+from ingest.handoff.kafka_packing import pack, screen
 from ingest.store.clickhouse import ClickHouseStore
 from tests.ingest.helpers import grpc_export, http_export
 from tests.kafka.conftest import Broker, KafkaReceiver, RunningSink
@@ -32,7 +32,10 @@ def _payload(stream: str) -> bytes:
 
 def _record_bytes(payload: bytes) -> int:
     batch = decode_request(PB2ExportTraceServiceRequest.FromString(payload))
-    return sum(len(r.value) for r in pack(batch, "0" * 32, dt.datetime.now(dt.UTC), 1_000_000))
+    return sum(
+        len(r.value)
+        for r in pack(screen(batch, 1_000_000), "0" * 32, dt.datetime.now(dt.UTC), 1_000_000)
+    )
 
 
 def test_slow_broker_gives_unavailable_and_backpressure(

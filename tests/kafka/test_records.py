@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import gc
 import json
 import math
 from typing import Any
@@ -17,14 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingest.export.request import decode_request
-from ingest.handoff.kafka_packing import (
-    Screened,
-    ScreenedBatches,
-    pack,
-    payload_limit,
-    screen,
-    screen_serialized,
-)
+from ingest.handoff.kafka_packing import OutRecord, pack, payload_limit, screen
 from ingest.sink.batch import Batch, Consumed
 from ingest.sink.dlq import PoisonBrake, SinkHalted
 from schemas import records
@@ -45,8 +37,13 @@ def _batch(streams: int = 2, per_stream: int = 5, text: str = "") -> DecodedBatc
     return decode_request(export_request(record_spans(items, seed=1)))
 
 
+def _packed(batch: DecodedBatch, receipt_id: str) -> list[OutRecord]:
+    """`batch` as the Kafka hand-off sends it: screened (`prepare`), then packed."""
+    return pack(screen(batch, 1_000_000), receipt_id, AT, 1_000_000)
+
+
 def test_records_round_trip_byte_for_byte() -> None:
-    out = pack(_batch(), "r1", AT, 1_000_000)
+    out = _packed(_batch(), "r1")
     # s0, s1, and "bad": its rejected span arrived, so its ordinal travels too
     assert [(r.key, r.dead_letter) for r in out] == [
         (b"s0", False),
@@ -87,7 +84,7 @@ def test_decode_rejects_with_a_reason(value: bytes, reason: str) -> None:
 
 
 def test_decode_rejects_unknown_fields_and_mixed_streams() -> None:
-    value = pack(_batch(streams=1), "r", AT, 1_000_000)[0].value
+    value = _packed(_batch(streams=1), "r")[0].value
     body = json.loads(value)
     with pytest.raises(records.RecordError, match="extra_field"):
         records.decode(json.dumps({**body, "extra_field": 1}).encode())
@@ -101,8 +98,9 @@ def test_decode_rejects_unknown_fields_and_mixed_streams() -> None:
     text=st.text(min_size=0, max_size=1_500),
 )
 def test_packing_fits_the_limit_and_loses_nothing(limit: int, text: str) -> None:
-    batch = screen(_batch(streams=3, per_stream=8, text=text), limit)
-    out = pack(batch, "r", AT, limit)
+    screened = screen(_batch(streams=3, per_stream=8, text=text), limit)
+    out = pack(screened, "r", AT, limit)
+    batch = screened.batch
     assert all(len(r.value) <= payload_limit(limit) for r in out if not r.dead_letter)
     stored = [r.record for r in out if isinstance(r.record, records.BatchRecord)]
     assert sorted(e.event_id for r in stored for e in r.events) == sorted(
@@ -115,14 +113,14 @@ def test_packing_fits_the_limit_and_loses_nothing(limit: int, text: str) -> None
 
 def test_screen_quarantines_an_event_too_large_alone() -> None:
     batch = _batch(streams=1, per_stream=2, text="z" * 9_000)
-    screened = screen(batch, 8_000)
+    screened = screen(batch, 8_000).batch
     assert len(screened.events) == 0
     too_large = [q for q in screened.quarantined if q.reason.startswith("record of")]
     assert len(too_large) == 2
     assert "exceeds the broker's message limit of 8000 bytes" in too_large[0].reason
     arrived = [e for e in screened.emissions if e.quarantined and e.stream == "s0"]
     assert {e.seq for e in arrived} == {0, 1}  # arrived, so not gaps
-    assert screen(_batch(), 1_000_000) == _batch()
+    assert screen(_batch(), 1_000_000).batch == _batch()
 
 
 def test_brake_trips_on_a_run_and_on_a_ratio() -> None:
@@ -146,7 +144,7 @@ def test_brake_trips_on_a_run_and_on_a_ratio() -> None:
 
 
 def test_dedup_token_is_content_not_offsets() -> None:
-    value = pack(_batch(streams=1), "r", AT, 1_000_000)[0]
+    value = _packed(_batch(streams=1), "r")[0]
     record = value.record
     assert isinstance(record, records.BatchRecord)
 
@@ -179,21 +177,21 @@ def _old_encoding(record: records.Record) -> bytes:
 
 def test_packed_bytes_are_the_models_serialized_once() -> None:
     batch = _batch()
-    out = pack(batch, "r1", AT, 1_000_000)
+    out = _packed(batch, "r1")
     for record in out:
         assert records.encode(record.record) == record.value  # joined pieces == whole dump
         assert records.decode(record.value) == record.record
     body = json.loads(out[0].value)
     assert body["received_at"] == "2026-11-30T14:00:00.123456Z"  # RFC 3339, as RECORDS.md says
     assert list(body)[:2] == ["schema_version", "kind"]
-    # screened work carried to pack gives the same bytes as packing from scratch
-    screened = screen_serialized(batch, 1_000_000)
+    # nothing to quarantine: screening hands the batch itself on, with its units' bytes
+    screened = screen(batch, 1_000_000)
     assert screened.batch is batch
     assert [r.value for r in pack(screened, "r1", AT, 1_000_000)] == [r.value for r in out]
 
 
 def test_records_written_the_old_way_still_decode() -> None:
-    for record in pack(_batch(), "r1", AT, 1_000_000):
+    for record in _packed(_batch(), "r1"):
         old = _old_encoding(record.record)
         assert b"+00:00" in old
         assert records.decode(old) == record.record
@@ -203,7 +201,7 @@ def test_a_non_finite_float_is_written_as_null_and_an_old_nan_still_decodes() ->
     event = _batch(streams=1).events[0]
     odd = event.model_copy(update={"extras": {"ratio": float("nan")}})
     batch = DecodedBatch(events=(odd,), emissions=(_batch(streams=1).emissions[0],))
-    record = pack(batch, "r", AT, 1_000_000)[0]
+    record = _packed(batch, "r")[0]
     assert b'"ratio":null' in record.value
     decoded = records.decode(record.value)
     assert isinstance(decoded, records.BatchRecord)
@@ -225,28 +223,14 @@ def test_a_non_finite_float_is_written_as_null_and_an_old_nan_still_decodes() ->
     ],
 )
 def test_the_fast_batch_path_is_as_strict_as_the_general_one(edit: Any, reason: str) -> None:
-    value = pack(_batch(streams=1), "r", AT, 1_000_000)[0].value
+    value = _packed(_batch(streams=1), "r")[0].value
     assert value.startswith(b'{"schema_version":2,"kind":"batch",')
     with pytest.raises(records.RecordError, match=reason):
         records.decode(edit(value))
 
 
-def test_screened_work_is_found_by_its_batch_and_freed_with_it() -> None:
-    held = ScreenedBatches()
-    batch = held.keep(screen_serialized(_batch(), 1_000_000))
-    assert len(held) == 1
-    taken = held.take(batch)
-    assert isinstance(taken, Screened) and taken.batch is batch
-    assert held.take(batch) is batch  # taken once; a second submit serializes itself
-    other = held.keep(screen_serialized(_batch(), 1_000_000))
-    assert held.take(_batch()) is not other  # an equal but different batch is not it
-    del other
-    gc.collect()
-    assert len(held) == 0  # abandoned between screen and submit: nothing kept
-
-
 def test_decoded_events_share_equal_resources_for_row_building() -> None:
-    out = pack(_batch(streams=1, per_stream=4), "r", AT, 1_000_000)
+    out = _packed(_batch(streams=1, per_stream=4), "r")
     record = records.decode(out[0].value)
     assert isinstance(record, records.BatchRecord)
     before = [e.model_dump() for e in record.events]
@@ -264,7 +248,7 @@ def _tenant_batch(tenant: str) -> DecodedBatch:
 
 
 def test_records_carry_the_tenant_and_round_trip() -> None:
-    out = pack(_tenant_batch("acme"), "r", AT, 1_000_000)
+    out = _packed(_tenant_batch("acme"), "r")
     kinds = [type(r.record).__name__ for r in out]
     assert kinds == ["BatchRecord", "BatchRecord", "QuarantinedLetter"]  # s0, "bad", its letter
     for record in out:
@@ -291,10 +275,10 @@ def _as_version_1(value: bytes) -> bytes:
 
 
 def test_version_1_records_are_still_read_as_tenant_default() -> None:
-    for record in pack(_tenant_batch("acme"), "r", AT, 1_000_000):
+    for record in _packed(_tenant_batch("acme"), "r"):
         old = records.decode(_as_version_1(record.value))
         assert (old.schema_version, old.tenant_id) == (1, "default")  # type: ignore[union-attr]
-    batch = pack(_tenant_batch("acme"), "r", AT, 1_000_000)[0].value
+    batch = _packed(_tenant_batch("acme"), "r")[0].value
     v1 = _as_version_1(batch)
     assert v1.startswith(b'{"schema_version": 1, "kind": "batch",')  # the general path
     compact = json.dumps(json.loads(v1), separators=(",", ":")).encode()
@@ -310,7 +294,7 @@ def test_version_1_records_are_still_read_as_tenant_default() -> None:
     ],
 )
 def test_the_tenant_field_follows_the_version(edit: Any, reason: str) -> None:
-    for record in pack(_tenant_batch("acme"), "r", AT, 1_000_000):
+    for record in _packed(_tenant_batch("acme"), "r"):
         value = json.dumps(edit(json.loads(record.value)), separators=(",", ":")).encode()
         with pytest.raises(records.RecordError, match=reason):
             records.decode(value)
@@ -321,7 +305,7 @@ def test_the_fast_writer_writes_what_the_fast_reader_takes() -> None:
     exactly what `schemas.records` parses in one pass (and what `encode` would write)."""
     for tenant in ("default", "acme", 'odd "tenant" \u00e9'):
         batch = _batch().model_copy(update={"tenant_id": tenant})
-        for record in pack(batch, "r1", AT, 1_000_000):
+        for record in _packed(batch, "r1"):
             if record.dead_letter:
                 continue
             assert record.value.startswith(records.BATCH_HEAD)
