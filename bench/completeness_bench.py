@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ingest.store.clickhouse import open_store
-from processors import completeness as job
+from processors.completeness import job
 from schemas.migrations import apply_migrations
 from schemas.store import Store
 

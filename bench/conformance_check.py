@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from ingest.store.clickhouse import open_store
-from processors.conformance_check import check_fixture
+from processors.conformance.check import check_fixture
 from schemas.conformance import Fixture
 from schemas.migrations import apply_migrations
 

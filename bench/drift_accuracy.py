@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from processors.drift import DriftRequest, run_drift
+from processors.drift.job import DriftRequest, run_drift
 from processors.scenarios import Change, SurfaceSpec, generate, write_cells
-from processors.variance import DecomposeRequest, decompose
+from processors.variance.decompose import DecomposeRequest, decompose
 from schemas.analysis import DriftReport
 
 START = dt.datetime(2026, 6, 1)
@@ -208,7 +208,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             events_loaded += write_cells(store, cells, until)
             load_seconds += time.perf_counter() - t0
             if any(case.kind == "lossy" for case in batch):
-                from processors.completeness import recompute_completeness
+                from processors.completeness.job import recompute_completeness
 
                 t0 = time.perf_counter()
                 recompute_completeness(store, until.replace(tzinfo=dt.UTC) + dt.timedelta(days=1))
@@ -368,8 +368,8 @@ def detector_false_alarms(per_tau: int, buckets: int, seed: int) -> dict[str, ob
     interval (unclustered traffic, so design effect 1), on many pure-noise series, the
     cells summed per bucket in Python instead of in ClickHouse (same numbers, no load):
     tighter estimates than the store run can afford."""
-    from processors import changepoint as cp
-    from processors.variance import decompose_buckets, unclustered
+    from processors.series import changepoint as cp
+    from processors.variance.decompose import decompose_buckets, unclustered
 
     out: dict[str, object] = {}
     for tau in TAUS:

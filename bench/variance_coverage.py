@@ -43,8 +43,13 @@ from numpy.typing import NDArray
 from scipy import stats
 
 from processors.scenarios import SurfaceSpec, generate
-from processors.variance import ClusteredBuckets, decompose_buckets, from_sums, paule_mandel
-from processors.variance import unclustered as unclustered_buckets
+from processors.variance.decompose import (
+    ClusteredBuckets,
+    decompose_buckets,
+    from_sums,
+    paule_mandel,
+)
+from processors.variance.decompose import unclustered as unclustered_buckets
 
 FloatArray = NDArray[np.float64]
 TAUS = (0.0, 0.015, 0.03)

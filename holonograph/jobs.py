@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 
 from ingest.service.periodic import Periodic
-from processors.completeness import CompletenessConfig, refresh_stream_status
+from processors.completeness.job import CompletenessConfig, refresh_stream_status
 
 
 def periodic_jobs(refresh_seconds: float) -> list[Periodic]:

@@ -1,5 +1,5 @@
 """The delivery-completeness read: what `holonograph completeness --json` prints and
-what `processors.completeness` returns. Field names mirror the Guide's
+what `processors.completeness.job` returns. Field names mirror the Guide's
 CompletenessWindow (camelCase: `completenessLowerBound`, `biasFlag`, ...)."""
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
+from schemas.events import RunMode
+
 Verdict = Literal["fail", "pass", "requires-judge", "unevaluable", "not-applicable"]
 Enforceability = Literal["trace-enforceable", "judge-required", "not-enforceable"]
 
@@ -271,7 +273,7 @@ class RecordedEvent(Model):
     surface_id: Id
     timestamp: Annotated[str, StringConstraints(max_length=40)]
     fixture_id: Annotated[str, StringConstraints(max_length=128)] = ""
-    run_mode: Literal["production", "test", "eval", "replay", "local_dev"] = "test"
+    run_mode: RunMode = "test"
     markers: dict[Name, list[Annotated[str, StringConstraints(max_length=20000)]]] = Field(
         default_factory=dict, max_length=64
     )

@@ -9,15 +9,15 @@ delivery accounting; a span that fails validation yields a `QuarantineRecord`.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-RUN_MODES: frozenset[str] = frozenset({"production", "test", "eval", "replay", "local_dev"})
-PROVENANCES: frozenset[str] = frozenset({"production-state", "exploratory-state"})
-
 RunMode = Literal["production", "test", "eval", "replay", "local_dev"]
 Provenance = Literal["production-state", "exploratory-state"]
+
+RUN_MODES: frozenset[str] = frozenset(get_args(RunMode))
+PROVENANCES: frozenset[str] = frozenset(get_args(Provenance))
 EmissionKind = Literal["evaluation", "sentinel"]
 
 # The tenant of every row written by a receiver that runs without authentication.

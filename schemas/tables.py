@@ -88,7 +88,7 @@ QUARANTINE = Table(
     ),
 )  # fmt: skip
 
-# --- written by the completeness job (`processors.completeness`), by INSERT ... SELECT
+# --- written by the completeness job (`processors.completeness.job`), by INSERT ... SELECT
 
 STREAM_STATUS = Table(
     "stream_status",
@@ -131,7 +131,7 @@ DRIFT_CHANGE_POINTS = Table(
     ),
 )  # fmt: skip
 
-# Governance events of every analysis (`processors.drift_store`, `processors.variance`).
+# Governance events of every analysis (`processors.analysis_events`, its one writer).
 ANALYSIS_EVENTS = Table(
     "analysis_events",
     (
@@ -151,7 +151,7 @@ VARIANCE_READINGS = Table(
     ),
 )  # fmt: skip
 
-# --- written by the conformance job (`processors.conformance_approve`, `_check`)
+# --- written by the conformance job (`processors.conformance.approve`, `.check`)
 
 CONFORMANCE_FIXTURES = Table(
     "conformance_fixtures",

@@ -22,7 +22,7 @@ from holonograph.cli.options import (
     store_options,
 )
 from holonograph.cli.tenants import tenant_option, tenant_or_exit
-from processors.completeness import (
+from processors.completeness.job import (
     CompletenessConfig,
     Selection,
     last_refresh,

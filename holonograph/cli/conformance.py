@@ -21,14 +21,15 @@ from holonograph.cli.options import (
     EXIT_FINDING,
     EXIT_USAGE,
     RFC3339,
+    choice_of,
     emit_json,
     format_table,
     open_store_or_exit,
     store_options,
 )
 from holonograph.cli.tenants import owner_or_exit, tenant_option
-from processors import conformance_approve as approval
-from processors.conformance_check import (
+from processors.conformance import approve as approval
+from processors.conformance.check import (
     MAX_PAGE_SIZE,
     CheckResult,
     FixtureNotFound,
@@ -38,8 +39,8 @@ from processors.conformance_check import (
     check_surface,
     list_results,
 )
-from processors.conformance_derive import derive
-from processors.conformance_suite import (
+from processors.conformance.derive import derive
+from processors.conformance.suite import (
     RecordedSource,
     ResolvedFixture,
     StoreSource,
@@ -64,9 +65,10 @@ from schemas.conformance import (
     Suite,
     SurfaceInput,
 )
+from schemas.events import RunMode
 from schemas.store import Store
 
-RUN_MODES = click.Choice(["production", "test", "eval", "replay", "local_dev"])
+RUN_MODES = choice_of(RunMode)
 
 
 def _fail_input(problems: list[str], source: str) -> NoReturn:

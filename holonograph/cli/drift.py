@@ -12,17 +12,16 @@ from holonograph.cli.options import (
     EXIT_FINDING,
     EXIT_USAGE,
     RFC3339,
+    choice_of,
     emit_json,
     format_table,
     open_store_or_exit,
     store_options,
 )
 from holonograph.cli.tenants import tenant_option, tenant_or_exit
-from processors.drift import DriftRequest, analyse, persist_drift
-from schemas.analysis import ChangePoint, DriftReport
-
-RUN_MODES = ("production", "test", "eval", "replay", "local_dev")
-PROVENANCES = ("production-state", "exploratory-state")
+from processors.drift.job import DriftRequest, analyse, persist_drift
+from schemas.analysis import Bucket, ChangePoint, DriftReport
+from schemas.events import Provenance, RunMode
 
 
 @click.command("drift")
@@ -30,7 +29,7 @@ PROVENANCES = ("production-state", "exploratory-state")
 @click.option("--dimension", "dimension_id", help="One dimension (default: every dimension).")
 @click.option("--since", type=RFC3339(), required=True, help="Window start, RFC 3339 UTC.")
 @click.option("--until", type=RFC3339(), required=True, help="Window end (exclusive).")
-@click.option("--bucket", type=click.Choice(["hour", "day"]), default="hour", show_default=True)
+@click.option("--bucket", type=choice_of(Bucket), default="hour", show_default=True)
 @click.option(
     "--delta-threshold",
     "--change-point-delta-threshold",
@@ -40,12 +39,12 @@ PROVENANCES = ("production-state", "exploratory-state")
     show_default=True,
     help="Minimum practical shift; smaller significant shifts are labelled noise.",
 )
-@click.option("--run-mode", "run_modes", multiple=True, type=click.Choice(RUN_MODES))
+@click.option("--run-mode", "run_modes", multiple=True, type=choice_of(RunMode))
 @click.option(
     "--provenance",
     "provenances",
     multiple=True,
-    type=click.Choice([*PROVENANCES, "any"]),
+    type=choice_of(Provenance, "any"),
     help="Default production-state; 'any' disables the filter.",
 )
 @click.option("--alpha", type=float, default=0.02, show_default=True, help="False-alarm rate.")
@@ -109,7 +108,7 @@ def drift_command(
     finally:
         store.close()
     if plot_path:
-        from processors.drift_plot import plot_drift
+        from processors.drift.plot import plot_drift
 
         plot_drift(run.report, run.traces, plot_path)
     if as_json:

@@ -6,7 +6,7 @@ import datetime as dt
 import json
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import click
 
@@ -22,6 +22,12 @@ from schemas.store import Store
 from schemas.times import rfc3339
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def choice_of(vocabulary: Any, *extra: str) -> click.Choice[str]:
+    """A `click.Choice` of a schema's `Literal` (plus `extra` words such as "any"), so a
+    flag accepts exactly the values the schema does."""
+    return click.Choice([*get_args(vocabulary), *extra])
 
 
 def store_options(func: F) -> F:

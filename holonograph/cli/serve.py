@@ -14,12 +14,13 @@ from pydantic import ValidationError
 
 from holonograph.cli.options import (
     EXIT_USAGE,
+    choice_of,
     configure_logging,
     invalid_configuration,
     store_unavailable,
 )
 from holonograph.jobs import periodic_jobs
-from ingest.service.config import ServeConfig
+from ingest.service.config import Compression, ServeConfig, TLSVersion
 from ingest.service.gctune import tune_for_throughput
 from ingest.service.memory import tune_allocator
 from ingest.service.receiver import ReceiverService
@@ -131,7 +132,7 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
 @click.option("--kafka-timeout-ms", type=int, help="Wait for acks before 503 [5000].")
 @click.option(
     "--kafka-compression",
-    type=click.Choice(["zstd", "lz4", "snappy", "gzip", "none"]),
+    type=choice_of(Compression),
     help="Producer batch compression [zstd; gzip without the cramjam codec].",
 )
 @click.option(
@@ -143,9 +144,7 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
     type=click.Path(dir_okay=False),
     help="mTLS: clients need a certificate this CA signed.",
 )
-@click.option(
-    "--tls-min-version", type=click.Choice(["1.2", "1.3"]), help="Lowest TLS version [1.2]."
-)
+@click.option("--tls-min-version", type=choice_of(TLSVersion), help="Lowest TLS version [1.2].")
 @click.option(
     "--auth-tokens-file",
     type=click.Path(dir_okay=False),

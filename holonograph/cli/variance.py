@@ -12,21 +12,18 @@ from holonograph.cli.options import (
     EXIT_FINDING,
     EXIT_USAGE,
     RFC3339,
+    choice_of,
     emit_json,
     format_table,
     open_store_or_exit,
     store_options,
 )
 from holonograph.cli.tenants import tenant_option, tenant_or_exit
-from processors.variance import DecomposeRequest, decompose, load_reading, persist_reading
-from processors.variance_verdict import LifecycleError, evaluate, lifecycle, persist_evaluation
-from schemas.analysis import VarianceEvaluation
-
-RUN_MODES = ("production", "test", "eval", "replay", "local_dev")
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
+from processors.variance.decompose import DecomposeRequest, decompose, load_reading, persist_reading
+from processors.variance.verdict import LifecycleError, evaluate, lifecycle, persist_evaluation
+from schemas.analysis import Bucket, LifecycleStatus, VarianceEvaluation
+from schemas.events import Provenance, RunMode
+from schemas.times import utc_now
 
 
 @click.group("variance")
@@ -39,13 +36,13 @@ def variance_group() -> None:
 @click.option("--dimension", "dimension_id", required=True)
 @click.option("--since", type=RFC3339(), required=True, help="RFC 3339 UTC.")
 @click.option("--until", type=RFC3339(), required=True, help="RFC 3339 UTC, exclusive.")
-@click.option("--bucket", type=click.Choice(["hour", "day"]), default="hour", show_default=True)
-@click.option("--run-mode", "run_modes", multiple=True, type=click.Choice(RUN_MODES))
+@click.option("--bucket", type=choice_of(Bucket), default="hour", show_default=True)
+@click.option("--run-mode", "run_modes", multiple=True, type=choice_of(RunMode))
 @click.option(
     "--provenance",
     "provenances",
     multiple=True,
-    type=click.Choice(["production-state", "exploratory-state", "any"]),
+    type=choice_of(Provenance, "any"),
     help="Default production-state; 'any' disables the filter.",
 )
 @tenant_option
@@ -79,7 +76,7 @@ def decompose_command(
         tenant_id=tenant_or_exit(store, tenant),
     )
     try:
-        reading = decompose(store, request, _now())
+        reading = decompose(store, request, utc_now())
         persist_reading(store, reading)
     finally:
         store.close()
@@ -122,7 +119,7 @@ def evaluate_command(
         if reading is None:
             click.echo(f"error: no variance reading {target!r}", err=True)
             sys.exit(EXIT_USAGE)
-        evaluation = evaluate(store, reading, _now())
+        evaluation = evaluate(store, reading, utc_now())
         persist_evaluation(store, evaluation, reading)
     finally:
         store.close()
@@ -150,7 +147,7 @@ def _print_evaluation(evaluation: VarianceEvaluation, target: str) -> None:
 
 @variance_group.command("lifecycle")
 @click.option("--target-event-id", "target", required=True)
-@click.option("--status", type=click.Choice(["lock", "pin", "supersede", "discard"]), required=True)
+@click.option("--status", type=choice_of(LifecycleStatus), required=True)
 @click.option("--approver-id", "approver", required=True)
 @click.option("--pinned-label", default=None)
 @click.option("--superseded-by", default=None, help="Required with --status supersede.")
@@ -172,7 +169,7 @@ def lifecycle_command(
     tenant = tenant_or_exit(store, tenant)
     try:
         record = lifecycle(
-            store, target, status, approver, _now(), pinned_label, superseded_by, tenant
+            store, target, status, approver, utc_now(), pinned_label, superseded_by, tenant
         )
     except LifecycleError as err:
         click.echo(f"error: {err}", err=True)

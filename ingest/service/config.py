@@ -24,6 +24,10 @@ from schemas.topics import (
 
 MIB = 1024 * 1024
 
+# The vocabularies the CLI builds its choices from.
+Compression = Literal["zstd", "lz4", "snappy", "gzip", "none"]
+TLSVersion = Literal["1.2", "1.3"]
+
 
 class KafkaSettings(BaseSettings):
     """The Kafka side shared by `serve --kafka`, `sink` and `replay`.
@@ -44,7 +48,7 @@ class KafkaSettings(BaseSettings):
     kafka_timeout_ms: int = Field(5_000, gt=0)
     kafka_linger_ms: int = Field(5, ge=0)
     # Producer batch compression; None: zstd when the cramjam codec is installed, else gzip.
-    kafka_compression: Literal["zstd", "lz4", "snappy", "gzip", "none"] | None = None
+    kafka_compression: Compression | None = None
     kafka_client_id: str = "holonograph"
 
     @field_validator("kafka")
@@ -115,7 +119,7 @@ class ServeConfig(ServiceSettings):
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
     tls_client_ca_file: Path | None = None  # set: clients must present a certificate it signed
-    tls_min_version: Literal["1.2", "1.3"] = "1.2"
+    tls_min_version: TLSVersion = "1.2"
     auth_tokens_file: Path | None = None
     # How often the TLS and tokens files are checked for changes (rotation without restart).
     reload_interval_seconds: float = Field(5.0, gt=0)

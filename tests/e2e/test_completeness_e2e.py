@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from processors import completeness as job
+from processors.completeness import job
 from tests.conftest import RunningReceiver
 from tests.otel_emit import (
     BASE_NS,

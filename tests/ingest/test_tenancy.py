@@ -25,8 +25,8 @@ from ingest.handoff.embedded import EmbeddedHandoff
 from ingest.replay import NOT_REPLAYED_AGENT, replay_quarantine
 from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.rows import ingest_version
-from processors.completeness import Selection, read_report, recompute_completeness
-from processors.drift_series import SeriesQuery, event_count, fetch_cells
+from processors.completeness.job import Selection, read_report, recompute_completeness
+from processors.series.cells import SeriesQuery, event_count, fetch_cells
 from schemas.events import DecodedBatch
 from tests.conftest import RunningReceiver
 from tests.ingest.helpers import grpc_export

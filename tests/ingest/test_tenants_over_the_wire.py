@@ -19,7 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from ingest.export.request import AGENT_REJECTED
 from ingest.store.clickhouse import ClickHouseStore
-from processors.completeness import Selection, read_report
+from processors.completeness.job import Selection, read_report
 from tests.conftest import RunningReceiver
 from tests.ingest.test_auth import grpc_call, http_call
 from tests.otel_emit import Dim, Evaluation, Sentinel, export_request, record_spans

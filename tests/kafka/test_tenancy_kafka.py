@@ -22,7 +22,7 @@ from ingest.handoff.kafka_packing import pack, screen
 from ingest.sink.batch import Batch, Consumed
 from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.rows import write_rows
-from processors.completeness import Selection, read_report
+from processors.completeness.job import Selection, read_report
 from schemas import records
 from tests.ingest.helpers import grpc_export
 from tests.ingest.test_auth import grpc_call, http_call

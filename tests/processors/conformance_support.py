@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ingest.store.clickhouse import open_store
-from processors.conformance_eval import DimensionView, EventView
+from processors.conformance.eval import DimensionView, EventView
 from schemas.events import DEFAULT_TENANT
 from schemas.migrations import apply_migrations
 from schemas.store import Store

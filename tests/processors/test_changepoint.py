@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from processors import changepoint as cp
+from processors.series import changepoint as cp
 
 
 def test_binomial_gain_matches_hand_computation() -> None:

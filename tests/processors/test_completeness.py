@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ingest.store.clickhouse import open_store
-from processors import completeness as job
+from processors.completeness import job
 from schemas.completeness import CompletenessWindow, StreamAccounting
 from schemas.migrations import apply_migrations
 from schemas.store import Store

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from processors.conformance_approve import (
+from processors.conformance.approve import (
     approve,
     history,
     list_fixtures,
@@ -17,7 +17,7 @@ from processors.conformance_approve import (
     live_fixtures,
     reject,
 )
-from processors.conformance_check import check_stored, check_surface
+from processors.conformance.check import check_stored, check_surface
 from schemas.conformance import ApprovalRequest, Fixture, RejectionRequest
 from schemas.store import Store
 from tests.processors.conformance_support import T0, event, insert_events

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from processors.conformance_check import FixtureNotFound, check_fixture, check_stored
-from processors.conformance_eval import EventView, evaluate_event
+from processors.conformance.check import FixtureNotFound, check_fixture, check_stored
+from processors.conformance.eval import EventView, evaluate_event
 from schemas.conformance import VERDICT_ORDER, Fixture
 from schemas.store import Store
 from tests.processors.conformance_support import (

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from processors.conformance_derive import derive
-from processors.conformance_eval import evaluate_event
+from processors.conformance.derive import derive
+from processors.conformance.eval import evaluate_event
 from schemas.conformance import Fixture, SurfaceInput
 from tests.processors.conformance_support import event
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from processors.conformance_approve import approve
-from processors.conformance_check import check_fixture, check_surface
+from processors.conformance.approve import approve
+from processors.conformance.check import check_fixture, check_surface
 from schemas.conformance import VERDICT_ORDER, ApprovalRequest, Fixture
 from tests.conftest import RunningReceiver
 from tests.otel_emit import BASE_NS, Dim, Evaluation, export_grpc, export_http, record_spans

@@ -14,7 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from holonograph.cli import cli
-from processors.conformance_suite import SuiteError, load_suite
+from processors.conformance.suite import SuiteError, load_suite
 from tests.processors.conformance_support import T0, event, insert_events, migrated_store
 
 SURFACE = "classify-intent"
@@ -385,8 +385,8 @@ def approved_suite(*refs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _approve(store: Any, fixture: dict[str, Any], reject: bool = False) -> None:
-    from processors.conformance_approve import approve
-    from processors.conformance_approve import reject as reject_fixture
+    from processors.conformance.approve import approve
+    from processors.conformance.approve import reject as reject_fixture
     from schemas.conformance import ApprovalRequest, Fixture, RejectionRequest
 
     body = {

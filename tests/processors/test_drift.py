@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from processors.drift import DriftRequest, persist_drift, run_drift
+from processors.drift.job import DriftRequest, persist_drift, run_drift
 from processors.scenarios import Change, SurfaceSpec, generate, write_cells
 from schemas.analysis import DriftReport
 from schemas.migrations import apply_migrations
@@ -213,7 +213,7 @@ def test_delivery_loss_windows_come_from_completeness_windows(store: Store) -> N
 def test_delivery_loss_found_by_the_completeness_job(store: Store) -> None:
     # Failed events dropped in hours 60-66 leave gaps in the emission ordinals; the
     # completeness job flags those hours and drift brackets them.
-    from processors.completeness import recompute_completeness
+    from processors.completeness.job import recompute_completeness
 
     recompute_completeness(store, dt.datetime(2026, 7, 2, tzinfo=dt.UTC))
     try:
@@ -268,8 +268,8 @@ def test_scored_dimension_uses_score_sums(store: Store) -> None:
 def test_same_bucket_contrast_hand_case() -> None:
     import numpy as np
 
-    from processors.drift_evidence import Context, contrast
-    from processors.drift_series import Cell, build_series
+    from processors.drift.evidence import Context, contrast
+    from processors.series.cells import Cell, build_series
     from schemas.analysis import LayerChange
 
     def cell(lens: str, n: float, y: float) -> Cell:

@@ -11,7 +11,7 @@ from scipy import stats
 
 from bench.variance_coverage import clustered, coverage, fast
 from processors.scenarios import Change, SurfaceSpec, generate, write_cells
-from processors.variance import (
+from processors.variance.decompose import (
     DecomposeRequest,
     decompose,
     decompose_buckets,
@@ -23,10 +23,11 @@ from processors.variance import (
     persist_reading,
     unclustered,
 )
-from processors.variance_verdict import LifecycleError, evaluate, lifecycle, persist_evaluation
+from processors.variance.verdict import LifecycleError, evaluate, lifecycle, persist_evaluation
 from schemas.analysis import VarianceReading
 from schemas.migrations import apply_migrations
 from schemas.store import Store
+from schemas.tables import COMPLETENESS_WINDOWS
 
 START = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
 NOW = dt.datetime(2026, 7, 2, tzinfo=dt.UTC)
@@ -233,7 +234,7 @@ def test_verdicts_in_order(store: Store) -> None:
 def test_delivery_bias_found_by_the_completeness_job(store: Store) -> None:
     # "lossy" drops 60 % of its failed events in hours 60-90: gaps in the ordinals, which
     # the completeness job turns into biased windows, and a higher pass rate there.
-    from processors.completeness import recompute_completeness
+    from processors.completeness.job import recompute_completeness
 
     recompute_completeness(store, NOW)
     try:
@@ -256,27 +257,29 @@ def test_delivery_bias_found_by_the_completeness_job(store: Store) -> None:
     assert stored == [("delivery-biased", reading.event_id)]
 
 
-def test_completeness_table_of_another_shape_or_none(store: Store) -> None:
+def test_completeness_table_missing_or_read_by_its_migration(store: Store) -> None:
     store.command(
         "RENAME TABLE holonograph.completeness_windows TO holonograph.completeness_windows_off"
     )
     try:
         missing = evaluate(store, read(store, "steady"), NOW)
-        store.command(
-            "CREATE TABLE holonograph.completeness_windows (bucket_start DateTime64(3, 'UTC'),"
-            " surface_id String, offered UInt64, delivered UInt64, bias_flag Bool)"
-            " ENGINE = MergeTree ORDER BY tuple()"
-        )
-        base = START.replace(tzinfo=None)
-        rows = [[base + dt.timedelta(hours=h), "steady", 250, 150, True] for h in range(240)]
-        columns = ["bucket_start", "surface_id", "offered", "delivered", "bias_flag"]
-        store.insert("holonograph.completeness_windows", rows, columns)
-        minimal = evaluate(store, read(store, "steady"), NOW)
-        store.command("DROP TABLE holonograph.completeness_windows")
     finally:
         store.command(
             "RENAME TABLE holonograph.completeness_windows_off TO holonograph.completeness_windows"
         )
+    base = START.replace(tzinfo=None)
+    rows = [
+        ["hour", "surface", base + dt.timedelta(hours=h), "steady", 250, 150, True]
+        for h in range(240)
+    ]
+    columns = COMPLETENESS_WINDOWS.pick(
+        "bucket", "scope", "bucket_start", "surface_id", "offered", "delivered", "bias_flag"
+    )
+    store.insert(COMPLETENESS_WINDOWS.qualified, rows, columns)
+    try:
+        minimal = evaluate(store, read(store, "steady"), NOW)
+    finally:
+        store.command(f"TRUNCATE TABLE {COMPLETENESS_WINDOWS.qualified}")
     assert missing.verdict == "viable" and "not checked" in str(missing.checks["delivery"])
     assert minimal.verdict == "delivery-biased"
     assert minimal.reasons[0].startswith("completeness 0.")

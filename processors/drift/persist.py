@@ -8,10 +8,11 @@ import datetime as dt
 import json
 from collections.abc import Callable
 
+from processors.analysis_events import record_event
 from schemas.analysis import DriftReport
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
-from schemas.tables import ANALYSIS_EVENTS, DRIFT_CHANGE_POINTS
+from schemas.tables import DRIFT_CHANGE_POINTS
 from schemas.times import to_store_time
 
 
@@ -58,24 +59,7 @@ def persist_drift(store: Store, report: DriftReport, now: Callable[[], dt.dateti
             ]
         )  # fmt: skip
     store.insert(DRIFT_CHANGE_POINTS.qualified, rows, DRIFT_CHANGE_POINTS.columns)
-    store.insert(
-        ANALYSIS_EVENTS.qualified,
-        [
-            [
-                tenant,
-                report.run_id,
-                "drift-run",
-                "",
-                report.surface_id,
-                report.dimension_id or "",
-                "",
-                "",
-                "",
-                "",
-                "",
-                run_at,
-                json.dumps(report.to_json()),
-            ]
-        ],
-        ANALYSIS_EVENTS.columns,
-    )
+    record_event(
+        store, report.run_id, "drift-run", report.surface_id, report.dimension_id or "",
+        run_at, json.dumps(report.to_json()), tenant_id=tenant,
+    )  # fmt: skip

@@ -10,13 +10,13 @@ thousand cells however many events it holds; raw events never reach Python.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from processors.changepoint import BucketSeries
+from processors.series.changepoint import BucketSeries
 from schemas.store import Store
 from schemas.times import to_store_time
 
@@ -218,3 +218,9 @@ def fetch_alias_series(
         n[position[bucket]] += float(events)
         k[position[bucket]] += float(passes)
     return out
+
+
+def layer_names(cells: Iterable[Cell]) -> list[str]:
+    """The layer columns the cells vary over: lens, light source, each substrate key."""
+    keys = sorted({k for c in cells for k, _ in c.substrate})
+    return ["lens_version", "light_source_id", *[f"substrate:{k}" for k in keys]]

@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.patches import Rectangle
 
-from processors.drift import DimensionTrace
+from processors.drift.job import DimensionTrace
 from schemas.analysis import DriftReport
 from schemas.times import to_store_time
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from processors import changepoint as cp
-from processors.drift_attribution import Corroborate
-from processors.drift_series import SeriesQuery, fetch_alias_series
+from processors.drift.attribution import Corroborate
+from processors.series import changepoint as cp
+from processors.series.cells import SeriesQuery, fetch_alias_series
 from schemas.analysis import Corroboration
 from schemas.store import Store
 

@@ -1,4 +1,4 @@
-"""The SQL of the completeness jobs (`processors.completeness`): one CTE numbering the
+"""The SQL of the completeness jobs (`processors.completeness.job`): one CTE numbering the
 gap below every received (stream, seq), and the aggregates built on it. Kept apart so
 the job module reads as the steps it runs; parameters are bound (`{name:Type}`),
 `{where}`-style placeholders are filled with fixed clauses by the job, never values.

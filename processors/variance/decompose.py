@@ -22,17 +22,17 @@ import datetime as dt
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy import optimize, stats
 
-from processors.drift_series import BUCKET_SQL, SERIES_FILTER, SeriesQuery, dimension_kinds
+from processors.analysis_events import record_event
+from processors.series.cells import BUCKET_SQL, SERIES_FILTER, SeriesQuery, dimension_kinds
 from schemas.analysis import Interval, VarianceReading
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
-from schemas.tables import ANALYSIS_EVENTS, VARIANCE_READINGS
+from schemas.tables import VARIANCE_READINGS
 from schemas.times import to_store_time
 
 FloatArray = NDArray[np.float64]
@@ -281,36 +281,6 @@ def persist_reading(store: Store, reading: VarianceReading) -> None:
     )
     record_event(store, reading.event_id, "variance-decompose", reading.surface_id,
                  reading.dimension_id, when, payload, tenant_id=reading.tenant_id)  # fmt: skip
-
-
-def record_event(
-    store: Store,
-    event_id: str,
-    kind: str,
-    surface_id: str,
-    dimension_id: str,
-    created_at: dt.datetime,
-    payload: str,
-    **fields: Any,
-) -> None:
-    """One `analysis_events` row; `fields` fill the optional columns (`tenant_id`
-    defaults to tenant `default`)."""
-    row = {
-        "tenant_id": DEFAULT_TENANT,
-        "event_id": event_id,
-        "kind": kind,
-        "target_event_id": "",
-        "surface_id": surface_id,
-        "dimension_id": dimension_id,
-        "status": "",
-        "verdict": "",
-        "approver_id": "",
-        "pinned_label": "",
-        "superseded_by": "",
-        "created_at": to_store_time(created_at),
-        "payload": payload,
-    } | {k: v if v is not None else "" for k, v in fields.items()}
-    store.insert(ANALYSIS_EVENTS.qualified, [list(row.values())], ANALYSIS_EVENTS.pick(*row))
 
 
 def load_reading(

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from processors.conformance_suite import FixtureLookup, ResolvedFixture
+from processors.conformance.suite import FixtureLookup, ResolvedFixture
 from schemas.conformance import ApprovalRequest, Fixture, RejectionRequest
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from processors.conformance_eval import explain
+from processors.conformance.eval import explain
 from schemas.conformance import (
     Enforceability,
     Fixture,

@@ -1,9 +1,9 @@
 """Drift attribution job: change points of a surface's outcome series, each labelled with
 the layer it came from, plus the windows where labels should not be trusted.
 
-Pipeline: cells aggregated in ClickHouse (`drift_series`) -> change points calibrated on
+Pipeline: cells aggregated in ClickHouse (`series.cells`) -> change points calibrated on
 the series itself (`changepoint`) -> attribution from recorded layer values
-(`drift_attribution`) -> brackets (sparse buckets, delivery loss, confounded,
+(`attribution`) -> brackets (sparse buckets, delivery loss, confounded,
 unattributed, cohort mix) -> a report shaped like the Guide's `POST /lens/attribute`,
 persisted to `drift_change_points` and `analysis_events`.
 """
@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from processors import changepoint as cp
-from processors.drift_attribution import Corroborate, attribute
-from processors.drift_corroborate import CorroborationConfig, alias_corroborator
-from processors.drift_delivery import fetch_loss_windows, staleness_note
-from processors.drift_evidence import AttributionConfig
-from processors.drift_series import (
+from processors.drift.attribution import Corroborate, attribute
+from processors.drift.corroborate import CorroborationConfig, alias_corroborator
+from processors.drift.evidence import AttributionConfig
+from processors.drift.persist import persist_drift
+from processors.series import changepoint as cp
+from processors.series.cells import (
     BUCKETS,
     Series,
     SeriesQuery,
@@ -32,7 +32,7 @@ from processors.drift_series import (
     event_count,
     fetch_cells,
 )
-from processors.drift_store import persist_drift
+from processors.series.delivery import fetch_loss_windows, staleness_note
 from schemas.analysis import (
     BracketedWindow,
     ChangePoint,

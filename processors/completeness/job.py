@@ -28,7 +28,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from processors.completeness_sql import (
+from processors.completeness.sql import (
     MARK_DEAD_WHERE,
     RECEIPT_STREAMS,
     RECORDS,

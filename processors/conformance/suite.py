@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol
 import yaml
 from pydantic import ValidationError
 
-from processors.conformance_eval import DimensionView, EventView, evaluate_event
+from processors.conformance.eval import DimensionView, EventView, evaluate_event
 from schemas.conformance import (
     MAX_TRIALS,
     SUITE_RESULT_SCHEMA,

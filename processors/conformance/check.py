@@ -1,7 +1,7 @@
 """Check fixtures against the events in the store over a window.
 
 The whole evaluation runs in ClickHouse: each assertion compiles to a verdict-rank
-expression (see `conformance_eval.SqlBuilder`), one query counts events per verdict
+expression (see `eval.SqlBuilder`), one query counts events per verdict
 and another pages through the per-event breakdown. The top-level verdict is the
 strongest event verdict (fail > pass > requires-judge > unevaluable > not-applicable);
 because one pass outweighs any number of unevaluable events, the result also carries
@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from processors.conformance_approve import fixture_digest, live_fixture, live_fixtures
-from processors.conformance_eval import VERDICT_SQL, SqlBuilder
+from processors.conformance.approve import fixture_digest, live_fixture, live_fixtures
+from processors.conformance.eval import VERDICT_SQL, SqlBuilder
 from schemas.conformance import RANK_VERDICT, VERDICT_ORDER, VERDICT_RANK, Fixture, Verdict
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store

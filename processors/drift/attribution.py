@@ -1,7 +1,7 @@
 """Which layer moved at a change point: `lens`, `light source`, `substrate` or `noise`.
 
 Evidence comes from the layer values recorded on the events around the change (the
-cells of `drift_series`), never from a guess:
+cells of `series.cells`), never from a guess:
 
 1. A layer *changed* when its value shares differ between the buckets just before and
    just after the change's confidence window, and the new value took over inside that
@@ -23,8 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from processors.changepoint import ChangePoint as RawChangePoint
-from processors.drift_evidence import (
+from processors.drift.evidence import (
     PRECEDENCE,
     AttributionConfig,
     Context,
@@ -35,7 +34,8 @@ from processors.drift_evidence import (
     dominant_alias,
     explains_shift,
 )
-from processors.drift_series import Series
+from processors.series.cells import Series
+from processors.series.changepoint import ChangePoint as RawChangePoint
 from schemas.analysis import (
     ChangePoint,
     CohortMix,

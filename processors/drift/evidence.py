@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from processors.changepoint import ChangePoint as RawChangePoint
-from processors.drift_series import Cell, Series
+from processors.series.cells import Cell, Series, layer_names
+from processors.series.changepoint import ChangePoint as RawChangePoint
 from schemas.analysis import CohortMix, Contrast, LayerChange, LayerSource
 
 SOURCE_OF_LAYER: dict[str, LayerSource] = {
@@ -34,11 +34,6 @@ class AttributionConfig:
 
 def source_of(layer: str) -> LayerSource:
     return SOURCE_OF_LAYER.get(layer, "substrate")
-
-
-def layer_names(cells: Iterable[Cell]) -> list[str]:
-    keys = sorted({k for c in cells for k, _ in c.substrate})
-    return ["lens_version", "light_source_id", *[f"substrate:{k}" for k in keys]]
 
 
 def _shares(cells: Iterable[Cell], key: Callable[[Cell], object]) -> dict[object, float]:

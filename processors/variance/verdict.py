@@ -24,10 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from processors import changepoint as cp
-from processors.drift_delivery import LossWindow, fetch_loss_windows
-from processors.drift_evidence import layer_names
-from processors.drift_series import (
+from processors.analysis_events import record_event
+from processors.series import changepoint as cp
+from processors.series.cells import (
     BUCKETS,
     Cell,
     Series,
@@ -35,8 +34,10 @@ from processors.drift_series import (
     bucket_grid,
     build_series,
     fetch_cells,
+    layer_names,
 )
-from processors.variance import Decomposition, paule_mandel, record_event
+from processors.series.delivery import LossWindow, fetch_loss_windows
+from processors.variance.decompose import Decomposition, paule_mandel
 from schemas.analysis import (
     Interval,
     LifecycleRecord,

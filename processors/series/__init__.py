@@ -1,0 +1,8 @@
+"""What the jobs share: series read from the store and the statistics over them.
+
+evaluation_dimensions FINAL
+  -> cells.py        one cell per (bucket, layer values), grouped in ClickHouse
+  -> changepoint.py  the change-point core (binary segmentation + permutation test)
+completeness_windows FINAL
+  -> delivery.py     the delivery-loss windows a reading must bracket or weigh
+"""

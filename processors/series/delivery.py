@@ -1,0 +1,126 @@
+"""Delivery-loss windows of a surface, read from `holonograph.completeness_windows`.
+
+That table belongs to the completeness job and is read by the columns its migration
+gives it: the surface-scope rows flagged `bias_flag`, at the query's bucket
+granularity (or else the finest the table holds). Without the table (a store the
+completeness migration never reached) the answer is None and callers say so instead of
+pretending there was no loss.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from processors.completeness.job import last_refresh
+from processors.series.cells import SeriesQuery
+from schemas.store import Store
+from schemas.tables import COMPLETENESS_WINDOWS, DATABASE
+from schemas.times import to_store_time
+
+_WIDTH_SQL = {
+    "minute": 60,
+    "hour": 3600,
+    "day": 86400,
+}
+
+
+@dataclass(frozen=True)
+class LossWindow:
+    start: dt.datetime
+    end: dt.datetime
+    offered: float
+    delivered: float
+
+    @property
+    def completeness(self) -> float:
+        return self.delivered / self.offered if self.offered > 0 else 1.0
+
+
+def fetch_loss_windows(store: Store, query: SeriesQuery) -> list[LossWindow] | None:
+    """Windows flagged `bias_flag` for the surface, merged when they touch; None when
+    the completeness table is not there to ask. With several bucket granularities in the
+    table, the query's own (or else the finest) is used."""
+    if not _exists(store):
+        return None
+    where = [
+        "bias_flag",
+        "bucket_start < {until:DateTime64(3, 'UTC')}",
+        "bucket_start >= {since:DateTime64(3, 'UTC')} - INTERVAL 1 DAY",
+        "({tenant:String} = '' OR tenant_id = {tenant:String})",
+        "surface_id = {surface:String}",
+        "toString(scope) = 'surface'",
+    ]
+    table = f"{COMPLETENESS_WINDOWS.qualified} FINAL"
+    params = query.params()
+    chosen = _granularity(store, table, where, params, query.bucket)
+    where.append("toString(bucket) = {granularity:String}")
+    params["granularity"] = chosen
+    sql = f"""
+        SELECT bucket_start, toFloat64(offered), toFloat64(delivered) FROM {table}
+        WHERE {" AND ".join(where)} ORDER BY bucket_start
+    """
+    step = dt.timedelta(seconds=_WIDTH_SQL[chosen])
+    windows = []
+    for start, off, dlv in store.query(sql, params).rows:
+        stop = start + step
+        if stop > to_store_time(query.since):
+            windows.append(LossWindow(start, stop, float(off), float(dlv)))
+    return merge(windows)
+
+
+def _exists(store: Store) -> bool:
+    return bool(
+        store.query(
+            "SELECT count() FROM system.tables"
+            " WHERE database = {database:String} AND name = {name:String}",
+            {"database": DATABASE, "name": COMPLETENESS_WINDOWS.name},
+        ).scalar()
+    )
+
+
+def _granularity(
+    store: Store, table: str, where: list[str], params: dict[str, object], own: str
+) -> str:
+    found = {
+        str(g)
+        for (g,) in store.query(
+            f"SELECT DISTINCT toString(bucket) FROM {table} WHERE {' AND '.join(where)}", params
+        ).rows
+    }
+    if own in found or not found:
+        return own
+    return min(found, key=lambda g: _WIDTH_SQL.get(g, 10**9))
+
+
+def staleness_note(store: Store, query: SeriesQuery) -> str | None:
+    """A note when loss after the last completeness refresh cannot be bracketed."""
+    last = last_refresh(store)
+    if last is None:
+        return (
+            "delivery-loss: the completeness job has never run on this store"
+            " (`holonograph completeness --refresh`); no loss can be bracketed"
+        )
+    last = to_store_time(last)
+    if last < to_store_time(query.until):
+        return (
+            f"delivery-loss: completeness windows last refreshed {last:%Y-%m-%dT%H:%M:%SZ};"
+            " loss after that is not bracketed"
+        )
+    return None
+
+
+def merge(windows: list[LossWindow]) -> list[LossWindow]:
+    out: list[LossWindow] = []
+    for w in sorted(windows, key=lambda w: w.start):
+        if out and w.start <= out[-1].end:
+            last = out[-1]
+            out[-1] = LossWindow(
+                last.start,
+                max(last.end, w.end),
+                last.offered + w.offered,
+                last.delivered + w.delivered,
+            )
+        else:
+            out.append(w)
+    return out
