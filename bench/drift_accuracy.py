@@ -1,6 +1,6 @@
 """Accuracy benchmark of drift attribution and variance isolation on known truth.
 
-Builds seeded scenarios (`processors.scenarios`), loads them into a fresh chDB store in
+Builds seeded scenarios (`testkit.scenarios`), loads them into a fresh chDB store in
 batches (the tables are emptied between batches so disk stays bounded), runs the real
 jobs (`run_drift`, `decompose`) over the store and scores them against the truth:
 
@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from processors.drift.job import DriftRequest, run_drift
-from processors.scenarios import Change, SurfaceSpec, generate, write_cells
 from processors.variance.decompose import DecomposeRequest, decompose
 from schemas.analysis import DriftReport
+from testkit.scenarios import Change, SurfaceSpec, generate, write_cells
 
 START = dt.datetime(2026, 6, 1)
 TAUS = (0.0, 0.015, 0.03)

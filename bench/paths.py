@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from ingest import tansu
+from testkit import tansu
 
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_FILE = ".holonograph-admin.json"

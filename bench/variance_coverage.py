@@ -12,7 +12,7 @@ series: that finite-sample quantity varies less than tau² is uncertain about, a
 interval measured against it would look over-covered.
 
 Generators (`--generator`):
-- `scenarios`: `processors.scenarios.generate`, the very generator of the store
+- `scenarios`: `testkit.scenarios.generate`, the very generator of the store
   benchmark (two cohorts at base +- 0.1, 50-500 events per bucket);
 - `fast`: the same model drawn with vectorised numpy (same distribution, ~20x faster);
 - `clustered`: `fast` with events grouped into sessions sharing a correlation id (sizes
@@ -42,7 +42,6 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
 
-from processors.scenarios import SurfaceSpec, generate
 from processors.variance.decompose import (
     ClusteredBuckets,
     decompose_buckets,
@@ -50,6 +49,7 @@ from processors.variance.decompose import (
     paule_mandel,
 )
 from processors.variance.decompose import unclustered as unclustered_buckets
+from testkit.scenarios import SurfaceSpec, generate
 
 FloatArray = NDArray[np.float64]
 TAUS = (0.0, 0.015, 0.03)

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from ingest.faults import FaultyStore
 from ingest.service.config import ServeConfig
 from ingest.service.periodic import Periodic
 from ingest.service.receiver import ReceiverService
@@ -18,6 +17,7 @@ from ingest.store.clickhouse import ClickHouseStore, open_store
 from schemas.migrations import apply_migrations
 from schemas.store import Store
 from schemas.times import Clock, utc_now
+from testkit.faulty_store import FaultyStore
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from holonograph.cli import cli
-from processors.scenarios import Change, SurfaceSpec, generate, write_cells
 from schemas.migrations import apply_migrations
+from testkit.scenarios import Change, SurfaceSpec, generate, write_cells
 
 pytestmark = [pytest.mark.clickhouse]
 
@@ -156,7 +156,7 @@ def test_variance_decompose_evaluate_lifecycle(store_dir: Path) -> None:
 
 @pytest.mark.e2e
 def test_scenario_through_the_receiver_gets_the_right_labels(receiver: Any) -> None:
-    from processors.scenarios import events_from_cells
+    from testkit.scenarios import events_from_cells
     from tests.otel_emit import Dim, Evaluation, export_grpc, record_spans
 
     specs = [

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.holonograph.test_serve_cli import ServeProcess
+from tests.holonograph.cli.test_serve import ServeProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.clickhouse]
 

@@ -15,8 +15,8 @@ import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from holonograph.jobs import periodic_jobs
-from ingest.faults import FaultyStore
 from ingest.store.clickhouse import ClickHouseStore
+from testkit.faulty_store import FaultyStore
 from tests.conftest import RunningReceiver
 from tests.otel_emit import BASE_NS, Evaluation, Sentinel, export_grpc, record_spans
 

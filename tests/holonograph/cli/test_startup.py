@@ -1,0 +1,75 @@
+"""Light commands stay light: `holonograph --help`, `query`, `completeness` and
+`quarantine` never import the heavy libraries other commands need (they cost seconds
+at start-up). Checked on the import set `python -X importtime` reports, not on time."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.holonograph.cli.test_serve import ServeProcess
+
+ROOT = Path(__file__).resolve().parents[3]
+HEAVY = frozenset(
+    {
+        "scipy", "matplotlib", "numpy", "pandas", "pyarrow", "aiohttp", "grpc", "aiokafka",
+        "clickhouse_connect", "chdb", "opentelemetry", "google", "prometheus_client",
+    }
+)  # fmt: skip
+
+
+def imported(*args: str) -> set[str]:
+    """Every module the command imported (dotted names)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "holonograph", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    rows = [line.split("|") for line in done.stderr.splitlines() if line.startswith("import time:")]
+    return {row[2].strip() for row in rows[1:] if len(row) == 3}
+
+
+def heavy(modules: set[str]) -> set[str]:
+    return {name for name in modules if name.split(".")[0] in HEAVY}
+
+
+@pytest.mark.parametrize(
+    "args", [["--help"], ["query", "--help"], ["completeness", "--help"], ["quarantine", "-h"]]
+)
+def test_help_imports_nothing_heavy(args: list[str]) -> None:
+    modules = imported(*args)
+    assert heavy(modules) == set()
+    assert "processors.drift" not in modules  # other commands' modules are not loaded
+
+
+def test_the_guard_sees_a_heavy_command() -> None:
+    assert {"numpy", "scipy"} <= {name.split(".")[0] for name in heavy(imported("drift", "-h"))}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    data_dir = tmp_path_factory.mktemp("startup") / "data"
+    server = ServeProcess(data_dir)
+    yield data_dir
+    server.stop()
+
+
+@pytest.mark.e2e
+@pytest.mark.clickhouse
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["query", "--json", "SELECT count() FROM holonograph.evaluation_events"],
+        ["completeness", "--json"],
+        ["quarantine", "--json"],
+    ],
+)
+def test_light_commands_through_the_admin_endpoint_import_nothing_heavy(
+    served: Path, args: list[str]
+) -> None:
+    """While `serve` holds the store, these talk HTTP to it: no driver, no server libs."""
+    assert heavy(imported(*args, "--data-dir", str(served))) == set()
