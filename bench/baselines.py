@@ -133,7 +133,7 @@ def measure_chdb_insert(batch: int, requests: int, spans_per_insert: int) -> dic
     import clickhouse_connect
 
     from ingest.export.decode import parse_protobuf
-    from ingest.export.request import decode_request
+    from ingest.export.request import validate_request
     from ingest.store.clickhouse import ClickHouseStore
     from ingest.store.rows import TableRows, write_rows
     from ingest.store.url import chdb_url
@@ -155,7 +155,7 @@ def measure_chdb_insert(batch: int, requests: int, spans_per_insert: int) -> dic
             for start in range(0, len(bodies), per_insert):
                 rows = TableRows()
                 for r, body in enumerate(bodies[start : start + per_insert]):
-                    decoded = decode_request(parse_protobuf(body))
+                    decoded = validate_request(parse_protobuf(body))
                     spans += len(decoded.emissions)
                     rows.add(decoded, f"receipt{first + start + r}", utc_now())
                 groups.append(rows)
@@ -180,7 +180,7 @@ def measure_chdb_insert(batch: int, requests: int, spans_per_insert: int) -> dic
 def _single_span_commits(store: Any, commits: int) -> dict[str, Any]:
     """The fixed cost of a commit: one 1-span request per insert round (3 INSERTs)."""
     from ingest.export.decode import parse_protobuf
-    from ingest.export.request import decode_request
+    from ingest.export.request import validate_request
     from ingest.store.rows import TableRows, write_rows
     from schemas.times import utc_now
 
@@ -188,7 +188,7 @@ def _single_span_commits(store: Any, commits: int) -> dict[str, Any]:
     groups = []
     for r in range(commits):
         rows = TableRows()
-        rows.add(decode_request(parse_protobuf(factory.body(r))), f"single{r}", utc_now())
+        rows.add(validate_request(parse_protobuf(factory.body(r))), f"single{r}", utc_now())
         groups.append(rows)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for rows in groups:

@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from bench.payload import PayloadSpec, RequestFactory
-from schemas.events import DecodedBatch
+from schemas.events import ValidatedBatch
 
 MAX_MESSAGE_BYTES = 1_000_000
 
@@ -32,7 +32,7 @@ def _timed(label: str, timings: dict[str, float], work: Any) -> Any:
     return out
 
 
-def _receiver(decoded: list[DecodedBatch], timings: dict[str, float]) -> list[bytes]:
+def _receiver(decoded: list[ValidatedBatch], timings: dict[str, float]) -> list[bytes]:
     from ingest.handoff.kafka_packing import pack, screen
     from schemas.times import utc_now
 
@@ -70,13 +70,13 @@ def measure_kafka_stages(
 ) -> dict[str, Any]:
     """Best of `rounds` per stage (the machine is shared: the minimum is the cost)."""
     from ingest.export.decode import parse_protobuf
-    from ingest.export.request import decode_request
+    from ingest.export.request import validate_request
     from ingest.service.gctune import tune_for_throughput
 
     if collector == "tuned":
         tune_for_throughput()
     factory = RequestFactory(PayloadSpec(batch=batch, tag="kstages0"))
-    decoded = [decode_request(parse_protobuf(factory.body(r))) for r in range(requests)]
+    decoded = [validate_request(parse_protobuf(factory.body(r))) for r in range(requests)]
     spans = sum(len(d.emissions) for d in decoded)
     best: dict[str, float] = {}
     values: list[bytes] = []

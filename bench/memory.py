@@ -158,7 +158,7 @@ def baseline_tree(ref: str, work: Path) -> Path:
 def expansion(batch: int = 2000) -> dict[str, float]:
     """Memory held per body byte while a request is decoded and turned into rows."""
     from ingest.export.decode import parse_json, parse_protobuf
-    from ingest.export.request import decode_request
+    from ingest.export.request import validate_request
     from ingest.store.rows import TableRows
 
     out: dict[str, float] = {}
@@ -168,7 +168,7 @@ def expansion(batch: int = 2000) -> dict[str, float]:
         tracemalloc.start()
         request = parse_json(body) if encoding == JSON else parse_protobuf(body)
         parsed_rss = procstat.rss_mib([_self()]) * MIB - before
-        batch_models = decode_request(request)
+        batch_models = validate_request(request)
         rows = TableRows()
         rows.add(batch_models, "0" * 32, dt.datetime.now(dt.UTC))
         _, python_peak = tracemalloc.get_traced_memory()

@@ -20,7 +20,7 @@ STAGES = (
     ("row building (TableRows.add)", "TableRows.add (ingest/store/rows.py)"),
     ("pydantic model construction", "(pydantic/main.py)"),
     ("attribute decoding (decode.attributes)", "attributes (ingest/export/decode.py)"),
-    ("validation (validate.*, rest)", "decode_request (ingest/export/request.py)"),
+    ("validation (validate.*, rest)", "validate_request (ingest/export/request.py)"),
     ("protobuf parse", "parse_protobuf (ingest/export/decode.py)"),
     ("Kafka records (ingest/handoff/kafka_packing.py)", "(ingest/handoff/kafka_packing.py)"),
     ("Kafka client (aiokafka)", "(aiokafka/"),

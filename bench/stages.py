@@ -28,7 +28,7 @@ def _timed(label: str, timings: dict[str, float], work: Any) -> Any:
 
 def measure_stages(batch: int, requests: int, requests_per_insert: int) -> dict[str, Any]:
     from ingest.export.decode import parse_protobuf
-    from ingest.export.request import decode_request
+    from ingest.export.request import validate_request
     from ingest.store.clickhouse import open_store
     from ingest.store.rows import TableRows, write_rows
     from schemas.migrations import apply_migrations
@@ -47,7 +47,7 @@ def measure_stages(batch: int, requests: int, requests_per_insert: int) -> dict[
                 for r, body in enumerate(bodies[start : start + requests_per_insert]):
                     request = _timed("parse", timings, lambda b=body: parse_protobuf(b))
                     decoded = _timed(
-                        "decode_validate", timings, lambda q=request: decode_request(q)
+                        "decode_validate", timings, lambda q=request: validate_request(q)
                     )
                     spans += len(decoded.emissions)
                     _timed(
@@ -73,7 +73,7 @@ def measure_stages(batch: int, requests: int, requests_per_insert: int) -> dict[
 def top_functions(batch: int, requests: int, limit: int = 15) -> list[dict[str, Any]]:
     """cProfile of decode/validate + row building (the pure-Python part) by own time."""
     from ingest.export.decode import parse_protobuf
-    from ingest.export.request import decode_request
+    from ingest.export.request import validate_request
     from ingest.store.rows import TableRows
     from schemas.times import utc_now
 
@@ -82,7 +82,7 @@ def top_functions(batch: int, requests: int, limit: int = 15) -> list[dict[str, 
     profiler = cProfile.Profile()
     profiler.enable()
     for r, body in enumerate(bodies):
-        TableRows().add(decode_request(parse_protobuf(body)), f"r{r}", utc_now())
+        TableRows().add(validate_request(parse_protobuf(body)), f"r{r}", utc_now())
     profiler.disable()
     stats = pstats.Stats(profiler)
     total = sum(row[2] for row in stats.stats.values())  # type: ignore[attr-defined]

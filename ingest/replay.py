@@ -35,9 +35,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
 
 from ingest.export.decode import to_key_values
 from ingest.export.principal import Principal
-from ingest.export.request import AGENT_REJECTED, decode_request
+from ingest.export.request import AGENT_REJECTED, validate_request
 from ingest.handoff.protocol import Handoff
-from schemas.events import DecodedBatch
+from schemas.events import ValidatedBatch
 from schemas.records import BatchRecord, PoisonLetter, QuarantinedLetter, RecordError, decode
 from schemas.store import Store
 from schemas.tables import DATABASE
@@ -64,14 +64,14 @@ class ReplayReport:
         }
 
 
-def revalidate(span_proto: bytes, resource: Mapping[str, Any], tenant_id: str) -> DecodedBatch:
+def revalidate(span_proto: bytes, resource: Mapping[str, Any], tenant_id: str) -> ValidatedBatch:
     """The span through today's decode and validation, as a one-span request of its
     tenant."""
     resource_spans = PB2ResourceSpans()
     resource_spans.resource.attributes.extend(to_key_values(resource))
     resource_spans.scope_spans.add().spans.append(PB2Span.FromString(span_proto))
     request = PB2ExportTraceServiceRequest(resource_spans=[resource_spans])
-    return decode_request(request, source=SOURCE, principal=Principal(tenant_id=tenant_id))
+    return validate_request(request, source=SOURCE, principal=Principal(tenant_id=tenant_id))
 
 
 NOT_REPLAYED_AGENT = "rejected for its token's agents: not replayed (the client must resend)"

@@ -155,7 +155,7 @@ class QuarantineRecord(_Model):
     source: str = "receiver"
 
 
-class DecodedBatch(_Model):
+class ValidatedBatch(_Model):
     """Everything one export request yields, ready to hand off. A request has one
     principal, so one tenant: `tenant_id` owns every row the batch becomes.
     `collapsed_spans` counts spans identical to an earlier span of the request (same

@@ -8,6 +8,7 @@ dead-letter topic carries quarantined spans (from receivers) and poison records
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 RECORDS_TOPIC = "holonograph.records"
 DEAD_LETTER_TOPIC = "holonograph.dead-letter"
@@ -16,6 +17,8 @@ DEFAULT_REPLICATION_FACTOR = 1
 # Kafka's default `message.max.bytes` (1 MiB + 12 bytes of overhead), rounded down.
 DEFAULT_MAX_MESSAGE_BYTES = 1_000_000
 SINK_GROUP = "holonograph-sink"
+# The producer batch compressions a deployment may choose (`--kafka-compression`).
+Compression = Literal["zstd", "lz4", "snappy", "gzip", "none"]
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,8 @@ the background. With the default merge selector (`merge_selector_base` 5), small
 parts are merged again and again as they grow: on the embedded store those merges
 cost about as much CPU per span as the insert itself. A base of 10 merges parts of
 more unequal sizes less often, lowering write amplification at the price of a few
-more active parts (measured in-process: ~10 µs less CPU per span, 25 instead of 19
-parts after 60k spans). Applied only where the server knows the setting, so older
-ClickHouse servers keep their defaults.
+more active parts (the figures: bench/RESULTS.md). Applied only where the server
+knows the setting, so older ClickHouse servers keep their defaults.
 """
 
 from __future__ import annotations

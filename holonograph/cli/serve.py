@@ -20,12 +20,13 @@ from holonograph.cli.options import (
     store_unavailable,
 )
 from holonograph.jobs import periodic_jobs
-from ingest.service.config import Compression, ServeConfig, TLSVersion
+from ingest.service.config import ServeConfig, TLSVersion
 from ingest.service.gctune import tune_for_throughput
 from ingest.service.memory import tune_allocator
 from ingest.service.receiver import ReceiverService
 from ingest.store.clickhouse import open_store
 from ingest.store.url import StoreURLError, is_embedded
+from schemas.topics import Compression
 
 
 def build_config(overrides: dict[str, Any]) -> ServeConfig:

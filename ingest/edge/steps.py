@@ -25,7 +25,7 @@ from ingest.edge.admission import PROTOBUF_EXPANSION, Admission, ReadGate
 from ingest.edge.auth import Authenticator
 from ingest.edge.ratelimit import TenantRateLimiter
 from ingest.errors import ReadTimeout
-from ingest.export.handler import Exporter, ExportOutcome
+from ingest.export.handler import ExportHandler, ExportOutcome
 from ingest.export.principal import Principal
 
 Parse = Callable[[bytes], PB2ExportTraceServiceRequest]
@@ -37,7 +37,7 @@ def span_count(request: PB2ExportTraceServiceRequest) -> int:
 
 @dataclass
 class Edge:
-    exporter: Exporter[Any]
+    exporter: ExportHandler[Any]
     authenticator: Authenticator
     reads: ReadGate
     admission: Admission

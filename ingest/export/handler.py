@@ -24,7 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from ingest.export.principal import ANONYMOUS, Principal
-from ingest.export.request import decode_request, rejection_message
+from ingest.export.request import rejection_message, validate_request
 from ingest.handoff.protocol import Handoff, PreparedT
 from schemas.events import QuarantineRecord
 
@@ -54,7 +54,7 @@ class ExportObservers:
             observer.observe_export(outcome, rejected)
 
 
-class Exporter(Generic[PreparedT]):
+class ExportHandler(Generic[PreparedT]):
     """Shared by gRPC and HTTP: validate, hand off, report partial success."""
 
     def __init__(
@@ -71,7 +71,7 @@ class Exporter(Generic[PreparedT]):
         self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
 
     def _prepare(self, request: PB2ExportTraceServiceRequest, principal: Principal) -> PreparedT:
-        return self._handoff.prepare(decode_request(request, principal=principal))
+        return self._handoff.prepare(validate_request(request, principal=principal))
 
     def close(self) -> None:
         self._decoder.shutdown(wait=True)

@@ -35,7 +35,7 @@ from ingest.export.validate import (
     sentinel_record,
     unparsed_record,
 )
-from schemas.events import DecodedBatch, EmissionRecord, EvaluationEvent, QuarantineRecord
+from schemas.events import EmissionRecord, EvaluationEvent, QuarantineRecord, ValidatedBatch
 
 MAX_REPORTED_PROBLEMS = 5
 # Every rejection for the agent allowlist starts so (replay keeps them rejected).
@@ -96,8 +96,8 @@ class _Collected:
             raise _conflict(event, first)
         self.arrived(emission_of(event))
 
-    def batch(self, ignored: int) -> DecodedBatch:
-        return DecodedBatch.model_construct(
+    def batch(self, ignored: int) -> ValidatedBatch:
+        return ValidatedBatch.model_construct(
             tenant_id=self.principal.tenant_id,
             events=tuple(self.events),
             emissions=tuple(self.emissions.values()),
@@ -107,11 +107,11 @@ class _Collected:
         )
 
 
-def decode_request(
+def validate_request(
     request: PB2ExportTraceServiceRequest,
     source: str = "receiver",
     principal: Principal = ANONYMOUS,
-) -> DecodedBatch:
+) -> ValidatedBatch:
     """Validate every span of a request for `principal`; never raises for a bad span."""
     collected = _Collected(principal)
     ignored = 0
@@ -165,7 +165,7 @@ def _reason(err: Exception) -> str:
     return str(err)
 
 
-def rejection_message(batch: DecodedBatch) -> str:
+def rejection_message(batch: ValidatedBatch) -> str:
     if not batch.quarantined:
         return ""
     problems = [

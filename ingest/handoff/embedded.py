@@ -35,7 +35,7 @@ from ingest.handoff.protocol import Prepared
 from ingest.handoff.refused import refused_unit, span_units, stored_batch
 from ingest.store.errors import StoreRejected, describe, is_permanent, isolate, refusal
 from ingest.store.rows import TableRows, write_rows
-from schemas.events import DecodedBatch
+from schemas.events import ValidatedBatch
 from schemas.store import Store
 from schemas.times import Clock, utc_now
 
@@ -44,10 +44,10 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Pending:
-    batch: DecodedBatch
+    batch: ValidatedBatch
     receipt_id: str
     size_bytes: int
-    done: asyncio.Future[DecodedBatch]
+    done: asyncio.Future[ValidatedBatch]
     # Place in its commit (arrival order): of two versions of one event id in one
     # commit, the later request's wins (see `ingest.store.rows.ingest_version`).
     order: int = 0
@@ -115,11 +115,11 @@ class EmbeddedHandoff:
         if self._writer is None:
             self._writer = asyncio.create_task(self._run(), name="embedded-writer")
 
-    def prepare(self, batch: DecodedBatch) -> Prepared:
+    def prepare(self, batch: ValidatedBatch) -> Prepared:
         """Nothing to do off the event loop: rows are built when their commit is."""
         return Prepared(batch)
 
-    async def submit(self, prepared: Prepared, receipt_id: str, size_bytes: int) -> DecodedBatch:
+    async def submit(self, prepared: Prepared, receipt_id: str, size_bytes: int) -> ValidatedBatch:
         batch = prepared.batch
         if self._closing:
             raise Unavailable("receiver is shutting down", self._retry_after)
@@ -130,7 +130,7 @@ class EmbeddedHandoff:
                 self._retry_after,
             )
         self.start()
-        done: asyncio.Future[DecodedBatch] = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[ValidatedBatch] = asyncio.get_running_loop().create_future()
         self._queue.append(_Pending(batch, receipt_id, size_bytes, done))
         self._inflight_bytes += size_bytes
         self._wakeup.set()
@@ -207,7 +207,7 @@ class EmbeddedHandoff:
             rows.row_count, len(taken), loop.time() - started, error is None
         )
         if error is None:
-            results: dict[int, DecodedBatch | IngestError] = {id(p): p.batch for p in taken}
+            results: dict[int, ValidatedBatch | IngestError] = {id(p): p.batch for p in taken}
         elif is_permanent(error):
             results = await self._split(taken, received_at, error)
         else:
@@ -217,7 +217,7 @@ class EmbeddedHandoff:
             if pending.done.done():
                 continue
             result = results[id(pending)]
-            if isinstance(result, DecodedBatch):
+            if isinstance(result, ValidatedBatch):
                 pending.done.set_result(result)
             else:
                 pending.done.set_exception(result)
@@ -230,7 +230,7 @@ class EmbeddedHandoff:
 
     async def _split(
         self, taken: list[_Pending], received_at: dt.datetime, error: Exception
-    ) -> dict[int, DecodedBatch | IngestError]:
+    ) -> dict[int, ValidatedBatch | IngestError]:
         """Find the requests that make the commit fail for good; write the rest."""
         log.warning("commit of %d request(s) refused, isolating: %s", len(taken), describe(error))
 
@@ -238,7 +238,7 @@ class EmbeddedHandoff:
             await self._insert(_rows(part, received_at))
 
         found = await isolate(taken, write, error)
-        results: dict[int, DecodedBatch | IngestError] = {id(p): p.batch for p in found.written}
+        results: dict[int, ValidatedBatch | IngestError] = {id(p): p.batch for p in found.written}
         if found.unavailable is not None:  # what was written stands; the rest is retried
             unavailable = self._unavailable(found.unavailable)
             return {id(p): results.get(id(p), unavailable) for p in taken}
@@ -248,11 +248,11 @@ class EmbeddedHandoff:
 
     async def _refuse_spans(
         self, pending: _Pending, received_at: dt.datetime, error: BaseException
-    ) -> DecodedBatch | IngestError:
+    ) -> ValidatedBatch | IngestError:
         """Split one refused request into its spans: store those the store takes,
         quarantine the others with its message."""
 
-        async def write(units: Sequence[DecodedBatch]) -> None:
+        async def write(units: Sequence[ValidatedBatch]) -> None:
             rows = TableRows()
             for unit in units:
                 rows.add(unit, pending.receipt_id, received_at, pending.order)

@@ -20,7 +20,7 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, get_args
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.codec import has_zstd
@@ -31,21 +31,21 @@ from ingest.handoff.kafka_packing import OutRecord, Screened, pack, screen
 from ingest.handoff.kafka_producer import BrokerRefused, start_producer
 from ingest.handoff.kafka_topics import ensure_topics
 from ingest.metrics import ProducerMetrics
-from schemas.events import DecodedBatch
+from schemas.events import ValidatedBatch
 from schemas.records import headers
 from schemas.times import Clock, utc_now
-from schemas.topics import Topics
+from schemas.topics import Compression, Topics
 
 log = logging.getLogger(__name__)
 
 ProducerFactory = Callable[..., Any]
-COMPRESSION_TYPES = ("zstd", "lz4", "snappy", "gzip", "none")
+COMPRESSION_TYPES: tuple[str, ...] = get_args(Compression)
 
 
 def default_compression() -> str:
-    """zstd: on our records it compresses nearly as well as gzip (15.7x vs 17.4x on the
-    benchmark's spans) for an eighth of the CPU (4 vs 32 microseconds per span: aiokafka
-    gzips at level 9, on the event loop). It needs the `cramjam` codec package; without
+    """zstd: on our records it compresses nearly as well as gzip for a fraction of the
+    CPU (aiokafka gzips at level 9, on the event loop; the figures: bench/RESULTS.md).
+    It needs the `cramjam` codec package; without
     it, gzip. Every broker since Kafka 2.1 (and Tansu) takes zstd batches."""
     return "zstd" if has_zstd() else "gzip"
 
@@ -118,12 +118,12 @@ class KafkaHandoff:
         """Nothing waits for requests still being validated: records go out per request."""
         yield
 
-    def prepare(self, batch: DecodedBatch) -> Screened:
+    def prepare(self, batch: ValidatedBatch) -> Screened:
         """Quarantine what cannot fit one message, before the client is answered; the
         events' JSON made for measuring them travels on to `submit`."""
         return screen(batch, self._limit)
 
-    async def submit(self, prepared: Screened, receipt_id: str, size_bytes: int) -> DecodedBatch:
+    async def submit(self, prepared: Screened, receipt_id: str, size_bytes: int) -> ValidatedBatch:
         """Nothing is refused after `prepare`: the sink isolates what the store refuses."""
         if self._closing:
             raise Unavailable("receiver is shutting down", self._retry_after)

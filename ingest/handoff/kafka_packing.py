@@ -24,10 +24,10 @@ from ingest.handoff.protocol import Prepared
 from schemas.events import (
     EVALUATION_SPAN,
     SENTINEL_SPAN,
-    DecodedBatch,
     EmissionRecord,
     EvaluationEvent,
     QuarantineRecord,
+    ValidatedBatch,
 )
 from schemas.records import (
     BatchRecord,
@@ -99,7 +99,7 @@ def _pair(event: EvaluationEvent, emission: EmissionRecord) -> _Unit:
     return _Unit(emission.stream, (event,), (emission,), (event_json,), (emission_json,), size)
 
 
-def _units(batch: DecodedBatch) -> Iterator[_Unit]:
+def _units(batch: ValidatedBatch) -> Iterator[_Unit]:
     by_key = {(e.emission.stream, e.emission.seq, e.event_id): e for e in batch.events}
     for emission in batch.emissions:
         event = by_key.pop((emission.stream, emission.seq, emission.event_id), None)
@@ -118,7 +118,7 @@ def _by_stream(units: Iterator[_Unit]) -> dict[str, list[_Unit]]:
     return streams
 
 
-def screen(batch: DecodedBatch, max_message_bytes: int) -> Screened:
+def screen(batch: ValidatedBatch, max_message_bytes: int) -> Screened:
     """Quarantine every event or sentinel too large to travel in one message, keeping
     the serialized units for `pack`."""
     limit = payload_limit(max_message_bytes)
@@ -143,7 +143,7 @@ def screen(batch: DecodedBatch, max_message_bytes: int) -> Screened:
             event = unit.events[0] if unit.events else None
             quarantined.append(_too_large(emission, event, reason))
             arrived.append(emission.model_copy(update={"quarantined": True, "sentinel": None}))
-    screened = DecodedBatch(
+    screened = ValidatedBatch(
         tenant_id=batch.tenant_id,
         collapsed_spans=batch.collapsed_spans,
         events=tuple(e for e in batch.events if id(e) not in drop_events),

@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from schemas.events import DecodedBatch
+from schemas.events import ValidatedBatch
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Prepared:
     the hand-off cannot carry already moved to `quarantined`). A hand-off subclasses it
     to carry the work its `prepare` did."""
 
-    batch: DecodedBatch
+    batch: ValidatedBatch
 
 
 PreparedT = TypeVar("PreparedT", bound=Prepared)
@@ -43,12 +43,12 @@ class Handoff(Protocol[PreparedT]):
         A commit about to be written may wait for it (group commit)."""
         ...
 
-    def prepare(self, batch: DecodedBatch) -> PreparedT:
+    def prepare(self, batch: ValidatedBatch) -> PreparedT:
         """Quarantine what the hand-off cannot carry, so the client is told, and do the
         work `submit` needs that needs no event loop; safe to run off the loop."""
         ...
 
-    async def submit(self, prepared: PreparedT, receipt_id: str, size_bytes: int) -> DecodedBatch:
+    async def submit(self, prepared: PreparedT, receipt_id: str, size_bytes: int) -> ValidatedBatch:
         """Returns once the batch is durable, with the batch as it was stored: spans the
         store refused for good moved from events and emissions to `quarantined` (a
         hand-off that refuses nothing returns `prepared.batch`). Raises a

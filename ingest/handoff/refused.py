@@ -21,30 +21,30 @@ from collections.abc import Sequence
 from schemas.events import (
     EVALUATION_SPAN,
     SENTINEL_SPAN,
-    DecodedBatch,
     EmissionRecord,
     EvaluationEvent,
     QuarantineRecord,
+    ValidatedBatch,
 )
 
 
 def _unit(
-    batch: DecodedBatch,
+    batch: ValidatedBatch,
     events: tuple[EvaluationEvent, ...] = (),
     emissions: tuple[EmissionRecord, ...] = (),
     quarantined: tuple[QuarantineRecord, ...] = (),
-) -> DecodedBatch:
+) -> ValidatedBatch:
     # A copy keeps whatever else the batch carries (its ignored count, its owner).
     return batch.model_copy(
         update={"events": events, "emissions": emissions, "quarantined": quarantined}
     )
 
 
-def span_units(batch: DecodedBatch) -> list[DecodedBatch]:
+def span_units(batch: ValidatedBatch) -> list[ValidatedBatch]:
     """One batch per span of `batch`, each with the rows of that span only."""
     arrivals: dict[tuple[str, int, str], list[EmissionRecord]] = {}
     rejected: dict[tuple[str | None, int | None], list[EmissionRecord]] = {}
-    units: list[DecodedBatch] = []
+    units: list[ValidatedBatch] = []
     for emission in batch.emissions:
         if emission.quarantined:
             rejected.setdefault((emission.stream, emission.seq), []).append(emission)
@@ -65,7 +65,7 @@ def span_units(batch: DecodedBatch) -> list[DecodedBatch]:
     return units
 
 
-def refused_unit(unit: DecodedBatch, text: str, received_at: dt.datetime) -> DecodedBatch:
+def refused_unit(unit: ValidatedBatch, text: str, received_at: dt.datetime) -> ValidatedBatch:
     """The quarantine row (and quarantined arrival) standing for a refused unit, with
     `text` as its reason. The arrival's time is the commit's: the span's own times may
     be what was refused."""
@@ -121,8 +121,8 @@ def refused_unit(unit: DecodedBatch, text: str, received_at: dt.datetime) -> Dec
 
 
 def stored_batch(
-    batch: DecodedBatch, written: Sequence[DecodedBatch], refused: Sequence[DecodedBatch]
-) -> DecodedBatch:
+    batch: ValidatedBatch, written: Sequence[ValidatedBatch], refused: Sequence[ValidatedBatch]
+) -> ValidatedBatch:
     """`batch` as stored: the units written as they were, the refused ones as their
     quarantine rows."""
     parts = [*written, *refused]

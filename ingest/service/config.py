@@ -19,13 +19,13 @@ from schemas.topics import (
     DEFAULT_REPLICATION_FACTOR,
     RECORDS_TOPIC,
     SINK_GROUP,
+    Compression,
     Topics,
 )
 
 MIB = 1024 * 1024
 
-# The vocabularies the CLI builds its choices from.
-Compression = Literal["zstd", "lz4", "snappy", "gzip", "none"]
+# The vocabulary the CLI builds its choice from.
 TLSVersion = Literal["1.2", "1.3"]
 
 

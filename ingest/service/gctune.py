@@ -15,8 +15,7 @@ import gc
 # Young-generation collection every 100k net allocations. The older generations keep
 # close to CPython's ratios: cycles that outlive a collection (asyncio tasks and futures
 # of requests in flight) must not wait long for a full pass, or they pile up as RSS
-# (measured under 3x overload: 1,216 MiB peak with (100k, 50, 100), 1,007 with these,
-# at the same CPU per span).
+# (measured under overload: bench/RESULTS.md).
 THRESHOLDS = (100_000, 10, 10)
 
 

@@ -30,7 +30,7 @@ from ingest.edge.http_server import build_http_app, start_http_site
 from ingest.edge.ratelimit import TenantRateLimiter
 from ingest.edge.steps import Edge
 from ingest.edge.tls import ServerTls, TlsFiles
-from ingest.export.handler import Exporter, ExportObservers
+from ingest.export.handler import ExportHandler, ExportObservers
 from ingest.handoff.embedded import EmbeddedHandoff
 from ingest.handoff.kafka import KafkaHandoff
 from ingest.handoff.protocol import Handoff
@@ -85,7 +85,7 @@ class ReceiverService:
         self._http: web.AppRunner | None = None
         self._admin: AdminEndpoint | None = None
         self._side: ClickHouseStore | None = None
-        self._exporter: Exporter[Any] | None = None
+        self._exporter: ExportHandler[Any] | None = None
         self.tls: ServerTls | None = None
         self.authenticator: Authenticator | None = None
         self.edge: Edge | None = None
@@ -133,7 +133,7 @@ class ReceiverService:
             monotonic=self.monotonic,
         )
         admission.on_idle = Trimmer(lambda: not admission.inflight_bytes).soon
-        self._exporter = exporter = Exporter(
+        self._exporter = exporter = ExportHandler(
             self.handoff,
             observer=ExportObservers(self.metrics, self.rejections),
         )

@@ -19,7 +19,7 @@ from typing import Any
 from aiokafka.structs import TopicPartition
 
 from ingest.store.rows import TableRows
-from schemas.events import DecodedBatch, EvaluationEvent
+from schemas.events import EvaluationEvent, ValidatedBatch
 from schemas.records import BatchRecord, PoisonLetter, QuarantinedLetter
 from schemas.store import QueryResult, Store
 
@@ -111,14 +111,14 @@ def items_rows(items: Iterable[Consumed]) -> TableRows:
     for item in items:
         record = item.record
         if isinstance(record, BatchRecord):
-            batch = DecodedBatch.model_construct(
+            batch = ValidatedBatch.model_construct(
                 tenant_id=record.tenant_id,
                 events=_shared_resources(record.events),
                 emissions=record.emissions,
             )
             rows.add(batch, record.receipt_id, record.received_at)
         elif isinstance(record, QuarantinedLetter):
-            batch = DecodedBatch.model_construct(
+            batch = ValidatedBatch.model_construct(
                 tenant_id=record.tenant_id, quarantined=(record.span,)
             )
             rows.add(batch, record.receipt_id, record.received_at)

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.events import DecodedBatch, EmissionRecord, EvaluationEvent, QuarantineRecord
+from schemas.events import EmissionRecord, EvaluationEvent, QuarantineRecord, ValidatedBatch
 from schemas.store import Store
 from schemas.tables import (
     EMISSION_RECEIPTS,
@@ -131,7 +131,7 @@ class TableRows:
     quarantine: list[list[Any]] = field(default_factory=list)
 
     def add(
-        self, batch: DecodedBatch, receipt_id: str, received_at: dt.datetime, order: int = 0
+        self, batch: ValidatedBatch, receipt_id: str, received_at: dt.datetime, order: int = 0
     ) -> None:
         """`order`: the batch's place among the requests received at `received_at`
         (see `ingest_version`)."""

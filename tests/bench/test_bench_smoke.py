@@ -17,7 +17,7 @@ from bench.paths import EmbeddedPath, KafkaPath, tansu_binary
 from bench.payload import JSON, PROTOBUF, PayloadSpec, RequestFactory, request_number
 from bench.verify import Expected, verify
 from ingest.export.decode import parse_json, parse_protobuf
-from ingest.export.request import decode_request
+from ingest.export.request import validate_request
 from ingest.store.clickhouse import ClickHouseStore
 from tests.conftest import RunningReceiver
 
@@ -30,7 +30,7 @@ def test_requests_are_valid_wire_contract_spans(encoding: str, batch: int) -> No
     parse = parse_json if encoding == JSON else parse_protobuf
     seen_events: set[str] = set()
     for number in (0, 1, 17, 123_456):
-        decoded = decode_request(parse(factory.body(number)))
+        decoded = validate_request(parse(factory.body(number)))
         template = factory.template(number)
         assert decoded.quarantined == ()
         assert len(decoded.events) == template.evaluations

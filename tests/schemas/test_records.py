@@ -15,18 +15,18 @@ from aiokafka.structs import TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.export.request import decode_request
+from ingest.export.request import validate_request
 from ingest.handoff.kafka_packing import OutRecord, pack, payload_limit, screen
 from ingest.sink.batch import Batch, Consumed
 from ingest.sink.dlq import PoisonBrake, SinkHalted
 from schemas import records
-from schemas.events import DecodedBatch
+from schemas.events import ValidatedBatch
 from tests.otel_emit import Dim, Evaluation, Sentinel, export_request, record_spans
 
 AT = dt.datetime(2026, 11, 30, 14, 0, 0, 123456, tzinfo=dt.UTC)
 
 
-def _batch(streams: int = 2, per_stream: int = 5, text: str = "") -> DecodedBatch:
+def _batch(streams: int = 2, per_stream: int = 5, text: str = "") -> ValidatedBatch:
     items: list[Evaluation | Sentinel] = []
     for s in range(streams):
         for seq in range(per_stream):
@@ -34,10 +34,10 @@ def _batch(streams: int = 2, per_stream: int = 5, text: str = "") -> DecodedBatc
             items.append(Evaluation(f"s{s}", seq, extra=extra, dims=[Dim("tone", score=0.5)]))
         items.append(Sentinel(f"s{s}", per_stream, counters={"offered": per_stream}))
     items.append(Evaluation("bad", 0, run_mode="staging"))
-    return decode_request(export_request(record_spans(items, seed=1)))
+    return validate_request(export_request(record_spans(items, seed=1)))
 
 
-def _packed(batch: DecodedBatch, receipt_id: str) -> list[OutRecord]:
+def _packed(batch: ValidatedBatch, receipt_id: str) -> list[OutRecord]:
     """`batch` as the Kafka hand-off sends it: screened (`prepare`), then packed."""
     return pack(screen(batch, 1_000_000), receipt_id, AT, 1_000_000)
 
@@ -200,7 +200,7 @@ def test_records_written_the_old_way_still_decode() -> None:
 def test_a_non_finite_float_is_written_as_null_and_an_old_nan_still_decodes() -> None:
     event = _batch(streams=1).events[0]
     odd = event.model_copy(update={"extras": {"ratio": float("nan")}})
-    batch = DecodedBatch(events=(odd,), emissions=(_batch(streams=1).emissions[0],))
+    batch = ValidatedBatch(events=(odd,), emissions=(_batch(streams=1).emissions[0],))
     record = _packed(batch, "r")[0]
     assert b'"ratio":null' in record.value
     decoded = records.decode(record.value)
@@ -243,7 +243,7 @@ def test_decoded_events_share_equal_resources_for_row_building() -> None:
     assert [e.model_dump() for e in record.events] == before  # same values
 
 
-def _tenant_batch(tenant: str) -> DecodedBatch:
+def _tenant_batch(tenant: str) -> ValidatedBatch:
     return _batch(streams=1).model_copy(update={"tenant_id": tenant})
 
 

@@ -14,7 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
 
-from ingest.export.request import decode_request
+from ingest.export.request import validate_request
 from ingest.handoff.kafka_packing import pack, screen
 from ingest.store.clickhouse import ClickHouseStore
 from tests.e2e.kafka.conftest import Broker, KafkaReceiver, RunningSink
@@ -31,7 +31,7 @@ def _payload(stream: str) -> bytes:
 
 
 def _record_bytes(payload: bytes) -> int:
-    batch = decode_request(PB2ExportTraceServiceRequest.FromString(payload))
+    batch = validate_request(PB2ExportTraceServiceRequest.FromString(payload))
     return sum(
         len(r.value)
         for r in pack(screen(batch, 1_000_000), "0" * 32, dt.datetime.now(dt.UTC), 1_000_000)

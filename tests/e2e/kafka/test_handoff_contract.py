@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from ingest.errors import Unavailable
-from ingest.export.request import decode_request
+from ingest.export.request import validate_request
 from ingest.handoff.embedded import EmbeddedHandoff
 from ingest.handoff.kafka import KafkaHandoff
 from ingest.handoff.protocol import Handoff
 from ingest.replay import dead_letters
 from ingest.store.clickhouse import ClickHouseStore
 from schemas import records
-from schemas.events import DecodedBatch
+from schemas.events import ValidatedBatch
 from schemas.topics import Topics
 from testkit.faulty_store import FaultyStore
 from testkit.tansu import free_port
@@ -32,9 +32,9 @@ from tests.otel_emit import Evaluation, Sentinel, export_request, record_spans
 MIB = 1 << 20
 
 
-def _batch(stream: str) -> DecodedBatch:
+def _batch(stream: str) -> ValidatedBatch:
     items = [Evaluation(stream, 0), Evaluation(stream, 1), Sentinel(stream, 2, final=True)]
-    return decode_request(export_request(record_spans(items, seed=len(stream))))
+    return validate_request(export_request(record_spans(items, seed=len(stream))))
 
 
 class Subject:

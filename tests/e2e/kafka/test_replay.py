@@ -116,9 +116,9 @@ def _newer_version_record() -> bytes:
 
 
 def validate_one(stream: str) -> records.BatchRecord:
-    from ingest.export.request import decode_request
+    from ingest.export.request import validate_request
 
-    batch = decode_request(export_request(record_spans([Evaluation(stream, 0)], seed=9)))
+    batch = validate_request(export_request(record_spans([Evaluation(stream, 0)], seed=9)))
     return records.BatchRecord(
         tenant_id="default",
         receipt_id="r-v2",

@@ -15,7 +15,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
-from ingest.export.request import decode_request
+from ingest.export.request import validate_request
 from ingest.handoff.kafka_topics import ensure_topics
 from ingest.sink.dlq import SinkHalted
 from ingest.store.clickhouse import ClickHouseStore
@@ -92,7 +92,7 @@ def test_every_value_class_is_quarantined_and_the_sink_keeps_going(
 def _record(stream: str, seqs: range, poison: bool = False) -> records.BatchRecord:
     """A batch record as a receiver writes it; `poison`: its first event dated 2500
     (produced straight to the topic, so no receiver ever validated it)."""
-    batch = decode_request(
+    batch = validate_request(
         export_request(record_spans([Evaluation(stream, s) for s in seqs], seed=len(stream)))
     )
     events, emissions = list(batch.events), list(batch.emissions)
@@ -282,7 +282,7 @@ def test_sentinels_and_events_spoiled_past_validation_are_isolated_per_record(
     """Other values the store refuses: a negative interval into UInt64 and a seq past
     it, each in its own hand-made record among valid ones."""
     topics = _topics(broker, names)
-    sentinel = decode_request(export_request(record_spans([Sentinel("neg", 0)], seed=2)))
+    sentinel = validate_request(export_request(record_spans([Sentinel("neg", 0)], seed=2)))
     negative = records.BatchRecord(
         tenant_id=DEFAULT_TENANT,
         receipt_id="r-neg",

@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from ingest.export.handler import ExportOutcome
 from ingest.export.principal import Principal
-from ingest.export.request import AGENT_REJECTED, decode_request
+from ingest.export.request import AGENT_REJECTED, validate_request
 from ingest.handoff.kafka_packing import pack, screen
 from ingest.sink.batch import Batch, Consumed
 from ingest.store.clickhouse import ClickHouseStore
@@ -114,7 +114,7 @@ def test_the_later_received_version_wins_whatever_order_a_sink_batch_holds(
 
     def record(passed: bool, at: dt.datetime, seed: int) -> records.BatchRecord:
         item = Evaluation("s", 0, event_id="evt_v", dims=[Dim("correctness", passed=passed)])
-        batch = decode_request(export_request(record_spans([item], seed=seed)))
+        batch = validate_request(export_request(record_spans([item], seed=seed)))
         (out,) = pack(screen(batch, 1_000_000), f"r{seed}", at, 1_000_000)
         decoded = records.decode(out.value)
         assert isinstance(decoded, records.BatchRecord)

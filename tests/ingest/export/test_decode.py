@@ -17,7 +17,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
 
 from ingest.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
 from ingest.export.decode import any_value, decode_body, gunzip_bounded, parse_json, parse_protobuf
-from ingest.export.request import decode_request
+from ingest.export.request import validate_request
 from ingest.export.salvage import RESOURCE_REASON, SPAN_REASON, UnparsedSpan
 from tests.ingest.helpers import to_otlp_json
 from tests.otel_emit import Evaluation, Sentinel, export_request, record_spans
@@ -155,7 +155,7 @@ def test_a_span_protobuf_cannot_read_is_quarantined_alone(payload: Callable[[], 
     body = payload()
     with pytest.raises(PB2DecodeError):
         PB2Request.FromString(body)  # what one upb call does with the whole request
-    batch = decode_request(parse_protobuf(body))
+    batch = validate_request(parse_protobuf(body))
     assert [e.event_id for e in batch.events] == ["evt_sv_0"]
     assert [(e.seq, e.kind, e.quarantined) for e in batch.emissions] == [
         (0, "evaluation", False),
@@ -178,7 +178,7 @@ def test_a_span_protobuf_cannot_read_is_quarantined_alone(payload: Callable[[], 
 
 def test_a_deep_span_in_otlp_json_is_quarantined_alone() -> None:
     document = json.loads(to_otlp_json(_three_spans(_deep)))
-    batch = decode_request(parse_json(json.dumps(document).encode()))
+    batch = validate_request(parse_json(json.dumps(document).encode()))
     assert [e.event_id for e in batch.events] == ["evt_sv_0"]
     (record,) = batch.quarantined
     assert record.reason == (
@@ -196,7 +196,7 @@ def test_a_resource_protobuf_cannot_read_quarantines_its_spans() -> None:
     pair.value.CopyFrom(nested(40))
     fine = export_request(record_spans([Evaluation("fine", 0)], seed=9))
     request.resource_spans.extend(fine.resource_spans)
-    batch = decode_request(parse_protobuf(request.SerializeToString()))
+    batch = validate_request(parse_protobuf(request.SerializeToString()))
     assert [e.event_id for e in batch.events] == ["evt_fine_0"]
     assert [q.reason for q in batch.quarantined] == [RESOURCE_REASON] * 3
 
@@ -208,7 +208,7 @@ def test_unknown_fields_a_client_sends_are_never_taken_for_unparsed_spans() -> N
     data = forged.SerializeToString()
     scope = request.resource_spans[0].scope_spans[0]
     scope.MergeFromString(bytes([0xF2, 0xFF, 0xFF, 0xFF, 0x0F, len(data)]) + data)
-    batch = decode_request(parse_protobuf(request.SerializeToString()))
+    batch = validate_request(parse_protobuf(request.SerializeToString()))
     assert len(batch.events) == 2
     assert batch.quarantined == ()
 
@@ -229,7 +229,7 @@ def test_a_span_otlp_json_cannot_read_is_quarantined_with_the_reason() -> None:
             }
         ]
     }
-    batch = decode_request(parse_json(json.dumps(body).encode()))
+    batch = validate_request(parse_json(json.dumps(body).encode()))
     assert [q.reason for q in batch.quarantined] == [
         "span: spanId must be a hex string",
         "span: not a decodable OTLP/JSON span: Failed to parse endTimeUnixNano field:"
@@ -243,5 +243,5 @@ def test_an_unreadable_span_that_is_not_ours_is_ignored_not_quarantined() -> Non
         span.name = "GET /orders"
         _deep(span)
 
-    batch = decode_request(parse_protobuf(_three_spans(other).SerializeToString()))
+    batch = validate_request(parse_protobuf(_three_spans(other).SerializeToString()))
     assert (len(batch.events), batch.quarantined, batch.ignored_spans) == (1, (), 1)

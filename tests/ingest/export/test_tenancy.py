@@ -1,7 +1,7 @@
 """Tenants apart and one event id = one event, through the real receiver and store.
 
 Requests are exported as a `Principal` through the seam the edge calls after it
-authenticated a token (`Exporter.export(..., principal)` on the service's loop);
+authenticated a token (`ExportHandler.export(..., principal)` on the service's loop);
 requests without a principal go over the wire as the anonymous (`default`) tenant.
 """
 
@@ -27,7 +27,7 @@ from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.rows import ingest_version
 from processors.completeness.job import Selection, read_report, recompute_completeness
 from processors.series.cells import SeriesQuery, event_count, fetch_cells
-from schemas.events import DecodedBatch
+from schemas.events import ValidatedBatch
 from tests.conftest import RunningReceiver
 from tests.ingest.helpers import grpc_export
 from tests.otel_emit import Dim, Evaluation, Sentinel, export_request, record_spans
@@ -263,11 +263,11 @@ def test_a_resend_with_another_timestamp_counts_once(
 async def test_of_two_versions_in_one_group_commit_the_later_received_wins(
     store: ClickHouseStore,
 ) -> None:
-    def version(passed: bool, seed: int) -> DecodedBatch:
-        from ingest.export.request import decode_request
+    def version(passed: bool, seed: int) -> ValidatedBatch:
+        from ingest.export.request import validate_request
 
         item = Evaluation("s", 0, event_id="evt_v", dims=[Dim("correctness", passed=passed)])
-        return decode_request(export_request(record_spans([item], seed=seed)))
+        return validate_request(export_request(record_spans([item], seed=seed)))
 
     handoff = EmbeddedHandoff(store, max_inflight_bytes=1 << 30, clock=lambda: NOW)
     first = asyncio.create_task(handoff.submit(handoff.prepare(version(False, 1)), "r1", 1))

@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from ingest.export.request import decode_request
+from ingest.export.request import validate_request
 from ingest.handoff.embedded import EmbeddedHandoff
 from ingest.store.clickhouse import ClickHouseStore
-from schemas.events import DecodedBatch
+from schemas.events import ValidatedBatch
 from testkit.faulty_store import FaultyStore
 from tests.otel_emit import Evaluation, export_request, record_spans
 
@@ -19,9 +19,9 @@ pytestmark = [pytest.mark.clickhouse]
 MIB = 1 << 20
 
 
-def _batch(stream: str, count: int = 3) -> DecodedBatch:
+def _batch(stream: str, count: int = 3) -> ValidatedBatch:
     items = [Evaluation(stream, seq) for seq in range(count)]
-    return decode_request(export_request(record_spans(items, seed=len(stream))))
+    return validate_request(export_request(record_spans(items, seed=len(stream))))
 
 
 def _event_inserts(faulty: FaultyStore) -> list[int]:

@@ -1,0 +1,130 @@
+"""The import rules of the tree, read from the source with `ast` (every `import` and
+`from ... import`, at module level or inside a function, relative ones resolved):
+
+- `schemas` imports nothing of ours but itself;
+- `ingest` and `processors` never import each other (they meet at `schemas`);
+- the receiver edge (`ingest.edge`) never imports the sink (`ingest.sink`), and no
+  stage of `ingest` imports the services that wire them (`ingest.service`);
+- the CLI wires: nothing outside `holonograph.cli` imports it but the entry point;
+- `testkit` is imported only by `tests` and `bench` (and itself); the installed
+  packages import neither `tests` nor `bench`.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+OURS = ("schemas", "ingest", "processors", "holonograph", "testkit", "bench", "tests")
+INSTALLED = ("schemas", "ingest", "processors", "holonograph")
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module, dotted
+    target: str  # the imported module, dotted
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.module}:{self.line} imports {self.target}"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _targets(node: ast.AST, module: str, is_package: bool) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        if node.level:
+            package = module.split(".") if is_package else module.split(".")[:-1]
+            base = package[: len(package) - (node.level - 1)]
+            prefix = ".".join([*base, node.module] if node.module else base)
+        else:
+            prefix = node.module or ""
+        # `from package import name` may name a sub-module: count both.
+        return [prefix, *(f"{prefix}.{alias.name}" for alias in node.names)]
+    return []
+
+
+def _imports() -> list[Import]:
+    found = []
+    for top in OURS:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            module = _module_name(path)
+            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+            for node in ast.walk(tree):
+                for target in _targets(node, module, path.name == "__init__.py"):
+                    if target.split(".")[0] in OURS:
+                        found.append(Import(module, target, getattr(node, "lineno", 0)))
+    return found
+
+
+IMPORTS = _imports()
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def _breaking(importer: str, imported: str, allowed: tuple[str, ...] = ()) -> list[str]:
+    return [
+        str(i)
+        for i in IMPORTS
+        if _within(i.module, importer)
+        and _within(i.target, imported)
+        and not any(_within(i.module, a) for a in allowed)
+    ]
+
+
+def test_the_walk_sees_every_package_and_lazy_imports() -> None:
+    # Without this the rules below could pass by reading nothing.
+    assert {i.module.split(".")[0] for i in IMPORTS} >= set(OURS)
+    lazy = [i for i in IMPORTS if i.module == "holonograph.cli.drift"]
+    assert any(i.target == "processors.drift.plot" for i in lazy)  # imported inside a function
+
+
+@pytest.mark.parametrize("other", [p for p in OURS if p != "schemas"])
+def test_schemas_import_nothing_of_ours(other: str) -> None:
+    assert _breaking("schemas", other) == []
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported"), [("ingest", "processors"), ("processors", "ingest")]
+)
+def test_ingest_and_processors_never_import_each_other(importer: str, imported: str) -> None:
+    assert _breaking(importer, imported) == []
+
+
+def test_the_receiver_edge_never_imports_the_sink() -> None:
+    assert _breaking("ingest.edge", "ingest.sink") == []
+
+
+@pytest.mark.parametrize("stage", ["edge", "export", "handoff", "sink", "store"])
+def test_no_stage_imports_the_services(stage: str) -> None:
+    assert _breaking(f"ingest.{stage}", "ingest.service") == []
+
+
+@pytest.mark.parametrize("package", INSTALLED)
+def test_only_the_entry_point_imports_the_cli(package: str) -> None:
+    allowed = ("holonograph.cli", "holonograph.__main__")
+    assert _breaking(package, "holonograph.cli", allowed) == []
+
+
+@pytest.mark.parametrize("package", INSTALLED)
+def test_installed_packages_import_no_test_or_bench_code(package: str) -> None:
+    for support in ("testkit", "tests", "bench"):
+        assert _breaking(package, support) == []
+
+
+def test_testkit_imports_no_tests_or_bench() -> None:
+    assert _breaking("testkit", "tests") == []
+    assert _breaking("testkit", "bench") == []
