@@ -15,6 +15,7 @@ from holonograph.cli.options import quiet_libraries
 
 # name -> (module in this package, one line for `holonograph --help`).
 COMMANDS: dict[str, tuple[str, str]] = {
+    "compare": ("compare", "Vendors head to head: per group and paired on the same calls."),
     "completeness": ("completeness", "Per-stream delivery accounting and biased windows."),
     "conformance": ("conformance", "Derive, approve and check fixtures; gate CI on suites."),
     "drift": ("drift", "Change points of a surface's outcomes, labelled by source."),
