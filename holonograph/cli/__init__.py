@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "drift": ("drift", "Change points of a surface's outcomes, labelled by source."),
     "quarantine": ("quarantine", "Recently rejected spans, their reasons and counts."),
     "query": ("query", "Run SQL against the store and print a table or JSON."),
+    "report": ("report", "One self-contained HTML page with what the dashboards show."),
     "replay": ("replay", "Re-validate quarantined spans or dead letters after a fix."),
     "serve": ("serve", "Receive OTLP traces and store holonograph events."),
     "sink": ("sink", "Consume Kafka records into the store, then commit offsets."),
