@@ -73,3 +73,21 @@ def test_bad_grouping_and_window_are_usage_errors(tmp_path: Path) -> None:
     )  # fmt: skip
     assert reversed_window.exit_code == 2
     assert "--until must be after --since" in reversed_window.output
+
+
+def test_one_tenant_is_compared_and_several_need_tenant(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    store = open_store(f"chdb://{path}")
+    try:
+        apply_migrations(store)
+        multiplex.seed(store, MultiplexSpec(calls=40, fallbacks=0), 7)
+        multiplex.seed(store, MultiplexSpec(calls=10, fallbacks=0, tenant_id="acme"), 8)
+    finally:
+        store.close()
+    ambiguous = run(path, "--json")
+    assert ambiguous.exit_code == 2 and "acme" in ambiguous.output
+    acme = run(path, "--json", "--tenant", "acme")
+    assert acme.exit_code in (0, 1), acme.output
+    report = json.loads(acme.stdout)
+    assert report["tenantId"] == "acme" and report["multiplexCalls"] == 10
+    assert {g["group"]: g["events"] for g in report["groups"]}[PRIMARY] == 10
