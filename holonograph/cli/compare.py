@@ -143,15 +143,17 @@ def render(report: CompareReport) -> str:
                     f"{g.as_primary}/{g.as_observer}/{g.fallbacks}",
                 ]
             )
-    out.append(
-        format_table(
-            [
-                "group", "events", "dimension", "pass rate | mean [95%]", "missing",
-                "latency p50/p95 ms", "cost/eval $", "tokens/eval", "primary/observer/fallback",
-            ],
-            rows,
-        )
-    )  # fmt: skip
+    if rows:
+        out.append(
+            format_table(
+                [
+                    "group", "events", "dimension", "pass rate | mean [95%]", "missing",
+                    "latency p50/p95 ms", "cost/eval $", "tokens/eval",
+                    "primary/observer/fallback",
+                ],
+                rows,
+            )
+        )  # fmt: skip
     if report.paired:
         out += ["", "paired on the same calls (observer - primary):"]
         rows = [
