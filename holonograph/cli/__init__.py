@@ -15,11 +15,13 @@ from holonograph.cli.options import quiet_libraries
 
 # name -> (module in this package, one line for `holonograph --help`).
 COMMANDS: dict[str, tuple[str, str]] = {
+    "compare": ("compare", "Vendors head to head: per group and paired on the same calls."),
     "completeness": ("completeness", "Per-stream delivery accounting and biased windows."),
     "conformance": ("conformance", "Derive, approve and check fixtures; gate CI on suites."),
     "drift": ("drift", "Change points of a surface's outcomes, labelled by source."),
     "quarantine": ("quarantine", "Recently rejected spans, their reasons and counts."),
     "query": ("query", "Run SQL against the store and print a table or JSON."),
+    "report": ("report", "One self-contained HTML page with what the dashboards show."),
     "replay": ("replay", "Re-validate quarantined spans or dead letters after a fix."),
     "serve": ("serve", "Receive OTLP traces and store holonograph events."),
     "sink": ("sink", "Consume Kafka records into the store, then commit offsets."),

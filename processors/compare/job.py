@@ -1,0 +1,326 @@
+"""The head-to-head comparison: aggregates from ClickHouse (`sql.py`), statistics on
+them here.
+
+Intervals are at 95%: a pass rate's is Wilson's (honest near 0 and 1 and for small
+counts), a mean score's and a paired mean difference's use Student's t. Paired
+pass/fail differences are tested with McNemar's exact test (the two-sided binomial
+test of improved against regressed calls at 1/2), paired score differences with the
+paired t-test. No correction for the number of comparisons is made: `--alpha` is per
+comparison, and the report lists every p-value.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from processors.compare import sql
+from processors.series.cells import SeriesQuery
+from schemas.analysis import Interval
+from schemas.compare import (
+    COMPARE_BY,
+    CompareParameters,
+    CompareReport,
+    GroupDimension,
+    GroupSummary,
+    Missing,
+    OutcomeKind,
+    PairedComparison,
+    Quantiles,
+)
+from schemas.store import Store
+
+LEVEL = 0.95
+_Z = 1.959963984540054  # the standard normal's 97.5% quantile
+
+
+@dataclass(frozen=True)
+class CompareRequest:
+    """What to compare: one surface over [since, until), grouped `by` light source, lens
+    or `substrate:<column>`, optionally one dimension; provenance/run-mode filters as
+    the other analyses (empty: no filter); tenant None: every tenant."""
+
+    surface_id: str
+    since: dt.datetime
+    until: dt.datetime
+    by: str = "light-source"
+    dimension_id: str | None = None
+    run_modes: tuple[str, ...] = ()
+    provenances: tuple[str, ...] = ("production-state",)
+    alpha: float = 0.05
+    tenant_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.until <= self.since:
+            raise ValueError("--until must be after --since")
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError("--alpha must be between 0 and 1")
+        if self.by not in COMPARE_BY and not (
+            self.by.startswith("substrate:") and self.by.split(":", 1)[1].strip()
+        ):
+            raise ValueError("--by must be light-source, lens or substrate:<column>")
+
+    @property
+    def group_column(self) -> str:
+        """The fixed SQL fragment that names a group."""
+        return sql.GROUP_COLUMNS.get(self.by, sql.SUBSTRATE)
+
+    def params(self) -> dict[str, Any]:
+        series = SeriesQuery(
+            surface_id=self.surface_id,
+            since=self.since,
+            until=self.until,
+            dimension_id=self.dimension_id,
+            provenances=self.provenances,
+            run_modes=self.run_modes,
+            tenant_id=self.tenant_id,
+        )
+        key = self.by.split(":", 1)[1] if self.by.startswith("substrate:") else ""
+        return {**series.params(), "substrate_key": key}
+
+
+# --- statistics on aggregates
+
+
+def wilson(passes: int, n: int, z: float = _Z) -> Interval | None:
+    """The Wilson score interval of a pass rate; None without graded events."""
+    if n <= 0:
+        return None
+    p = passes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return Interval(estimate=p, ci_low=max(0.0, centre - half), ci_high=min(1.0, centre + half))
+
+
+def t_interval(total: float, squares: float, n: int) -> Interval | None:
+    """Mean with a Student-t interval from a count, a sum and a sum of squares."""
+    from scipy import stats
+
+    if n < 2:  # one value has no spread to build an interval from
+        return None
+    mean = total / n
+    variance = max(squares - n * mean * mean, 0.0) / (n - 1)
+    half = float(stats.t.ppf(0.5 + LEVEL / 2, n - 1)) * math.sqrt(variance / n)
+    return Interval(estimate=mean, ci_low=mean - half, ci_high=mean + half)
+
+
+def paired_t_p(total: float, squares: float, n: int) -> float | None:
+    """Two-sided p-value of the paired t-test that the mean difference is 0."""
+    from scipy import stats
+
+    if n < 2:
+        return None
+    mean = total / n
+    variance = max(squares - n * mean * mean, 0.0) / (n - 1)
+    if variance == 0.0:
+        return 1.0 if mean == 0.0 else 0.0
+    t = mean / math.sqrt(variance / n)
+    return float(2 * stats.t.sf(abs(t), n - 1))
+
+
+def mcnemar_exact(improved: int, regressed: int) -> float:
+    """McNemar's exact two-sided p-value: discordant calls split as a fair coin would."""
+    from scipy import stats
+
+    discordant = improved + regressed
+    if discordant == 0:
+        return 1.0
+    tail = float(stats.binom.cdf(min(improved, regressed), discordant, 0.5))
+    return min(1.0, 2.0 * tail)
+
+
+def paired_rate_difference(improved: int, regressed: int, n: int) -> Interval | None:
+    """Observer minus primary pass rate on paired calls, with the Wald interval of a
+    paired difference of proportions (its variance counts only discordant calls)."""
+    if n <= 0:
+        return None
+    d = (improved - regressed) / n
+    variance = max((improved + regressed) / n - d * d, 0.0) / n
+    half = _Z * math.sqrt(variance)
+    return Interval(estimate=d, ci_low=max(-1.0, d - half), ci_high=min(1.0, d + half))
+
+
+# --- the job
+
+
+def compare(store: Store, request: CompareRequest) -> CompareReport:
+    """The comparison of one window: per group, then each observer against the primary."""
+    params = request.params()
+    group = request.group_column
+    kinds = _dimension_kinds(store, params)
+    usual = store.query(sql.usual_primary_sql(group), params).rows
+    usual_primary = str(usual[0][0]) if usual else None
+    groups = _groups(store, params, group, kinds, usual_primary)
+    totals = store.query(sql.multiplex_totals_sql(group), params).rows
+    calls, without_primary = (int(totals[0][0]), int(totals[0][1])) if totals else (0, 0)
+    paired = _paired(store, params, group, kinds, request.alpha) if kinds else []
+    notes = []
+    if not groups:
+        notes.append("no events for the surface in the window")
+    elif not calls:
+        notes.append("no multiplex calls in the window: no paired comparison")
+    if without_primary:
+        notes.append(
+            f"{without_primary} multiplex call(s) have no primary event in the window and"
+            " are left out of the paired comparison"
+        )
+    return CompareReport(
+        tenant_id=request.tenant_id,
+        surface_id=request.surface_id,
+        since=request.since,
+        until=request.until,
+        parameters=CompareParameters(
+            by=request.by,
+            dimension_id=request.dimension_id,
+            run_modes=list(request.run_modes),
+            provenances=list(request.provenances),
+            alpha=request.alpha,
+        ),
+        events=sum(g.events for g in groups),
+        multiplex_calls=calls,
+        calls_without_primary=without_primary,
+        usual_primary=usual_primary,
+        groups=groups,
+        paired=paired,
+        notes=notes,
+    )
+
+
+def _dimension_kinds(store: Store, params: dict[str, Any]) -> dict[str, OutcomeKind]:
+    """Each dimension's kind: pass/fail when most of its outcomes are booleans."""
+    rows = store.query(sql.dimension_kinds_sql(), params).rows
+    return {
+        str(d): "pass-fail" if int(b) >= int(s) else "score"
+        for d, b, s in rows
+        if int(b) + int(s) > 0
+    }
+
+
+def _groups(
+    store: Store,
+    params: dict[str, Any],
+    group: str,
+    kinds: dict[str, OutcomeKind],
+    usual_primary: str | None,
+) -> list[GroupSummary]:
+    outcomes: dict[tuple[str, str], dict[str, Any]] = {
+        (str(r["grp"]), str(r["dimension_id"])): r
+        for r in store.query(sql.group_outcomes_sql(group), params).dicts()
+    }
+    out = []
+    for r in store.query(sql.group_events_sql(group), params).dicts():
+        name, events = str(r["grp"]), int(r["events"])
+        dimensions = [
+            _group_dimension(dimension_id, kind, events, outcomes.get((name, dimension_id)))
+            for dimension_id, kind in kinds.items()
+        ]
+        with_cost, with_tokens = int(r["with_cost"]), int(r["with_tokens"])
+        tokens = int(r["tokens_in"]) + int(r["tokens_out"])
+        out.append(
+            GroupSummary(
+                group=name,
+                events=events,
+                latency_ms=Quantiles(
+                    p50=_number(r["p50"]) if int(r["with_latency"]) else None,
+                    p95=_number(r["p95"]) if int(r["with_latency"]) else None,
+                ),
+                cost_per_evaluation_usd=float(r["cost"]) / with_cost if with_cost else None,
+                cost_usd=float(r["cost"]) if with_cost else None,
+                tokens_input=int(r["tokens_in"]),
+                tokens_output=int(r["tokens_out"]),
+                tokens_per_evaluation=tokens / with_tokens if with_tokens else None,
+                as_primary=int(r["as_primary"]),
+                as_observer=int(r["as_observer"]),
+                fallbacks=0,
+                dimensions=dimensions,
+            )
+        )
+    if usual_primary is not None:
+        out = [
+            g.model_copy(update={"fallbacks": g.as_primary}) if g.group != usual_primary else g
+            for g in out
+        ]
+    return out
+
+
+def _group_dimension(
+    dimension_id: str, kind: OutcomeKind, events: int, row: dict[str, Any] | None
+) -> GroupDimension:
+    if kind == "pass-fail":
+        graded = int(row["graded_pf"]) if row else 0
+        passes = int(row["passes"]) if row else 0
+        return GroupDimension(
+            dimension_id=dimension_id,
+            kind=kind,
+            graded=graded,
+            missing=events - graded,
+            passes=passes,
+            pass_rate=wilson(passes, graded),
+        )
+    graded = int(row["graded_score"]) if row else 0
+    mean = (
+        t_interval(float(row["score_sum"] or 0), float(row["score_sq"] or 0), graded)
+        if row
+        else None
+    )
+    return GroupDimension(
+        dimension_id=dimension_id, kind=kind, graded=graded, missing=events - graded, mean=mean
+    )
+
+
+def _paired(
+    store: Store,
+    params: dict[str, Any],
+    group: str,
+    kinds: dict[str, OutcomeKind],
+    alpha: float,
+) -> list[PairedComparison]:
+    out = []
+    for r in store.query(sql.paired_sql(group), params).dicts():
+        kind = kinds.get(str(r["dimension_id"]))
+        if kind is None:
+            continue
+        out.append(_pair(r, kind, alpha))
+    return out
+
+
+def _pair(r: dict[str, Any], kind: OutcomeKind, alpha: float) -> PairedComparison:
+    suffix = "pf" if kind == "pass-fail" else "score"
+    paired, improved, regressed = (
+        int(r[f"{k}_{suffix}"]) for k in ("paired", "improved", "regressed")
+    )
+    if kind == "pass-fail":
+        difference = paired_rate_difference(improved, regressed, paired)
+        p_value: float | None = mcnemar_exact(improved, regressed) if paired else None
+    else:
+        total, squares = float(r["diff_sum"] or 0), float(r["diff_sq"] or 0)
+        difference = t_interval(total, squares, paired)
+        p_value = paired_t_p(total, squares, paired)
+    return PairedComparison(
+        dimension_id=str(r["dimension_id"]),
+        kind=kind,
+        primary=str(r["p_grp"]),
+        observer=str(r["o_grp"]),
+        calls=int(r["calls"]),
+        paired=paired,
+        improved=improved,
+        regressed=regressed,
+        equal=paired - improved - regressed,
+        missing=Missing(
+            primary=int(r[f"missing_primary_{suffix}"]),
+            observer=int(r[f"missing_observer_{suffix}"]),
+            both=int(r[f"missing_both_{suffix}"]),
+        ),
+        difference=difference,
+        test="mcnemar-exact" if kind == "pass-fail" else "paired-t",
+        p_value=p_value,
+        significant=p_value is not None and p_value < alpha,
+    )
+
+
+def _number(value: Any) -> float | None:
+    number = float(value)
+    return None if math.isnan(number) else number

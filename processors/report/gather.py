@@ -1,0 +1,265 @@
+"""Everything the report shows, read from the store: the same analyses the commands
+run (`compare`, `completeness`, `quarantine`) plus the stored drift runs and variance
+verdicts, and hourly pass rates aggregated in ClickHouse."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from processors.compare.job import CompareRequest, compare
+from processors.completeness.job import Selection, read_report
+from processors.quarantine import QuarantineReport, QuarantineSelection, read_quarantine
+from processors.series.cells import SERIES_FILTER, SeriesQuery
+from schemas.compare import CompareReport
+from schemas.completeness import CompletenessReport
+from schemas.store import Store
+from schemas.tables import ANALYSIS_EVENTS, DRIFT_CHANGE_POINTS, EVALUATION_DIMENSIONS
+from schemas.times import from_store_time, to_store_time
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """One window of one tenant (None: every tenant); `surface_id` None: every surface
+    with events in the window. `as_of` is when stream status is judged (live or dead)."""
+
+    since: dt.datetime
+    until: dt.datetime
+    as_of: dt.datetime
+    surface_id: str | None = None
+    tenant_id: str | None = None
+    provenances: tuple[str, ...] = ("production-state",)
+
+    def __post_init__(self) -> None:
+        if self.until <= self.since:
+            raise ValueError("--until must be after --since")
+
+
+@dataclass(frozen=True)
+class HourPoint:
+    hour: dt.datetime
+    graded: int
+    passes: int
+    completeness_lower_bound: float | None
+
+    @property
+    def pass_rate(self) -> float:
+        return self.passes / self.graded
+
+
+@dataclass(frozen=True)
+class ChangeMark:
+    dimension_id: str
+    kind: str  # change_point | bracketed_window
+    at: dt.datetime
+    until: dt.datetime
+    source: str
+    reason: str
+    confident: bool
+    effect: float | None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    dimension_id: str
+    verdict: str
+    created_at: dt.datetime
+
+
+@dataclass
+class SurfaceSection:
+    surface_id: str
+    series: dict[str, list[HourPoint]] = field(default_factory=dict)  # pass/fail dimensions
+    marks: list[ChangeMark] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+    comparison: CompareReport | None = None
+
+
+@dataclass
+class ReportData:
+    request: ReportRequest
+    generated_at: dt.datetime
+    surfaces: list[SurfaceSection]
+    completeness: CompletenessReport
+    rejections: QuarantineReport
+
+
+def steps(request: ReportRequest, surfaces: list[str]) -> int:
+    """How many progress steps `gather` reports: four per surface and two more."""
+    return 4 * len(surfaces) + 2
+
+
+def surfaces_in_window(store: Store, request: ReportRequest) -> list[str]:
+    """The surfaces to report: the one asked for, else every one with events."""
+    if request.surface_id is not None:
+        return [request.surface_id]
+    rows = store.query(
+        f"SELECT DISTINCT surface_id FROM {EVALUATION_DIMENSIONS.qualified} FINAL"
+        " WHERE ({tenant:String} = '' OR tenant_id = {tenant:String})"
+        " AND timestamp >= {since:DateTime64(3, 'UTC')}"
+        " AND timestamp < {until:DateTime64(3, 'UTC')}"
+        " ORDER BY surface_id",
+        {
+            "tenant": request.tenant_id or "",
+            "since": to_store_time(request.since),
+            "until": to_store_time(request.until),
+        },
+    ).rows
+    return [str(r[0]) for r in rows]
+
+
+def gather(
+    store: Store, request: ReportRequest, surfaces: list[str], progress: Progress
+) -> ReportData:
+    """Reads every section; `progress` is called once per step with what comes next."""
+    progress("delivery completeness")
+    completeness = read_report(
+        store,
+        request.as_of,
+        Selection(
+            tenant=request.tenant_id,
+            surface=request.surface_id,
+            since=request.since,
+            until=request.until,
+        ),
+        "hour",
+    )
+    progress("rejected spans")
+    rejections = read_quarantine(
+        store,
+        QuarantineSelection(
+            tenant=request.tenant_id, since=request.since, until=request.until, limit=10
+        ),
+    )
+    bounds = {
+        (w.surface_id, w.bucket_start): w.completeness_lower_bound
+        for w in completeness.windows
+        if w.scope == "surface"
+    }
+    sections = []
+    for surface_id in surfaces:
+        section = SurfaceSection(surface_id)
+        progress(f"{surface_id}: pass rates")
+        section.series = _hourly(store, request, surface_id, bounds)
+        progress(f"{surface_id}: change points")
+        section.marks = _marks(store, request, surface_id)
+        progress(f"{surface_id}: variance verdicts")
+        section.verdicts = _verdicts(store, request, surface_id)
+        progress(f"{surface_id}: vendor comparison")
+        section.comparison = compare(
+            store,
+            CompareRequest(
+                surface_id=surface_id,
+                since=request.since,
+                until=request.until,
+                provenances=request.provenances,
+                tenant_id=request.tenant_id,
+            ),
+        )
+        sections.append(section)
+    return ReportData(
+        request=request,
+        generated_at=request.as_of,
+        surfaces=sections,
+        completeness=completeness,
+        rejections=rejections,
+    )
+
+
+def _hourly(
+    store: Store,
+    request: ReportRequest,
+    surface_id: str,
+    bounds: dict[tuple[str, dt.datetime], float],
+) -> dict[str, list[HourPoint]]:
+    query = SeriesQuery(
+        surface_id=surface_id,
+        since=request.since,
+        until=request.until,
+        provenances=request.provenances,
+        tenant_id=request.tenant_id,
+    )
+    rows = store.query(
+        f"""
+        SELECT dimension_id, toStartOfHour(timestamp) AS hour, count() AS graded,
+               countIf(passed) AS passes
+        FROM {EVALUATION_DIMENSIONS.qualified} FINAL
+        WHERE {SERIES_FILTER} AND passed IS NOT NULL
+        GROUP BY dimension_id, hour ORDER BY dimension_id, hour
+        """,
+        query.params(),
+    ).rows
+    series: dict[str, list[HourPoint]] = {}
+    for dimension_id, hour, graded, passes in rows:
+        start = from_store_time(hour)
+        series.setdefault(str(dimension_id), []).append(
+            HourPoint(start, int(graded), int(passes), bounds.get((surface_id, start)))
+        )
+    return series
+
+
+def _marks(store: Store, request: ReportRequest, surface_id: str) -> list[ChangeMark]:
+    """Change points and bracketed windows of the latest drift run over this surface
+    that overlap the window."""
+    rows = store.query(
+        f"""
+        SELECT dimension_id, toString(kind), ifNull(change_time, window_from), window_to,
+               source, reason, confident, effect
+        FROM {DRIFT_CHANGE_POINTS.qualified} FINAL
+        WHERE ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
+          AND surface_id = {{surface:String}}
+          AND run_id = (
+              SELECT argMax(run_id, run_at) FROM {DRIFT_CHANGE_POINTS.qualified} FINAL
+              WHERE ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
+                AND surface_id = {{surface:String}})
+          AND window_to > {{since:DateTime64(3, 'UTC')}}
+          AND window_from < {{until:DateTime64(3, 'UTC')}}
+        ORDER BY 3, dimension_id
+        """,
+        {
+            "tenant": request.tenant_id or "",
+            "surface": surface_id,
+            "since": to_store_time(request.since),
+            "until": to_store_time(request.until),
+        },
+    ).rows
+    return [
+        ChangeMark(
+            dimension_id=str(d),
+            kind=str(k),
+            at=from_store_time(at),
+            until=from_store_time(to),
+            source=str(s),
+            reason=str(r),
+            confident=bool(c),
+            effect=None if e is None else float(e),
+        )
+        for d, k, at, to, s, r, c, e in rows
+    ]
+
+
+def _verdicts(store: Store, request: ReportRequest, surface_id: str) -> list[Verdict]:
+    """The newest variance verdict of each dimension of the surface."""
+    rows = store.query(
+        f"""
+        SELECT dimension_id, verdict, created_at
+        FROM {ANALYSIS_EVENTS.qualified} FINAL
+        WHERE ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
+          AND kind = 'variance-evaluate' AND surface_id = {{surface:String}}
+          AND created_at < {{until:DateTime64(3, 'UTC')}}
+        ORDER BY created_at DESC
+        LIMIT 1 BY dimension_id
+        """,
+        {
+            "tenant": request.tenant_id or "",
+            "surface": surface_id,
+            "until": to_store_time(request.until),
+        },
+    ).rows
+    return sorted(
+        (Verdict(str(d), str(v), from_store_time(c)) for d, v, c in rows),
+        key=lambda v: v.dimension_id,
+    )
