@@ -1,8 +1,16 @@
-"""Shared fixtures: a real chDB store per test and the real receiver on free ports."""
+"""Shared fixtures: a real store per test and the real receiver on free ports.
+
+The store is a fresh chDB directory per test, or with the containers backend (or
+`HOLONOGRAPH_TEST_CLICKHOUSE`) a ClickHouse server whose `holonograph` database is
+dropped and migrated afresh per test: `testkit/backends.py`. Tests that only make
+sense on one backend say so with `@pytest.mark.chdb_only(why)` or
+`@pytest.mark.tansu_only(why)` and skip, with that reason, on the other.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,13 +25,112 @@ from ingest.store.clickhouse import ClickHouseStore, open_store
 from schemas.migrations import apply_migrations
 from schemas.store import Store
 from schemas.times import Clock, utc_now
+from testkit.backends import (
+    BACKENDS,
+    BackendError,
+    Backends,
+    choose,
+    clickhouse_container,
+    docker_unreachable,
+    image,
+    refuse_foreign_database,
+    reset_database,
+)
 from testkit.faulty_store import FaultyStore
+
+BACKENDS_KEY = pytest.StashKey[Backends]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="Kafka and ClickHouse for the tests: default (Tansu + chDB) or containers"
+        " (Apache Kafka + ClickHouse server through testcontainers; needs Docker)."
+        " Default: $HOLONOGRAPH_TEST_BACKEND, else default.",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        config.stash[BACKENDS_KEY] = choose(config.getoption("--backend"), os.environ)
+    except BackendError as err:
+        raise pytest.UsageError(str(err)) from None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return config.stash[BACKENDS_KEY].describe()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test on the store or broker fixture carries its marker, so `-m "kafka or
+    clickhouse"` selects every test the backend choice changes."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "store" in fixtures and item.get_closest_marker("clickhouse") is None:
+            item.add_marker(pytest.mark.clickhouse)
+        if "broker" in fixtures and item.get_closest_marker("kafka") is None:
+            item.add_marker(pytest.mark.kafka)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    backends = item.config.stash[BACKENDS_KEY]
+    for mark in item.iter_markers("chdb_only"):
+        if backends.server_store:
+            pytest.skip(f"chDB only: {_why(mark)}; this run's store is a ClickHouse server")
+    for mark in item.iter_markers("tansu_only"):
+        if backends.real_kafka:
+            pytest.skip(f"Tansu only: {_why(mark)}; this run's broker is Apache Kafka")
+
+
+def _why(mark: pytest.Mark) -> str:
+    return str(mark.args[0]) if mark.args else mark.name
+
+
+@pytest.fixture(scope="session")
+def backends(pytestconfig: pytest.Config) -> Backends:
+    return pytestconfig.stash[BACKENDS_KEY]
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> None:
+    """Skips every test that needs a container when no Docker engine answers."""
+    reason = docker_unreachable()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def clickhouse_server(backends: Backends, request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """The ClickHouse server of this run (its store URL), or None for chDB."""
+    if not backends.server_store:
+        yield None
+        return
+    if backends.clickhouse is not None:
+        probe = open_store(backends.clickhouse)
+        try:
+            reason = refuse_foreign_database(probe, backends.clickhouse)
+        finally:
+            probe.close()
+        if reason is not None:
+            pytest.skip(reason)
+        yield backends.clickhouse
+        return
+    request.getfixturevalue("docker_engine")
+    with clickhouse_container(image("clickhouse")) as url:
+        yield url
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[ClickHouseStore]:
-    """A fresh, migrated embedded store (chDB: one data directory per process)."""
-    opened = open_store(f"chdb://{tmp_path / 'store'}")
+def store(tmp_path: Path, clickhouse_server: str | None) -> Iterator[ClickHouseStore]:
+    """A fresh, migrated store: a chDB directory of this test (one data directory per
+    process), or the run's ClickHouse server with `holonograph` re-created."""
+    if clickhouse_server is None:
+        opened = open_store(f"chdb://{tmp_path / 'store'}")
+    else:
+        opened = open_store(clickhouse_server)
+        reset_database(opened)
     apply_migrations(opened)
     yield opened
     opened.close()
