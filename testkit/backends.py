@@ -24,12 +24,17 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal, get_args
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, get_args
 
 from ingest.redact import redact_url
+from schemas.migrations import apply_migrations
 from schemas.store import Store
 from schemas.tables import DATABASE
 from testkit.tansu import free_port
+
+if TYPE_CHECKING:
+    from ingest.store.clickhouse import ClickHouseStore
 
 Backend = Literal["default", "containers"]
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
@@ -197,6 +202,20 @@ def reset_database(store: Store) -> None:
     store.command(f"CREATE DATABASE IF NOT EXISTS {MARKER_DATABASE}")
     for database in (DATABASE, STAGING_DATABASE):
         store.command(f"DROP DATABASE IF EXISTS {database} SYNC")
+
+
+def fresh_store(directory: Path, server: str | None) -> ClickHouseStore:
+    """A migrated store: a new chDB directory under `directory` (one per process), or
+    the run's ClickHouse `server` with `holonograph` dropped and migrated afresh."""
+    from ingest.store.clickhouse import open_store
+
+    if server is None:
+        opened = open_store(f"chdb://{directory}")
+    else:
+        opened = open_store(server)
+        reset_database(opened)
+    apply_migrations(opened)
+    return opened
 
 
 def image(name: Literal["kafka", "clickhouse"]) -> str:

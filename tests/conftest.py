@@ -22,7 +22,6 @@ from ingest.service.config import ServeConfig
 from ingest.service.periodic import Periodic
 from ingest.service.receiver import ReceiverService
 from ingest.store.clickhouse import ClickHouseStore, open_store
-from schemas.migrations import apply_migrations
 from schemas.store import Store
 from schemas.times import Clock, utc_now
 from testkit.backends import (
@@ -32,9 +31,9 @@ from testkit.backends import (
     choose,
     clickhouse_container,
     docker_unreachable,
+    fresh_store,
     image,
     refuse_foreign_database,
-    reset_database,
 )
 from testkit.faulty_store import FaultyStore
 
@@ -126,12 +125,7 @@ def clickhouse_server(backends: Backends, request: pytest.FixtureRequest) -> Ite
 def store(tmp_path: Path, clickhouse_server: str | None) -> Iterator[ClickHouseStore]:
     """A fresh, migrated store: a chDB directory of this test (one data directory per
     process), or the run's ClickHouse server with `holonograph` re-created."""
-    if clickhouse_server is None:
-        opened = open_store(f"chdb://{tmp_path / 'store'}")
-    else:
-        opened = open_store(clickhouse_server)
-        reset_database(opened)
-    apply_migrations(opened)
+    opened = fresh_store(tmp_path / "store", clickhouse_server)
     yield opened
     opened.close()
 
