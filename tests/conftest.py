@@ -62,6 +62,7 @@ def pytest_report_header(config: pytest.Config) -> str:
     return config.stash[BACKENDS_KEY].describe()
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test on the store or broker fixture carries its marker, so `-m "kafka or
     clickhouse"` selects every test the backend choice changes."""

@@ -6,6 +6,7 @@ and that the one-backend markers skip on the other backend only."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -99,6 +100,22 @@ def test_the_containers_are_the_images_docker_compose_deploys() -> None:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     assert compose["services"]["kafka"]["image"] == KAFKA_IMAGE
     assert compose["services"]["clickhouse"]["image"] == CLICKHOUSE_IMAGE
+
+
+def test_the_workflow_runs_the_readme_command_and_fails_on_docker_skips() -> None:
+    readme = (ROOT / "README.md").read_text()
+    match = re.search(r"<!-- test-command: containers -->\n```sh\n(.*?)\n```", readme, re.DOTALL)
+    assert match, "README.md has no containers test command"
+    command = match[1]
+    assert (
+        command == 'HOLONOGRAPH_TEST_BACKEND=containers python -m pytest -m "kafka or clickhouse"'
+    )
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "containers.yml").read_text())
+    (job,) = workflow["jobs"].values()
+    assert job["runs-on"] == "ubuntu-latest"
+    (step,) = [step for step in job["steps"] if command in step.get("run", "")]
+    assert step["shell"] == "bash"  # pipefail: pytest's exit status survives the tee
+    assert '! grep -q "Docker engine not reachable"' in step["run"]
 
 
 def test_docker_unreachable_names_the_engine_it_tried(monkeypatch: pytest.MonkeyPatch) -> None:
