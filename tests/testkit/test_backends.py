@@ -15,14 +15,18 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ingest.store.clickhouse import ClickHouseStore
 from testkit.backends import (
     CLICKHOUSE_IMAGE,
     KAFKA_IMAGE,
+    MARKER_DATABASE,
     BackendError,
     Backends,
     choose,
     docker_unreachable,
     kafka_environment,
+    refuse_foreign_database,
+    reset_database,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,6 +52,19 @@ TINY = textwrap.dedent(
     @pytest.mark.tansu_only("pauses the broker")
     def test_tansu_only():
         pass
+    """
+)
+
+# Two tests creating the same table: the second fails unless `holonograph` was
+# dropped and migrated again between them.
+FRESH = textwrap.dedent(
+    """
+    import pytest
+
+    @pytest.mark.parametrize("n", [1, 2])
+    def test_fresh(store, n):
+        store.command("CREATE TABLE holonograph.probe (x UInt8) ENGINE = Memory")
+        assert store.query("SELECT count() FROM holonograph.schema_migrations").scalar() > 0
     """
 )
 
@@ -129,10 +146,29 @@ def test_docker_unreachable_names_the_engine_it_tried(monkeypatch: pytest.Monkey
     )
 
 
-def _pytest(tmp_path: Path, *args: str, **environ: str) -> subprocess.CompletedProcess[str]:
+@pytest.mark.chdb_only("needs a store the suite never marked as its own")
+def test_a_server_is_refused_until_the_suite_made_its_database(store: ClickHouseStore) -> None:
+    """The migrated store holds a `holonograph` the suite did not mark as its own."""
+    url = "http://tester:s3cret@ch.lan:8123"
+    reason = refuse_foreign_database(store, url)
+    assert reason is not None
+    assert reason.startswith(
+        "http://tester:***@ch.lan:8123 holds a database holonograph the test suite did not"
+        f" create (no database {MARKER_DATABASE} there)"
+    )
+    reset_database(store)
+    databases = {row[0] for row in store.query("SELECT name FROM system.databases").rows}
+    assert MARKER_DATABASE in databases
+    assert "holonograph" not in databases
+    assert refuse_foreign_database(store, url) is None
+
+
+def _pytest(
+    tmp_path: Path, *args: str, tiny_text: str = TINY, **environ: str
+) -> subprocess.CompletedProcess[str]:
     """A pytest of its own on the tiny file, with the suite's fixtures as plugins."""
     tiny = tmp_path / "test_tiny.py"
-    tiny.write_text(TINY)
+    tiny.write_text(tiny_text)
     env = {
         key: value
         for key, value in os.environ.items()
@@ -176,6 +212,16 @@ def test_default_backend_runs_everything(tmp_path: Path) -> None:
     assert "backend default: Kafka Tansu, ClickHouse chDB" in done.stdout
     assert "5 passed" in done.stdout
     assert "skipped" not in done.stdout
+
+
+def test_a_named_server_gets_holonograph_migrated_afresh_for_every_test(tmp_path: Path) -> None:
+    """`HOLONOGRAPH_TEST_CLICKHOUSE` takes any store URL; a chDB one stands in for a
+    server here (no server on this machine): the fixture path is the same."""
+    server = f"chdb://{tmp_path / 'server'}"
+    done = _pytest(tmp_path, tiny_text=FRESH, HOLONOGRAPH_TEST_CLICKHOUSE=server)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"backend default: Kafka Tansu, ClickHouse {server}" in done.stdout
+    assert "2 passed" in done.stdout
 
 
 def test_an_unknown_backend_stops_the_run_before_any_test(tmp_path: Path) -> None:
