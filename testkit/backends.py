@@ -218,7 +218,7 @@ def fresh_store(directory: Path, server: str | None) -> ClickHouseStore:
     return opened
 
 
-def image(name: Literal["kafka", "clickhouse"]) -> str:
+def container_image(name: Literal["kafka", "clickhouse"]) -> str:
     """The pinned image, or the one `HOLONOGRAPH_TEST_KAFKA_IMAGE` /
     `HOLONOGRAPH_TEST_CLICKHOUSE_IMAGE` names (to try another server version)."""
     default = KAFKA_IMAGE if name == "kafka" else CLICKHOUSE_IMAGE

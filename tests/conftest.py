@@ -30,9 +30,9 @@ from testkit.backends import (
     Backends,
     choose,
     clickhouse_container,
+    container_image,
     docker_unreachable,
     fresh_store,
-    image,
     refuse_foreign_database,
 )
 from testkit.faulty_store import FaultyStore
@@ -118,7 +118,7 @@ def clickhouse_server(backends: Backends, request: pytest.FixtureRequest) -> Ite
         yield backends.clickhouse
         return
     request.getfixturevalue("docker_engine")
-    with clickhouse_container(image("clickhouse")) as url:
+    with clickhouse_container(container_image("clickhouse")) as url:
         yield url
 
 

@@ -23,6 +23,7 @@ from testkit.backends import (
     BackendError,
     Backends,
     choose,
+    container_image,
     docker_unreachable,
     kafka_environment,
     refuse_foreign_database,
@@ -117,6 +118,12 @@ def test_the_containers_are_the_images_docker_compose_deploys() -> None:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     assert compose["services"]["kafka"]["image"] == KAFKA_IMAGE
     assert compose["services"]["clickhouse"]["image"] == CLICKHOUSE_IMAGE
+
+
+def test_another_image_is_named_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOLONOGRAPH_TEST_CLICKHOUSE_IMAGE", "clickhouse/clickhouse-server:25.8")
+    assert container_image("clickhouse") == "clickhouse/clickhouse-server:25.8"
+    assert container_image("kafka") == KAFKA_IMAGE
 
 
 def test_the_workflow_runs_the_readme_command_and_fails_on_docker_skips() -> None:

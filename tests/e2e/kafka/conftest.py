@@ -24,7 +24,7 @@ from ingest.service.periodic import Periodic
 from ingest.service.receiver import ReceiverService
 from ingest.service.sink import SinkService
 from ingest.store.clickhouse import ClickHouseStore
-from testkit.backends import Backends, image, kafka_container
+from testkit.backends import Backends, container_image, kafka_container
 from testkit.faulty_store import FaultyStore
 from testkit.tansu import BrokerUnavailable, TansuBroker
 
@@ -66,7 +66,7 @@ def broker(
         return
     if backends.real_kafka:
         request.getfixturevalue("docker_engine")
-        with kafka_container(image("kafka")) as bootstrap:
+        with kafka_container(container_image("kafka")) as bootstrap:
             yield Broker(bootstrap)
         return
     try:
