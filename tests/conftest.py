@@ -65,23 +65,23 @@ def pytest_report_header(config: pytest.Config) -> str:
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test on the store or broker fixture carries its marker, so `-m "kafka or
-    clickhouse"` selects every test the backend choice changes."""
+    clickhouse"` selects every test the backend choice changes; a one-backend test
+    on the other backend is skipped with its reason, before any fixture starts."""
+    backends = config.stash[BACKENDS_KEY]
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if "store" in fixtures and item.get_closest_marker("clickhouse") is None:
             item.add_marker(pytest.mark.clickhouse)
         if "broker" in fixtures and item.get_closest_marker("kafka") is None:
             item.add_marker(pytest.mark.kafka)
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    backends = item.config.stash[BACKENDS_KEY]
-    for mark in item.iter_markers("chdb_only"):
-        if backends.server_store:
-            pytest.skip(f"chDB only: {_why(mark)}; this run's store is a ClickHouse server")
-    for mark in item.iter_markers("tansu_only"):
-        if backends.real_kafka:
-            pytest.skip(f"Tansu only: {_why(mark)}; this run's broker is Apache Kafka")
+        chdb_only = item.get_closest_marker("chdb_only")
+        if chdb_only is not None and backends.server_store:
+            reason = f"chDB only: {_why(chdb_only)}; this run's store is a ClickHouse server"
+            item.add_marker(pytest.mark.skip(reason=reason))
+        tansu_only = item.get_closest_marker("tansu_only")
+        if tansu_only is not None and backends.real_kafka:
+            reason = f"Tansu only: {_why(tansu_only)}; this run's broker is Apache Kafka"
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def _why(mark: pytest.Mark) -> str:
