@@ -1,8 +1,16 @@
-"""Shared fixtures: a real chDB store per test and the real receiver on free ports."""
+"""Shared fixtures: a real store per test and the real receiver on free ports.
+
+The store is a fresh chDB directory per test, or with the containers backend (or
+`HOLONOGRAPH_TEST_CLICKHOUSE`) a ClickHouse server whose `holonograph` database is
+dropped and migrated afresh per test: `testkit/backends.py`. Tests that only make
+sense on one backend say so with `@pytest.mark.chdb_only(why)` or
+`@pytest.mark.tansu_only(why)` and skip, with that reason, on the other.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,17 +22,111 @@ from ingest.service.config import ServeConfig
 from ingest.service.periodic import Periodic
 from ingest.service.receiver import ReceiverService
 from ingest.store.clickhouse import ClickHouseStore, open_store
-from schemas.migrations import apply_migrations
 from schemas.store import Store
 from schemas.times import Clock, utc_now
+from testkit.backends import (
+    BACKENDS,
+    BackendError,
+    Backends,
+    choose,
+    clickhouse_container,
+    container_image,
+    docker_unreachable,
+    fresh_store,
+    refuse_foreign_database,
+)
 from testkit.faulty_store import FaultyStore
+
+BACKENDS_KEY = pytest.StashKey[Backends]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="Kafka and ClickHouse for the tests: default (Tansu + chDB) or containers"
+        " (Apache Kafka + ClickHouse server through testcontainers; needs Docker)."
+        " Default: $HOLONOGRAPH_TEST_BACKEND, else default.",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        config.stash[BACKENDS_KEY] = choose(config.getoption("--backend"), os.environ)
+    except BackendError as err:
+        raise pytest.UsageError(str(err)) from None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return config.stash[BACKENDS_KEY].describe()
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test on the store or broker fixture carries its marker, so `-m "kafka or
+    clickhouse"` selects every test the backend choice changes; a one-backend test
+    on the other backend is skipped with its reason, before any fixture starts."""
+    backends = config.stash[BACKENDS_KEY]
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "store" in fixtures and item.get_closest_marker("clickhouse") is None:
+            item.add_marker(pytest.mark.clickhouse)
+        if "broker" in fixtures and item.get_closest_marker("kafka") is None:
+            item.add_marker(pytest.mark.kafka)
+        chdb_only = item.get_closest_marker("chdb_only")
+        if chdb_only is not None and backends.server_store:
+            reason = f"chDB only: {_why(chdb_only)}; this run's store is a ClickHouse server"
+            item.add_marker(pytest.mark.skip(reason=reason))
+        tansu_only = item.get_closest_marker("tansu_only")
+        if tansu_only is not None and backends.real_kafka:
+            reason = f"Tansu only: {_why(tansu_only)}; this run's broker is Apache Kafka"
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def _why(mark: pytest.Mark) -> str:
+    return str(mark.args[0]) if mark.args else mark.name
+
+
+@pytest.fixture(scope="session")
+def backends(pytestconfig: pytest.Config) -> Backends:
+    return pytestconfig.stash[BACKENDS_KEY]
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> None:
+    """Skips every test that needs a container when no Docker engine answers."""
+    reason = docker_unreachable()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def clickhouse_server(backends: Backends, request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """The ClickHouse server of this run (its store URL), or None for chDB."""
+    if not backends.server_store:
+        yield None
+        return
+    if backends.clickhouse is not None:
+        probe = open_store(backends.clickhouse)
+        try:
+            reason = refuse_foreign_database(probe, backends.clickhouse)
+        finally:
+            probe.close()
+        if reason is not None:
+            pytest.skip(reason)
+        yield backends.clickhouse
+        return
+    request.getfixturevalue("docker_engine")
+    with clickhouse_container(container_image("clickhouse")) as url:
+        yield url
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[ClickHouseStore]:
-    """A fresh, migrated embedded store (chDB: one data directory per process)."""
-    opened = open_store(f"chdb://{tmp_path / 'store'}")
-    apply_migrations(opened)
+def store(tmp_path: Path, clickhouse_server: str | None) -> Iterator[ClickHouseStore]:
+    """A fresh, migrated store: a chDB directory of this test (one data directory per
+    process), or the run's ClickHouse server with `holonograph` re-created."""
+    opened = fresh_store(tmp_path / "store", clickhouse_server)
     yield opened
     opened.close()
 

@@ -186,9 +186,8 @@ def test_scenario_through_the_receiver_gets_the_right_labels(receiver: Any) -> N
     ).scalar()
     assert stored == len(events)
 
-    data_dir = receiver.store.url.removeprefix("chdb://")
     args = ["--since", "2026-06-01T00:00:00Z", "--until", "2026-06-04T00:00:00Z",
-            "--store", f"chdb://{data_dir}", "--json"]  # fmt: skip
+            "--store", receiver.store.url, "--json"]  # fmt: skip
     lens = CliRunner().invoke(cli, ["drift", "--surface", "classify-intent", *args])
     assert lens.exit_code == 1, lens.output
     (point,) = json.loads(lens.output)["changePoints"]

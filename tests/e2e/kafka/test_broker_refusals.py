@@ -11,7 +11,11 @@ import pytest
 from tests.e2e.kafka.conftest import Broker
 from tests.e2e.kafka.test_cli_processes import holonograph as run
 
-pytestmark = [pytest.mark.kafka, pytest.mark.e2e]
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.e2e,
+    pytest.mark.tansu_only("needs a broker without an idempotent producer"),
+]
 
 
 @pytest.fixture

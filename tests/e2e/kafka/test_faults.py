@@ -87,6 +87,7 @@ def test_sink_killed_mid_batch_then_restarted(
     assert count(store, "evaluation_dimensions") == len(accepted)
 
 
+@pytest.mark.tansu_only("stops and restarts the broker process")
 def test_broker_away_and_back(
     broker: Broker,
     names: dict[str, str],
@@ -94,8 +95,6 @@ def test_broker_away_and_back(
     kafka_receiver: KafkaReceiver,
     sink: RunningSink,
 ) -> None:
-    if broker.external:
-        pytest.skip("restarts the broker process: only with the local Tansu broker")
     assert grpc_export(kafka_receiver.grpc_endpoint, _payload("b", 0)).code is grpc.StatusCode.OK
     wait_until(lambda: count(store) == 3, what="first batch stored")
 

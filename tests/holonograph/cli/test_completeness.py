@@ -194,6 +194,7 @@ def test_format_gaps_shortens_long_lists() -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.chdb_only("reads a data directory serve holds, through its admin endpoint")
 def test_works_while_serve_holds_the_store(receiver: Any) -> None:
     """Through the owner's admin endpoint: the live read, and --refresh as a write."""
     receiver.store.insert(

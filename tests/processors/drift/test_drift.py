@@ -12,9 +12,9 @@ import pytest
 
 from processors.drift.job import DriftRequest, persist_drift, run_drift
 from schemas.analysis import DriftReport
-from schemas.migrations import apply_migrations
 from schemas.store import Store
 from schemas.tables import COMPLETENESS_WINDOWS
+from testkit.backends import fresh_store
 from testkit.scenarios import Change, SurfaceSpec, generate, write_cells
 
 pytestmark = pytest.mark.clickhouse
@@ -48,12 +48,11 @@ SPECS = [
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    from ingest.store.clickhouse import open_store
-
+def store(
+    tmp_path_factory: pytest.TempPathFactory, clickhouse_server: str | None
+) -> Iterator[Store]:
     path: Path = tmp_path_factory.mktemp("drift-store")
-    store = open_store(f"chdb://{path}")
-    apply_migrations(store)
+    store = fresh_store(path, clickhouse_server)
     cells = [c for spec in SPECS for c in generate(spec, seed=42)]
     write_cells(store, cells, ingested_at=dt.datetime(2026, 7, 1))
     yield store

@@ -24,9 +24,9 @@ from processors.variance.decompose import (
 )
 from processors.variance.verdict import LifecycleError, evaluate, lifecycle, persist_evaluation
 from schemas.analysis import VarianceReading
-from schemas.migrations import apply_migrations
 from schemas.store import Store
 from schemas.tables import COMPLETENESS_WINDOWS
+from testkit.backends import fresh_store
 from testkit.scenarios import Change, SurfaceSpec, generate, write_cells
 
 START = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
@@ -129,11 +129,10 @@ SPECS = [
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    from ingest.store.clickhouse import open_store
-
-    store = open_store(f"chdb://{tmp_path_factory.mktemp('variance-store')}")
-    apply_migrations(store)
+def store(
+    tmp_path_factory: pytest.TempPathFactory, clickhouse_server: str | None
+) -> Iterator[Store]:
+    store = fresh_store(tmp_path_factory.mktemp("variance-store"), clickhouse_server)
     write_cells(store, [c for s in SPECS for c in generate(s, seed=9)], dt.datetime(2026, 7, 1))
     # Clustered traffic: 4 events per correlation id share one outcome.
     rng = np.random.default_rng(1)
