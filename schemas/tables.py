@@ -88,6 +88,17 @@ QUARANTINE = Table(
     ),
 )  # fmt: skip
 
+# --- written by the contract registry (`schemas.registry`, its one writer)
+
+# Every registered version of every agent's contract; the active one is the latest.
+CONTRACTS = Table(
+    "contracts",
+    (
+        "tenant_id", "agent_id", "version_id", "previous_version_id", "registered_at",
+        "digest", "contract",
+    ),
+)  # fmt: skip
+
 # --- written by the completeness job (`processors.completeness.job`), by INSERT ... SELECT
 
 STREAM_STATUS = Table(

@@ -16,6 +16,7 @@ from holonograph.cli.options import quiet_libraries
 # name -> (module in this package, one line for `holonograph --help`).
 COMMANDS: dict[str, tuple[str, str]] = {
     "completeness": ("completeness", "Per-stream delivery accounting and biased windows."),
+    "contract": ("contract", "Register surface contracts; read back versions and history."),
     "conformance": ("conformance", "Derive, approve and check fixtures; gate CI on suites."),
     "drift": ("drift", "Change points of a surface's outcomes, labelled by source."),
     "quarantine": ("quarantine", "Recently rejected spans, their reasons and counts."),
