@@ -51,7 +51,8 @@ EVALUATION_EVENTS = Table(
         "substrate", "cohort_tags", "multiplex_role", "fixture_id", "markers", "latency_ms",
         "cost_usd", "tokens_input", "tokens_output", "sdk_name", "sdk_version", "dimension_ids",
         "emission_stream", "emission_seq", "emission_final", "trace_id", "span_id",
-        "resource_attributes", "extras", "ingested_at", "ingest_version",
+        "resource_attributes", "extras", "ingested_at", "ingest_version", "contract_version_id",
+        "contract_findings",
     ),
 )  # fmt: skip
 

@@ -135,6 +135,9 @@ class ServeConfig(ServiceSettings):
     # arrive whole within the body timeout.
     http_header_timeout_seconds: float = Field(10.0, gt=0)
     body_timeout_seconds: float = Field(30.0, gt=0)
+    # How often the receiver reloads the active contracts from its store (registrations
+    # made elsewhere, e.g. `holonograph contract register`, are enforced within it).
+    contract_refresh_seconds: float = Field(1.0, gt=0, le=5)
 
     @field_validator("retention")
     @classmethod
