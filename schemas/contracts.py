@@ -240,7 +240,8 @@ class ContractSummary(Model):
     def to_json(self) -> dict[str, Any]:
         shape = self.model_dump(mode="json", by_alias=True, exclude_none=True)
         shape["previousVersionId"] = self.previous_version_id
-        shape["registeredAt"] = self.registered_at.isoformat().replace("+00:00", "Z")
+        moment = self.registered_at.astimezone(dt.UTC)
+        shape["registeredAt"] = moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         shape["removed"] = [r.to_json() for r in self.removed]
         return shape
 

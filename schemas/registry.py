@@ -72,11 +72,13 @@ def new_version(
 ) -> ContractVersion:
     """The version registering `contract` over `active` makes (not stored)."""
     previous = active.version_id if active else None
+    now = from_store_time(now)
     return ContractVersion(
         tenant_id=tenant_id,
         version_id=version_id(tenant_id, contract, previous),
         previous_version_id=previous,
-        registered_at=from_store_time(now),
+        # the store keeps milliseconds: a readback says the same time
+        registered_at=now.replace(microsecond=now.microsecond // 1000 * 1000),
         contract=contract,
     )
 

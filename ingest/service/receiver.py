@@ -25,6 +25,7 @@ from aiohttp import web
 
 from ingest.edge.admission import Admission, ReadGate
 from ingest.edge.auth import Authenticator
+from ingest.edge.contract_api import ContractApi, Registrar
 from ingest.edge.grpc_server import start_grpc_server
 from ingest.edge.http_server import build_http_app, start_http_site
 from ingest.edge.ratelimit import TenantRateLimiter
@@ -38,6 +39,7 @@ from ingest.handoff.protocol import Handoff
 from ingest.metrics import PipelineMetrics, ProducerMetrics
 from ingest.service.admin import AdminEndpoint
 from ingest.service.config import ServeConfig
+from ingest.service.contracts import StoreRegistrar
 from ingest.service.memory import Trimmer
 from ingest.service.periodic import Periodic, PeriodicJobs
 from ingest.service.rejections import RejectionLog
@@ -179,7 +181,7 @@ class ReceiverService:
         # idle connection (no complete header yet, or none since its last answer) is
         # closed after the header timeout.
         self._http = web.AppRunner(
-            build_http_app(edge),
+            build_http_app(edge, self._contract_api()),
             access_log=None,
             auto_decompress=False,
             keepalive_timeout=config.http_header_timeout_seconds,
@@ -202,6 +204,14 @@ class ReceiverService:
                 self._refresh_contracts(self._registry_store), name="refresh-contracts"
             )
         return self.listeners
+
+    def _contract_api(self) -> ContractApi | None:
+        registrar: Registrar | None = None
+        if self._registry_store is not None:
+            registrar = StoreRegistrar(self._registry_store, self.contracts, self.clock)
+        if registrar is None or self.authenticator is None:
+            return None
+        return ContractApi(self.authenticator, registrar)
 
     async def _refresh_contracts(self, store: Store) -> None:
         """Registrations made by other processes (the CLI) reach ingest within one
