@@ -298,6 +298,10 @@ def removed_items(previous: Contract | None, current: Contract) -> list[Removed]
 
 def summarize(version: ContractVersion, previous: Contract | None) -> ContractSummary:
     """The readback of `version`; `previous` is the contract of its previous version."""
+    return summary_with(version, removed_items(previous, version.contract))
+
+
+def summary_with(version: ContractVersion, removed: Iterable[Removed]) -> ContractSummary:
     return ContractSummary(
         agent_id=version.agent_id,
         version_id=version.version_id,
@@ -314,7 +318,7 @@ def summarize(version: ContractVersion, previous: Contract | None) -> ContractSu
             )
             for s in version.contract.surfaces
         ),
-        removed=tuple(removed_items(previous, version.contract)),
+        removed=tuple(removed),
     )
 
 
@@ -331,3 +335,28 @@ def problems(err: Any) -> list[str]:
 def parse_contract(document: Any) -> Contract:
     """A contract from its JSON document; pydantic's ValidationError on any problem."""
     return Contract.model_validate(document)
+
+
+# --- the contracts topic (`serve --kafka`): one record per registration -------------
+
+CONTRACT_RECORD_VERSION: Literal[1] = 1
+
+
+class ContractRecord(Model):
+    """A registration as the contracts topic carries it (key `tenant/agent`, compacted:
+    the latest registration of each agent stays), with its `removed[]` so a receiver
+    holding no store answers the same summary."""
+
+    schema_version: Literal[1] = CONTRACT_RECORD_VERSION
+    kind: Literal["contract"] = "contract"
+    version: ContractVersion
+    removed: tuple[Removed, ...] = ()
+
+    def key(self) -> bytes:
+        return f"{self.version.tenant_id}/{self.version.agent_id}".encode()
+
+    def encode(self) -> bytes:
+        return self.model_dump_json(by_alias=True).encode()
+
+    def summary(self) -> ContractSummary:
+        return summary_with(self.version, self.removed)

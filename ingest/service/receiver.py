@@ -39,7 +39,7 @@ from ingest.handoff.protocol import Handoff
 from ingest.metrics import PipelineMetrics, ProducerMetrics
 from ingest.service.admin import AdminEndpoint
 from ingest.service.config import ServeConfig
-from ingest.service.contracts import StoreRegistrar
+from ingest.service.contracts import StoreRegistrar, TopicRegistrar
 from ingest.service.memory import Trimmer
 from ingest.service.periodic import Periodic, PeriodicJobs
 from ingest.service.rejections import RejectionLog
@@ -99,6 +99,7 @@ class ReceiverService:
         self._contract_refresher: asyncio.Task[None] | None = None
         self._contract_problem = ""
         self._registry_store: ClickHouseStore | None = None
+        self._topic_registrar: TopicRegistrar | None = None
 
     def _load_edge_files(self) -> None:
         """TLS material and tokens, before any socket opens (`TlsError`, `TokensFileError`
@@ -139,6 +140,17 @@ class ReceiverService:
             self.contracts.replace(await asyncio.to_thread(active_versions, self._registry_store))
         if self.handoff is None:
             self.handoff = await self._build_handoff()
+        if config.kafka and self._registry_store is None:
+            # No store: registrations travel on the contracts topic, read before serving.
+            self._topic_registrar = TopicRegistrar(
+                config.kafka,
+                config.kafka_contracts_topic,
+                self.contracts,
+                config.kafka_timeout_ms,
+                config.kafka_client_id,
+                self.clock,
+            )
+            await self._topic_registrar.start()
         admission = Admission(
             config.max_inflight_bytes,
             max_queue_seconds=config.max_queue_seconds,
@@ -206,7 +218,7 @@ class ReceiverService:
         return self.listeners
 
     def _contract_api(self) -> ContractApi | None:
-        registrar: Registrar | None = None
+        registrar: Registrar | None = self._topic_registrar
         if self._registry_store is not None:
             registrar = StoreRegistrar(self._registry_store, self.contracts, self.clock)
         if registrar is None or self.authenticator is None:
@@ -290,6 +302,9 @@ class ReceiverService:
             await asyncio.to_thread(self._exporter.close)
         if self.handoff is not None:
             await self.handoff.close()
+        if self._topic_registrar is not None:
+            await self._topic_registrar.stop()
+            self._topic_registrar = None
         if self._admin is not None:
             await self._admin.stop()
         for side in (self._side, self._registry_store):
