@@ -13,7 +13,6 @@ sink follows it too and writes every version to the store.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -154,8 +153,21 @@ class ContractFeed:
         return True
 
     async def _follow(self) -> None:
+        """Until stopped. A broker that does not answer is retried; the contracts read
+        so far stay enforced meanwhile."""
         while True:
-            await self._poll(500)
+            try:
+                await self._poll(500)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                self._say(f"reading {self._topic} failed, retrying: {describe(err)}")
+                await asyncio.sleep(1.0)
+
+    def _say(self, problem: str) -> None:
+        if problem != self._problem:
+            log.warning("%s", problem)
+        self._problem = problem
 
     async def _poll(self, timeout_ms: int) -> None:
         batches = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=500)
@@ -167,20 +179,23 @@ class ContractFeed:
         try:
             record = ContractRecord.model_validate_json(value or b"")
         except ValueError as err:  # not ours, or a newer format: skip it, say so once
-            problem = str(err).splitlines()[0]
-            if problem != self._problem:
-                log.warning("skipped an unreadable record of %s: %s", self._topic, problem)
-            self._problem = problem
+            self._say(f"skipped an unreadable record of {self._topic}: {describe(err)}")
             return
         await self._on_record(record)
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait([self._task])
             self._task = None
-        await self._consumer.stop()
+        try:
+            await self._consumer.stop()
+        except asyncio.CancelledError:
+            # aiokafka's fetcher re-raises the cancellation of its own retry sleep when
+            # it closes after failed fetches; only a cancellation of this task counts.
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
 
 
 class TopicRegistrar:

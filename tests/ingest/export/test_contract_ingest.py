@@ -13,9 +13,12 @@ from typing import Any
 
 import pytest
 import requests
+from click.testing import CliRunner
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from holonograph.cli import cli
 from ingest.store.clickhouse import ClickHouseStore
+from ingest.store.url import chdb_path
 from schemas.contracts import Contract
 from schemas.registry import register
 from schemas.times import utc_now
@@ -201,3 +204,32 @@ def test_no_contract_registered_flags_every_evaluation(
     assert export_http(receiver.http_endpoint, spans) is SpanExportResult.SUCCESS
     assert stored(store) == {"evt_strm_n_0": ("", ["no-contract"])}
     assert reasons(store) == {}
+
+
+def test_replay_after_a_contract_change_rechecks_against_the_new_version(
+    registered: tuple[RunningReceiver, str], store: ClickHouseStore
+) -> None:
+    receiver, first = registered
+    spans = record_spans([conforming(0, **{"holonograph.cohort_tags": ["severity=critical"]})])
+    assert export_http(receiver.http_endpoint, spans) is SpanExportResult.SUCCESS
+    assert "'critical' is not an allowed value" in reasons(store)["evt_strm_c_0"]
+
+    def allow_critical(document: dict[str, Any]) -> None:
+        document["surfaces"][0]["substrateColumns"][2]["values"].append("critical")
+
+    data_dir = chdb_path(store.url)
+    unchanged = CliRunner().invoke(cli, ["replay", "--from", "quarantine", "--data-dir", data_dir])
+    assert unchanged.exit_code == 1 and "1 still rejected" in unchanged.output
+    changed = CliRunner().invoke(
+        cli, ["contract", "register", "-", "--data-dir", data_dir, "--json"],
+        input=json.dumps(contract(allow_critical).to_json()),
+    )  # fmt: skip
+    assert changed.exit_code == 0, changed.output
+    second = json.loads(changed.output)["versionId"]
+    replayed = CliRunner().invoke(
+        cli, ["replay", "--from", "quarantine", "--data-dir", data_dir, "--json"]
+    )
+    assert replayed.exit_code == 0, replayed.output
+    assert json.loads(replayed.output)["replayed"] == 1
+    assert stored(store) == {"evt_strm_c_0": (second, [])}
+    assert first != second
