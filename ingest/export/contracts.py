@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ingest.export.validate import SpanRejected
 from schemas.contracts import ContractVersion, Surface
-from schemas.events import EvaluationEvent
+from schemas.events import RUN_MODES, EvaluationEvent
 
 # Every contract rejection starts so: `quarantine --reason contract` finds them all.
 CONTRACT_REJECTED = "contract"
@@ -52,10 +52,55 @@ def finding_kind(finding: str) -> str:
 
 
 @dataclass(frozen=True)
+class _Enum:
+    column_id: str
+    allowed: frozenset[str]
+    listed: tuple[str, ...]  # in the contract's order, for the reason
+    diagnostic: bool
+
+
+@dataclass(frozen=True)
+class _Rules:
+    """One declared surface, compiled once per registration: what the check of every
+    event reads, as sets and maps."""
+
+    dimension_types: dict[str, str]
+    tag_keys: frozenset[str]
+    columns: frozenset[str]
+    enums: tuple[_Enum, ...]
+    routed: dict[str, frozenset[str]]  # run mode -> light sources routed in it
+
+
+def _compile(surface: Surface) -> _Rules:
+    diagnostic = {c.id for c in surface.substrate_columns if c.semantic == "diagnostic"}
+    return _Rules(
+        dimension_types={d.id: d.type for d in surface.dimensions},
+        tag_keys=frozenset({t.id for t in surface.cohort_tags} | diagnostic | SYSTEM_TAG_KEYS),
+        columns=frozenset(c.id for c in surface.substrate_columns),
+        enums=tuple(
+            _Enum(c.id, frozenset(c.values), c.values, c.semantic == "diagnostic")
+            for c in surface.substrate_columns
+            if c.values is not None
+        ),
+        routed={
+            mode: frozenset(
+                source
+                for routing in surface.routings
+                if routing.active_in(mode)
+                for source in routing.light_sources
+            )
+            for mode in RUN_MODES
+        },
+    )
+
+
+@dataclass(frozen=True)
 class _Index:
     by_agent: dict[tuple[str, str], ContractVersion] = field(default_factory=dict)
     # (tenant, surface id) -> the active versions declaring that surface
     by_surface: dict[tuple[str, str], tuple[ContractVersion, ...]] = field(default_factory=dict)
+    # (version id, surface id) -> its compiled rules
+    rules: dict[tuple[str, str], _Rules] = field(default_factory=dict)
 
 
 def _index(versions: Iterable[ContractVersion]) -> _Index:
@@ -66,10 +111,12 @@ def _index(versions: Iterable[ContractVersion]) -> _Index:
         if known is None or version.registered_at >= known.registered_at:
             by_agent[key] = version
     by_surface: dict[tuple[str, str], list[ContractVersion]] = {}
+    rules: dict[tuple[str, str], _Rules] = {}
     for version in by_agent.values():
         for surface in version.contract.surfaces:
             by_surface.setdefault((version.tenant_id, surface.id), []).append(version)
-    return _Index(by_agent, {k: tuple(v) for k, v in by_surface.items()})
+            rules[version.version_id, surface.id] = _compile(surface)
+    return _Index(by_agent, {k: tuple(v) for k, v in by_surface.items()}, rules)
 
 
 class ContractBook:
@@ -96,14 +143,21 @@ class ContractBook:
     def versions(self) -> list[ContractVersion]:
         return list(self._index.by_agent.values())
 
-    def contract_for(self, tenant_id: str, event: EvaluationEvent) -> ContractVersion | None:
-        """The agent's active version; for an event naming no agent, the only active
-        version of the tenant that declares its surface (if exactly one)."""
+    def contract_for(
+        self, tenant_id: str, event: EvaluationEvent
+    ) -> tuple[ContractVersion | None, _Rules | None]:
+        """The agent's active version (for an event naming no agent, the only active
+        version of the tenant that declares its surface, if exactly one) and the rules
+        of the event's surface in it (None: the version does not declare it)."""
         index = self._index
         if event.agent_id:
-            return index.by_agent.get((tenant_id, event.agent_id))
-        declaring = index.by_surface.get((tenant_id, event.surface_id), ())
-        return declaring[0] if len(declaring) == 1 else None
+            version = index.by_agent.get((tenant_id, event.agent_id))
+        else:
+            declaring = index.by_surface.get((tenant_id, event.surface_id), ())
+            version = declaring[0] if len(declaring) == 1 else None
+        if version is None:
+            return None, None
+        return version, index.rules.get((version.version_id, event.surface_id))
 
 
 def _rejected(version: ContractVersion, problem: str) -> SpanRejected:
@@ -114,30 +168,27 @@ def _allowed(values: tuple[str, ...]) -> str:
     return ", ".join(values)
 
 
-def _check_values(version: ContractVersion, surface: Surface, event: EvaluationEvent) -> None:
-    for column in surface.substrate_columns:
-        if column.values is None:
-            continue
-        value = event.substrate.columns.get(column.id)
-        if value is not None and value not in column.values:
+def _check_values(version: ContractVersion, rules: _Rules, event: EvaluationEvent) -> None:
+    columns, tagged = event.substrate.columns, event.substrate.diagnostic
+    for enum in rules.enums:
+        value = columns.get(enum.column_id)
+        if value is not None and value not in enum.allowed:
             raise _rejected(
                 version,
-                f"holonograph.substrate.{column.id}: {value!r} is not an allowed value of"
-                f" column {column.id} (allowed: {_allowed(column.values)})",
+                f"holonograph.substrate.{enum.column_id}: {value!r} is not an allowed value of"
+                f" column {enum.column_id} (allowed: {_allowed(enum.listed)})",
             )
-        tagged = event.substrate.diagnostic.get(column.id)
-        if column.semantic == "diagnostic" and tagged is not None and tagged not in column.values:
+        value = tagged.get(enum.column_id) if enum.diagnostic else None
+        if value is not None and value not in enum.allowed:
             raise _rejected(
                 version,
-                f"holonograph.cohort_tags: {column.id}={tagged}: {tagged!r} is not an allowed"
-                f" value of column {column.id} (allowed: {_allowed(column.values)})",
+                f"holonograph.cohort_tags: {enum.column_id}={value}: {value!r} is not an allowed"
+                f" value of column {enum.column_id} (allowed: {_allowed(enum.listed)})",
             )
 
 
-def _check_dimensions(
-    version: ContractVersion, surface: Surface, event: EvaluationEvent
-) -> list[str]:
-    declared = {d.id: d.type for d in surface.dimensions}
+def _check_dimensions(version: ContractVersion, rules: _Rules, event: EvaluationEvent) -> list[str]:
+    declared = rules.dimension_types
     findings = []
     for result in event.outcome.dimensions:
         kind = declared.get(result.dimension_id)
@@ -158,44 +209,35 @@ def _check_dimensions(
     return findings
 
 
-def _undeclared(surface: Surface, event: EvaluationEvent) -> list[str]:
+def _undeclared(rules: _Rules, event: EvaluationEvent) -> list[str]:
     findings = []
-    tags = {t.id for t in surface.cohort_tags}
-    diagnostic = {c.id for c in surface.substrate_columns if c.semantic == "diagnostic"}
+    keys = rules.tag_keys
     for tag in event.outcome.cohort_tags:
         key = tag.split("=", 1)[0]
-        if key not in tags and key not in diagnostic and key not in SYSTEM_TAG_KEYS:
+        if key not in keys:
             findings.append(f"{UNDECLARED_TAG}:{key}")
-    columns = {c.id for c in surface.substrate_columns}
+    columns = rules.columns
     findings += [f"{UNDECLARED_COLUMN}:{c}" for c in event.substrate.columns if c not in columns]
     light_source = event.light_source.id
-    if light_source:
-        routed = {
-            source
-            for routing in surface.routings
-            if routing.active_in(event.run_mode)
-            for source in routing.light_sources
-        }
-        if light_source not in routed:
-            findings.append(f"{UNROUTED_LIGHT_SOURCE}:{light_source}")
+    if light_source and light_source not in rules.routed[event.run_mode]:
+        findings.append(f"{UNROUTED_LIGHT_SOURCE}:{light_source}")
     return findings
 
 
 def check_event(book: ContractBook, tenant_id: str, event: EvaluationEvent) -> EvaluationEvent:
     """`event` with the version it was checked against and its findings; raises
     `SpanRejected` (reason: column, value, allowed values) for what the contract forbids."""
-    version = book.contract_for(tenant_id, event)
+    version, rules = book.contract_for(tenant_id, event)
     if version is None:
         return event.model_copy(update={"contract_findings": (NO_CONTRACT,)})
-    surface = version.contract.surface(event.surface_id)
-    if surface is None:
+    if rules is None:
         findings = [f"{UNDECLARED_SURFACE}:{event.surface_id}"]
     else:
-        _check_values(version, surface, event)
-        findings = _check_dimensions(version, surface, event) + _undeclared(surface, event)
+        _check_values(version, rules, event)
+        findings = _check_dimensions(version, rules, event) + _undeclared(rules, event)
     # Deduplicated in first-seen order: one finding per thing, however often it occurs.
     update = {
         "contract_version_id": version.version_id,
-        "contract_findings": tuple(dict.fromkeys(findings)),
+        "contract_findings": tuple(dict.fromkeys(findings)) if findings else (),
     }
     return event.model_copy(update=update)
