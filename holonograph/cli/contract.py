@@ -109,27 +109,72 @@ def contract() -> None:
     """Register surface contracts and read back their versions."""
 
 
+async def _publish(
+    kafka: str, topic: str | None, tenant: str, parsed: Contract
+) -> tuple[ContractSummary, bool]:
+    """Register on the contracts topic, as a `serve --kafka` receiver's endpoint does."""
+    from pydantic import ValidationError
+
+    from holonograph.cli.options import invalid_configuration
+    from ingest.export.contracts import ContractBook
+    from ingest.service.config import KafkaSettings
+    from ingest.service.contracts import TopicRegistrar
+
+    try:
+        flags: dict[str, Any] = {"kafka": kafka}
+        settings = KafkaSettings(**flags)
+    except ValidationError as err:
+        raise invalid_configuration(err) from None
+    assert settings.kafka
+    registrar = TopicRegistrar(
+        settings.kafka, topic or settings.kafka_contracts_topic, ContractBook(),
+        settings.kafka_timeout_ms, f"{settings.kafka_client_id}-cli",
+    )  # fmt: skip
+    await registrar.start()
+    try:
+        return await registrar.register(tenant, parsed)
+    finally:
+        await registrar.stop()
+
+
 @contract.command("register")
 @click.argument("contract_file")
 @click.option("--tenant", default=DEFAULT_TENANT, show_default=True, help="Tenant owning it.")
+@click.option(
+    "--kafka", metavar="BOOTSTRAP", help="Publish to the contracts topic (serve --kafka) instead."
+)
+@click.option("--kafka-contracts-topic", help="Contract registrations [holonograph.contracts].")
 @store_options
 def register_command(
-    contract_file: str, tenant: str, store_url: str | None, data_dir: str | None, as_json: bool
+    contract_file: str,
+    tenant: str,
+    kafka: str | None,
+    kafka_contracts_topic: str | None,
+    store_url: str | None,
+    data_dir: str | None,
+    as_json: bool,
 ) -> None:
-    """Register FILE.json (`-`: stdin) as its agent's active contract."""
+    """Register FILE.json (`-`: stdin) as its agent's active contract: in the store, or
+    with --kafka on the contracts topic every receiver follows (the sink stores it)."""
+    import asyncio
+
     from schemas.registry import register as register_contract
     from schemas.times import utc_now
 
     parsed = load_contract(contract_file)
-    store = open_store_or_exit(store_url, data_dir, write=True)
-    try:
-        registration = register_contract(store, tenant, parsed, utc_now())
-    finally:
-        store.close()
-    if as_json:
-        emit_json(registration.summary.to_json() | {"created": registration.created})
+    if kafka:
+        summary, created = asyncio.run(_publish(kafka, kafka_contracts_topic, tenant, parsed))
     else:
-        _print_summary(registration.summary, registration.created)
+        store = open_store_or_exit(store_url, data_dir, write=True)
+        try:
+            registration = register_contract(store, tenant, parsed, utc_now())
+        finally:
+            store.close()
+        summary, created = registration.summary, registration.created
+    if as_json:
+        emit_json(summary.to_json() | {"created": created})
+    else:
+        _print_summary(summary, created)
 
 
 @contract.command("show")

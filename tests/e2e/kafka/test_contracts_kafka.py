@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 import requests
+from click.testing import CliRunner
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from holonograph.cli import cli
 from ingest.store.clickhouse import ClickHouseStore
 from schemas.registry import history
 from tests.e2e.kafka.conftest import Broker, KafkaReceiver, RunningSink
@@ -119,3 +121,29 @@ def test_a_registration_reaches_every_kafka_receiver_within_5s(
             if running is not None:
                 running.stop()
         sink.stop()
+
+
+def test_contract_register_with_kafka_reaches_running_receivers(
+    broker: Broker, names: dict[str, str]
+) -> None:
+    receiver = KafkaReceiver(broker, names)
+    try:
+        done = CliRunner().invoke(
+            cli,
+            ["contract", "register", str(EXAMPLE), "--kafka", broker.bootstrap,
+             "--kafka-contracts-topic", names["kafka_contracts_topic"], "--json"],
+            env={"HOLONOGRAPH_KAFKA_IDEMPOTENCE": "false"},
+        )  # fmt: skip
+        assert done.exit_code == 0, done.output
+        version = json.loads(done.output)["versionId"]
+        wait_until(
+            lambda: (
+                (active := receiver.service.contracts.active("default", "billing-triage"))
+                is not None
+                and active.version_id == version
+            ),
+            timeout=5,
+            what="the receiver to enforce the CLI's registration",
+        )
+    finally:
+        receiver.stop()
