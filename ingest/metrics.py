@@ -44,6 +44,12 @@ class PipelineMetrics:
         self.spans_ignored = Counter(
             "holonograph_spans_ignored", "Non-holonograph spans ignored.", registry=self.registry
         )
+        self.contract_findings = Counter(
+            "holonograph_contract_findings",
+            "Accepted evaluations flagged by their contract check, by finding kind.",
+            ["kind"],
+            registry=self.registry,
+        )
         self.batches_written = Counter(
             "holonograph_store_batches",
             "Store writes, by result.",
@@ -70,6 +76,8 @@ class PipelineMetrics:
         self.spans_ignored.inc(outcome.ignored_spans)
         for record in rejected:
             self.spans_rejected.labels(reason=reason_label(record.reason)).inc()
+        for kind, count in outcome.contract_findings.items():
+            self.contract_findings.labels(kind=kind).inc(count)
 
     def observe_auth_failure(self, reason: str) -> None:
         self.auth_failures.labels(reason=reason).inc()

@@ -8,6 +8,9 @@ replaced rather than counted twice, and its event id collapses as always. A pois
 decodes is re-produced byte for byte to the topic it came from. Replaying twice
 changes nothing.
 
+Replayed spans are checked against the contracts in force now (`contracts`), so a
+span a contract rejected lands once a new version allows it, recording that version.
+
 A replayed span keeps its tenant (the quarantine row's, or its letter's). Spans
 rejected because their token may not write their agent stay rejected: replay runs
 without the token, so it cannot vouch for the agent; the client must send them again.
@@ -33,6 +36,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans as PB2ResourceSpans
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
 
+from ingest.export.contracts import ContractBook
 from ingest.export.decode import to_key_values
 from ingest.export.principal import Principal
 from ingest.export.request import AGENT_REJECTED, validate_request
@@ -64,14 +68,21 @@ class ReplayReport:
         }
 
 
-def revalidate(span_proto: bytes, resource: Mapping[str, Any], tenant_id: str) -> ValidatedBatch:
-    """The span through today's decode and validation, as a one-span request of its
-    tenant."""
+def revalidate(
+    span_proto: bytes,
+    resource: Mapping[str, Any],
+    tenant_id: str,
+    contracts: ContractBook | None = None,
+) -> ValidatedBatch:
+    """The span through today's decode and validation (and today's contracts), as a
+    one-span request of its tenant."""
     resource_spans = PB2ResourceSpans()
     resource_spans.resource.attributes.extend(to_key_values(resource))
     resource_spans.scope_spans.add().spans.append(PB2Span.FromString(span_proto))
     request = PB2ExportTraceServiceRequest(resource_spans=[resource_spans])
-    return validate_request(request, source=SOURCE, principal=Principal(tenant_id=tenant_id))
+    return validate_request(
+        request, source=SOURCE, principal=Principal(tenant_id=tenant_id), contracts=contracts
+    )
 
 
 NOT_REPLAYED_AGENT = "rejected for its token's agents: not replayed (the client must resend)"
@@ -79,14 +90,14 @@ NOT_REPLAYED_AGENT = "rejected for its token's agents: not replayed (the client 
 
 async def _resubmit(
     handoff: Handoff[Any], span_proto: bytes, resource: Mapping[str, Any], receipt_id: str,
-    tenant_id: str, reason: str, report: ReplayReport,
+    tenant_id: str, reason: str, report: ReplayReport, contracts: ContractBook | None,
 ) -> None:  # fmt: skip
     if reason.startswith(AGENT_REJECTED):
         report.still_rejected += 1
         report.reasons[NOT_REPLAYED_AGENT] += 1
         return
     try:
-        batch = revalidate(span_proto, resource, tenant_id)
+        batch = revalidate(span_proto, resource, tenant_id, contracts)
     except PB2DecodeError:  # a span the decoder could not read when it arrived either
         report.still_rejected += 1
         report.reasons["span: not a decodable OTLP span"] += 1
@@ -127,9 +138,11 @@ async def replay_quarantine(
     reason: str | None = None,
     since: dt.datetime | None = None,
     limit: int | None = None,
+    contracts: ContractBook | None = None,
 ) -> ReplayReport:
     """Quarantined spans from the table (optionally those whose reason contains
-    `reason`, received since `since`) through validation again."""
+    `reason`, received since `since`) through validation again, and the check against
+    `contracts`."""
     rows = store.query(
         f"SELECT tenant_id, quarantine_id, emission_stream, emission_seq, reason,"
         f" resource_attributes, hex(span_proto) FROM {DATABASE}.quarantine FINAL"
@@ -150,8 +163,9 @@ async def replay_quarantine(
             continue
         receipt = _original_receipt(store, tenant, stream, seq, qid)
         await _resubmit(
-            handoff, bytes.fromhex(span_hex), json.loads(resource), receipt, tenant, reason, report
-        )
+            handoff, bytes.fromhex(span_hex), json.loads(resource), receipt, tenant, reason, report,
+            contracts,
+        )  # fmt: skip
     return report
 
 
@@ -193,7 +207,11 @@ async def _partitions(bootstrap: str, topic: str) -> list[TopicPartition]:
 
 
 async def replay_dead_letters(
-    bootstrap: str, topic: str, handoff: Handoff[Any], producer: AIOKafkaProducer
+    bootstrap: str,
+    topic: str,
+    handoff: Handoff[Any],
+    producer: AIOKafkaProducer,
+    contracts: ContractBook | None = None,
 ) -> ReplayReport:
     report = ReplayReport()
     async for _key, value in dead_letters(bootstrap, topic):
@@ -212,7 +230,7 @@ async def replay_dead_letters(
                 continue
             await _resubmit(
                 handoff, span.span_proto, span.resource_attributes, letter.receipt_id,
-                letter.tenant_id, span.reason, report,
+                letter.tenant_id, span.reason, report, contracts,
             )  # fmt: skip
         elif isinstance(letter, PoisonLetter):
             await _replay_poison(letter, producer, report)

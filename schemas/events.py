@@ -111,6 +111,10 @@ class EvaluationEvent(_Model):
     sdk_version: str = ""
     resource_attributes: dict[str, Any] = Field(default_factory=dict)
     extras: dict[str, Any] = Field(default_factory=dict)
+    # What the receiver's contract check said (`ingest.export.contracts`): the version
+    # checked against ('' = none) and findings such as `undeclared-dimension:tone`.
+    contract_version_id: str = ""
+    contract_findings: tuple[str, ...] = ()
 
 
 class SentinelCounters(_Model):

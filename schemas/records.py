@@ -1,4 +1,4 @@
-"""The Kafka record format of the scale-out path, version 2 (see `schemas/RECORDS.md`).
+"""The Kafka record format of the scale-out path, version 3 (see `schemas/RECORDS.md`).
 
 A record is one UTF-8 JSON object with a `schema_version` and a `kind`:
 
@@ -9,10 +9,13 @@ A record is one UTF-8 JSON object with a `schema_version` and a `kind`:
   the request's tenant.
 - `poison`: a record a sink could not decode, the original bytes and the reason.
 
-Version 1 (no `tenant_id`) is still read: its rows belong to tenant `default`.
+Version 3 events carry the receiver's contract check (`contract_version_id`,
+`contract_findings`). Versions 1 (no `tenant_id`: its rows belong to tenant
+`default`) and 2 (no contract fields: checked against no contract) are still read.
 Decoding is strict: unknown fields, a wrong type, a `tenant_id` missing from a
-version 2 record or present in a version 1 record, or an unsupported version raise
-`RecordError` with the reason, which the sink dead-letters.
+version 2+ record or present in a version 1 record, contract fields in a record older
+than version 3, or an unsupported version raise `RecordError` with the reason, which
+the sink dead-letters.
 """
 
 from __future__ import annotations
@@ -36,10 +39,13 @@ from pydantic_core import to_json
 
 from schemas.events import DEFAULT_TENANT, EmissionRecord, EvaluationEvent, QuarantineRecord
 
-SCHEMA_VERSION = 2
-SUPPORTED_VERSIONS: frozenset[int] = frozenset({1, 2})
+SCHEMA_VERSION = 3
+SUPPORTED_VERSIONS: frozenset[int] = frozenset({1, 2, 3})
 # The first version whose batch and quarantined records carry `tenant_id`.
 TENANT_VERSION = 2
+# The first version whose events carry `contract_version_id` and `contract_findings`.
+CONTRACT_VERSION = 3
+_CONTRACT_FIELDS = frozenset({"contract_version_id", "contract_findings"})
 VERSION_HEADER = "holonograph-schema-version"
 KIND_HEADER = "holonograph-record-kind"
 
@@ -83,6 +89,12 @@ class BatchRecord(_Record):
     @model_validator(mode="after")
     def _one_stream(self) -> BatchRecord:
         _check_tenant(self)
+        if self.schema_version < CONTRACT_VERSION:
+            for event in self.events:
+                if event.model_fields_set & _CONTRACT_FIELDS:
+                    raise ValueError(
+                        f"contract fields: not fields of schema_version {self.schema_version}"
+                    )
         streams = {e.emission.stream for e in self.events} | {e.stream for e in self.emissions}
         if streams - {self.stream}:
             raise ValueError(f"record of stream {self.stream!r} holds {sorted(streams)}")
@@ -287,6 +299,7 @@ def _first_problem(err: Exception) -> str:
 
 __all__ = [
     "BATCH_HEAD",
+    "CONTRACT_VERSION",
     "KIND_HEADER",
     "SCHEMA_VERSION",
     "SUPPORTED_VERSIONS",

@@ -51,7 +51,8 @@ EVALUATION_EVENTS = Table(
         "substrate", "cohort_tags", "multiplex_role", "fixture_id", "markers", "latency_ms",
         "cost_usd", "tokens_input", "tokens_output", "sdk_name", "sdk_version", "dimension_ids",
         "emission_stream", "emission_seq", "emission_final", "trace_id", "span_id",
-        "resource_attributes", "extras", "ingested_at", "ingest_version",
+        "resource_attributes", "extras", "ingested_at", "ingest_version", "contract_version_id",
+        "contract_findings",
     ),
 )  # fmt: skip
 
@@ -85,6 +86,17 @@ QUARANTINE = Table(
         "tenant_id", "quarantine_id", "received_at", "reason", "span_name", "trace_id",
         "span_id", "emission_stream", "emission_seq", "attributes", "resource_attributes",
         "span_proto", "source",
+    ),
+)  # fmt: skip
+
+# --- written by the contract registry (`schemas.registry`, its one writer)
+
+# Every registered version of every agent's contract; the active one is the latest.
+CONTRACTS = Table(
+    "contracts",
+    (
+        "tenant_id", "agent_id", "version_id", "previous_version_id", "registered_at",
+        "digest", "contract",
     ),
 )  # fmt: skip
 

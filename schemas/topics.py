@@ -12,6 +12,8 @@ from typing import Literal
 
 RECORDS_TOPIC = "holonograph.records"
 DEAD_LETTER_TOPIC = "holonograph.dead-letter"
+# Contract registrations (compacted, one partition: `docs/contracts.md`).
+CONTRACTS_TOPIC = "holonograph.contracts"
 DEFAULT_PARTITIONS = 6
 DEFAULT_REPLICATION_FACTOR = 1
 # Kafka's default `message.max.bytes` (1 MiB + 12 bytes of overhead), rounded down.

@@ -17,6 +17,7 @@ from holonograph.cli.options import quiet_libraries
 COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("compare", "Vendors head to head: per group and paired on the same calls."),
     "completeness": ("completeness", "Per-stream delivery accounting and biased windows."),
+    "contract": ("contract", "Register surface contracts; read back versions and history."),
     "conformance": ("conformance", "Derive, approve and check fixtures; gate CI on suites."),
     "drift": ("drift", "Change points of a surface's outcomes, labelled by source."),
     "quarantine": ("quarantine", "Recently rejected spans, their reasons and counts."),

@@ -23,12 +23,15 @@ from holonograph.cli.options import (
     store_options,
 )
 from ingest.errors import RetryableError
+from ingest.export.contracts import ContractBook
 from ingest.handoff.embedded import EmbeddedHandoff
 from ingest.handoff.kafka import KafkaHandoff
 from ingest.handoff.kafka_producer import start_producer
 from ingest.handoff.protocol import Handoff
 from ingest.replay import ReplayReport, replay_dead_letters, replay_quarantine
 from ingest.service.config import MIB, KafkaSettings
+from schemas.contracts import ContractRecord
+from schemas.registry import active_versions
 from schemas.store import Store
 
 
@@ -45,9 +48,36 @@ def _kafka_handoff(settings: KafkaSettings) -> KafkaHandoff:
     )
 
 
+async def _contracts(settings: KafkaSettings, store: Store | None) -> ContractBook:
+    """The contracts in force: the store's registry, else the contracts topic's."""
+    from ingest.service.contracts import ContractFeed, ensure_contracts_topic
+
+    book = ContractBook()
+    if store is not None:
+        book.replace(await asyncio.to_thread(active_versions, store))
+        return book
+    assert settings.kafka
+
+    async def take(record: ContractRecord) -> None:
+        book.put(record.version)
+
+    await ensure_contracts_topic(
+        settings.kafka, settings.kafka_contracts_topic, settings.kafka_timeout_ms,
+        settings.kafka_client_id,
+    )  # fmt: skip
+    feed = ContractFeed(
+        settings.kafka, settings.kafka_contracts_topic, take, settings.kafka_timeout_ms,
+        f"{settings.kafka_client_id}-replay",
+    )  # fmt: skip
+    await feed.start()
+    await feed.stop()
+    return book
+
+
 async def _run(
     source: str, settings: KafkaSettings, store: Store | None, filters: dict[str, Any]
 ) -> ReplayReport:
+    contracts = await _contracts(settings, store)
     handoff: Handoff[Any]
     if settings.kafka:
         handoff = _kafka_handoff(settings)
@@ -57,7 +87,7 @@ async def _run(
     try:
         if source == "quarantine":
             assert store is not None
-            return await replay_quarantine(store, handoff, **filters)
+            return await replay_quarantine(store, handoff, contracts=contracts, **filters)
         assert settings.kafka
         producer = AIOKafkaProducer(
             bootstrap_servers=settings.kafka,
@@ -69,7 +99,7 @@ async def _run(
         await start_producer(producer, settings.kafka, settings.kafka_idempotence)
         try:
             return await replay_dead_letters(
-                settings.kafka, settings.kafka_dead_letter_topic, handoff, producer
+                settings.kafka, settings.kafka_dead_letter_topic, handoff, producer, contracts
             )
         finally:
             await producer.stop()
@@ -88,6 +118,7 @@ async def _run(
 @click.option("--kafka", metavar="BOOTSTRAP", help="Hand replayed spans to Kafka (and read DLQ).")
 @click.option("--kafka-records-topic", help="Records topic [holonograph.records].")
 @click.option("--kafka-dead-letter-topic", help="Dead-letter topic [holonograph.dead-letter].")
+@click.option("--kafka-contracts-topic", help="Contract registrations [holonograph.contracts].")
 @click.option(
     "--kafka-idempotence/--no-kafka-idempotence", default=None, help="Idempotent producer [on]."
 )

@@ -123,6 +123,7 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
 @click.option(
     "--kafka-dead-letter-topic", help="Topic for quarantined spans [holonograph.dead-letter]."
 )
+@click.option("--kafka-contracts-topic", help="Contract registrations [holonograph.contracts].")
 @click.option("--kafka-partitions", type=int, help="Partitions of topics this creates [6].")
 @click.option(
     "--kafka-idempotence/--no-kafka-idempotence",

@@ -71,6 +71,7 @@ async def run_sink(service: SinkService) -> None:
 @click.option("--group", "sink_group", help="Consumer group [holonograph-sink].")
 @click.option("--kafka-records-topic", help="Records topic [holonograph.records].")
 @click.option("--kafka-dead-letter-topic", help="Dead-letter topic [holonograph.dead-letter].")
+@click.option("--kafka-contracts-topic", help="Contract registrations [holonograph.contracts].")
 @click.option("--kafka-partitions", type=int, help="Partitions of topics this creates [6].")
 @click.option(
     "--kafka-idempotence/--no-kafka-idempotence",

@@ -20,6 +20,7 @@ from google.protobuf.message import Message
 
 from ingest.edge.admission import JSON_EXPANSION, PROTOBUF_EXPANSION
 from ingest.edge.answers import classify, response_for
+from ingest.edge.contract_api import ContractApi, add_contract_routes
 from ingest.edge.steps import Edge
 from ingest.errors import (
     ListenError,
@@ -116,10 +117,13 @@ async def _answer_and_close(http_request: web.Request, response: web.Response) -
     return response
 
 
-def build_http_app(edge: Edge) -> web.Application:
+def build_http_app(edge: Edge, contracts: ContractApi | None = None) -> web.Application:
+    """OTLP's traces path, and the contract registry's when `contracts` is given."""
     app = web.Application(client_max_size=edge.max_request_bytes + 1)
     handler = TracesHandler(edge)
     app.router.add_post(TRACES_PATH, handler.handle)
+    if contracts is not None:
+        add_contract_routes(app, contracts)
     return app
 
 

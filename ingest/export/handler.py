@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, Protocol
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
 
+from ingest.export.contracts import ContractBook, finding_kind
 from ingest.export.principal import ANONYMOUS, Principal
 from ingest.export.request import rejection_message, validate_request
 from ingest.handoff.protocol import Handoff, PreparedT
@@ -35,6 +37,8 @@ class ExportOutcome:
     rejected_spans: int
     ignored_spans: int
     error_message: str
+    # Contract findings of the accepted events, by kind (`undeclared-dimension`: 2).
+    contract_findings: dict[str, int] = field(default_factory=dict)
 
 
 class ExportObserver(Protocol):
@@ -61,9 +65,11 @@ class ExportHandler(Generic[PreparedT]):
         self,
         handoff: Handoff[PreparedT],
         observer: ExportObserver | None = None,
+        contracts: ContractBook | None = None,
     ) -> None:
         self._handoff = handoff
         self._observer = observer
+        self.contracts = contracts
         # Decoding runs on one worker thread, off the event loop: the loop stays free to
         # start new handlers, so every request that arrived is counted by the edge's
         # admission (and refused past the budget) instead of waiting unseen in the
@@ -71,7 +77,9 @@ class ExportHandler(Generic[PreparedT]):
         self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
 
     def _prepare(self, request: PB2ExportTraceServiceRequest, principal: Principal) -> PreparedT:
-        return self._handoff.prepare(validate_request(request, principal=principal))
+        return self._handoff.prepare(
+            validate_request(request, principal=principal, contracts=self.contracts)
+        )
 
     def close(self) -> None:
         self._decoder.shutdown(wait=True)
@@ -98,6 +106,9 @@ class ExportHandler(Generic[PreparedT]):
             rejected_spans=batch.rejected,
             ignored_spans=batch.ignored_spans,
             error_message=rejection_message(batch),
+            contract_findings=dict(
+                Counter(finding_kind(f) for e in batch.events for f in e.contract_findings)
+            ),
         )
         if self._observer is not None:
             self._observer.observe_export(outcome, batch.quarantined)

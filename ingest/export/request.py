@@ -19,6 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
 from pydantic import ValidationError
 
+from ingest.export.contracts import ContractBook, check_event
 from ingest.export.decode import attributes, jsonable
 from ingest.export.domain import attributes_problem
 from ingest.export.principal import ANONYMOUS, Principal
@@ -71,6 +72,7 @@ class _Collected:
     accepted span's record of it wins over a rejected span's."""
 
     principal: Principal
+    contracts: ContractBook | None = None
     events: list[EvaluationEvent] = field(default_factory=list)
     emissions: dict[tuple[str, int], EmissionRecord] = field(default_factory=dict)
     quarantined: list[QuarantineRecord] = field(default_factory=list)
@@ -84,9 +86,11 @@ class _Collected:
             self.emissions[key] = emission
 
     def evaluation(self, event: EvaluationEvent) -> None:
-        """Raises `SpanRejected` for an agent the principal may not write or a repeat of
-        an event id with other content."""
+        """Raises `SpanRejected` for an agent the principal may not write, what the
+        agent's contract forbids, or a repeat of an event id with other content."""
         authorize(event, self.principal)
+        if self.contracts is not None:
+            event = check_event(self.contracts, self.principal.tenant_id, event)
         first = self.first_of.setdefault(event.event_id, event)
         if first is event:
             self.events.append(event)
@@ -111,9 +115,12 @@ def validate_request(
     request: PB2ExportTraceServiceRequest,
     source: str = "receiver",
     principal: Principal = ANONYMOUS,
+    contracts: ContractBook | None = None,
 ) -> ValidatedBatch:
-    """Validate every span of a request for `principal`; never raises for a bad span."""
-    collected = _Collected(principal)
+    """Validate every span of a request for `principal`, and against the contracts of
+    `contracts` (None: no contract check, nothing recorded); never raises for a bad
+    span."""
+    collected = _Collected(principal, contracts)
     ignored = 0
     salvaged = is_salvaged(request)
     for resource_spans in request.resource_spans:

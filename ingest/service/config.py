@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from ingest.store.retention import parse_retention
 from ingest.store.url import DEFAULT_DATA_DIR, store_url
 from schemas.topics import (
+    CONTRACTS_TOPIC,
     DEAD_LETTER_TOPIC,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PARTITIONS,
@@ -41,6 +42,7 @@ class KafkaSettings(BaseSettings):
     kafka: str | None = None
     kafka_records_topic: str = Field(RECORDS_TOPIC, min_length=1)
     kafka_dead_letter_topic: str = Field(DEAD_LETTER_TOPIC, min_length=1)
+    kafka_contracts_topic: str = Field(CONTRACTS_TOPIC, min_length=1)
     kafka_partitions: int = Field(DEFAULT_PARTITIONS, gt=0)
     kafka_replication_factor: int = Field(DEFAULT_REPLICATION_FACTOR, gt=0)
     kafka_idempotence: bool = True
@@ -67,8 +69,9 @@ class KafkaSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _distinct_topics(self) -> KafkaSettings:
-        if self.kafka_records_topic == self.kafka_dead_letter_topic:
-            raise ValueError("the records and dead-letter topics must differ")
+        names = (self.kafka_records_topic, self.kafka_dead_letter_topic, self.kafka_contracts_topic)
+        if len(set(names)) != len(names):
+            raise ValueError("the records, dead-letter and contracts topics must differ")
         return self
 
     def topics(self) -> Topics:
@@ -135,6 +138,9 @@ class ServeConfig(ServiceSettings):
     # arrive whole within the body timeout.
     http_header_timeout_seconds: float = Field(10.0, gt=0)
     body_timeout_seconds: float = Field(30.0, gt=0)
+    # How often the receiver reloads the active contracts from its store (registrations
+    # made elsewhere, e.g. `holonograph contract register`, are enforced within it).
+    contract_refresh_seconds: float = Field(1.0, gt=0, le=5)
 
     @field_validator("retention")
     @classmethod

@@ -25,11 +25,13 @@ from aiohttp import web
 
 from ingest.edge.admission import Admission, ReadGate
 from ingest.edge.auth import Authenticator
+from ingest.edge.contract_api import ContractApi, Registrar
 from ingest.edge.grpc_server import start_grpc_server
 from ingest.edge.http_server import build_http_app, start_http_site
 from ingest.edge.ratelimit import TenantRateLimiter
 from ingest.edge.steps import Edge
 from ingest.edge.tls import ServerTls, TlsFiles
+from ingest.export.contracts import ContractBook
 from ingest.export.handler import ExportHandler, ExportObservers
 from ingest.handoff.embedded import EmbeddedHandoff
 from ingest.handoff.kafka import KafkaHandoff
@@ -37,6 +39,7 @@ from ingest.handoff.protocol import Handoff
 from ingest.metrics import PipelineMetrics, ProducerMetrics
 from ingest.service.admin import AdminEndpoint
 from ingest.service.config import ServeConfig
+from ingest.service.contracts import StoreRegistrar, TopicRegistrar
 from ingest.service.memory import Trimmer
 from ingest.service.periodic import Periodic, PeriodicJobs
 from ingest.service.rejections import RejectionLog
@@ -45,6 +48,7 @@ from ingest.store.reader import StoreSessions
 from ingest.store.retention import apply_retention
 from ingest.store.url import chdb_path, is_embedded
 from schemas.migrations import apply_migrations
+from schemas.registry import active_versions
 from schemas.store import Store
 from schemas.times import Clock, utc_now
 
@@ -90,6 +94,12 @@ class ReceiverService:
         self.authenticator: Authenticator | None = None
         self.edge: Edge | None = None
         self._reloader: asyncio.Task[None] | None = None
+        # The active contracts this receiver enforces (docs/contracts.md).
+        self.contracts = ContractBook()
+        self._contract_refresher: asyncio.Task[None] | None = None
+        self._contract_problem = ""
+        self._registry_store: ClickHouseStore | None = None
+        self._topic_registrar: TopicRegistrar | None = None
 
     def _load_edge_files(self) -> None:
         """TLS material and tokens, before any socket opens (`TlsError`, `TokensFileError`
@@ -125,8 +135,22 @@ class ReceiverService:
             await asyncio.to_thread(apply_retention, self.store, config.retention)
             # Periodic jobs get their own connection (see reopen); admin requests never use it.
             self._side = await asyncio.to_thread(self.store.reopen)
+            # The registry's own connection: a long periodic job never delays a refresh.
+            self._registry_store = await asyncio.to_thread(self.store.reopen)
+            self.contracts.replace(await asyncio.to_thread(active_versions, self._registry_store))
         if self.handoff is None:
             self.handoff = await self._build_handoff()
+        if config.kafka and self._registry_store is None:
+            # No store: registrations travel on the contracts topic, read before serving.
+            self._topic_registrar = TopicRegistrar(
+                config.kafka,
+                config.kafka_contracts_topic,
+                self.contracts,
+                config.kafka_timeout_ms,
+                config.kafka_client_id,
+                self.clock,
+            )
+            await self._topic_registrar.start()
         admission = Admission(
             config.max_inflight_bytes,
             max_queue_seconds=config.max_queue_seconds,
@@ -136,6 +160,7 @@ class ReceiverService:
         self._exporter = exporter = ExportHandler(
             self.handoff,
             observer=ExportObservers(self.metrics, self.rejections),
+            contracts=self.contracts,
         )
         self.edge = edge = Edge(
             exporter,
@@ -168,7 +193,7 @@ class ReceiverService:
         # idle connection (no complete header yet, or none since its last answer) is
         # closed after the header timeout.
         self._http = web.AppRunner(
-            build_http_app(edge),
+            build_http_app(edge, self._contract_api()),
             access_log=None,
             auto_decompress=False,
             keepalive_timeout=config.http_header_timeout_seconds,
@@ -186,7 +211,34 @@ class ReceiverService:
             self.jobs.start(jobs_store)
         self.rejections.start()
         self._reloader = asyncio.create_task(self._reload_files(), name="reload-edge-files")
+        if self._registry_store is not None:
+            self._contract_refresher = asyncio.create_task(
+                self._refresh_contracts(self._registry_store), name="refresh-contracts"
+            )
         return self.listeners
+
+    def _contract_api(self) -> ContractApi | None:
+        registrar: Registrar | None = self._topic_registrar
+        if self._registry_store is not None:
+            registrar = StoreRegistrar(self._registry_store, self.contracts, self.clock)
+        if registrar is None or self.authenticator is None:
+            return None
+        return ContractApi(self.authenticator, registrar)
+
+    async def _refresh_contracts(self, store: Store) -> None:
+        """Registrations made by other processes (the CLI) reach ingest within one
+        period. A failed read keeps the contracts held, logged once per new reason."""
+        while True:
+            await asyncio.sleep(self.config.contract_refresh_seconds)
+            try:
+                self.contracts.replace(await asyncio.to_thread(active_versions, store))
+            except Exception as err:
+                problem = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+                if problem != self._contract_problem:
+                    log.warning("contract refresh failed, enforcing the last read: %s", problem)
+                self._contract_problem = problem
+            else:
+                self._contract_problem = ""
 
     async def _reload_files(self) -> None:
         """Certificate rotation and token changes without a restart."""
@@ -234,11 +286,12 @@ class ReceiverService:
 
     async def stop(self, grace_seconds: float = 10.0) -> None:
         await self.jobs.stop()
-        if self._reloader is not None:
-            self._reloader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reloader
-            self._reloader = None
+        for task in (self._reloader, self._contract_refresher):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._reloader = self._contract_refresher = None
         if self._grpc is not None:
             await self._grpc.stop(grace_seconds)
         if self._http is not None:
@@ -249,11 +302,15 @@ class ReceiverService:
             await asyncio.to_thread(self._exporter.close)
         if self.handoff is not None:
             await self.handoff.close()
+        if self._topic_registrar is not None:
+            await self._topic_registrar.stop()
+            self._topic_registrar = None
         if self._admin is not None:
             await self._admin.stop()
-        if self._side is not None:
-            await asyncio.to_thread(self._side.close)
-            self._side = None
+        for side in (self._side, self._registry_store):
+            if side is not None:
+                await asyncio.to_thread(side.close)
+        self._side = self._registry_store = None
 
 
 def _is_loopback(host: str) -> bool:

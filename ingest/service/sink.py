@@ -23,6 +23,7 @@ from ingest.handoff.kafka_topics import ensure_topics
 from ingest.metrics import PipelineMetrics, SinkMetrics
 from ingest.service.admin import AdminEndpoint
 from ingest.service.config import SinkConfig
+from ingest.service.contracts import ContractFeed, ensure_contracts_topic
 from ingest.service.memory import Trimmer
 from ingest.service.periodic import Periodic, PeriodicJobs
 from ingest.service.rejections import LoggedDeadLetters, RejectionLog
@@ -31,7 +32,9 @@ from ingest.sink.dlq import KafkaDeadLetters, PoisonBrake, SinkHalted
 from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.reader import StoreSessions
 from ingest.store.url import chdb_path, is_embedded
+from schemas.contracts import ContractRecord
 from schemas.migrations import apply_migrations
+from schemas.registry import store_version
 from schemas.store import Store
 from schemas.times import Clock, utc_now
 
@@ -179,6 +182,7 @@ class SinkService:
             on_idle=self.trimmer.soon,
         )
         consumer.subscribe(list(config.topics().all()), listener=self.sink.listener())
+        feed = await self._contract_feed(config.kafka)
         await start_producer(producer, config.kafka, config.kafka_idempotence)
         try:
             await consumer.start()
@@ -192,6 +196,26 @@ class SinkService:
                 await consumer.stop()
         finally:
             await producer.stop()
+            await feed.stop()
+
+    async def _contract_feed(self, bootstrap: str) -> ContractFeed:
+        """Every registration on the contracts topic becomes a version in the store
+        (a version read again collapses: same key, same row)."""
+        config = self.config
+        store = self.write_store or self.store
+
+        async def keep(record: ContractRecord) -> None:
+            await asyncio.to_thread(store_version, store, record.version)
+
+        await ensure_contracts_topic(
+            bootstrap, config.kafka_contracts_topic, config.kafka_timeout_ms, config.kafka_client_id
+        )
+        feed = ContractFeed(
+            bootstrap, config.kafka_contracts_topic, keep, config.kafka_timeout_ms,
+            config.kafka_client_id,
+        )  # fmt: skip
+        await feed.start()
+        return feed
 
     async def _until_connected(self, bootstrap: str) -> None:
         config = self.config

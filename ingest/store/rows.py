@@ -78,7 +78,7 @@ def event_row(
         event.sdk_name, event.sdk_version, [d.dimension_id for d in outcome.dimensions],
         event.emission.stream, event.emission.seq, event.emission.final, event.trace_id,
         event.span_id, resource_json or _json(event.resource_attributes), _json(event.extras),
-        ingested_at, version,
+        ingested_at, version, event.contract_version_id, list(event.contract_findings),
     ]  # fmt: skip
 
 

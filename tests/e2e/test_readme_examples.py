@@ -65,7 +65,7 @@ def _query(data_dir: Path, sql: str) -> list[dict[str, object]]:
 
 
 def test_readme_examples_run_against_a_live_server(tmp_path: Path) -> None:
-    python_example, curl, quarantine = live_blocks()
+    python_example, curl, quarantine, contracts = live_blocks()
     assert "curl -sS --fail-with-body" in curl and "@examples/" in curl
     data_dir = tmp_path / "data"
     server = ServeProcess(data_dir)
@@ -112,6 +112,11 @@ def test_readme_examples_run_against_a_live_server(tmp_path: Path) -> None:
         listed = run_block(quarantine, port, data_dir)
         assert listed.returncode == 0, listed.stderr
         assert listed.stdout.strip() == "no rejected spans in the selection"
+
+        registered = run_block(contracts, port, data_dir)
+        assert registered.returncode == 0, registered.stderr
+        assert "agent billing-triage: version cv_" in registered.stdout
+        assert "(registered)" in registered.stdout and '"versionId": "cv_' in registered.stdout
     finally:
         code, stderr = server.stop()
     assert code == 0, stderr
@@ -119,7 +124,7 @@ def test_readme_examples_run_against_a_live_server(tmp_path: Path) -> None:
 
 def test_curl_shows_the_receivers_reason_when_a_request_is_refused(tmp_path: Path) -> None:
     """The point of --fail-with-body: a refused request fails the command and says why."""
-    _, curl, _ = live_blocks()
+    _, curl, _, _ = live_blocks()
     data_dir = tmp_path / "data"
     server = ServeProcess(data_dir)
     try:

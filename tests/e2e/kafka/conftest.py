@@ -85,6 +85,7 @@ def names() -> dict[str, str]:
     return {
         "kafka_records_topic": f"t{tag}.records",
         "kafka_dead_letter_topic": f"t{tag}.dead-letter",
+        "kafka_contracts_topic": f"t{tag}.contracts",
         "sink_group": f"g{tag}",
     }
 
@@ -123,6 +124,7 @@ class KafkaReceiver(_Loop):
             "kafka_timeout_ms": 2_000,
             "kafka_records_topic": names["kafka_records_topic"],
             "kafka_dead_letter_topic": names["kafka_dead_letter_topic"],
+            "kafka_contracts_topic": names["kafka_contracts_topic"],
         }
         settings.update(config)
         self.config = ServeConfig(**settings)

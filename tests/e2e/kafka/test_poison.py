@@ -100,7 +100,9 @@ def test_poison_is_dead_lettered_and_the_brake_stops_the_sink(
         reasons = sorted(letter.reason for letter in letters)  # type: ignore[union-attr]
         assert reasons[0].startswith("batch: receipt_id: Field required")
         assert reasons[1].startswith("not JSON")
-        assert reasons[2] == "schema_version 3 is not supported (this build: 1,2)"
+        supported = ",".join(str(v) for v in sorted(records.SUPPORTED_VERSIONS))
+        newer = records.SCHEMA_VERSION + 1
+        assert reasons[2] == f"schema_version {newer} is not supported (this build: {supported})"
         assert {letter.value for letter in letters} == set(poison)  # type: ignore[union-attr]
         partition = TopicPartition(topic, POISON_PARTITION)
         group = names["sink_group"]

@@ -122,6 +122,8 @@ def test_official_exporters_rows_match_field_by_field(
         "extras": json.dumps({"holonograph.future.flag": "kept"}, separators=(",", ":")),
         "ingested_at": row["ingested_at"],
         "ingest_version": row["ingest_version"],
+        "contract_version_id": "",  # no contract registered: flagged as such
+        "contract_findings": ["no-contract"],
     }
     resource = json.loads(str(row["resource_attributes"]))
     assert resource["service.name"] == "triage"
