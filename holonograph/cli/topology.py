@@ -156,6 +156,91 @@ def scan_command(
         sys.exit(EXIT_FINDING)
 
 
+@topology.command("bootstrap")
+@click.option("--surface", required=True, help="The surface whose traffic is read.")
+@click.option("--since", type=RFC3339(), required=True, help="Window start (inclusive).")
+@click.option("--until", type=RFC3339(), required=True, help="Window end (exclusive).")
+@click.option("--agent", default="", help="Only this agent's events (default: every agent's).")
+@click.option(
+    "--min-count",
+    type=click.IntRange(1),
+    default=20,
+    show_default=True,
+    help="Fewest events an item must be on to be deterministic.",
+)
+@click.option(
+    "--min-presence",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.9,
+    show_default=True,
+    help="Smallest share of the surface's events an item must be on to be deterministic.",
+)
+@tenant_option
+@store_options
+def bootstrap_command(
+    surface: str,
+    since: dt.datetime,
+    until: dt.datetime,
+    agent: str,
+    min_count: int,
+    min_presence: float,
+    tenant: str | None,
+    store_url: str | None,
+    data_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Propose dimensions, cohort tags and substrate columns for a surface from traffic."""
+    from processors.topology.bootstrap import BootstrapWindow, Thresholds, propose
+    from schemas.times import rfc3339
+
+    _window(since, until)
+    store = open_store_or_exit(store_url, data_dir)
+    owner = tenant_or_exit(store, tenant) or DEFAULT_TENANT
+    try:
+        report = propose(
+            store,
+            BootstrapWindow(owner, surface, since, until, agent),
+            Thresholds(min_count, min_presence),
+        )
+    finally:
+        store.close()
+    if report is None:
+        raise CommandFailed(
+            f"surface {surface} has no events in tenant {owner}"
+            f" from {rfc3339(since)} to {rfc3339(until)}",
+            EXIT_FINDING,
+            "widen the window, or check the surface id and --tenant",
+        )
+    if as_json:
+        emit_json(report)
+    else:
+        _print_bootstrap(report)
+
+
+def _print_bootstrap(report: dict[str, Any]) -> None:
+    click.echo(
+        f"surface {report['surfaceId']} (tenant {report['tenantId']}, agent"
+        f" {report['agentId'] or '-'}): {report['events']} events"
+        f" from {report['since']} to {report['until']}"
+    )
+    labels = {"dimensions": "dimension", "cohortTags": "cohort tag", "substrateColumns": "column"}
+    for field, label in labels.items():
+        for c in report["candidates"][field]["examples"]:
+            ev = c["evidence"]
+            shape = f" {c['type']}" if c.get("type") else ""
+            why = f" ({'; '.join(c['reasons'])})" if c["reasons"] else ""
+            click.echo(
+                f"  {label} {c['id']}{shape}: {c['inference']}, on {ev['count']} events"
+                f" ({ev['presenceShare']:.0%}){why}"
+            )
+    click.echo("draft surface entry (deterministic candidates):")
+    click.echo(json.dumps(report["surface"], indent=2))
+    if report["contract"] is not None:
+        base = report["basedOnVersionId"]
+        over = f" over version {base}" if base else ""
+        click.echo(f"--json's `contract` holds the agent's whole contract with it{over}.")
+
+
 def _examples(block: dict[str, Any], key: str = "") -> str:
     shown = [e[key] if key else e for e in block["examples"]]
     more = block["count"] - len(shown)
