@@ -313,3 +313,22 @@ def test_invalid_inventory_is_refused_and_nothing_stored(
     assert done.exit_code == 2
     assert problem in done.output and "nothing was stored" in done.output
     assert not (tmp_path / "store").exists()
+
+
+def test_text_report_names_the_gaps(data_dir: Path) -> None:
+    done = invoke(
+        "scan", "--agent", "billing-triage", "--since", "2026-07-01T00:00:00Z",
+        "--until", "2026-07-08T00:00:00Z", "--tenant", "default", "--data-dir", str(data_dir),
+    )  # fmt: skip
+    assert done.exit_code == 1
+    lines = [line.strip() for line in done.output.splitlines()]
+    assert "coverage 6/9 declared items observed (0.667), 10 gaps, 1 retirement candidates" in lines
+    assert "surface classify-intent: 4 events, coverage 6/8" in lines
+    assert "dimensions declared, not observed: tone-old" in lines
+    assert "cohort tags observed, not declared: beta" in lines
+    assert "light sources observed, not declared: openai/gpt-5" in lines
+    assert "retirement candidates (seen before the window only): tone-old" in lines
+    assert "quiet surfaces (no events in the window): escalate, review-flagged-charge" in lines
+    assert "undeclared surfaces (observed, not in the contract): refund" in lines
+    assert "inventory-only surfaces (not in the contract): review-flagged-charge" in lines
+    assert "gate failed: 10 gaps" in lines
