@@ -40,7 +40,7 @@ from schemas.times import from_store_time, rfc3339, to_store_time
 
 Kind = Literal["dimension", "tag", "column", "lightSource"]
 KINDS: tuple[Kind, ...] = ("dimension", "tag", "column", "lightSource")
-# The report's name for each kind's lattice, and the altitude a retirement names.
+# The report's name for each kind's lattice.
 FIELD: dict[Kind, str] = {
     "dimension": "dimensions",
     "tag": "cohortTags",
