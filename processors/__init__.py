@@ -8,8 +8,10 @@
       -> drift/              change points + attribution -> drift_change_points
       -> variance/           decomposition, verdicts, lifecycle -> variance_readings
       -> conformance/        fixtures: derive, approve, check, suites -> conformance_*
+      -> topology/           inventories, scan (contract vs events vs inventory),
+                             bootstrap -> structural_inventories, analysis_events
       -> quarantine.py       what validation rejected (read only)
-      -> analysis_events.py  the one writer of analysis_events (drift and variance)
+      -> analysis_events.py  the one writer of analysis_events (drift, variance, topology scans)
 
 `processors` never imports `ingest` (nor `ingest` it): both meet only at `schemas`.
 """

@@ -100,6 +100,17 @@ CONTRACTS = Table(
     ),
 )  # fmt: skip
 
+# --- written by the topology inventory (`processors.topology.inventory`, its one writer)
+
+# What an agent's code says exists: surface ids, or a dispatch map key -> surface id.
+STRUCTURAL_INVENTORIES = Table(
+    "structural_inventories",
+    (
+        "tenant_id", "agent_id", "consumer_id", "inventory_id", "inventory_kind", "captured_at",
+        "surface_ids", "dispatch_map", "digest", "recorded_at",
+    ),
+)  # fmt: skip
+
 # --- written by the completeness job (`processors.completeness.job`), by INSERT ... SELECT
 
 STREAM_STATUS = Table(
