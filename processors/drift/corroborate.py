@@ -77,7 +77,10 @@ def sibling(n: np.ndarray, k: np.ndarray) -> _Sibling:
         return _Sibling(n, k, cp.NoiseModel(0.0), 0.25)
     series = cp.BucketSeries(n[present], k[present])
     unit = cp.within_variance(series)
-    return _Sibling(n, k, cp.estimate_noise(series, unit), unit)
+    noise = cp.estimate_noise(series, unit)
+    if not noise.correlated:  # memory unresolved (or none): take the whole variance
+        noise = cp.NoiseModel(cp.marginal_spread2(series, unit))
+    return _Sibling(n, k, noise, unit)
 
 
 def step_p_value(

@@ -193,6 +193,20 @@ _WANDER_SIMULATIONS = 59  # independent series the wander test compares against
 _WANDER_LEVEL = 0.95
 
 
+def marginal_spread2(series: BucketSeries, unit_variance: float | None = None) -> float:
+    """The deviations' whole variance beyond sampling, whatever their memory: the mean
+    variogram over the longer half of the lags (spread^2 once the lags outrun the
+    memory; tau^2 for independent noise). A check that must not under-state a series'
+    noise uses it where short series leave the memory unresolved."""
+    unit = within_variance(series) if unit_variance is None else unit_variance
+    lags = [k for k in _LAGS if k <= len(series) // 6]
+    if len(lags) < 3:
+        return estimate_tau2(series, unit)
+    b = unit / series.n
+    g = [_variogram(series.rates, b, k) for k in lags[len(lags) // 2 :]]
+    return max(float(np.mean(g)), estimate_tau2(series, unit))
+
+
 def fit_noise(series: BucketSeries, cfg: DetectConfig, rng: np.random.Generator) -> NoiseModel:
     """The noise model the detector is calibrated on: AR(1) wander only when the series
     shows serial correlation that independent noise would not (`wander_excess` against

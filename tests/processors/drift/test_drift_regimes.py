@@ -50,13 +50,13 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     store.close()
 
 
-def drift(store: Store, surface: str, **kw: object) -> DriftReport:
+def drift(store: Store, surface: str, bucket: str = "hour") -> DriftReport:
     request = DriftRequest(
         surface,
         START.replace(tzinfo=dt.UTC),
         (START + dt.timedelta(hours=HOURS)).replace(tzinfo=dt.UTC),
-        **kw,
-    )  # type: ignore[arg-type]
+        bucket=bucket,
+    )
     return run_drift(store, request)
 
 
