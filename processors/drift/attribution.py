@@ -97,22 +97,30 @@ def decide(
 
 def _single(source: LayerSource, contrasts: list[Contrast | None], delta: float) -> Label:
     """One source changed. Where its old and new values shared buckets (a rollout) the
-    within-bucket contrast must confirm the shift's direction before the label is
-    confident; an instant switch has no shared bucket and is confident on the switch."""
+    within-bucket contrast is checked before a confident label: it confirms when it
+    moved the shift's way (|z| >= Z_CONFIRM), and refutes when it excludes the shift
+    and not zero (the new value does not differ from the old: something else moved).
+    An instant switch has no shared bucket, and a short overlap too few events to tell
+    either way: both are confident on the recorded switch."""
     measured = [c for c in contrasts if c is not None]
-    if not measured:
-        return Label(source, True, f"{source} changed at the shift", None)
     if any(abs(c.z) >= Z_CONFIRM and np.sign(c.delta) == np.sign(delta) for c in measured):
         return Label(
             source, True, f"{source} rolled out at the shift, confirmed within buckets", None
         )
-    return Label(
-        source,
-        False,
-        f"{source} rolled out at the shift, but its new and old values do not differ"
-        " within buckets",
-        "unattributed",
-    )
+    if measured and all(_refutes(c, delta) for c in measured):
+        return Label(
+            source,
+            False,
+            f"{source} rolled out at the shift, but its new and old values do not differ"
+            " within buckets",
+            "unattributed",
+        )
+    return Label(source, True, f"{source} changed at the shift", None)
+
+
+def _refutes(c: Contrast, delta: float) -> bool:
+    """The contrast's interval holds zero but not the detected shift."""
+    return c.ci_low <= 0.0 <= c.ci_high and not c.ci_low <= delta <= c.ci_high
 
 
 def _separate(

@@ -31,6 +31,10 @@ SPECS = [
                 changes=(Change(300, -0.07, ("substrate",), rollout=48),)),
     SurfaceSpec("rollout-week", tau=0.01, events=(100, 300), buckets=HOURS, alias="solo-2",
                 changes=(Change(250, -0.08, ("lens",), rollout=168),)),
+    # A prompt rolls out over two days while something unrecorded moves the rate.
+    SurfaceSpec("rollout-innocent", tau=0.01, events=(100, 300), buckets=HOURS, alias="solo-4",
+                changes=(Change(300, 0.0, ("substrate",), rollout=48),
+                         Change(324, -0.08, ("silent",)))),
     # Changes at 14:00 on day 12 of a 30-day series read in day buckets.
     SurfaceSpec("afternoon", tau=0.01, events=(100, 300), buckets=HOURS, alias="solo-3",
                 changes=(Change(12 * 24 + 14, -0.1, ("lens",)),)),
@@ -93,6 +97,15 @@ def test_rollout_over_a_week_is_labelled_with_its_layer(store: Store) -> None:
     assert all(p.source == "lens" and p.confident for p in report.change_points)
     assert {c.to_value for p in report.change_points for c in p.layer_changes} == {"lv_1"}
     assert report.bracketed_windows == []
+
+
+def test_rollout_refuted_within_buckets_stays_unattributed(store: Store) -> None:
+    report = drift(store, "rollout-innocent")
+    (point,) = report.change_points
+    assert point.source == "substrate" and not point.confident, point
+    (contrast,) = point.within_bucket_contrasts
+    assert contrast.ci_low <= 0.0 <= contrast.ci_high
+    assert [b.reason for b in report.bracketed_windows] == ["unattributed"]
 
 
 def test_day_bucket_window_contains_an_afternoon_change(store: Store) -> None:
