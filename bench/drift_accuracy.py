@@ -9,7 +9,12 @@ jobs (`run_drift`, `decompose`) over the store and scores them against the truth
 - attribution accuracy by source on detected single-layer and silent-vendor changes;
 - confounded (two layers at once) and cohort-mix scenarios bracketed, not mislabelled;
 - coverage of the 95 % interval of the cleaned variance on pure-noise surfaces;
-- runtime of the drift job per surface (30 days hourly) and for 100 surfaces.
+- runtime of the drift job per surface (30 days hourly) and for 100 surfaces;
+- regimes of serially correlated wander (AR(1) per hour, rho up to 0.97, spread up to
+  0.05, with and without a daily cycle, read in hour and day buckets, four surfaces per
+  alias): series with any confident non-noise change point, and the power left for
+  recorded shifts (minimum detectable shift per regime);
+- rollouts of a layer over 6 hours to 7 days: detection and attribution accuracy.
 
     python bench/drift_accuracy.py                 # small: a few minutes on 2 cores
     python bench/drift_accuracy.py --scale full    # the full-size run
@@ -55,6 +60,9 @@ SCALES = {
         "silent": 3,
         "lonely": 4,
         "lossy": 6,
+        "wander": 1,
+        "wander_steps": 2,
+        "rollouts": 1,
     },
     "full": {
         "noise": 100,
@@ -64,17 +72,30 @@ SCALES = {
         "silent": 10,
         "lonely": 10,
         "lossy": 20,
+        "wander": 3,
+        "wander_steps": 5,
+        "rollouts": 3,
     },
 }
+# (rho per hour, spread, daily-cycle amplitude); each read in hour and in day buckets.
+WANDER = [(r, s, c) for r, s in ((0.9, 0.02), (0.97, 0.02), (0.97, 0.05)) for c in (0.0, 0.03)]
+WANDER_STEP_REGIMES = ((0.9, 0.02), (0.97, 0.05))
+WANDER_SHIFTS = (0.05, 0.10, 0.15, 0.20)
+ROLLOUTS = (6, 24, 48, 168)
+ROLLOUT_SHIFTS = (0.05, 0.10)
+DETECTABLE_RECALL = 0.8  # the minimum detectable shift: smallest shift found this often
 
 
 @dataclass
 class Case:
     spec: SurfaceSpec
-    kind: str  # noise | single | confounded | cohort-mix | silent | lonely | lossy
+    kind: str  # noise | single | confounded | cohort-mix | silent | lonely | lossy |
+    # wander | wander-step | rollout
     tau: float
     truth: list[Change] = field(default_factory=list)
     loss: tuple[int, int] | None = None
+    bucket: str = "hour"  # the bucket the drift job reads the case in
+    regime: str = ""
 
 
 TABLES = (
@@ -90,10 +111,12 @@ def build_cases(sizes: dict[str, int], seed: int, buckets: int) -> list[list[Cas
     count = itertools.count()
 
     def spec(kind: str, tau: float, changes: tuple[Change, ...], alias: str | None = None,
-             events: tuple[int, int] = (50, 500)) -> SurfaceSpec:  # fmt: skip
+             events: tuple[int, int] = (50, 500), rho: float = 0.0,
+             seasonal: float = 0.0) -> SurfaceSpec:  # fmt: skip
         i = next(count)
         return SurfaceSpec(f"{kind}-{i}", buckets=buckets, tau=tau, events=events,
-                           changes=changes, alias=alias or f"alias-{i}")  # fmt: skip
+                           changes=changes, alias=alias or f"alias-{i}", rho=rho,
+                           seasonal=seasonal)  # fmt: skip
 
     def at() -> int:
         return int(rng.integers(buckets // 10, buckets - buckets // 10))
@@ -137,8 +160,35 @@ def build_cases(sizes: dict[str, int], seed: int, buckets: int) -> list[list[Cas
         lossy = SurfaceSpec(f"lossy-{next(count)}", buckets=buckets, tau=tau,
                             loss=((start, start + 6, 0.6),))  # fmt: skip
         groups.append([Case(lossy, "lossy", tau, loss=(start, start + 6))])
+    groups += regime_cases(sizes, spec, at, sign, rng, buckets)
     order = rng.permutation(len(groups))
     return [groups[i] for i in order]
+
+
+def regime_cases(sizes, spec, at, sign, rng, buckets) -> list[list[Case]]:  # type: ignore[no-untyped-def]
+    """Correlated wander (no change; four surfaces per alias), recorded steps under wander,
+    and layer rollouts from 6 hours to 7 days."""
+    groups: list[list[Case]] = []
+    for (rho, spread, cycle), bucket in itertools.product(WANDER, ("hour", "day")):
+        regime = f"rho={rho} spread={spread} cycle={cycle} {bucket}"
+        for g in range(sizes.get("wander", 0)):
+            alias = f"wander/{rho}-{spread}-{cycle}-{bucket}-{g}"
+            groups.append([Case(spec("wander", spread, (), alias, (100, 300), rho, cycle),
+                                "wander", spread, bucket=bucket, regime=regime)
+                           for _ in range(4)])  # fmt: skip
+    for (rho, spread), shift in itertools.product(WANDER_STEP_REGIMES, WANDER_SHIFTS):
+        for _ in range(sizes.get("wander_steps", 0)):
+            ch = Change(at(), sign() * shift, ("lens",))
+            groups.append([Case(spec("wander-step", spread, (ch,), None, (100, 500), rho),
+                                "wander-step", spread, [ch],
+                                regime=f"rho={rho} spread={spread}")])  # fmt: skip
+    for layer, rollout, shift in itertools.product(LAYERS, ROLLOUTS, ROLLOUT_SHIFTS):
+        for _ in range(sizes.get("rollouts", 0)):
+            when = int(rng.integers(buckets // 10, buckets - buckets // 10 - rollout))
+            ch = Change(when, sign() * shift, (layer,), rollout=rollout)
+            groups.append([Case(spec("rollout", 0.01, (ch,), None, (100, 500)), "rollout",
+                                0.01, [ch], regime=f"{rollout}h")])  # fmt: skip
+    return groups
 
 
 def batches(groups: list[list[Case]], size: int) -> list[list[Case]]:
@@ -226,7 +276,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
 def score(store, case: Case, args, stats, counts) -> None:  # type: ignore[no-untyped-def]
     request = DriftRequest(case.spec.surface_id, START.replace(tzinfo=dt.UTC),
                            (START + dt.timedelta(hours=args.buckets)).replace(tzinfo=dt.UTC),
-                           seed=args.seed)  # fmt: skip
+                           bucket=case.bucket, seed=args.seed)  # fmt: skip
     t0 = time.perf_counter()
     report = run_drift(store, request)
     stats["runtime"].append(time.perf_counter() - t0)
@@ -244,6 +294,9 @@ def score(store, case: Case, args, stats, counts) -> None:  # type: ignore[no-un
         return
     if case.kind == "lossy":
         score_lossy(report, case, counts)
+        return
+    if case.kind in ("wander", "wander-step", "rollout"):
+        score_regime(report, case, counts)
         return
     pairs, extra = match(report, case.truth)
     (ch,) = case.truth
@@ -279,6 +332,34 @@ def score(store, case: Case, args, stats, counts) -> None:  # type: ignore[no-un
         counts[f"{case.kind}_n"] += 1
         counts[f"{case.kind}_ok"] += ok
         counts[f"{case.kind}_detected"] += bool(pairs) or bool(report.change_points)
+
+
+def score_regime(report: DriftReport, case: Case, counts: dict[str, float]) -> None:
+    """Counts keyed by regime: no-change wander (any / any confident non-noise point,
+    silent-vendor labels), recorded steps under wander and rollouts (matches, extra
+    points, right and confident labels)."""
+    key = f"{case.kind}|{case.regime}"
+    counts[f"{key}|n"] += 1
+    if case.kind == "wander":
+        points = report.change_points
+        counts[f"{key}|any"] += bool(points)
+        counts[f"{key}|confident"] += any(p.confident and p.source != "noise" for p in points)
+        counts[f"{key}|vendor"] += any(p.source == "light source" for p in points)
+        counts[f"{key}|points"] += len(points)
+        return
+    pairs, extra = match(report, case.truth)
+    (ch,) = case.truth
+    if case.kind == "wander-step":
+        key = f"{key}|{abs(ch.delta):.2f}"
+        counts[f"{key}|n"] += 1
+    counts[f"{key}|tp"] += len(pairs)
+    counts[f"{key}|fp"] += extra
+    counts[f"{key}|ok"] += (
+        bool(pairs) and pairs[0][1].source == ch.expected and pairs[0][1].confident
+    )
+    counts[f"{key}|confident_wrong"] += any(
+        p.confident and p.source not in (ch.expected, "noise") for p in report.change_points
+    )
 
 
 def score_lossy(report: DriftReport, case: Case, counts: dict[str, float]) -> None:
@@ -349,6 +430,7 @@ def summarise(stats, counts, sizes, load_seconds, events, args) -> dict[str, obj
     out["mean_cleaned_tau"] = {str(t): round(float(np.sqrt(np.mean(stats[f"tau2_{t}"]))), 4)
                                for t in TAUS if stats[f"tau2_{t}"]}  # fmt: skip
     out["single_misses"] = stats["misses"][:40]
+    out.update(summarise_regimes(counts, f1))
     runtime = np.array(stats["runtime"])
     out["runtime"] = {
         "surfaces": int(runtime.size),
@@ -361,6 +443,64 @@ def summarise(stats, counts, sizes, load_seconds, events, args) -> dict[str, obj
         "load_seconds": round(load_seconds, 1),
     }
     return out
+
+
+def summarise_regimes(counts: dict[str, float], f1: dict[str, Any]) -> dict[str, object]:
+    def ratio(a: float, b: float) -> float | None:
+        return round(a / b, 4) if b else None
+
+    wander = {}
+    for (rho, spread, cycle), bucket in itertools.product(WANDER, ("hour", "day")):
+        key = f"wander|rho={rho} spread={spread} cycle={cycle} {bucket}"
+        n = counts[f"{key}|n"]
+        if n:
+            wander[key.split("|")[1]] = {
+                "series": int(n),
+                "any_change_point": ratio(counts[f"{key}|any"], n),
+                "confident_non_noise": ratio(counts[f"{key}|confident"], n),
+                "silent_vendor_labels": int(counts[f"{key}|vendor"]),
+                "change_points_per_series": ratio(counts[f"{key}|points"], n),
+            }
+    steps: dict[str, object] = {}
+    for rho, spread in WANDER_STEP_REGIMES:
+        regime = f"rho={rho} spread={spread}"
+        rows = {}
+        for shift in WANDER_SHIFTS:
+            key = f"wander-step|{regime}|{shift:.2f}"
+            n = counts[f"{key}|n"]
+            if n:
+                rows[f"{shift:.2f}"] = {"cases": int(n), "recall": ratio(counts[f"{key}|tp"], n),
+                                        "extra_points": int(counts[f"{key}|fp"]),
+                                        "attributed": ratio(counts[f"{key}|ok"], n)}  # fmt: skip
+        if rows:
+            steps[regime] = {"by_shift": rows, "minimum_detectable_shift": _detectable(rows)}
+    independent = {k: {"recall": v["recall"]} for k, v in f1.items() if v["tp"] + v["fn"]}
+    if independent:
+        steps["independent (tau 0-0.03)"] = {
+            "by_shift": independent,
+            "minimum_detectable_shift": _detectable(independent),
+        }
+    rollouts = {}
+    for rollout in ROLLOUTS:
+        key = f"rollout|{rollout}h"
+        n = counts[f"{key}|n"]
+        if n:
+            rollouts[f"{rollout}h"] = {
+                "cases": int(n),
+                "detected": ratio(counts[f"{key}|tp"], n),
+                "attribution_accuracy": ratio(counts[f"{key}|ok"], n),
+                "extra_points": int(counts[f"{key}|fp"]),
+                "confidently_wrong": int(counts[f"{key}|confident_wrong"]),
+            }
+    return {"wander_no_change": wander, "power_by_regime": steps, "rollouts": rollouts}
+
+
+def _detectable(rows: dict[str, Any]) -> str | None:
+    """The smallest tested shift recalled at least `DETECTABLE_RECALL` of the time."""
+    for shift in sorted(rows, key=float):
+        if (rows[shift]["recall"] or 0.0) >= DETECTABLE_RECALL:
+            return shift
+    return None
 
 
 def detector_false_alarms(per_tau: int, buckets: int, seed: int) -> dict[str, object]:
@@ -475,6 +615,7 @@ def markdown(result: dict[str, Any]) -> str:
                   f" {rt['drift_seconds_for_100_surfaces']} s for 100 surfaces; loading"
                   f" {rt['events_loaded']} events took {rt['load_seconds']} s;"
                   f" wall {result.get('wall_seconds')} s.", ""]  # fmt: skip
+    lines += regime_markdown(result)
     if "detector_false_alarm_rate" in result:
         lines += ["| tau | in-memory series | with any change point | rate | variance CI coverage"
                   " |", "|---|---|---|---|---|"]  # fmt: skip
@@ -482,6 +623,44 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(f"| {t} | {m['series']} | {m['with_change_points']} | {m['rate']}"
                          f" | {m['variance_ci_coverage']} |")  # fmt: skip
     return "\n".join(lines)
+
+
+def regime_markdown(result: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    wander = result.get("wander_no_change") or {}
+    if wander:
+        lines += ["| wander regime (no change; 4 surfaces per alias) | series | any change point"
+                  " | confident non-noise (target <= 0.05) | silent-vendor labels"
+                  " | points per series |", "|---|---|---|---|---|---|"]  # fmt: skip
+        for regime, m in wander.items():
+            c = m["confident_non_noise"]
+            lines.append(f"| {regime} | {m['series']} | {m['any_change_point']}"
+                         f" | {c} {'met' if (c or 0) <= 0.05 else 'MISSED'}"
+                         f" | {m['silent_vendor_labels']}"
+                         f" | {m['change_points_per_series']} |")  # fmt: skip
+        lines.append("")
+    power = result.get("power_by_regime") or {}
+    if power:
+        lines += ["| regime | shift | recall | attributed (lens, confident) |", "|---|---|---|---|"]
+        for regime, m in power.items():
+            for shift, row in m["by_shift"].items():
+                lines.append(
+                    f"| {regime} | {shift} | {row['recall']} | {row.get('attributed', '')} |"
+                )
+        found = "; ".join(f"{r}: {m['minimum_detectable_shift']}" for r, m in power.items())
+        lines += ["", f"Minimum detectable shift (smallest tested shift recalled >="
+                  f" {DETECTABLE_RECALL}): {found}", ""]  # fmt: skip
+    rollouts = result.get("rollouts") or {}
+    if rollouts:
+        lines += ["| rollout | cases | detected | attribution accuracy (target >= 0.90)"
+                  " | extra points | confidently wrong |", "|---|---|---|---|---|---|"]  # fmt: skip
+        for length, m in rollouts.items():
+            a = m["attribution_accuracy"]
+            lines.append(f"| {length} | {m['cases']} | {m['detected']}"
+                         f" | {a} {'met' if (a or 0) >= 0.9 else 'MISSED'}"
+                         f" | {m['extra_points']} | {m['confidently_wrong']} |")  # fmt: skip
+        lines.append("")
+    return lines
 
 
 def main() -> None:

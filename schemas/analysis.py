@@ -154,6 +154,17 @@ class BracketedWindow(Model):
         )
 
 
+class NoiseModel(Model):
+    """The bucket-level noise a dimension's change points were calibrated on: the true
+    level's deviations beyond sampling, independent or AR(1) wander."""
+
+    kind: Literal["independent", "ar1"]
+    spread: float  # standard deviation of the deviations
+    rho: float  # their lag-one correlation per bucket (0 when independent)
+    long_run_sd: float  # sqrt(spread^2 (1 + rho) / (1 - rho)): what a long mean feels
+    null: Literal["permutation", "simulated"]  # how the detection penalty was calibrated
+
+
 class DimensionSummary(Model):
     dimension_id: str
     outcome: Literal["passed", "score"]
@@ -163,6 +174,7 @@ class DimensionSummary(Model):
     change_points: int
     # False when the series has too few buckets to test: "no change" was not shown.
     tested: bool = True
+    noise_model: NoiseModel | None = None  # None when not tested
 
 
 class DriftParameters(Model):

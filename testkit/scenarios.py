@@ -2,7 +2,10 @@
 
 A `SurfaceSpec` describes one surface: buckets (30 days hourly by default), events per
 bucket drawn uniformly from `events`, a base pass rate, hour-to-hour overdispersion
-`tau` (each bucket's rate is base + N(0, tau^2)), and `Change`s. A change moves the pass
+`tau` (each bucket's rate is base + N(0, tau^2); with `rho` > 0 those deviations are an
+AR(1) wander with lag-one correlation `rho` and marginal spread `tau`), an optional
+seasonal swing (`seasonal`: amplitude of a daily cycle in hour buckets, a weekly one in
+day buckets), and `Change`s. A change moves the pass
 rate by `delta` from bucket `at` on and is tied to the layers it names:
 
 - `lens`, `light source`, `substrate`: the lens version / served model id / the
@@ -77,6 +80,8 @@ class SurfaceSpec:
     events: tuple[int, int] = (50, 500)
     base: float = 0.8
     tau: float = 0.0
+    rho: float = 0.0  # lag-one correlation of the deviations per bucket (AR(1) wander)
+    seasonal: float = 0.0  # amplitude of the daily (hour buckets) / weekly (day) cycle
     changes: tuple[Change, ...] = ()
     alias: str = "acme/fast"
     served: str = "acme/fast-2026-05-01"
@@ -130,8 +135,13 @@ def generate(spec: SurfaceSpec, seed: int) -> list[CellRow]:
     width = _WIDTH[spec.bucket]
     lo, hi = spec.events
     cells: list[CellRow] = []
+    period = 24 if spec.bucket == "hour" else 7
+    noise = 0.0
     for t in range(spec.buckets):
-        noise = spec.tau * rng.standard_normal() if spec.tau > 0 else 0.0
+        if spec.tau > 0:
+            fresh = spec.tau * rng.standard_normal()
+            noise = fresh if t == 0 else spec.rho * noise + np.sqrt(1 - spec.rho**2) * fresh
+        season = spec.seasonal * float(np.sin(2 * np.pi * (t % period) / period))
         groups = [_Group(int(rng.integers(lo, hi + 1)), {k: 0 for k in LAYER_KINDS[:3]})]
         enterprise = 0.5
         for change in spec.changes:
@@ -150,7 +160,7 @@ def generate(spec: SurfaceSpec, seed: int) -> list[CellRow]:
             ):
                 if n <= 0:
                     continue
-                p = min(max(spec.base + offset + g.shift + noise, 0.0), 1.0)
+                p = min(max(spec.base + offset + g.shift + noise + season, 0.0), 1.0)
                 passes = int(rng.binomial(n, p))
                 dropped = int(rng.binomial(n - passes, loss)) if loss > 0 else 0
                 cells.append(_cell(spec, spec.start + t * width, g, tier, n, passes, dropped))

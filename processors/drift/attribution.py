@@ -3,12 +3,15 @@
 Evidence comes from the layer values recorded on the events around the change (the
 cells of `series.cells`), never from a guess:
 
-1. A layer *changed* when its value shares differ between the buckets just before and
-   just after the change's confidence window, and the new value took over inside that
-   window (a change far away cannot explain this shift).
-2. One changed source -> that source. Several sources at once -> each is compared new vs
-   old value inside the same buckets, holding the others' values fixed; if exactly one
-   separates, it wins, otherwise the point is *confounded* (not confident, bracketed).
+1. A layer *changed* when a value's transition (10 % -> 90 % of the events: a switch or
+   a rollout over hours to a week) overlaps the change's confidence window and the
+   shares before it started and after it completed differ (a change far away cannot
+   explain this shift).
+2. One changed source -> that source; when old and new values shared buckets (a
+   rollout), only if new vs old inside the same buckets moved the same way (else the
+   point is bracketed *unattributed*). Several sources at once -> each is compared new
+   vs old value inside the same buckets, holding the others' values fixed; if exactly
+   one separates, it wins, otherwise the point is *confounded* (not confident).
 3. No recorded change -> a cohort/run-mode mix shift explains it (bracket `cohort-mix`),
    or other surfaces on the same model alias moved in the same window (a silent vendor
    change: `light source`), or nothing does (bracket `unattributed`).
@@ -49,6 +52,7 @@ from schemas.analysis import (
 )
 
 Z_SEPARATE = 2.576  # a layer "separates" when its same-bucket contrast passes 1 %
+Z_CONFIRM = 1.96  # a rolled-out layer is confirmed when its same-bucket contrast passes 5 %
 Corroborate = Callable[[str, int, int, float], Corroboration | None]
 
 
@@ -73,7 +77,7 @@ def decide(
         return Label("noise", True, "shift below changePointDeltaThreshold", None)
     sources = sorted({c.layer for c in changes}, key=lambda s: PRECEDENCE[s])
     if len(sources) == 1:
-        return Label(sources[0], True, f"{sources[0]} changed at the shift", None)
+        return _single(sources[0], contrasts, raw.delta)
     if len(sources) > 1:
         return _separate(changes, contrasts, raw.delta, sources)
     if mix is not None and explains_shift(mix, raw.delta):
@@ -89,6 +93,34 @@ def decide(
         "significant shift with no recorded layer change and no corroboration",
         "unattributed",
     )
+
+
+def _single(source: LayerSource, contrasts: list[Contrast | None], delta: float) -> Label:
+    """One source changed. Where its old and new values shared buckets (a rollout) the
+    within-bucket contrast is checked before a confident label: it confirms when it
+    moved the shift's way (|z| >= Z_CONFIRM), and refutes when it excludes the shift
+    and not zero (the new value does not differ from the old: something else moved).
+    An instant switch has no shared bucket, and a short overlap too few events to tell
+    either way: both are confident on the recorded switch."""
+    measured = [c for c in contrasts if c is not None]
+    if any(abs(c.z) >= Z_CONFIRM and np.sign(c.delta) == np.sign(delta) for c in measured):
+        return Label(
+            source, True, f"{source} rolled out at the shift, confirmed within buckets", None
+        )
+    if measured and all(_refutes(c, delta) for c in measured):
+        return Label(
+            source,
+            False,
+            f"{source} rolled out at the shift, but its new and old values do not differ"
+            " within buckets",
+            "unattributed",
+        )
+    return Label(source, True, f"{source} changed at the shift", None)
+
+
+def _refutes(c: Contrast, delta: float) -> bool:
+    """The contrast's interval holds zero but not the detected shift."""
+    return c.ci_low <= 0.0 <= c.ci_high and not c.ci_low <= delta <= c.ci_high
 
 
 def _separate(
@@ -148,7 +180,9 @@ def attribute(
     label = decide(ctx, raw, changes, contrasts, mix, corroboration, cfg)
     grid, step = series.grid, series.grid[1] - series.grid[0] if len(series.grid) > 1 else None
     at = snap(grid[ctx.row], label, changes)
-    start = min(grid[ctx.lo], at)
+    # The window's first bucket is the first at the new level; the bucket before it may
+    # hold the change too (a day that switched at 14:00 reads mostly as the old level).
+    start = min(grid[max(ctx.lo - 1, 0)], at)
     end = max(grid[ctx.hi], at) + (step or dt.timedelta(hours=1))
     half = 1.96 * raw.delta_se
     point = ChangePoint(

@@ -4,6 +4,7 @@ whether a shifted mix of cohorts / run modes explains the move."""
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -25,7 +26,8 @@ PRECEDENCE = {"lens": 0, "light source": 1, "substrate": 2}
 class AttributionConfig:
     delta_threshold: float = 0.0
     neighbourhood: int = 72  # buckets each side read for contrasts and the cohort mix
-    near: int = 12  # buckets each side (at least the window's width) read for layer switches
+    near: int = 12  # buckets each side of a layer's transition whose shares are compared
+    rollout_reach: int = 192  # buckets each side of the window searched for a transition
     share_change: float = 0.3  # total-variation distance that counts as a layer change
     slack: int = 2  # buckets the layer switch may sit outside the time window
     min_overlap_events: float = 30.0  # same-bucket events each side needed to compare
@@ -82,58 +84,97 @@ def context_for(
 
 
 def changed_layers(ctx: Context, cfg: AttributionConfig) -> list[LayerChange]:
-    """Layer columns whose values switched at this change: shares compared over the
-    nearest buckets each side of the window, and a value that gained share must have
-    rolled out (10 % -> 90 %) within reach of the window."""
-    reach = max(cfg.near, ctx.hi - ctx.lo + 1)
-    before = ctx.cells_in((max(ctx.before[0], ctx.lo - reach), ctx.lo))
-    after = ctx.cells_in((ctx.hi + 1, min(ctx.after[1], ctx.hi + 1 + reach)))
+    """Layer columns whose values switched at this change. A value's *transition* runs
+    from the first bucket where it carries 10 % of the events to the first where it
+    carries 90 % (or 90 % of the most it reaches): an instant switch or a rollout over
+    hours to a week. A column changed when such a transition overlaps the change's
+    window (+- slack) and the shares just before it started and just after it completed
+    differ by `share_change`: shares are compared across the whole transition, so a slow
+    rollout counts as much as a switch. Of several, the transition nearest the change."""
+    reach = max(cfg.rollout_reach, cfg.near, ctx.hi - ctx.lo + 1)
+    span_rows = (max(0, ctx.lo - reach), min(len(ctx.series.grid), ctx.hi + 1 + reach))
+    total, counts = _value_counts(ctx, span_rows)
     out = []
     for name in layer_names(ctx.series.cells):
-        sb = _shares(before, lambda c, n=name: c.layer(n))  # type: ignore[misc]
-        sa = _shares(after, lambda c, n=name: c.layer(n))  # type: ignore[misc]
-        if _tv(sb, sa) < cfg.share_change:
-            continue
-        gained = sorted(
-            (v for v in sa if sa[v] > sb.get(v, 0.0)), key=lambda v: sb.get(v, 0.0) - sa[v]
-        )
-        for new in gained:
-            span = _transition(ctx, name, str(new))
+        best: tuple[int, LayerChange] | None = None
+        for value, hits in counts.get(name, {}).items():
+            span = _transition(total, hits, span_rows)
             if span is None or span[1] < ctx.lo - cfg.slack or span[0] > ctx.hi + cfg.slack:
                 continue
+            before = (max(span_rows[0], span[0] - cfg.near), span[0])
+            after = (span[1] + 1, min(span_rows[1], span[1] + 1 + cfg.near))
+            sb = _row_shares(total, counts[name], before)
+            sa = _row_shares(total, counts[name], after)
+            if not sb or not sa or _tv(sb, sa) < cfg.share_change:
+                continue
+            if sa.get(value, 0.0) <= sb.get(value, 0.0):
+                continue
             old = max(sb, key=lambda v: sb[v] - sa.get(v, 0.0))
-            out.append(
-                LayerChange(
-                    layer=source_of(name),
-                    column=name.removeprefix("substrate:"),
-                    from_value=str(old),
-                    to_value=str(new),
-                    before={str(k): round(v, 4) for k, v in sb.items()},
-                    after={str(k): round(v, 4) for k, v in sa.items()},
-                    changed_at=ctx.series.grid[span[0]],
-                    completed_at=ctx.series.grid[span[1]],
-                )
+            distance = max(span[0] - ctx.row, ctx.row - span[1], 0)
+            change = LayerChange(
+                layer=source_of(name),
+                column=name.removeprefix("substrate:"),
+                from_value=str(old),
+                to_value=str(value),
+                before={str(k): round(v, 4) for k, v in sb.items()},
+                after={str(k): round(v, 4) for k, v in sa.items()},
+                changed_at=ctx.series.grid[span[0]],
+                completed_at=ctx.series.grid[span[1]],
             )
-            break
+            if best is None or distance < best[0]:
+                best = (distance, change)
+        if best is not None:
+            out.append(best[1])
     return out
 
 
-def _transition(ctx: Context, name: str, new: str) -> tuple[int, int] | None:
-    """Rows where `new` first carries 10 % and then 90 % of the events: the rollout."""
-    n = np.zeros(len(ctx.series.grid))
-    hit = np.zeros(len(ctx.series.grid))
+def _value_counts(
+    ctx: Context, rows: tuple[int, int]
+) -> tuple[np.ndarray, dict[str, dict[str, np.ndarray]]]:
+    """Events per grid row, and per layer column and value, over `rows`."""
+    total = np.zeros(len(ctx.series.grid))
+    counts: dict[str, dict[str, np.ndarray]] = defaultdict(dict)
+    names = layer_names(ctx.series.cells)
     for c, r in zip(ctx.series.cells, ctx.series.cell_index, strict=True):
-        n[r] += c.n
-        if c.layer(name) == new:
-            hit[r] += c.n
-    rows = np.arange(ctx.before[0], ctx.after[1])
-    rows = rows[n[rows] > 0]
-    share = hit[rows] / n[rows]
-    started = np.flatnonzero(share >= 0.1)
-    if started.size == 0:
+        if not rows[0] <= r < rows[1]:
+            continue
+        total[r] += c.n
+        for name in names:
+            value = c.layer(name)
+            hits = counts[name].get(value)
+            if hits is None:
+                hits = counts[name][value] = np.zeros(len(ctx.series.grid))
+            hits[r] += c.n
+    return total, counts
+
+
+def _row_shares(
+    total: np.ndarray, values: dict[str, np.ndarray], rows: tuple[int, int]
+) -> dict[object, float]:
+    a, b = rows
+    n = float(total[a:b].sum()) if b > a else 0.0
+    if n <= 0:
+        return {}
+    return {v: float(h[a:b].sum()) / n for v, h in values.items() if h[a:b].sum() > 0}
+
+
+def _transition(
+    total: np.ndarray, hits: np.ndarray, rows: tuple[int, int]
+) -> tuple[int, int] | None:
+    """Rows where a value first carries 10 % and then 90 % (of the most it reaches) of
+    the events: its rollout. None when it already carried 10 % at the first row read
+    (its start is not in view) or never does."""
+    idx = np.arange(rows[0], rows[1])
+    idx = idx[total[idx] > 0]
+    if idx.size == 0:
         return None
-    done = np.flatnonzero((share >= 0.9) & (np.arange(rows.size) >= started[0]))
-    return int(rows[started[0]]), int(rows[done[0]] if done.size else rows[-1])
+    share = hits[idx] / total[idx]
+    started = np.flatnonzero(share >= 0.1)
+    if started.size == 0 or started[0] == 0:
+        return None
+    rest = share[started[0] :]
+    done = np.flatnonzero(rest >= min(0.9, 0.9 * float(rest.max())))
+    return int(idx[started[0]]), int(idx[started[0] + done[0]])
 
 
 def _column_key(change: LayerChange) -> str:
@@ -147,13 +188,19 @@ def contrast(
 ) -> Contrast | None:
     """Risk difference new vs old value of `change`, Mantel-Haenszel weighted over strata
     (bucket x the other changed layers' values); only buckets holding both values count,
-    and None when they hold fewer than `min_overlap` events of the smaller side."""
+    and None when they hold fewer than `min_overlap` events of the smaller side. Read
+    over the change's context and the whole of the layer's transition."""
     key = _column_key(change)
+    grid = ctx.series.grid
+    first, last = ctx.before[0], ctx.after[1]
+    if change.changed_at is not None and change.completed_at is not None:
+        first = min(first, bisect.bisect_left(grid, change.changed_at))
+        last = max(last, bisect.bisect_left(grid, change.completed_at) + 1)
     old, new = change.from_value, change.to_value
     other_keys = [_column_key(o) for o in others]
     arms: dict[tuple[object, ...], list[float]] = defaultdict(lambda: [0.0] * 6)
     for c, r in zip(ctx.series.cells, ctx.series.cell_index, strict=True):
-        if not ctx.before[0] <= r < ctx.after[1]:
+        if not first <= r < last:
             continue
         value = c.layer(key)
         if value not in (old, new):

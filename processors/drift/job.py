@@ -40,6 +40,7 @@ from schemas.analysis import (
     DriftParameters,
     DriftReport,
     Effect,
+    NoiseModel,
     TimeWindow,
 )
 from schemas.store import Store
@@ -121,6 +122,7 @@ class DimensionTrace:
     levels: np.ndarray
     tau2: float
     unit_variance: float
+    noise: cp.NoiseModel = field(default_factory=lambda: cp.NoiseModel(0.0))
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,7 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
             traces[dimension_id] = trace
         points += [p for p, _ in found]
         brackets += [b for _, b in found if b is not None]
-        summary = summarise(series, dimension_id, found, request)
+        summary = summarise(series, dimension_id, found, request, trace)
         summaries.append(summary)
         if not summary.tested:
             notes.append(too_short_note(summary, request))
@@ -224,7 +226,9 @@ def analyse_dimension(
     if len(buckets) < min_buckets(request):
         return [], None
     detection = cp.detect(buckets, request.detect_config(), seed=request.seed)
-    trace = DimensionTrace(series, detection.levels, detection.tau2, detection.unit_variance)
+    trace = DimensionTrace(
+        series, detection.levels, detection.tau2, detection.unit_variance, detection.noise
+    )
     inflation = float(np.sqrt(1.0 + np.mean(buckets.n) * detection.tau2 / detection.unit_variance))
     found: _Found = []
     for raw in detection.change_points:
@@ -274,11 +278,16 @@ def merge_rollouts(found: _Found) -> _Found:
 
 
 def summarise(
-    series: Series, dimension_id: str, found: _Found, request: DriftRequest
+    series: Series,
+    dimension_id: str,
+    found: _Found,
+    request: DriftRequest,
+    trace: DimensionTrace | None = None,
 ) -> DimensionSummary:
     buckets = series.bucket_series()
     tau2 = cp.estimate_tau2(buckets) if len(buckets) >= 3 else 0.0
     return DimensionSummary(
+        noise_model=noise_summary(trace.noise) if trace is not None else None,
         dimension_id=dimension_id,
         outcome="passed" if series.binary else "score",
         buckets=len(buckets),
@@ -286,6 +295,17 @@ def summarise(
         overdispersion_tau=float(np.sqrt(tau2)),
         change_points=len(found),
         tested=len(buckets) >= min_buckets(request),
+    )
+
+
+def noise_summary(noise: cp.NoiseModel) -> NoiseModel:
+    correlated = noise.correlated
+    return NoiseModel(
+        kind="ar1" if correlated else "independent",
+        spread=float(np.sqrt(noise.spread2)),
+        rho=noise.rho if correlated else 0.0,
+        long_run_sd=float(np.sqrt(noise.long_run_variance if correlated else noise.spread2)),
+        null="simulated" if correlated else "permutation",
     )
 
 

@@ -11,9 +11,18 @@ Detection is penalised likelihood searched greedily (binary segmentation): a spl
 kept when its likelihood-ratio gain exceeds a penalty. The penalty is not a textbook
 constant (BIC raises false alarms on overdispersed traffic); it is the (1 - alpha)
 quantile of the maximal gain over random permutations of the very segment being
-tested, so under "no change" the chance of any split is alpha whatever the dispersion.
-Each change's time gets a confidence window: the splits whose gain is within a
-threshold of the best, the threshold calibrated by a parametric bootstrap.
+tested, so under "no change" the chance of any split is alpha while the buckets'
+deviations are independent.
+
+Real traffic also *wanders*: the user mix drifts with day-scale memory, so deviations
+are serially correlated and a k-bucket mean is far noisier than k independent buckets.
+`estimate_noise` fits that wander as an AR(1) process (marginal variance spread^2,
+lag-one correlation rho) from robust variograms at lags up to a few days; when rho is
+material, the penalty is the (1 - alpha) quantile of the maximal gain over series
+simulated from the fitted noise model (sampling noise plus AR(1) wander), which keeps
+the autocorrelation a permutation destroys. Each change's time gets a confidence
+window: the splits whose gain is within a threshold of the best, the threshold
+calibrated by a parametric bootstrap with the same noise model.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import optimize, special
+from scipy import optimize, signal, special
 
 FloatArray = NDArray[np.float64]
 
@@ -60,6 +69,7 @@ class Weighted:
     binary: bool
     tau2: float
     unit_variance: float  # p(1-p) for binary, pooled within-bucket s^2 for scores
+    n: FloatArray  # events per bucket (what the null simulates sampling noise from)
 
 
 def within_variance(series: BucketSeries) -> float:
@@ -98,14 +108,175 @@ def estimate_tau2(series: BucketSeries, unit_variance: float | None = None) -> f
     return float(optimize.brentq(excess, 0.0, hi, xtol=1e-12))
 
 
+RHO_MATERIAL = 0.2  # below this lag-one correlation the wander counts as independent
+_LAGS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 36, 48, 72, 96)
+_RHO_GRID = np.linspace(0.0, 0.995, 200)
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """Deviations of the true level from the segment level: AR(1) with marginal
+    variance `spread2` and lag-one correlation `rho` per bucket (rho = 0: independent,
+    the classic overdispersion tau^2), on top of each bucket's sampling noise."""
+
+    spread2: float
+    rho: float = 0.0
+
+    @property
+    def correlated(self) -> bool:
+        return self.rho > 0.0 and self.spread2 > 0.0
+
+    @property
+    def long_run_variance(self) -> float:
+        """n x the variance of an n-bucket mean of the wander, for large n."""
+        return self.spread2 * (1.0 + self.rho) / (1.0 - self.rho)
+
+    def simulate(self, rng: np.random.Generator, shape: tuple[int, int]) -> FloatArray:
+        """`shape[0]` stationary wander paths of `shape[1]` buckets."""
+        z: FloatArray = rng.standard_normal(shape) * np.sqrt(self.spread2)
+        if not self.correlated:
+            return z
+        z[:, 1:] *= np.sqrt(1.0 - self.rho**2)
+        zi = z[:, :1] * self.rho  # start in the stationary distribution
+        out, _ = signal.lfilter([1.0], [1.0, -self.rho], z[:, 1:], axis=1, zi=zi)
+        return np.concatenate([z[:, :1], out], axis=1)
+
+
+def _variogram(x: FloatArray, b: FloatArray, lag: int) -> float:
+    """Robust half-variance of the wander at `lag` beyond sampling noise: g solves
+    median(d^2 / (b_t + b_{t-lag} + 2 g)) = median(chi^2_1) for d = x_t - x_{t-lag}. For
+    AR(1) wander g = spread^2 (1 - rho^lag); the median ignores pairs straddling a shift."""
+    d2 = (x[lag:] - x[:-lag]) ** 2
+    base = b[lag:] + b[:-lag]
+
+    def excess(g: float) -> float:
+        return float(np.median(d2 / (base + 2.0 * g))) - _MEDIAN_CHI2_1
+
+    if excess(0.0) <= 0.0:
+        return 0.0
+    hi = float(np.max(d2)) + 1e-12
+    while excess(hi) > 0.0:
+        hi *= 4.0
+    return float(optimize.brentq(excess, 0.0, hi, xtol=1e-12))
+
+
+def estimate_noise(
+    series: BucketSeries, unit_variance: float | None = None, levels: FloatArray | None = None
+) -> NoiseModel:
+    """The wander's AR(1) model from robust variograms at lags 1 .. L/6 (at most 96
+    buckets): (spread^2, rho) least-squares fit of g_k = spread^2 (1 - rho^k). Successive
+    differences alone (lag 1) see only spread^2 (1 - rho), the fast part of the noise;
+    the longer lags see the slow part. When rho is immaterial the model is the
+    independent one with tau^2 from successive differences (`estimate_tau2`). With
+    `levels` (a fitted segmentation) the deviations from them are modelled instead."""
+    unit = within_variance(series) if unit_variance is None else unit_variance
+    lags = [k for k in _LAGS if k <= len(series) // 6]
+    if len(lags) < 3:
+        return NoiseModel(estimate_tau2(series, unit))
+    x, b = series.rates, unit / series.n
+    if levels is not None:
+        x = x - levels
+    g = np.array([_variogram(x, b, k) for k in lags])
+    f = 1.0 - _RHO_GRID[:, None] ** np.array(lags, dtype=np.float64)[None, :]
+    spread2 = np.maximum((f @ g) / np.sum(f * f, axis=1), 0.0)
+    sse = np.sum((g[None, :] - spread2[:, None] * f) ** 2, axis=1)
+    best = int(np.argmin(sse))
+    rho, s2 = float(_RHO_GRID[best]), float(spread2[best])
+    if rho < RHO_MATERIAL or s2 <= 0.0:
+        tau2 = estimate_tau2(series, unit) if levels is None else float(g[0])
+        return NoiseModel(tau2)
+    return NoiseModel(s2, rho)
+
+
+MAX_STEPS_FOR_SHIFTS = 3  # an independent-noise segmentation this parsimonious is steps
+_WANDER_SIMULATIONS = 59  # independent series the wander test compares against
+_WANDER_LEVEL = 0.95
+
+
+def marginal_spread2(series: BucketSeries, unit_variance: float | None = None) -> float:
+    """The deviations' whole variance beyond sampling, whatever their memory: the mean
+    variogram over the longer half of the lags (spread^2 once the lags outrun the
+    memory; tau^2 for independent noise). A check that must not under-state a series'
+    noise uses it where short series leave the memory unresolved."""
+    unit = within_variance(series) if unit_variance is None else unit_variance
+    lags = [k for k in _LAGS if k <= len(series) // 6]
+    if len(lags) < 3:
+        return estimate_tau2(series, unit)
+    b = unit / series.n
+    g = [_variogram(series.rates, b, k) for k in lags[len(lags) // 2 :]]
+    return max(float(np.mean(g)), estimate_tau2(series, unit))
+
+
+def fit_noise(series: BucketSeries, cfg: DetectConfig, rng: np.random.Generator) -> NoiseModel:
+    """The noise model the detector is calibrated on: AR(1) wander only when the series
+    shows serial correlation that independent noise would not (`wander_excess` against
+    independent series of the same buckets). A few large level shifts make the raw
+    variograms grow with the lag just as wander does, so when a segmentation under
+    independent noise needs a handful of splits, the test is run on the deviations from
+    it (real steps leave uncorrelated deviations); wander is cut into many pieces, and
+    is then tested on the raw series. Real wander gets its model refit on the deviations
+    from the conservative (correlated-null) segmentation, so real shifts inflate it less."""
+    raw = estimate_noise(series)
+    if not raw.correlated:
+        return raw
+    independent = NoiseModel(estimate_tau2(series))
+    splits, levels = _fitted(series, independent, cfg, rng)
+    base = levels if splits <= MAX_STEPS_FOR_SHIFTS else np.full(len(series), levels.mean())
+    if not wander_significant(series, base, independent.spread2, rng):
+        return independent
+    refined = estimate_noise(series, levels=_fitted(series, raw, cfg, rng)[1])
+    return refined if refined.correlated else raw
+
+
+def wander_excess(series: BucketSeries, unit: float, deviations: FloatArray) -> float:
+    """How much more the deviations vary at long lags than at lags 1-2: about zero for
+    independent noise, the slow part of the wander otherwise."""
+    lags = [k for k in _LAGS if k <= len(series) // 6]
+    b = unit / series.n
+    g = np.array([_variogram(deviations, b, k) for k in lags])
+    return float(np.mean(g[len(g) // 2 :]) - np.mean(g[:2]))
+
+
+def wander_significant(
+    series: BucketSeries, levels: FloatArray, tau2: float, rng: np.random.Generator
+) -> bool:
+    """Does the series wander (serially correlated deviations from `levels`) beyond
+    what independent noise with dispersion `tau2` shows, at level `_WANDER_LEVEL`?"""
+    if len([k for k in _LAGS if k <= len(series) // 6]) < 3:
+        return False
+    unit = within_variance(series)
+    observed = wander_excess(series, unit, series.rates - levels)
+    sd = np.sqrt(unit / series.n + tau2)
+    null = [
+        wander_excess(series, unit, sd * rng.standard_normal(len(series)))
+        for _ in range(_WANDER_SIMULATIONS)
+    ]
+    return observed > float(np.quantile(null, _WANDER_LEVEL))
+
+
+def _fitted(
+    series: BucketSeries, noise: NoiseModel, cfg: DetectConfig, rng: np.random.Generator
+) -> tuple[int, FloatArray]:
+    """Number of splits and per-bucket levels of the segmentation found under `noise`."""
+    w = weigh(series, noise.spread2)
+    splits = binary_segmentation(w, cfg, rng, noise)
+    bounds = [0, *[s.index for s in splits], len(series)]
+    levels = np.empty(len(series))
+    for a, b in itertools.pairwise(bounds):
+        levels[a:b] = _level(w, a, b)[0]
+    return len(splits), levels
+
+
 def weigh(series: BucketSeries, tau2: float | None = None) -> Weighted:
+    """Likelihood weights with `tau2` (default: the successive-difference estimate) as
+    each bucket's variance beyond sampling."""
     unit = within_variance(series)
     t2 = estimate_tau2(series, unit) if tau2 is None else tau2
     if series.yy is None:
         phi = 1.0 + series.n * t2 / unit
-        return Weighted(series.y / phi, series.n / phi, True, t2, unit)
+        return Weighted(series.y / phi, series.n / phi, True, t2, unit, series.n)
     w = 1.0 / (unit / series.n + t2)
-    return Weighted(w * series.rates, w, False, t2, unit)
+    return Weighted(w * series.rates, w, False, t2, unit, series.n)
 
 
 def _loglik(u: FloatArray, v: FloatArray, binary: bool) -> FloatArray:
@@ -141,6 +312,38 @@ def permutation_maxima(
     """Maximal split gain of `n_perm` random reorderings of the buckets."""
     order = np.argsort(rng.random((n_perm, u.shape[0])), axis=1)
     return np.asarray(gain_curve(u[order], v[order], binary, min_size).max(axis=1))
+
+
+def simulate_weighted(
+    w: Weighted, mean: FloatArray, noise: NoiseModel, n_sim: int, rng: np.random.Generator
+) -> tuple[FloatArray, FloatArray]:
+    """`n_sim` series of `w`'s buckets around the per-bucket `mean`, with the noise
+    model's wander plus sampling noise, weighted as `w` weighs the data: (u, v)."""
+    n = w.n
+    wander = noise.simulate(rng, (n_sim, mean.shape[0]))
+    if w.binary:
+        p = np.clip(mean + wander, 1e-6, 1 - 1e-6)
+        k = rng.binomial(n.astype(np.int64), p).astype(np.float64)
+        phi = 1.0 + n * w.tau2 / w.unit_variance
+        return k / phi, np.ascontiguousarray(np.broadcast_to(n / phi, k.shape))
+    x = mean + wander + np.sqrt(w.unit_variance / n) * rng.standard_normal(wander.shape)
+    wt = 1.0 / (w.unit_variance / n + w.tau2)
+    return x * wt, np.ascontiguousarray(np.broadcast_to(wt, x.shape))
+
+
+def simulated_maxima(
+    w: Weighted, a: int, b: int, noise: NoiseModel, cfg: DetectConfig, rng: np.random.Generator
+) -> FloatArray:
+    """Maximal split gain of `n_perm` series simulated under "no change" on [a, b): the
+    segment's level, its buckets' event counts, AR(1) wander and sampling noise."""
+    sub = _slice(w, a, b)
+    level = _level(w, a, b)[0]
+    u, v = simulate_weighted(sub, np.full(b - a, level), noise, cfg.n_perm, rng)
+    return np.asarray(gain_curve(u, v, w.binary, cfg.min_size).max(axis=1))
+
+
+def _slice(w: Weighted, a: int, b: int) -> Weighted:
+    return Weighted(w.u[a:b], w.v[a:b], w.binary, w.tau2, w.unit_variance, w.n[a:b])
 
 
 @dataclass(frozen=True)
@@ -194,10 +397,16 @@ class Detection:
     tau2: float
     unit_variance: float
     levels: FloatArray = field(repr=False)  # fitted level per bucket
+    noise: NoiseModel = field(default_factory=lambda: NoiseModel(0.0))
 
 
 def _test_segment(
-    w: Weighted, a: int, b: int, cfg: DetectConfig, rng: np.random.Generator
+    w: Weighted,
+    a: int,
+    b: int,
+    cfg: DetectConfig,
+    rng: np.random.Generator,
+    noise: NoiseModel | None = None,
 ) -> Split | None:
     if b - a < 2 * cfg.min_size:
         return None
@@ -206,7 +415,10 @@ def _test_segment(
     s = int(np.argmax(g))
     if not np.isfinite(g[s]):
         return None
-    null = permutation_maxima(u, v, w.binary, cfg.min_size, cfg.n_perm, rng)
+    if noise is not None and noise.correlated:
+        null = simulated_maxima(w, a, b, noise, cfg, rng)
+    else:
+        null = permutation_maxima(u, v, w.binary, cfg.min_size, cfg.n_perm, rng)
     penalty = float(np.quantile(null, 1.0 - cfg.alpha, method="higher"))
     p_value = float((1 + np.sum(null >= g[s])) / (cfg.n_perm + 1))
     if g[s] <= penalty:
@@ -214,25 +426,31 @@ def _test_segment(
     return Split(a + s, float(g[s]), penalty, p_value)
 
 
-def binary_segmentation(w: Weighted, cfg: DetectConfig, rng: np.random.Generator) -> list[Split]:
+_MAX_REFINEMENTS = 10  # each re-test draws a fresh null, so near-penalty splits can flicker
+
+
+def binary_segmentation(
+    w: Weighted, cfg: DetectConfig, rng: np.random.Generator, noise: NoiseModel | None = None
+) -> list[Split]:
     """Greedy search; then each split is re-placed and re-tested between its neighbours
-    (the usual refinement, which drops splits that only helped an earlier wrong one)."""
+    (the usual refinement, which drops splits that only helped an earlier wrong one).
+    The null is the permutation one, or simulation from `noise` when it is correlated."""
     found: list[Split] = []
     stack = [(0, len(w.u))]
     while stack and len(found) < cfg.max_changes:
         a, b = stack.pop()
-        split = _test_segment(w, a, b, cfg, rng)
+        split = _test_segment(w, a, b, cfg, rng, noise)
         if split is not None:
             found.append(split)
             stack += [(a, split.index), (split.index, b)]
-    changed = True
-    while changed and found:
-        changed = False
+    changed, rounds = True, 0
+    while changed and found and rounds < _MAX_REFINEMENTS:
+        changed, rounds = False, rounds + 1
         found.sort(key=lambda s: s.index)
         bounds = [0, *[s.index for s in found], len(w.u)]
         refined: list[Split] = []
         for i in range(len(found)):
-            split = _test_segment(w, bounds[i], bounds[i + 2], cfg, rng)
+            split = _test_segment(w, bounds[i], bounds[i + 2], cfg, rng, noise)
             if split is None:
                 changed = True
             else:
@@ -268,27 +486,19 @@ def location_window(
     b: int,
     cfg: DetectConfig,
     rng: np.random.Generator,
+    noise: NoiseModel | None = None,
 ) -> tuple[int, int, FloatArray, float]:
     """Confidence set of the change time: every split whose gain is within `threshold` of
     the best one, the threshold being the `level` quantile of that same deviance at the
-    true time in a parametric bootstrap (the two fitted levels with the estimated
-    dispersion). Returns the set's hull (series indices), the gain profile over [a, b)
-    and the threshold."""
+    true time in a parametric bootstrap (the two fitted levels with the estimated noise:
+    independent dispersion, or AR(1) wander when correlated). Returns the set's hull
+    (series indices), the gain profile over [a, b) and the threshold."""
     m1, _ = _level(w, a, c)
     m2, _ = _level(w, c, b)
-    n = series.n[a:b]
     mean = np.where(np.arange(a, b) < c, m1, m2)
-    z = rng.standard_normal((cfg.n_boot, b - a))
-    if w.binary:
-        p = np.clip(mean + np.sqrt(w.tau2) * z, 1e-6, 1 - 1e-6)
-        k = rng.binomial(n.astype(np.int64), p).astype(np.float64)
-        phi = 1.0 + n * w.tau2 / w.unit_variance
-        u, v = k / phi, np.broadcast_to(n / phi, k.shape)
-    else:
-        x = mean + np.sqrt(w.unit_variance / n + w.tau2) * z
-        wt = 1.0 / (w.unit_variance / n + w.tau2)
-        u, v = x * wt, np.broadcast_to(wt, x.shape)
-    boot = gain_curve(u, np.ascontiguousarray(v), w.binary, 1)
+    model = noise if noise is not None and noise.correlated else NoiseModel(w.tau2)
+    u, v = simulate_weighted(_slice(w, a, b), mean, model, cfg.n_boot, rng)
+    boot = gain_curve(u, v, w.binary, 1)
     deviance = boot.max(axis=1) - boot[:, c - a]
     threshold = float(np.quantile(deviance, cfg.level))
     profile = gain_curve(w.u[a:b], w.v[a:b], w.binary, 1)
@@ -299,20 +509,27 @@ def location_window(
 
 
 def detect(
-    series: BucketSeries, cfg: DetectConfig | None = None, seed: int = 0, tau2: float | None = None
+    series: BucketSeries,
+    cfg: DetectConfig | None = None,
+    seed: int = 0,
+    tau2: float | None = None,
+    noise: NoiseModel | None = None,
 ) -> Detection:
-    """Change points of `series` with their windows, effects and tests."""
+    """Change points of `series` with their windows, effects and tests. The noise model
+    is estimated from the series unless given (`tau2` alone: independent noise)."""
     cfg = cfg or DetectConfig()
     rng = np.random.default_rng(seed)
-    w = weigh(series, tau2)
-    splits = binary_segmentation(w, cfg, rng)
+    if noise is None:
+        noise = NoiseModel(tau2) if tau2 is not None else fit_noise(series, cfg, rng)
+    w = weigh(series, noise.spread2)
+    splits = binary_segmentation(w, cfg, rng, noise)
     bounds = [0, *[s.index for s in splits], len(series)]
     points = []
     for i, s in enumerate(splits):
         a, c, b = bounds[i], s.index, bounds[i + 2]
         m1, se1 = _level(w, a, c)
         m2, se2 = _level(w, c, b)
-        lo, hi, profile, threshold = location_window(series, w, a, c, b, cfg, rng)
+        lo, hi, profile, threshold = location_window(series, w, a, c, b, cfg, rng, noise)
         points.append(
             ChangePoint(
                 index=c,
@@ -333,4 +550,4 @@ def detect(
     levels = np.empty(len(series))
     for a, b in itertools.pairwise(bounds):
         levels[a:b] = _level(w, a, b)[0]
-    return Detection(points, w.tau2, w.unit_variance, levels)
+    return Detection(points, w.tau2, w.unit_variance, levels, noise)

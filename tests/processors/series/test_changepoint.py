@@ -119,3 +119,73 @@ def test_two_steps_on_scores() -> None:
     assert len(found.change_points) == 2
     assert all(abs(p.index - t) <= 2 for p, t in zip(found.change_points, [100, 200], strict=True))
     assert found.change_points[0].delta == pytest.approx(0.5, abs=0.05)
+
+
+def _wander(
+    rng: np.random.Generator, rho: float, spread: float, length: int = 720
+) -> cp.BucketSeries:
+    """Binomial buckets around 0.8 plus AR(1) wander of known rho and marginal spread."""
+    n = rng.integers(100, 501, length).astype(float)
+    path = cp.NoiseModel(spread**2, rho).simulate(rng, (1, length))[0]
+    p = np.clip(0.8 + path, 0, 1)
+    return cp.BucketSeries(n, rng.binomial(n.astype(int), p).astype(float))
+
+
+def test_simulated_wander_has_the_model_autocorrelation_and_spread() -> None:
+    paths = cp.NoiseModel(0.05**2, 0.9).simulate(np.random.default_rng(1), (400, 200))
+    assert paths.std() == pytest.approx(0.05, rel=0.05)
+    lag1 = np.mean(paths[:, 1:] * paths[:, :-1]) / np.mean(paths**2)
+    assert lag1 == pytest.approx(0.9, abs=0.02)
+    assert np.std(paths[:, 0]) == pytest.approx(0.05, rel=0.1)  # starts stationary
+
+
+@pytest.mark.parametrize(("rho", "spread"), [(0.97, 0.05), (0.9, 0.02)])
+def test_noise_estimator_recovers_ar1_rho_and_spread(rho: float, spread: float) -> None:
+    rng = np.random.default_rng(21)
+    fits = [cp.estimate_noise(_wander(rng, rho, spread)) for _ in range(15)]
+    assert all(f.correlated for f in fits)
+    assert np.median([f.rho for f in fits]) == pytest.approx(rho, abs=0.05)
+    assert np.median([np.sqrt(f.spread2) for f in fits]) == pytest.approx(spread, rel=0.35)
+    # Successive differences see only the fast part of the wander: far below its spread.
+    tau = np.median([np.sqrt(cp.estimate_tau2(_wander(rng, rho, spread))) for _ in range(5)])
+    assert tau < 0.5 * spread
+
+
+def test_noise_estimator_keeps_independent_noise_independent() -> None:
+    rng = np.random.default_rng(8)
+    fits = [cp.fit_noise(_noise(rng, 0.03), cp.DetectConfig(), rng) for _ in range(10)]
+    assert sum(f.correlated for f in fits) <= 1
+    assert np.median([np.sqrt(f.spread2) for f in fits]) == pytest.approx(0.03, abs=0.005)
+
+
+def test_steps_are_not_mistaken_for_wander() -> None:
+    rng = np.random.default_rng(2)
+    n = np.full(720, 200.0)
+    p = 0.8 - 0.08 * (np.arange(720) >= 250) + 0.06 * (np.arange(720) >= 500)
+    series = cp.BucketSeries(n, rng.binomial(200, p).astype(float))
+    assert cp.estimate_noise(series).correlated  # the raw variograms grow with the lag...
+    assert not cp.fit_noise(series, cp.DetectConfig(), rng).correlated  # ...because of steps
+
+
+def test_the_correlated_null_holds_false_alarms_where_permutations_cry_wolf() -> None:
+    rng = np.random.default_rng(13)
+    cfg = cp.DetectConfig(n_perm=99, n_boot=20)
+    series = [_wander(rng, 0.97, 0.05, 480) for _ in range(20)]
+    calibrated = sum(bool(cp.detect(s, cfg, seed=i).change_points) for i, s in enumerate(series))
+    exchangeable = sum(
+        bool(cp.detect(s, cfg, seed=i, tau2=cp.estimate_tau2(s)).change_points)
+        for i, s in enumerate(series)
+    )
+    assert exchangeable >= 15  # the permutation null cuts wander into "shifts"
+    assert calibrated <= 3
+
+
+def test_wander_keeps_a_large_step_detectable_with_a_wider_window() -> None:
+    rng = np.random.default_rng(17)
+    base = _wander(rng, 0.9, 0.02)
+    shift = np.where(np.arange(720) >= 360, -0.15, 0.0)
+    k = rng.binomial(base.n.astype(int), np.clip(base.rates + shift, 0, 1)).astype(float)
+    found = cp.detect(cp.BucketSeries(base.n, k), seed=3)
+    assert found.noise.correlated
+    near = [p for p in found.change_points if p.lo - 2 <= 360 <= p.hi + 2]
+    assert near and near[0].delta == pytest.approx(-0.15, abs=0.04)
