@@ -12,17 +12,18 @@ import click
 from holonograph.cli.options import (
     EXIT_FINDING,
     RFC3339,
-    choice_of,
     emit_json,
     format_table,
     open_store_or_exit,
+    provenance_filter,
+    provenance_option,
+    run_mode_option,
     store_options,
 )
 from holonograph.cli.tenants import tenant_option, tenant_or_exit
 from processors.compare.job import CompareRequest, compare
 from schemas.analysis import Interval
 from schemas.compare import CompareReport, GroupDimension
-from schemas.events import Provenance, RunMode
 
 
 @click.command("compare")
@@ -43,14 +44,8 @@ from schemas.events import Provenance, RunMode
     show_default=True,
     help="Significance level of each paired test.",
 )
-@click.option("--run-mode", "run_modes", multiple=True, type=choice_of(RunMode))
-@click.option(
-    "--provenance",
-    "provenances",
-    multiple=True,
-    type=choice_of(Provenance, "any"),
-    help="Default production-state; 'any' disables the filter.",
-)
+@run_mode_option
+@provenance_option
 @tenant_option
 @store_options
 def compare_command(
@@ -78,7 +73,7 @@ def compare_command(
 
     Exit 0: no significant paired difference; 1: a paired difference significant at
     --alpha; 2: usage; 3: store unavailable."""
-    provenance_filter = () if "any" in provenances else (provenances or ("production-state",))
+    provenances_read = provenance_filter(provenances)
     try:
         request = CompareRequest(
             surface_id=surface_id,
@@ -87,7 +82,7 @@ def compare_command(
             by=by,
             dimension_id=dimension_id,
             run_modes=run_modes,
-            provenances=provenance_filter,
+            provenances=provenances_read,
             alpha=alpha,
         )
     except ValueError as err:

@@ -21,10 +21,10 @@ from holonograph.cli.options import (
     EXIT_FINDING,
     EXIT_USAGE,
     RFC3339,
-    choice_of,
     emit_json,
     format_table,
     open_store_or_exit,
+    run_mode_option,
     store_options,
 )
 from holonograph.cli.tenants import owner_or_exit, tenant_option
@@ -65,10 +65,7 @@ from schemas.conformance import (
     Suite,
     SurfaceInput,
 )
-from schemas.events import RunMode
 from schemas.store import Store
-
-RUN_MODES = choice_of(RunMode)
 
 
 def _fail_input(problems: list[str], source: str) -> NoReturn:
@@ -334,7 +331,7 @@ def _check_rows(results: list[CheckResult]) -> list[list[Any]]:
 @click.option("--surface", help="Every live fixture of this surface (or a surface filter).")
 @click.option("--since", type=RFC3339(), help="Window start, inclusive (default until - 24h).")
 @click.option("--until", type=RFC3339(), help="Window end, exclusive (default now).")
-@click.option("--run-mode", "run_modes", multiple=True, type=RUN_MODES, help="Only these modes.")
+@run_mode_option
 @click.option("--offset", default=0, show_default=True, type=click.IntRange(min=0))
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(0, MAX_PAGE_SIZE))
 @click.option("--verdict", "page_verdicts", multiple=True, type=click.Choice(VERDICT_ORDER),
@@ -521,7 +518,7 @@ def _approved(
     "--since", type=RFC3339(), help="Window start, inclusive (store default until - 24h)."
 )
 @click.option("--until", type=RFC3339(), help="Window end, exclusive (store default now).")
-@click.option("--run-mode", "run_modes", multiple=True, type=RUN_MODES, help="Only these modes.")
+@run_mode_option
 @tenant_option
 @store_options
 def suite_run(
@@ -585,7 +582,7 @@ def suite_run(
 @click.option("--since", type=RFC3339(), help="Window start, inclusive (default until - 24h).")
 @click.option("--until", type=RFC3339(), help="Window end, exclusive (default now).")
 @click.option("--fixture-id", help="Only events produced by this fixture (holonograph.fixture.id).")
-@click.option("--run-mode", "run_modes", multiple=True, type=RUN_MODES, help="Only these modes.")
+@run_mode_option
 @click.option("--marker", "markers", multiple=True, help="Keep only these markers (default all).")
 @click.option(
     "--limit",

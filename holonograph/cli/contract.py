@@ -8,52 +8,21 @@ in several tenants needs `--tenant`.
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import click
 
+from holonograph.cli.documents import load_document
 from holonograph.cli.errors import EXIT_FINDING, EXIT_USAGE, CommandFailed
 from holonograph.cli.options import emit_json, open_store_or_exit, store_options
-from schemas.contracts import Contract, ContractSummary, problems
+from schemas.contracts import Contract, ContractSummary
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
 
 
-def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise CommandFailed(f"cannot read {path}: {err.strerror}", EXIT_USAGE) from None
-    except UnicodeDecodeError:
-        raise CommandFailed(f"{path} is not UTF-8 text", EXIT_USAGE) from None
-
-
-def _invalid(source: str, lines: list[str]) -> CommandFailed:
-    for line in lines:
-        click.echo(f"{source}: {line}", err=True)
-    count = f"{len(lines)} problem{'s' if len(lines) != 1 else ''}"
-    return CommandFailed(
-        f"{source} is not a valid contract ({count}); nothing was registered", EXIT_USAGE
-    )
-
-
 def load_contract(path: str) -> Contract:
     """The contract in `path` (`-`: stdin), or exit 2 listing every problem."""
-    from pydantic import ValidationError
-
-    try:
-        document = json.loads(_read(path))
-    except json.JSONDecodeError as err:
-        raise _invalid(path, [f"not JSON: {err}"]) from None
-    try:
-        return Contract.model_validate(document)
-    except ValidationError as err:
-        raise _invalid(path, problems(err)) from None
+    return load_document(path, Contract, "contract", "nothing was registered")
 
 
 def _print_summary(summary: ContractSummary, created: bool | None = None) -> None:

@@ -16,12 +16,14 @@ from holonograph.cli.options import (
     emit_json,
     format_table,
     open_store_or_exit,
+    provenance_filter,
+    provenance_option,
+    run_mode_option,
     store_options,
 )
 from holonograph.cli.tenants import tenant_option, tenant_or_exit
 from processors.drift.job import DriftRequest, analyse, persist_drift
 from schemas.analysis import Bucket, ChangePoint, DriftReport
-from schemas.events import Provenance, RunMode
 
 
 @click.command("drift")
@@ -39,14 +41,8 @@ from schemas.events import Provenance, RunMode
     show_default=True,
     help="Minimum practical shift; smaller significant shifts are labelled noise.",
 )
-@click.option("--run-mode", "run_modes", multiple=True, type=choice_of(RunMode))
-@click.option(
-    "--provenance",
-    "provenances",
-    multiple=True,
-    type=choice_of(Provenance, "any"),
-    help="Default production-state; 'any' disables the filter.",
-)
+@run_mode_option
+@provenance_option
 @click.option("--alpha", type=float, default=0.02, show_default=True, help="False-alarm rate.")
 @click.option("--permutations", type=click.IntRange(min=19), default=199, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -81,7 +77,7 @@ def drift_command(
     light source or lens; 2: usage; 3: store unavailable. A series too short to test
     is reported as such (JSON: `dimensions[].tested` false, with a note), not as no
     change."""
-    provenance_filter = () if "any" in provenances else (provenances or ("production-state",))
+    provenances_read = provenance_filter(provenances)
     try:
         request = DriftRequest(
             surface_id=surface_id,
@@ -91,7 +87,7 @@ def drift_command(
             dimension_id=dimension_id,
             delta_threshold=delta_threshold,
             run_modes=run_modes,
-            provenances=provenance_filter,
+            provenances=provenances_read,
             alpha=alpha,
             permutations=permutations,
             seed=seed,

@@ -18,6 +18,7 @@ from ingest.redact import RedactingFormatter, redact, redact_url
 from ingest.store.url import DEFAULT_DATA_DIR, StoreURLError
 from ingest.store.url import store_url as resolve_store_url
 from schemas import jsoncodec
+from schemas.events import Provenance, RunMode
 from schemas.store import Store
 from schemas.times import rfc3339
 
@@ -28,6 +29,31 @@ def choice_of(vocabulary: Any, *extra: str) -> click.Choice[str]:
     """A `click.Choice` of a schema's `Literal` (plus `extra` words such as "any"), so a
     flag accepts exactly the values the schema does."""
     return click.Choice([*get_args(vocabulary), *extra])
+
+
+def run_mode_option(func: F) -> F:
+    """`--run-mode` (repeatable): only events of these run modes; none given, every mode."""
+    return click.option(
+        "--run-mode", "run_modes", multiple=True, type=choice_of(RunMode), help="Only these modes."
+    )(func)
+
+
+def provenance_option(func: F) -> F:
+    """`--provenance` (repeatable), read by `provenance_filter`."""
+    return click.option(
+        "--provenance",
+        "provenances",
+        multiple=True,
+        type=choice_of(Provenance, "any"),
+        help="Default production-state; 'any' disables the filter.",
+    )(func)
+
+
+def provenance_filter(provenances: Sequence[str]) -> tuple[str, ...]:
+    """The provenances an analysis reads: production-state unless told, none with 'any'."""
+    if "any" in provenances:
+        return ()
+    return tuple(provenances) or ("production-state",)
 
 
 def store_options(func: F) -> F:

@@ -11,11 +11,16 @@ from pathlib import Path
 import click
 
 from holonograph.cli.errors import EXIT_USAGE, CommandFailed
-from holonograph.cli.options import RFC3339, choice_of, open_store_or_exit, store_options
+from holonograph.cli.options import (
+    RFC3339,
+    open_store_or_exit,
+    provenance_filter,
+    provenance_option,
+    store_options,
+)
 from holonograph.cli.tenants import tenant_option, tenant_or_exit
 from processors.report.gather import ReportRequest, gather, steps, surfaces_in_window
 from processors.report.html import render
-from schemas.events import Provenance
 
 
 @click.command("report")
@@ -30,13 +35,7 @@ from schemas.events import Provenance
     help="Write the HTML page here.",
 )
 @click.option("--as-of", "as_of", type=RFC3339(), help="Judge stream status at T (default: now).")
-@click.option(
-    "--provenance",
-    "provenances",
-    multiple=True,
-    type=choice_of(Provenance, "any"),
-    help="Default production-state; 'any' disables the filter.",
-)
+@provenance_option
 @tenant_option
 @store_options
 def report_command(
@@ -59,14 +58,14 @@ def report_command(
     stderr on a terminal; --json prints where the page went and what it holds.
 
     Exit 0: written; 2: usage; 3: store unavailable."""
-    provenance_filter = () if "any" in provenances else (provenances or ("production-state",))
+    provenances_read = provenance_filter(provenances)
     try:
         request = ReportRequest(
             since=since,
             until=until,
             as_of=as_of or dt.datetime.now(dt.UTC),
             surface_id=surface_id,
-            provenances=provenance_filter,
+            provenances=provenances_read,
         )
     except ValueError as err:
         raise click.UsageError(str(err)) from None

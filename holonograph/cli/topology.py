@@ -12,52 +12,21 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
 
-from holonograph.cli.errors import EXIT_FINDING, EXIT_USAGE, CommandFailed
+from holonograph.cli.documents import load_document
+from holonograph.cli.errors import EXIT_FINDING, CommandFailed
 from holonograph.cli.options import RFC3339, emit_json, open_store_or_exit, store_options
 from holonograph.cli.tenants import tenant_option, tenant_or_exit
 from schemas.events import DEFAULT_TENANT
 from schemas.topology import StructuralInventory
 
 
-def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise CommandFailed(f"cannot read {path}: {err.strerror}", EXIT_USAGE) from None
-    except UnicodeDecodeError:
-        raise CommandFailed(f"{path} is not UTF-8 text", EXIT_USAGE) from None
-
-
-def _invalid(source: str, lines: list[str]) -> CommandFailed:
-    for line in lines:
-        click.echo(f"{source}: {line}", err=True)
-    count = f"{len(lines)} problem{'s' if len(lines) != 1 else ''}"
-    return CommandFailed(
-        f"{source} is not a valid structural inventory ({count}); nothing was stored", EXIT_USAGE
-    )
-
-
 def load_inventory(path: str) -> StructuralInventory:
     """The inventory in `path` (`-`: stdin), or exit 2 listing every problem."""
-    from pydantic import ValidationError
-
-    from schemas.contracts import problems
-
-    try:
-        document = json.loads(_read(path))
-    except json.JSONDecodeError as err:
-        raise _invalid(path, [f"not JSON: {err}"]) from None
-    try:
-        return StructuralInventory.model_validate(document)
-    except ValidationError as err:
-        raise _invalid(path, problems(err)) from None
+    return load_document(path, StructuralInventory, "structural inventory", "nothing was stored")
 
 
 def _window(since: dt.datetime, until: dt.datetime) -> None:

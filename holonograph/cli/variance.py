@@ -16,13 +16,15 @@ from holonograph.cli.options import (
     emit_json,
     format_table,
     open_store_or_exit,
+    provenance_filter,
+    provenance_option,
+    run_mode_option,
     store_options,
 )
 from holonograph.cli.tenants import tenant_option, tenant_or_exit
 from processors.variance.decompose import DecomposeRequest, decompose, load_reading, persist_reading
 from processors.variance.verdict import LifecycleError, evaluate, lifecycle, persist_evaluation
 from schemas.analysis import Bucket, LifecycleStatus, VarianceEvaluation
-from schemas.events import Provenance, RunMode
 from schemas.times import utc_now
 
 
@@ -37,14 +39,8 @@ def variance_group() -> None:
 @click.option("--since", type=RFC3339(), required=True, help="RFC 3339 UTC.")
 @click.option("--until", type=RFC3339(), required=True, help="RFC 3339 UTC, exclusive.")
 @click.option("--bucket", type=choice_of(Bucket), default="hour", show_default=True)
-@click.option("--run-mode", "run_modes", multiple=True, type=choice_of(RunMode))
-@click.option(
-    "--provenance",
-    "provenances",
-    multiple=True,
-    type=choice_of(Provenance, "any"),
-    help="Default production-state; 'any' disables the filter.",
-)
+@run_mode_option
+@provenance_option
 @tenant_option
 @store_options
 def decompose_command(
@@ -72,7 +68,7 @@ def decompose_command(
         until,
         bucket,
         run_modes,
-        () if "any" in provenances else (provenances or ("production-state",)),
+        provenance_filter(provenances),
         tenant_id=tenant_or_exit(store, tenant),
     )
     try:
