@@ -13,7 +13,9 @@ test gets the fixed database `holonograph` dropped and migrated afresh, so tests
 against a server run one at a time, and a server whose `holonograph` the suite did
 not create is refused (`refuse_foreign_database`).
 
-The images are the ones `docker-compose.yml` deploys, so the suites test what ships.
+The images are the ones `docker-compose.yml` deploys, so the suites test what ships;
+`compose_service` reads a service's image, environment and checkout mounts from it
+(the Grafana test starts Grafana and ClickHouse as compose does, on one network).
 testcontainers is imported only when a container is started: the default run never
 loads it.
 """
@@ -21,11 +23,14 @@ loads it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+import yaml
 
 from ingest.redact import redact_url
 from schemas.migrations import apply_migrations
@@ -34,6 +39,8 @@ from schemas.tables import DATABASE
 from testkit.tansu import free_port
 
 if TYPE_CHECKING:
+    from testcontainers.core.network import Network
+
     from ingest.store.clickhouse import ClickHouseStore
 
 Backend = Literal["default", "containers"]
@@ -53,6 +60,8 @@ CLICKHOUSE_PASSWORD = "holonograph-test"
 MARKER_DATABASE = "holonograph_test_suite"
 
 STARTUP_TIMEOUT_SECONDS = 180
+
+COMPOSE_FILE = Path(__file__).resolve().parents[1] / "docker-compose.yml"
 
 
 class BackendError(ValueError):
@@ -167,14 +176,67 @@ def kafka_container(image: str = KAFKA_IMAGE) -> Iterator[str]:
         yield f"{host}:{port}"
 
 
+@dataclass(frozen=True)
+class Mount:
+    """A bind mount of the checkout, as `docker-compose.yml` declares it."""
+
+    host: Path
+    container: str
+    mode: str
+
+
+@dataclass(frozen=True)
+class ComposeService:
+    """One service of `docker-compose.yml`: its image, its environment with every
+    `${VAR:-default}` at its default (the laptop values), its mounts of the checkout."""
+
+    image: str
+    environment: dict[str, str]
+    mounts: tuple[Mount, ...]
+
+
+_DEFAULTED = re.compile(r"\$\{\w+:-([^}]*)\}")
+
+
+def compose_service(name: str, compose_file: Path = COMPOSE_FILE) -> ComposeService:
+    """The service `name` of the compose file; named volumes are left out."""
+    service: dict[str, Any] = yaml.safe_load(compose_file.read_text())["services"][name]
+    environment = {
+        key: _DEFAULTED.sub(lambda m: m[1], str(value))
+        for key, value in (service.get("environment") or {}).items()
+    }
+    mounts = []
+    for volume in service.get("volumes") or []:
+        source, target, *mode = str(volume).split(":")
+        if source.startswith("."):
+            host = (compose_file.parent / source).resolve()
+            mounts.append(Mount(host, target, mode[0] if mode else "rw"))
+    return ComposeService(str(service["image"]), environment, tuple(mounts))
+
+
 @contextmanager
-def clickhouse_container(image: str = CLICKHOUSE_IMAGE) -> Iterator[str]:
-    """A ClickHouse server container for the session; yields its HTTP store URL."""
+def clickhouse_container(
+    image: str = CLICKHOUSE_IMAGE,
+    *,
+    network: Network | None = None,
+    aliases: Sequence[str] = (),
+    environment: Mapping[str, str] | None = None,
+    mounts: Sequence[Mount] = (),
+) -> Iterator[str]:
+    """A ClickHouse server container; yields its HTTP store URL (the suite's
+    administrator). On `network` under `aliases`, with extra `environment` and
+    `mounts`, it is compose's server for other containers (the Grafana test)."""
     from testcontainers.community.clickhouse import ClickHouseContainer
 
     container = ClickHouseContainer(
         image, username=CLICKHOUSE_USER, password=CLICKHOUSE_PASSWORD, dbname="default"
     ).with_env("CLICKHOUSE_DEFAULT_ACCESS_MANAGEMENT", "1")
+    for key, value in (environment or {}).items():
+        container.with_env(key, value)
+    for mount in mounts:
+        container.with_volume_mapping(mount.host, mount.container, mount.mode)
+    if network is not None:
+        container.with_network(network).with_network_aliases(*aliases)
     with container:
         host = container.get_container_host_ip()
         port = container.get_exposed_port(8123)

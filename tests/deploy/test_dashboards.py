@@ -129,6 +129,17 @@ def _backend_macros(sql: str, since: dt.datetime, until: dt.datetime, interval_s
     return sql.replace("$__interval_s", str(max(interval_s, 1)))
 
 
+def interpolate(sql: str, current: dict[str, Any], options: dict[str, list[str]]) -> str:
+    """The frontend's half: `sql` as Grafana's browser sends it to /api/ds/query, the
+    backend macros ($__timeFilter, $__interval_s, ...) left for the plugin."""
+    sql = _conditional_all(sql, current)
+    values = {
+        name: options.get(name, []) if value in ("$__all", ["$__all"]) else value
+        for name, value in current.items()
+    }
+    return _template(sql, values)
+
+
 def expand(
     sql: str,
     current: dict[str, Any],
@@ -139,12 +150,7 @@ def expand(
 ) -> str:
     """`sql` as ClickHouse receives it: `current` the selection ("$__all" for All),
     `options` each variable's values (All expands to them)."""
-    sql = _conditional_all(sql, current)
-    values = {
-        name: options.get(name, []) if value in ("$__all", ["$__all"]) else value
-        for name, value in current.items()
-    }
-    sql = _backend_macros(_template(sql, values), since, until, interval_s)
+    sql = _backend_macros(interpolate(sql, current, options), since, until, interval_s)
     assert "$" not in sql, f"unexpanded macro or variable in:\n{sql}"
     return sql
 

@@ -23,6 +23,7 @@ from testkit.backends import (
     BackendError,
     Backends,
     choose,
+    compose_service,
     container_image,
     docker_unreachable,
     kafka_environment,
@@ -118,6 +119,24 @@ def test_the_containers_are_the_images_docker_compose_deploys() -> None:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     assert compose["services"]["kafka"]["image"] == KAFKA_IMAGE
     assert compose["services"]["clickhouse"]["image"] == CLICKHOUSE_IMAGE
+
+
+def test_a_compose_service_is_its_image_laptop_environment_and_checkout_mounts() -> None:
+    grafana = compose_service("grafana")
+    assert grafana.image.startswith("grafana/grafana:")
+    assert grafana.environment["GF_INSTALL_PLUGINS"] == "grafana-clickhouse-datasource"
+    assert grafana.environment["HOLONOGRAPH_READER_PASSWORD"] == "holonograph-reader"
+    (provisioning,) = grafana.mounts  # the named volume grafana-data is left out
+    assert provisioning.host == ROOT / "deploy" / "grafana" / "provisioning"
+    assert (provisioning.container, provisioning.mode) == ("/etc/grafana/provisioning", "ro")
+    clickhouse = compose_service("clickhouse")
+    assert clickhouse.image == CLICKHOUSE_IMAGE
+    assert clickhouse.environment["HOLONOGRAPH_READER_PASSWORD"] == "holonograph-reader"
+    assert {m.container for m in clickhouse.mounts} == {
+        "/etc/clickhouse-server/users.d/holonograph.xml",
+        "/etc/clickhouse-server/config.d/holonograph.xml",
+    }
+    assert all(m.host.is_file() and m.mode == "ro" for m in clickhouse.mounts)
 
 
 def test_another_image_is_named_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
