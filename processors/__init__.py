@@ -8,6 +8,8 @@
       -> drift/              change points + attribution -> drift_change_points
       -> variance/           decomposition, verdicts, lifecycle -> variance_readings
       -> conformance/        fixtures: derive, approve, check, suites -> conformance_*
+      -> compare/            vendors head to head, per group and paired on the same calls
+      -> report/             the dashboards' content as one self-contained HTML page
       -> topology/           inventories, scan (contract vs events vs inventory),
                              bootstrap -> structural_inventories, analysis_events
       -> quarantine.py       what validation rejected (read only)
