@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,8 +57,12 @@ class Registration:
     created: bool
 
 
-def _version(row: tuple[Any, ...]) -> ContractVersion:
+def _version(
+    row: tuple[Any, ...], known: Mapping[str, ContractVersion] | None = None
+) -> ContractVersion:
     tenant, vid, previous, registered_at, text = row
+    if known is not None and str(vid) in known:
+        return known[str(vid)]  # a version id names one content: nothing to parse again
     return ContractVersion(
         tenant_id=str(tenant),
         version_id=str(vid),
@@ -130,9 +135,12 @@ def history(store: Store, tenant_id: str, agent_id: str) -> list[ContractVersion
     ]
 
 
-def active_versions(store: Store) -> list[ContractVersion]:
-    """The active version of every (tenant, agent): what a receiver enforces."""
-    return [_version(r) for r in store.query(_ALL_ACTIVE).rows]
+def active_versions(
+    store: Store, known: Mapping[str, ContractVersion] | None = None
+) -> list[ContractVersion]:
+    """The active version of every (tenant, agent): what a receiver enforces. Versions
+    in `known` (by version id: what the receiver already holds) are reused, not parsed."""
+    return [_version(r, known) for r in store.query(_ALL_ACTIVE).rows]
 
 
 def summary_of(store: Store, version: ContractVersion) -> ContractSummary:

@@ -18,7 +18,7 @@ breaking a promise the contract made.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ingest.export.validate import SpanRejected
@@ -103,7 +103,11 @@ class _Index:
     rules: dict[tuple[str, str], _Rules] = field(default_factory=dict)
 
 
-def _index(versions: Iterable[ContractVersion]) -> _Index:
+def _index(
+    versions: Iterable[ContractVersion], compiled: Mapping[tuple[str, str], _Rules]
+) -> _Index:
+    """The index of `versions`; rules already in `compiled` are reused (a version id
+    names one content, so its rules never change)."""
     by_agent: dict[tuple[str, str], ContractVersion] = {}
     for version in versions:
         key = (version.tenant_id, version.agent_id)
@@ -115,7 +119,8 @@ def _index(versions: Iterable[ContractVersion]) -> _Index:
     for version in by_agent.values():
         for surface in version.contract.surfaces:
             by_surface.setdefault((version.tenant_id, surface.id), []).append(version)
-            rules[version.version_id, surface.id] = _compile(surface)
+            key = (version.version_id, surface.id)
+            rules[key] = compiled[key] if key in compiled else _compile(surface)
     return _Index(by_agent, {k: tuple(v) for k, v in by_surface.items()}, rules)
 
 
@@ -127,21 +132,25 @@ class ContractBook:
     index and swaps the reference, so a reader sees one whole state."""
 
     def __init__(self, versions: Iterable[ContractVersion] = ()) -> None:
-        self._index = _index(versions)
+        self._index = _index(versions, {})
 
     def replace(self, versions: Iterable[ContractVersion]) -> None:
         """Exactly `versions` (the latest per agent) from now on."""
-        self._index = _index(versions)
+        self._index = _index(versions, self._index.rules)
 
     def put(self, version: ContractVersion) -> None:
         """One registration, active unless a later one of its agent is known."""
-        self._index = _index([*self._index.by_agent.values(), version])
+        self._index = _index([*self._index.by_agent.values(), version], self._index.rules)
 
     def active(self, tenant_id: str, agent_id: str) -> ContractVersion | None:
         return self._index.by_agent.get((tenant_id, agent_id))
 
     def versions(self) -> list[ContractVersion]:
         return list(self._index.by_agent.values())
+
+    def by_version_id(self) -> dict[str, ContractVersion]:
+        """The versions held, by id: what a refresh need not read again."""
+        return {v.version_id: v for v in self._index.by_agent.values()}
 
     def contract_for(
         self, tenant_id: str, event: EvaluationEvent

@@ -41,7 +41,7 @@ from ingest.service.admin import AdminEndpoint
 from ingest.service.config import ServeConfig
 from ingest.service.contracts import StoreRegistrar, TopicRegistrar
 from ingest.service.memory import Trimmer
-from ingest.service.periodic import Periodic, PeriodicJobs
+from ingest.service.periodic import Periodic, PeriodicJobs, describe
 from ingest.service.rejections import RejectionLog
 from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.reader import StoreSessions
@@ -231,9 +231,10 @@ class ReceiverService:
         while True:
             await asyncio.sleep(self.config.contract_refresh_seconds)
             try:
-                self.contracts.replace(await asyncio.to_thread(active_versions, store))
+                held = self.contracts.by_version_id()
+                self.contracts.replace(await asyncio.to_thread(active_versions, store, held))
             except Exception as err:
-                problem = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+                problem = describe(err)
                 if problem != self._contract_problem:
                     log.warning("contract refresh failed, enforcing the last read: %s", problem)
                 self._contract_problem = problem
