@@ -5,21 +5,20 @@ keyed like its source and decoding to the very letter; nothing to send sends not
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaProducer
 
 from ingest.handoff.kafka_topics import ensure_topics
 from ingest.service.rejections import LoggedDeadLetters, RejectionLog
 from ingest.sink.dlq import DeadLetterSink, KafkaDeadLetters
-from schemas import records
 from schemas.records import PoisonLetter
 from schemas.topics import Topics
 from tests.e2e.kafka.conftest import Broker
+from tests.e2e.kafka.helpers import read_keyed
 
 pytestmark = [pytest.mark.kafka]
 
@@ -39,26 +38,6 @@ def _letters(source: str) -> list[PoisonLetter]:
         )
         for n in range(3)
     ]
-
-
-async def _read(
-    broker: Broker, topic: str, expected: int, seconds: float = 20.0
-) -> list[tuple[bytes | None, records.Record]]:
-    """What the topic holds, read from its beginning until `expected` messages came or
-    `seconds` passed (the test broker's end offsets count batches, not messages)."""
-    consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=broker.bootstrap, group_id=None, auto_offset_reset="earliest"
-    )
-    await consumer.start()
-    found: list[tuple[bytes | None, records.Record]] = []
-    deadline = asyncio.get_running_loop().time() + seconds
-    try:
-        while len(found) < expected and asyncio.get_running_loop().time() < deadline:
-            for messages in (await consumer.getmany(timeout_ms=200)).values():
-                found += [(m.key, records.decode(m.value or b"")) for m in messages]
-    finally:
-        await consumer.stop()
-    return found
 
 
 class DeadLetterContract:
@@ -87,7 +66,7 @@ class DeadLetterContract:
         name, inner = topic
         letters = _letters("records-a")
         await self.make(inner).send(letters)
-        found = await _read(broker, name, len(letters))
+        found = await read_keyed(broker.bootstrap, name, len(letters), seconds=20.0)
         assert sorted(found, key=lambda kv: kv[0] or b"") == [(lt.key, lt) for lt in letters]
 
     async def test_nothing_to_send_sends_nothing(
@@ -95,7 +74,7 @@ class DeadLetterContract:
     ) -> None:
         name, inner = topic
         await self.make(inner).send([])
-        assert await _read(broker, name, 1, seconds=2.0) == []
+        assert await read_keyed(broker.bootstrap, name, 1, seconds=2.0) == []
 
 
 class TestKafkaDeadLetters(DeadLetterContract):

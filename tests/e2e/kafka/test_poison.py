@@ -16,7 +16,7 @@ from ingest.sink.dlq import SinkHalted
 from ingest.store.clickhouse import ClickHouseStore
 from schemas import records
 from tests.e2e.kafka.conftest import Broker, KafkaReceiver, RunningSink
-from tests.e2e.kafka.helpers import count, wait_until
+from tests.e2e.kafka.helpers import count, read_records, wait_until
 from tests.ingest.helpers import grpc_export
 from tests.otel_emit import Evaluation, export_request, record_spans
 
@@ -36,22 +36,6 @@ async def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
             await producer.send_and_wait(topic, value, key=b"x", partition=POISON_PARTITION)
     finally:
         await producer.stop()
-
-
-async def _read_all(bootstrap: str, topic: str, expected: int) -> list[records.Record]:
-    consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=None
-    )
-    await consumer.start()
-    found: list[records.Record] = []
-    try:
-        async with asyncio.timeout(30):
-            while len(found) < expected:
-                batch = await consumer.getmany(timeout_ms=200)
-                found += [records.decode(m.value) for ms in batch.values() for m in ms]
-    finally:
-        await consumer.stop()
-    return found
 
 
 async def _committed(bootstrap: str, group: str, tp: TopicPartition) -> int | None:
@@ -95,7 +79,7 @@ def test_poison_is_dead_lettered_and_the_brake_stops_the_sink(
         asyncio.run(_produce(broker.bootstrap, topic, poison))
         wait_until(lambda: count(store) == 2, what="good records stored")
 
-        letters = asyncio.run(_read_all(broker.bootstrap, dlq, 3))
+        letters = asyncio.run(read_records(broker.bootstrap, dlq, 3))
         assert all(isinstance(letter, records.PoisonLetter) for letter in letters)
         reasons = sorted(letter.reason for letter in letters)  # type: ignore[union-attr]
         assert reasons[0].startswith("batch: receipt_id: Field required")
@@ -125,6 +109,6 @@ def test_poison_is_dead_lettered_and_the_brake_stops_the_sink(
         # Junk at offsets 3..6: 3, 4, 5 were dead-lettered and committed, 6 tripped the
         # brake and is left for a fixed sink to read again.
         assert asyncio.run(_committed(broker.bootstrap, group, partition)) == 6
-        assert len(asyncio.run(_read_all(broker.bootstrap, dlq, 6))) == 6
+        assert len(asyncio.run(read_records(broker.bootstrap, dlq, 6))) == 6
     finally:
         sink.stop()

@@ -23,7 +23,7 @@ from schemas import records
 from schemas.events import DEFAULT_TENANT, QuarantineRecord
 from schemas.topics import Topics
 from tests.e2e.kafka.conftest import Broker, KafkaReceiver, RunningSink
-from tests.e2e.kafka.helpers import wait_until
+from tests.e2e.kafka.helpers import read_records, wait_until
 from tests.otel_emit import Evaluation, Sentinel, export_request, record_spans
 from tests.values import (
     Mix,
@@ -69,7 +69,9 @@ def test_every_value_class_is_quarantined_and_the_sink_keeps_going(
         assert arrived_quarantined(store, mix.stream) == set(mix.reasons())
         # They travelled as quarantined letters on the dead-letter topic, reasons and all.
         letters = asyncio.run(
-            _read(broker.bootstrap, names["kafka_dead_letter_topic"], len(mix.spoiled))
+            read_records(
+                broker.bootstrap, names["kafka_dead_letter_topic"], len(mix.spoiled), then_ms=500
+            )
         )
         assert sorted(
             (letter.span.emission_seq, letter.span.reason)
@@ -128,24 +130,6 @@ async def _produce(
         await producer.stop()
 
 
-async def _read(bootstrap: str, topic: str, expected: int) -> list[records.Record]:
-    consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=None
-    )
-    await consumer.start()
-    found: list[records.Record] = []
-    try:
-        async with asyncio.timeout(30):
-            while len(found) < expected:
-                batch = await consumer.getmany(timeout_ms=200)
-                found += [records.decode(m.value) for ms in batch.values() for m in ms]
-        extra = await consumer.getmany(timeout_ms=500)  # and nothing more
-        found += [records.decode(m.value) for ms in extra.values() for m in ms]
-    finally:
-        await consumer.stop()
-    return found
-
-
 async def _committed(bootstrap: str, group: str, tps: list[TopicPartition]) -> list[int | None]:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
     await consumer.start()
@@ -191,7 +175,7 @@ def test_the_sink_bisects_a_refused_batch_down_to_its_poison_records(
             lambda: asyncio.run(_committed(broker.bootstrap, names["sink_group"], tps)) == [5] * 4,
             what="every partition committed to its end",
         )
-        letters = asyncio.run(_read(broker.bootstrap, topics.dead_letter, 2))
+        letters = asyncio.run(read_records(broker.bootstrap, topics.dead_letter, 2, then_ms=500))
         assert len(letters) == 2
         assert all(isinstance(letter, records.PoisonLetter) for letter in letters)
         by_place = {(lt.source_partition, lt.source_offset): lt for lt in letters}  # type: ignore[union-attr]
@@ -270,7 +254,10 @@ def test_a_dead_letter_the_store_refuses_is_skipped_not_dead_lettered_again(
             ),
             what="the refused letter committed past",
         )
-        assert len(asyncio.run(_read(broker.bootstrap, topics.dead_letter, 1))) == 1
+        assert (
+            len(asyncio.run(read_records(broker.bootstrap, topics.dead_letter, 1, then_ms=500)))
+            == 1
+        )
         assert sink.service.halted is None
     finally:
         sink.stop()
@@ -309,7 +296,7 @@ def test_sentinels_and_events_spoiled_past_validation_are_isolated_per_record(
     try:
         expected = dict.fromkeys(["v0", "v1", "v2"], (2, 2))
         wait_until(lambda: stored_once(store, list(expected)) == expected, what="valid stored")
-        (letter,) = asyncio.run(_read(broker.bootstrap, topics.dead_letter, 1))
+        (letter,) = asyncio.run(read_records(broker.bootstrap, topics.dead_letter, 1, then_ms=500))
         assert isinstance(letter, records.PoisonLetter)
         assert "sentinel_interval_ms" in letter.reason
         assert (letter.source_partition, letter.source_offset) == (0, 1)
