@@ -278,12 +278,6 @@ def _seed_analyses(store: Store) -> None:
             "quarantined", "event_id", "surface_id", "event_time", "received_at",
         ),
     )  # fmt: skip
-    # The contracts branch's columns (migration 0006); created here where it has not landed.
-    store.command(
-        f"ALTER TABLE {EVALUATION_EVENTS.qualified}"
-        " ADD COLUMN IF NOT EXISTS contract_version_id String DEFAULT '',"
-        " ADD COLUMN IF NOT EXISTS contract_findings Array(String)"
-    )
     store.insert(
         EVALUATION_EVENTS.qualified,
         [
