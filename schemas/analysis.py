@@ -100,6 +100,11 @@ class Corroboration(Model):
     surfaces_checked: list[str]
     corroborating_surfaces: list[str]
     p_values: dict[str, float]
+    required: int = 1  # corroborating surfaces needed for a silent-vendor label
+
+    @property
+    def corroborated(self) -> bool:
+        return self.required > 0 and len(self.corroborating_surfaces) >= self.required
 
 
 class CohortMix(Model):

@@ -82,7 +82,7 @@ def decide(
         return _separate(changes, contrasts, raw.delta, sources)
     if mix is not None and explains_shift(mix, raw.delta):
         return Label("substrate", False, "cohort or run-mode mix changed", "cohort-mix")
-    if corroboration is not None and corroboration.corroborating_surfaces:
+    if corroboration is not None and corroboration.corroborated:
         surfaces = ", ".join(corroboration.corroborating_surfaces)
         return Label(
             "light source", True, f"silent change behind {corroboration.alias}: {surfaces}", None
@@ -90,8 +90,18 @@ def decide(
     return Label(
         "substrate",
         False,
-        "significant shift with no recorded layer change and no corroboration",
+        "significant shift with no recorded layer change and " + _uncorroborated(corroboration),
         "unattributed",
+    )
+
+
+def _uncorroborated(corroboration: Corroboration | None) -> str:
+    if corroboration is None or not corroboration.corroborating_surfaces:
+        return "no corroboration"
+    return (
+        f"too little corroboration: {len(corroboration.corroborating_surfaces)} of"
+        f" {len(corroboration.surfaces_checked)} surfaces behind {corroboration.alias} moved"
+        f" ({corroboration.required} needed)"
     )
 
 

@@ -2,11 +2,21 @@
 model alias shift in the same direction, at the same time, beyond their own noise?
 
 Each sibling's noise is modelled on its own whole series (`changepoint.estimate_noise`:
-sampling noise plus AR(1) wander), and its shift across the change window is the
-generalised-least-squares step estimate under that covariance, tested one-sided in the
-direction of the change; Bonferroni over the surfaces checked. Independently wandering
-siblings move by their wander's amount at any time, and in either direction: the
-covariance makes the first count, the direction the second.
+sampling noise plus AR(1) wander), after its cycle (hour of day in hour buckets, day of
+week in day buckets) is taken out: surfaces on one alias share their users' day, so a
+cycle would otherwise step every sibling the same way at the same hour. Its shift across
+the change window is the generalised-least-squares step estimate under that covariance,
+tested one-sided in the direction of the change (Student's t on the fit's residual
+degrees of freedom: the noise model came from the same few points); Bonferroni over the
+surfaces checked. Independently wandering siblings move by their wander's amount at any
+time, and in either direction: the covariance makes the first count, the direction the
+second. A vendor change moves every surface behind the alias, so it takes two siblings
+to corroborate (the only one, when there is one): one sibling's tail event is not enough.
+
+A fitted noise model can still understate the noise (a month holds few memory lengths
+of slow wander, a day-bucket month only 30 points), so each z is also set against the
+same test at placebo windows of the sibling's own series, with the tested step taken
+out: when those vary more than a standard normal, the z is shrunk by their spread.
 """
 
 from __future__ import annotations
@@ -22,6 +32,12 @@ from processors.series.cells import SeriesQuery, fetch_alias_series
 from schemas.analysis import Corroboration
 from schemas.store import Store
 
+PERIODS = {"hour": 24, "day": 7}  # buckets per cycle: a day of hours, a week of days
+MIN_CYCLES = 8  # cycles a series must span before its cycle is estimated and removed
+PLACEBOS = 60  # placebo windows (at most) a sibling's z is calibrated on
+MIN_PLACEBOS = 8
+NEEDED = 2  # corroborating siblings a silent-vendor label needs (fewer when fewer checked)
+
 
 @dataclass(frozen=True)
 class CorroborationConfig:
@@ -34,24 +50,29 @@ class CorroborationConfig:
 
 
 @dataclass(frozen=True)
-class _Sibling:
+class Sibling:
     n: np.ndarray
-    k: np.ndarray
-    noise: cp.NoiseModel
-    unit: float
+    x: np.ndarray  # pass rate per grid row, cycle removed (0 where a bucket is empty)
+
+
+@dataclass(frozen=True)
+class SiblingNoise:
+    model: cp.NoiseModel
+    unit: float  # per-event variance
 
 
 def alias_corroborator(store: Store, query: SeriesQuery, cfg: CorroborationConfig) -> Corroborate:
     """A check, per change window, that other surfaces served under the same model alias
     stepped the same way across it beyond their own autocorrelated noise."""
-    cache: dict[str, dict[str, _Sibling]] = {}
+    cache: dict[str, dict[str, Sibling]] = {}
+    period = PERIODS.get(query.bucket, 0)
 
     def check(alias: str, lo: int, hi: int, delta: float) -> Corroboration | None:
         if not alias:
             return None
         if alias not in cache:
             cache[alias] = {
-                surface: sibling(n, k)
+                surface: sibling(n, k, period)
                 for surface, (n, k) in fetch_alias_series(store, query, alias).items()
             }
         checked: list[str] = []
@@ -64,33 +85,72 @@ def alias_corroborator(store: Store, query: SeriesQuery, cfg: CorroborationConfi
         level = cfg.level / max(len(checked), 1)
         hits = [s for s in checked if p_values[s] <= level]
         return Corroboration(
-            alias=alias, surfaces_checked=checked, corroborating_surfaces=hits, p_values=p_values
+            alias=alias,
+            surfaces_checked=checked,
+            corroborating_surfaces=hits,
+            p_values=p_values,
+            required=min(NEEDED, len(checked)),
         )
 
     return check
 
 
-def sibling(n: np.ndarray, k: np.ndarray) -> _Sibling:
-    """A sibling surface's series and the noise model of its buckets with events."""
+def without_cycle(n: np.ndarray, k: np.ndarray, period: int) -> np.ndarray:
+    """Pass rates per grid row less their phase's mean deviation (row mod `period`), when
+    the series spans `MIN_CYCLES` cycles; a step moves every phase alike, so it stays."""
+    x: np.ndarray = np.divide(k, n, out=np.zeros(len(n)), where=n > 0)
+    if period < 2 or len(n) < MIN_CYCLES * period or n.sum() <= 0:
+        return x
+    phase = np.arange(len(n)) % period
+    events = np.bincount(phase, weights=n, minlength=period)
+    passes = np.bincount(phase, weights=k, minlength=period)
+    profile = np.divide(passes, events, out=np.zeros(period), where=events > 0)
+    profile = np.where(events > 0, profile - k.sum() / n.sum(), 0.0)
+    return np.where(n > 0, x - profile[phase], 0.0)
+
+
+def sibling(n: np.ndarray, k: np.ndarray, period: int = 0) -> Sibling:
+    """A sibling surface's series on the grid, its cycle removed."""
+    return Sibling(n, without_cycle(n, k, period))
+
+
+def noise_of(n: np.ndarray, x: np.ndarray) -> SiblingNoise:
+    """The noise model of a sibling's buckets with events: AR(1) wander when its memory
+    is resolved, else independent with the deviations' whole variance."""
     present = n > 0
     if present.sum() < 3:
-        return _Sibling(n, k, cp.NoiseModel(0.0), 0.25)
-    series = cp.BucketSeries(n[present], k[present])
+        return SiblingNoise(cp.NoiseModel(0.0), 0.25)
+    series = cp.BucketSeries(n[present], x[present] * n[present])
     unit = cp.within_variance(series)
     noise = cp.estimate_noise(series, unit)
     if not noise.correlated:  # memory unresolved (or none): take the whole variance
         noise = cp.NoiseModel(cp.marginal_spread2(series, unit))
-    return _Sibling(n, k, noise, unit)
+    return SiblingNoise(noise, unit)
 
 
 def step_p_value(
-    sib: _Sibling, lo: int, hi: int, delta: float, cfg: CorroborationConfig
+    sib: Sibling, lo: int, hi: int, delta: float, cfg: CorroborationConfig
 ) -> float | None:
     """One-sided p-value that the sibling stepped in `delta`'s direction across the
-    window [lo, hi] (grid rows): GLS fit of level + step on the `neighbourhood` buckets
-    each side (the window and `slack` around it left out), with covariance
-    diag(sampling) + spread^2 rho^|i-j|. None when there is too little data to say."""
-    n, k = sib.n, sib.k
+    window [lo, hi] (grid rows). Its noise is modelled with the step taken out (a real
+    step read as wander would hide itself), and its z shrunk by the placebo windows'
+    spread (`placebo_scale`). None when there is too little data to say."""
+    sides = _sides(sib.n, lo, hi, cfg)
+    if sides is None:
+        return None
+    after = np.arange(len(sib.n)) > hi
+    rough = _mean(sib, sides[1]) - _mean(sib, sides[0])
+    noise = noise_of(sib.n, sib.x - rough * after)
+    step, se, dof = gls_step(sib, sib.x, noise, sides, hi)
+    z = step / se / placebo_scale(sib, sib.x - step * after, noise, lo, hi, cfg)
+    return float(stats.t.sf(z if delta >= 0 else -z, dof))
+
+
+def _sides(
+    n: np.ndarray, lo: int, hi: int, cfg: CorroborationConfig
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Rows with events in the `neighbourhood` each side of [lo, hi] (the window and
+    `slack` around it left out); None when either side is too thin."""
     length = len(n)
     before = np.arange(max(0, lo - cfg.slack - cfg.neighbourhood), max(0, lo - cfg.slack))
     after = np.arange(
@@ -100,17 +160,52 @@ def step_p_value(
     m = cfg.min_segment
     if before.size < m or after.size < m or n[before].sum() < 20 * m or n[after].sum() < 20 * m:
         return None
-    rows = np.concatenate([before, after])
-    x = k[rows] / n[rows]
+    return before, after
+
+
+def _mean(sib: Sibling, rows: np.ndarray) -> float:
+    return float(np.sum(sib.x[rows] * sib.n[rows]) / np.sum(sib.n[rows]))
+
+
+def gls_step(
+    sib: Sibling, x: np.ndarray, noise: SiblingNoise, sides: tuple[np.ndarray, np.ndarray], hi: int
+) -> tuple[float, float, int]:
+    """Step of `x` from the rows before to the rows after, its standard error and the
+    residual degrees of freedom: GLS fit of level + step with covariance
+    diag(sampling) + spread^2 rho^|i-j|."""
+    rows = np.concatenate(sides)
+    model = noise.model
     lag = np.abs(rows[:, None] - rows[None, :]).astype(np.float64)
-    cov = sib.noise.spread2 * sib.noise.rho**lag if sib.noise.correlated else np.zeros_like(lag)
-    if not sib.noise.correlated:
-        cov[np.diag_indices_from(cov)] = sib.noise.spread2
-    cov[np.diag_indices_from(cov)] += sib.unit / n[rows]
+    cov = model.spread2 * model.rho**lag if model.correlated else np.zeros_like(lag)
+    if not model.correlated:
+        cov[np.diag_indices_from(cov)] = model.spread2
+    cov[np.diag_indices_from(cov)] += noise.unit / sib.n[rows]
     design = np.column_stack([np.ones(rows.size), (rows > hi).astype(np.float64)])
-    solved = np.linalg.solve(cov, np.column_stack([design, x]))
+    solved = np.linalg.solve(cov, np.column_stack([design, x[rows]]))
     info = design.T @ solved[:, :2]
     beta = np.linalg.solve(info, design.T @ solved[:, 2])
-    se = float(np.sqrt(np.linalg.inv(info)[1, 1]))
-    z = float(beta[1]) / se * (1.0 if delta >= 0 else -1.0)
-    return float(stats.norm.sf(z))
+    return float(beta[1]), float(np.sqrt(np.linalg.inv(info)[1, 1])), rows.size - 2
+
+
+def placebo_scale(
+    sib: Sibling, x: np.ndarray, noise: SiblingNoise, lo: int, hi: int, cfg: CorroborationConfig
+) -> float:
+    """How much more than a standard normal the step z of `x` (the series with the
+    tested step taken out, so a real step does not inflate its own yardstick) varies at
+    windows of the same width elsewhere: sqrt(median z^2 / median chi^2_1), at least 1.
+    Windows near the tested one are left out; 1 when too few remain."""
+    width, guard = hi - lo, cfg.slack + cfg.min_segment
+    first, last = cfg.min_segment + cfg.slack, len(sib.n) - cfg.min_segment - cfg.slack - width
+    starts = np.arange(first, max(first, last))
+    starts = starts[(starts + width < lo - guard) | (starts > hi + guard)]
+    if starts.size > PLACEBOS:
+        starts = starts[np.linspace(0, starts.size - 1, PLACEBOS).round().astype(int)]
+    z2 = []
+    for q in starts:
+        sides = _sides(sib.n, int(q), int(q) + width, cfg)
+        if sides is not None:
+            step, se, _ = gls_step(sib, x, noise, sides, int(q) + width)
+            z2.append((step / se) ** 2)
+    if len(z2) < MIN_PLACEBOS:
+        return 1.0
+    return max(1.0, float(np.sqrt(np.median(z2) / cp.MEDIAN_CHI2_1)))

@@ -36,7 +36,7 @@ from scipy import optimize, signal, special
 
 FloatArray = NDArray[np.float64]
 
-_MEDIAN_CHI2_1 = 0.45493642311957174
+MEDIAN_CHI2_1 = 0.45493642311957174
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def estimate_tau2(series: BucketSeries, unit_variance: float | None = None) -> f
     base = b[1:] + b[:-1]
 
     def excess(tau2: float) -> float:
-        return float(np.median(d2 / (base + 2.0 * tau2))) - _MEDIAN_CHI2_1
+        return float(np.median(d2 / (base + 2.0 * tau2))) - MEDIAN_CHI2_1
 
     if excess(0.0) <= 0.0:
         return 0.0
@@ -150,7 +150,7 @@ def _variogram(x: FloatArray, b: FloatArray, lag: int) -> float:
     base = b[lag:] + b[:-lag]
 
     def excess(g: float) -> float:
-        return float(np.median(d2 / (base + 2.0 * g))) - _MEDIAN_CHI2_1
+        return float(np.median(d2 / (base + 2.0 * g))) - MEDIAN_CHI2_1
 
     if excess(0.0) <= 0.0:
         return 0.0

@@ -25,8 +25,15 @@ WANDER = [
                 alias="acme/wander")
     for i in range(4)
 ]  # fmt: skip
+# Wander plus the daily cycle every surface behind the alias shares (the users' day).
+CYCLED = [
+    SurfaceSpec(f"cycled-{i}", tau=0.02, rho=0.97, seasonal=0.03, events=(100, 300),
+                buckets=HOURS, alias="acme/cycled")
+    for i in range(4)
+]  # fmt: skip
 SPECS = [
     *WANDER,
+    *CYCLED,
     SurfaceSpec("rollout-days", tau=0.01, events=(100, 300), buckets=HOURS, alias="solo-1",
                 changes=(Change(300, -0.07, ("substrate",), rollout=48),)),
     SurfaceSpec("rollout-week", tau=0.01, events=(100, 300), buckets=HOURS, alias="solo-2",
@@ -48,7 +55,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     path: Path = tmp_path_factory.mktemp("drift-regimes")
     store = open_store(f"chdb://{path}")
     apply_migrations(store)
-    cells = [c for spec in SPECS for c in generate(spec, seed=7)]
+    # The cycled group's draw is one on which corroboration that ignored the cycle read it
+    # as a vendor change on three of the four surfaces.
+    cells = [c for spec in SPECS for c in generate(spec, seed=12 if spec in CYCLED else 7)]
     write_cells(store, cells, ingested_at=dt.datetime(2026, 7, 1))
     yield store
     store.close()
@@ -76,6 +85,18 @@ def test_correlated_wander_without_change_says_nothing_confident(
     noise = report.to_json()["dimensions"][0]["noiseModel"]
     assert noise["kind"] == "ar1" and noise["null"] == "simulated"
     assert noise["rho"] > 0.8 and 0.02 < noise["spread"] < 0.1
+
+
+@pytest.mark.parametrize("bucket", ["hour", "day"])
+@pytest.mark.parametrize("surface", [s.surface_id for s in CYCLED])
+def test_a_shared_daily_cycle_is_not_a_vendor_change(
+    store: Store, surface: str, bucket: str
+) -> None:
+    report = drift(store, surface, bucket)
+    assert [p for p in report.change_points if p.confident and p.source != "noise"] == []
+    for point in report.change_points:
+        assert point.source != "light source", point
+        assert point.corroboration is None or not point.corroboration.corroborated
 
 
 def test_rollout_over_two_days_is_labelled_with_its_layer(store: Store) -> None:
