@@ -13,7 +13,10 @@ key of `substrate`, or a cohort tag `column=value` whose column the surface decl
 (the Guide's diagnostic columns are set that way); any other cohort tag counts by its
 key (the part before `=`, or the whole bare tag); the light source is
 `light_source_id`. An event belongs to the agent by its agent id, or, without one, when
-its surface is one the agent's contract declares.
+its surface is one the agent's contract declares. A routing with `activeRunModes`
+declares its light sources only for the run modes the surface's events in the window
+carry (an observer routed in eval and production is not missing from a window of test
+traffic, and is undeclared there if it answers).
 
 A gap is an item declared and not observed, observed and not declared, a quiet
 declared or inventoried surface, an undeclared observed surface, or an inventoried
@@ -85,9 +88,10 @@ GROUP BY surface_id, kind, id
 ORDER BY surface_id, kind, id
 """
 
-# Per surface of the agent: its events in [since, until).
+# Per surface of the agent: its events in [since, until) and their run modes.
 _SURFACES = f"""
-SELECT surface_id, count() AS events, min(timestamp) AS first_seen, max(timestamp) AS last_seen
+SELECT surface_id, count() AS events, min(timestamp) AS first_seen, max(timestamp) AS last_seen,
+       arraySort(groupUniqArray(run_mode)) AS run_modes
 FROM {EVALUATION_EVENTS.qualified} FINAL
 WHERE {_AGENT_EVENTS}
   AND timestamp >= {{since:DateTime64(9, 'UTC')}} AND timestamp < {{until:DateTime64(9, 'UTC')}}
@@ -105,6 +109,7 @@ class Seen:
     last_seen: dt.datetime | None
     events_before: int = 0
     last_before: dt.datetime | None = None
+    run_modes: frozenset[str] = frozenset()  # a surface's, in the window
 
 
 @dataclass(frozen=True)
@@ -208,13 +213,19 @@ def _capped(items: list[Any], n: int) -> dict[str, Any]:
     return {"count": len(items), "examples": items[:n]}
 
 
-def declared_items(surface: Surface) -> dict[Kind, set[str]]:
-    """What the contract declares of one surface, per kind."""
+def declared_items(
+    surface: Surface, run_modes: frozenset[str] | None = None
+) -> dict[Kind, set[str]]:
+    """What the contract declares of one surface, per kind; light sources only of the
+    routings active in one of `run_modes` (None: every routing)."""
+    routings = [
+        r for r in surface.routings if run_modes is None or any(r.active_in(m) for m in run_modes)
+    ]
     return {
         "dimension": {d.id for d in surface.dimensions},
         "tag": {t.id for t in surface.cohort_tags},
         "column": {c.id for c in surface.substrate_columns},
-        "lightSource": {ls for r in surface.routings for ls in r.light_sources},
+        "lightSource": {ls for r in routings for ls in r.light_sources},
     }
 
 
@@ -234,8 +245,8 @@ def _read_items(store: Store, params: dict[str, Any]) -> dict[str, dict[Kind, di
 
 def _read_surfaces(store: Store, params: dict[str, Any]) -> dict[str, Seen]:
     return {
-        str(surface): Seen(int(n), _when(first), _when(last))
-        for surface, n, first, last in store.query(_SURFACES, params).rows
+        str(surface): Seen(int(n), _when(first), _when(last), run_modes=frozenset(modes))
+        for surface, n, first, last, modes in store.query(_SURFACES, params).rows
     }
 
 
@@ -365,7 +376,7 @@ def _surface_entry(
         "events": _seen_json(events or Seen(0, None, None)),
     }
     retirements: list[dict[str, Any]] = []
-    declared = declared_items(surface)
+    declared = declared_items(surface, events.run_modes if events is not None else None)
     for kind in KINDS:
         lattice, retired = _lattice(declared[kind], seen.get(kind, {}), examples, own)
         entry[FIELD[kind]] = lattice

@@ -42,6 +42,7 @@ class Event:
     light_source: str = ""
     agent: str = "billing-triage"
     tenant: str = DEFAULT_TENANT
+    run_mode: str = "production"
 
 
 @contextmanager
@@ -63,12 +64,12 @@ def insert_events(store: Store, events: Sequence[Event]) -> None:
         event_id = f"evt_{seq:06d}"
         ts = e.at.replace(tzinfo=None)
         rows.append(
-            [e.tenant, event_id, e.surface, e.agent, "production", "production-state", ts,
+            [e.tenant, event_id, e.surface, e.agent, e.run_mode, "production-state", ts,
              e.light_source, dict(e.substrate), list(e.tags), list(e.dims), "stream-1", seq, now]
         )  # fmt: skip
         for dim_id, (passed, score) in e.dims.items():
             dims.append(
-                [e.tenant, event_id, dim_id, passed, score, e.surface, e.agent, "production",
+                [e.tenant, event_id, dim_id, passed, score, e.surface, e.agent, e.run_mode,
                  ts, now]
             )  # fmt: skip
     store.insert(EVALUATION_EVENTS.qualified, rows, EVENT_COLUMNS)

@@ -228,6 +228,45 @@ def test_a_clean_scan_passes_the_gate(tmp_path: Path) -> None:
     assert "gate passed" in text.output
 
 
+def test_routings_declare_their_light_sources_only_in_their_active_run_modes(
+    tmp_path: Path,
+) -> None:
+    # Sonnet answers in every mode; GPT-5 observes in eval and production only.
+    routings = [
+        {"surfaceId": "triage", "lightSourceId": SONNET},
+        {"surfaceId": "triage", "lightSourceId": [SONNET, "openai/gpt-5"],
+         "activeRunModes": ["eval", "production"]},
+    ]  # fmt: skip
+    contract = {
+        "agentId": "billing-triage",
+        "surfaces": [
+            {"id": s, "dimensions": [{"id": "handoff", "type": "boolean"}], "routings": [
+                {**r, "surfaceId": s} for r in routings]}
+            for s in ("triage", "triage-prod", "triage-test")
+        ],
+    }  # fmt: skip
+    ok = {"handoff": (True, None)}
+    path = tmp_path / "store"
+    with migrated_store(path) as store:
+        register(store, "default", parse_contract(contract), SINCE - DAY)
+        insert_events(store, [
+            # test traffic only: the observer is not expected
+            Event("triage", SINCE + DAY, ok, light_source=SONNET, run_mode="test"),
+            # production traffic: the observer is expected, and missing
+            Event("triage-prod", SINCE + DAY, ok, light_source=SONNET),
+            # the observer answering in test mode, where it is not routed
+            Event("triage-test", SINCE + DAY, ok, light_source=SONNET, run_mode="test"),
+            Event("triage-test", SINCE + DAY, ok, light_source="openai/gpt-5", run_mode="test"),
+        ])  # fmt: skip
+    _, report = scan(path)
+    light = {s["id"]: s["lightSources"] for s in report["surfaces"]}
+    assert ids(light["triage"]["declaredNotObserved"]) == []
+    assert ids(light["triage"]["observedNotDeclared"]) == []
+    assert ids(light["triage-prod"]["declaredNotObserved"]) == ["openai/gpt-5"]
+    assert ids(light["triage-test"]["observedNotDeclared"]) == ["openai/gpt-5"]
+    assert report["gaps"] == 2
+
+
 def test_an_agent_without_a_contract_fails_the_gate(data_dir: Path) -> None:
     done = invoke(
         "scan", "--agent", "nobody", "--since", "2026-07-01T00:00:00Z",
