@@ -170,6 +170,14 @@ class NoiseModel(Model):
     null: Literal["permutation", "simulated"]  # how the detection penalty was calibrated
 
 
+class CycleRemoved(Model):
+    """The daily (hour buckets) or weekly (day buckets) cycle taken out of a dimension's
+    series before its change points were sought."""
+
+    period_buckets: int
+    peak_to_trough: float  # of the removed phase profile
+
+
 class DimensionSummary(Model):
     dimension_id: str
     outcome: Literal["passed", "score"]
@@ -180,6 +188,7 @@ class DimensionSummary(Model):
     # False when the series has too few buckets to test: "no change" was not shown.
     tested: bool = True
     noise_model: NoiseModel | None = None  # None when not tested
+    cycle: CycleRemoved | None = None  # None: no cycle removed (too few cycles, or untested)
 
 
 class DriftParameters(Model):

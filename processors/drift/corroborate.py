@@ -29,11 +29,10 @@ from scipy import stats
 from processors.drift.attribution import Corroborate
 from processors.series import changepoint as cp
 from processors.series.cells import SeriesQuery, fetch_alias_series
+from processors.series.cycle import PERIODS, fit_cycle, rates_without
 from schemas.analysis import Corroboration
 from schemas.store import Store
 
-PERIODS = {"hour": 24, "day": 7}  # buckets per cycle: a day of hours, a week of days
-MIN_CYCLES = 8  # cycles a series must span before its cycle is estimated and removed
 PLACEBOS = 60  # placebo windows (at most) a sibling's z is calibrated on
 MIN_PLACEBOS = 8
 NEEDED = 2  # corroborating siblings a silent-vendor label needs (fewer when fewer checked)
@@ -96,17 +95,8 @@ def alias_corroborator(store: Store, query: SeriesQuery, cfg: CorroborationConfi
 
 
 def without_cycle(n: np.ndarray, k: np.ndarray, period: int) -> np.ndarray:
-    """Pass rates per grid row less their phase's mean deviation (row mod `period`), when
-    the series spans `MIN_CYCLES` cycles; a step moves every phase alike, so it stays."""
-    x: np.ndarray = np.divide(k, n, out=np.zeros(len(n)), where=n > 0)
-    if period < 2 or len(n) < MIN_CYCLES * period or n.sum() <= 0:
-        return x
-    phase = np.arange(len(n)) % period
-    events = np.bincount(phase, weights=n, minlength=period)
-    passes = np.bincount(phase, weights=k, minlength=period)
-    profile = np.divide(passes, events, out=np.zeros(period), where=events > 0)
-    profile = np.where(events > 0, profile - k.sum() / n.sum(), 0.0)
-    return np.where(n > 0, x - profile[phase], 0.0)
+    """Pass rates per grid row less their cycle (`series.cycle`)."""
+    return rates_without(fit_cycle(n, k, period), n, k)
 
 
 def sibling(n: np.ndarray, k: np.ndarray, period: int = 0) -> Sibling:

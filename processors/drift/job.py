@@ -32,10 +32,12 @@ from processors.series.cells import (
     event_count,
     fetch_cells,
 )
+from processors.series.cycle import PERIODS, Cycle, fit_cycle, sums_without
 from processors.series.delivery import fetch_loss_windows, staleness_note
 from schemas.analysis import (
     BracketedWindow,
     ChangePoint,
+    CycleRemoved,
     DimensionSummary,
     DriftParameters,
     DriftReport,
@@ -123,6 +125,7 @@ class DimensionTrace:
     tau2: float
     unit_variance: float
     noise: cp.NoiseModel = field(default_factory=lambda: cp.NoiseModel(0.0))
+    cycle: Cycle | None = None
 
 
 @dataclass(frozen=True)
@@ -222,12 +225,12 @@ def analyse_dimension(
     attribution: AttributionConfig,
     corroborate: Corroborate,
 ) -> tuple[_Found, DimensionTrace | None]:
-    buckets = series.bucket_series()
-    if len(buckets) < min_buckets(request):
+    if len(series.index) < min_buckets(request):
         return [], None
+    buckets, cycle = detection_series(series, request.bucket)
     detection = cp.detect(buckets, request.detect_config(), seed=request.seed)
     trace = DimensionTrace(
-        series, detection.levels, detection.tau2, detection.unit_variance, detection.noise
+        series, detection.levels, detection.tau2, detection.unit_variance, detection.noise, cycle
     )
     inflation = float(np.sqrt(1.0 + np.mean(buckets.n) * detection.tau2 / detection.unit_variance))
     found: _Found = []
@@ -239,6 +242,17 @@ def analyse_dimension(
             window = BracketedWindow.of(start, end, reason, why, dimension_id)
         found.append((point, window))
     return merge_rollouts(found), trace
+
+
+def detection_series(series: Series, bucket: str) -> tuple[cp.BucketSeries, Cycle | None]:
+    """The buckets change points are sought in: with the daily / weekly cycle taken out
+    (`series.cycle`) when the window spans enough cycles."""
+    cycle = fit_cycle(series.n, series.y, PERIODS.get(bucket, 0))
+    if cycle is None:
+        return series.bucket_series(), None
+    y, yy = sums_without(cycle, series.n, series.y, series.yy)
+    i = series.index
+    return cp.BucketSeries(series.n[i], y[i], None if series.binary else yy[i]), cycle
 
 
 def _transition_key(point: ChangePoint) -> tuple[object, ...] | None:
@@ -288,6 +302,7 @@ def summarise(
     tau2 = cp.estimate_tau2(buckets) if len(buckets) >= 3 else 0.0
     return DimensionSummary(
         noise_model=noise_summary(trace.noise) if trace is not None else None,
+        cycle=cycle_summary(trace.cycle) if trace is not None else None,
         dimension_id=dimension_id,
         outcome="passed" if series.binary else "score",
         buckets=len(buckets),
@@ -307,6 +322,12 @@ def noise_summary(noise: cp.NoiseModel) -> NoiseModel:
         long_run_sd=float(np.sqrt(noise.long_run_variance if correlated else noise.spread2)),
         null="simulated" if correlated else "permutation",
     )
+
+
+def cycle_summary(cycle: Cycle | None) -> CycleRemoved | None:
+    if cycle is None:
+        return None
+    return CycleRemoved(period_buckets=cycle.period, peak_to_trough=cycle.peak_to_trough)
 
 
 def sparse_brackets(series: Series, min_events: int, dimension_id: str) -> list[BracketedWindow]:

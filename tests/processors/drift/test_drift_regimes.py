@@ -97,6 +97,13 @@ def test_a_shared_daily_cycle_is_not_a_vendor_change(
     for point in report.change_points:
         assert point.source != "light source", point
         assert point.corroboration is None or not point.corroboration.corroborated
+    # Detection ran on the series less its daily cycle; a month of days is too short to
+    # estimate a weekly one.
+    cycle = report.to_json()["dimensions"][0]["cycle"]
+    if bucket == "hour":
+        assert cycle == {"periodBuckets": 24, "peakToTrough": pytest.approx(0.06, abs=0.02)}
+    else:
+        assert cycle is None
 
 
 def test_rollout_over_two_days_is_labelled_with_its_layer(store: Store) -> None:
