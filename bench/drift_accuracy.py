@@ -72,7 +72,7 @@ SCALES = {
         "silent": 10,
         "lonely": 10,
         "lossy": 20,
-        "wander": 3,
+        "wander": 10,  # alias groups of 4 per regime: 40 series, enough to tell 5 % from 8 %
         "wander_steps": 5,
         "rollouts": 3,
     },
