@@ -21,6 +21,7 @@ from schemas.analysis import Interval, Model
 CompareBy = Literal["light-source", "lens"]  # or "substrate:<column>"
 COMPARE_BY: tuple[CompareBy, ...] = ("light-source", "lens")
 OutcomeKind = Literal["pass-fail", "score"]
+Correction = Literal["holm", "none"]  # over the paired comparisons of one report
 MultiplexRole = Literal["primary", "observer"]
 MULTIPLEX_ROLES: tuple[MultiplexRole, ...] = ("primary", "observer")
 
@@ -92,6 +93,9 @@ class PairedComparison(Model):
     test: Literal["mcnemar-exact", "paired-t"]
     p_value: float | None
     significant: bool
+    # The p-value adjusted for the report's family of paired comparisons (Holm), or the
+    # p-value itself with correction "none"; `significant` compares it with alpha.
+    adjusted_p_value: float | None = None
 
 
 class CompareParameters(Model):
@@ -101,6 +105,7 @@ class CompareParameters(Model):
     provenances: list[str]
     alpha: float
     level: float = 0.95
+    correction: Correction = "holm"
 
 
 class CompareReport(Model):

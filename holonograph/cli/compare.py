@@ -12,6 +12,7 @@ import click
 from holonograph.cli.options import (
     EXIT_FINDING,
     RFC3339,
+    choice_of,
     emit_json,
     format_table,
     open_store_or_exit,
@@ -23,7 +24,7 @@ from holonograph.cli.options import (
 from holonograph.cli.tenants import tenant_option, tenant_or_exit
 from processors.compare.job import CompareRequest, compare
 from schemas.analysis import Interval
-from schemas.compare import CompareReport, GroupDimension
+from schemas.compare import CompareReport, Correction, GroupDimension
 
 
 @click.command("compare")
@@ -42,7 +43,14 @@ from schemas.compare import CompareReport, GroupDimension
     type=click.FloatRange(min=0.0, max=1.0, min_open=True, max_open=True),
     default=0.05,
     show_default=True,
-    help="Significance level of each paired test.",
+    help="Family-wise significance level of the paired tests (per test with --correction none).",
+)
+@click.option(
+    "--correction",
+    type=choice_of(Correction),
+    default="holm",
+    show_default=True,
+    help="Adjust the paired tests' p-values for their number (holm) or not (none).",
 )
 @run_mode_option
 @provenance_option
@@ -55,6 +63,7 @@ def compare_command(
     dimension_id: str | None,
     by: str,
     alpha: float,
+    correction: Correction,
     run_modes: tuple[str, ...],
     provenances: tuple[str, ...],
     tenant: str | None,
@@ -71,6 +80,8 @@ def compare_command(
     interval. A call where a vendor has no graded outcome is counted as missing, never
     as a failure; a fallback counts for the vendor that answered.
 
+    The paired p-values are adjusted for their number (Holm) unless --correction none.
+
     Exit 0: no significant paired difference; 1: a paired difference significant at
     --alpha; 2: usage; 3: store unavailable."""
     provenances_read = provenance_filter(provenances)
@@ -84,6 +95,7 @@ def compare_command(
             run_modes=run_modes,
             provenances=provenances_read,
             alpha=alpha,
+            correction=correction,
         )
     except ValueError as err:
         raise click.UsageError(str(err)) from None
@@ -161,6 +173,7 @@ def render(report: CompareReport) -> str:
                 f"{p.missing.primary}/{p.missing.observer}/{p.missing.both}",
                 _interval(p.difference, signed=True),
                 "-" if p.p_value is None else f"{p.p_value:.3g}",
+                "-" if p.adjusted_p_value is None else f"{p.adjusted_p_value:.3g}",
                 "yes" if p.significant else "no",
             ]
             for p in report.paired
@@ -169,17 +182,22 @@ def render(report: CompareReport) -> str:
             format_table(
                 [
                     "dimension", "observer", "primary", "paired", "better/worse/equal",
-                    "missing p/o/both", "difference [95%]", "p", "significant",
+                    "missing p/o/both", "difference [95%]", "p", "adjusted p", "significant",
                 ],
                 rows,
             )
         )  # fmt: skip
     out += [f"note: {n}" for n in report.notes]
     found = report.significant
+    level = f"alpha {report.parameters.alpha:g}" + (
+        f" (Holm over {len(report.paired)} comparisons)"
+        if report.parameters.correction == "holm"
+        else " (each test on its own)"
+    )
     out.append(
-        f"{len(found)} significant difference(s) at alpha {report.parameters.alpha:g}"
+        f"{len(found)} significant difference(s) at {level}"
         if found
-        else f"no significant paired difference at alpha {report.parameters.alpha:g}"
+        else f"no significant paired difference at {level}"
     )
     return "\n".join(out)
 

@@ -5,8 +5,12 @@ Intervals are at 95%: a pass rate's is Wilson's (honest near 0 and 1 and for sma
 counts), a mean score's and a paired mean difference's use Student's t. Paired
 pass/fail differences are tested with McNemar's exact test (the two-sided binomial
 test of improved against regressed calls at 1/2), paired score differences with the
-paired t-test. No correction for the number of comparisons is made: `--alpha` is per
-comparison, and the report lists every p-value.
+paired t-test. A report holds a family of paired comparisons (every observer against
+the primary, on every dimension), and a vendor switch gated on "any of them at 5 %"
+would fire far more often than 5 % of the time; so the p-values are adjusted by Holm's
+step-down method, which keeps the family-wise error at alpha whatever the tests'
+dependence (`--correction none`: each test at alpha on its own). Every raw p-value is
+listed beside its adjusted one.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from schemas.compare import (
     COMPARE_BY,
     CompareParameters,
     CompareReport,
+    Correction,
     GroupDimension,
     GroupSummary,
     Missing,
@@ -51,6 +56,7 @@ class CompareRequest:
     provenances: tuple[str, ...] = ("production-state",)
     alpha: float = 0.05
     tenant_id: str | None = None
+    correction: Correction = "holm"
 
     def __post_init__(self) -> None:
         if self.until <= self.since:
@@ -156,7 +162,8 @@ def compare(store: Store, request: CompareRequest) -> CompareReport:
     groups = _groups(store, params, group, kinds, usual_primary)
     totals = store.query(sql.multiplex_totals_sql(group), params).rows
     calls, without_primary = (int(totals[0][0]), int(totals[0][1])) if totals else (0, 0)
-    paired = _paired(store, params, group, kinds, request.alpha) if kinds else []
+    paired = _paired(store, params, group, kinds) if kinds else []
+    paired = judged(paired, request.alpha, request.correction)
     notes = []
     if not groups:
         notes.append("no events for the surface in the window")
@@ -178,6 +185,7 @@ def compare(store: Store, request: CompareRequest) -> CompareReport:
             run_modes=list(request.run_modes),
             provenances=list(request.provenances),
             alpha=request.alpha,
+            correction=request.correction,
         ),
         events=sum(g.events for g in groups),
         multiplex_calls=calls,
@@ -276,18 +284,41 @@ def _paired(
     params: dict[str, Any],
     group: str,
     kinds: dict[str, OutcomeKind],
-    alpha: float,
 ) -> list[PairedComparison]:
     out = []
     for r in store.query(sql.paired_sql(group), params).dicts():
         kind = kinds.get(str(r["dimension_id"]))
         if kind is None:
             continue
-        out.append(_pair(r, kind, alpha))
+        out.append(_pair(r, kind))
     return out
 
 
-def _pair(r: dict[str, Any], kind: OutcomeKind, alpha: float) -> PairedComparison:
+def holm(p_values: list[float | None]) -> list[float | None]:
+    """Holm's step-down adjusted p-values (None stays None): the k-th smallest of m is
+    multiplied by m - k + 1, capped at 1 and kept non-decreasing in that order."""
+    order = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    out: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * p))
+        out[i] = running
+    return out
+
+
+def judged(
+    paired: list[PairedComparison], alpha: float, correction: Correction
+) -> list[PairedComparison]:
+    """The comparisons with their adjusted p-values and significance at `alpha`."""
+    raw = [p.p_value for p in paired]
+    adjusted = holm(raw) if correction == "holm" else raw
+    return [
+        p.model_copy(update={"adjusted_p_value": a, "significant": a is not None and a < alpha})
+        for p, a in zip(paired, adjusted, strict=True)
+    ]
+
+
+def _pair(r: dict[str, Any], kind: OutcomeKind) -> PairedComparison:
     suffix = "pf" if kind == "pass-fail" else "score"
     paired, improved, regressed = (
         int(r[f"{k}_{suffix}"]) for k in ("paired", "improved", "regressed")
@@ -317,7 +348,7 @@ def _pair(r: dict[str, Any], kind: OutcomeKind, alpha: float) -> PairedCompariso
         difference=difference,
         test="mcnemar-exact" if kind == "pass-fail" else "paired-t",
         p_value=p_value,
-        significant=p_value is not None and p_value < alpha,
+        significant=False,  # judged over the whole family (`judged`)
     )
 
 

@@ -9,8 +9,8 @@ import pytest
 from scipy import stats
 
 from ingest.store.clickhouse import ClickHouseStore
-from processors.compare.job import CompareRequest, compare, mcnemar_exact, wilson
-from schemas.compare import CompareReport, PairedComparison
+from processors.compare.job import CompareRequest, compare, holm, judged, mcnemar_exact, wilson
+from schemas.compare import CompareReport, Missing, PairedComparison
 from testkit import multiplex
 from testkit.multiplex import BETTER, GAPPY, PRIMARY, Call, MultiplexSpec
 
@@ -140,3 +140,37 @@ def test_the_interval_and_test_helpers_match_their_references() -> None:
     assert wilson(0, 0) is None
     assert mcnemar_exact(0, 0) == 1.0
     assert mcnemar_exact(1, 9) == pytest.approx(stats.binomtest(1, 10, 0.5).pvalue)
+
+
+def test_paired_p_values_are_adjusted_over_the_report_family(store: ClickHouseStore) -> None:
+    holm_report, _ = _run(store)
+    raw_report, _ = _run(store, correction="none")
+    assert holm_report.parameters.correction == "holm"
+    assert len(holm_report.paired) >= 4  # two observers on two dimensions
+    expected = holm([p.p_value for p in holm_report.paired])
+    assert [p.adjusted_p_value for p in holm_report.paired] == pytest.approx(expected)
+    for p in holm_report.paired:
+        assert p.p_value is None or (p.adjusted_p_value or 0.0) >= p.p_value
+        assert p.significant == (p.adjusted_p_value is not None and p.adjusted_p_value < 0.05)
+    assert [p.adjusted_p_value for p in raw_report.paired] == [p.p_value for p in raw_report.paired]
+
+
+def test_holm_keeps_the_family_wise_level() -> None:
+    # Sorted: 0.005 x 4, 0.01 x 3, 0.03 x 2, 0.04 x 1, kept non-decreasing.
+    assert holm([0.01, 0.04, 0.03, None, 0.005]) == pytest.approx([0.03, 0.06, 0.06, None, 0.02])
+    assert holm([0.9, 0.6]) == pytest.approx([1.0, 1.0])  # 0.6 x 2 caps at 1, and 0.9 keeps it
+    assert holm([]) == []
+
+
+def test_two_tests_near_alpha_are_not_a_finding_together() -> None:
+    def pair(observer: str, p: float) -> PairedComparison:
+        return PairedComparison(
+            dimension_id="correctness", kind="pass-fail", primary=PRIMARY, observer=observer,
+            calls=100, paired=100, improved=10, regressed=2, equal=88,
+            missing=Missing(primary=0, observer=0, both=0), difference=None,
+            test="mcnemar-exact", p_value=p, significant=False,
+        )  # fmt: skip
+
+    family = [pair("a", 0.03), pair("b", 0.04)]
+    assert [p.significant for p in judged(family, 0.05, "holm")] == [False, False]
+    assert [p.significant for p in judged(family, 0.05, "none")] == [True, True]
