@@ -247,13 +247,15 @@ def _comparison(report: CompareReport) -> str:
                 + _cell(str(p.missing.primary), f"{key}/missing/primary")
                 + _cell(fmt_interval(p.difference), f"{key}/difference")
                 + _cell(fmt_p(p.p_value), f"{key}/pValue")
+                + _cell(fmt_p(p.adjusted_p_value), f"{key}/adjustedPValue")
                 + "</tr>"
             )  # fmt: skip
         html.append("<p>Paired on the same calls (observer minus primary):</p>")
         html.append(
             _table(
                 ["dimension", "observer", "primary", "paired", "better", "worse", "equal",
-                 "missing (observer)", "missing (primary)", "difference [95%]", "p"],
+                 "missing (observer)", "missing (primary)", "difference [95%]", "p",
+                 "adjusted p"],
                 rows,
             )
         )  # fmt: skip

@@ -192,6 +192,7 @@ def test_the_numbers_on_the_page_are_those_of_compare_and_completeness(
         expected[f"{key}/missing/observer"] = str(p["missing"]["observer"])
         expected[f"{key}/difference"] = _interval(p["difference"])
         expected[f"{key}/pValue"] = f"{p['pValue']:.3g}"
+        expected[f"{key}/adjustedPValue"] = f"{p['adjustedPValue']:.3g}"
     totals = outputs["completeness"]["totals"]
     for name in ("streams", "expected", "delivered", "missing", "missingInRange", "duplicates"):
         expected[f"completeness/totals/{name}"] = str(totals[name])
