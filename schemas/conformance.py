@@ -9,7 +9,7 @@ JSON uses the Guide's camelCase names; Python uses snake_case attributes.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
@@ -46,7 +46,8 @@ def strongest(verdicts: Iterable[str]) -> Verdict | None:
     return RANK_VERDICT[max(ranks)] if ranks else None
 
 
-def require_unique(ids: Sequence[str], what: str) -> None:
+def require_unique(ids: Iterable[str], what: str) -> None:
+    """Refuse repeated ids, naming every one repeated."""
     seen: set[str] = set()
     dupes: set[str] = set()
     for item in ids:

@@ -28,6 +28,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from schemas.conformance import require_unique
 from schemas.events import RunMode
 
 DimensionType = Literal["score", "boolean"]
@@ -41,15 +42,6 @@ Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:/@+-]{
 Value = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 Text = Annotated[str, StringConstraints(max_length=2000)]
 MAX_ITEMS = 1000
-
-
-def _require_unique(ids: Iterable[str], what: str) -> None:
-    seen: set[str] = set()
-    dupes: set[str] = set()
-    for item in ids:
-        (dupes if item in seen else seen).add(item)
-    if dupes:
-        raise ValueError(f"duplicate {what}: {', '.join(sorted(dupes))}")
 
 
 class Model(BaseModel):
@@ -92,7 +84,7 @@ class SubstrateColumn(_Declared):
     def _unique_values(self) -> SubstrateColumn:
         if self.values == ():
             raise ValueError(f"values of column {self.id}: at least one (omit it for any value)")
-        _require_unique(self.values or (), f"values of column {self.id}")
+        require_unique(self.values or (), f"values of column {self.id}")
         return self
 
 
@@ -113,10 +105,10 @@ class Routing(Model):
     def _shape(self) -> Routing:
         if not self.light_sources:
             raise ValueError("lightSourceId: at least one light source")
-        _require_unique(self.light_sources, "lightSourceId entries")
+        require_unique(self.light_sources, "lightSourceId entries")
         if self.active_run_modes == ():
             raise ValueError("activeRunModes: at least one run mode (omit it for every mode)")
-        _require_unique(self.active_run_modes or (), "activeRunModes entries")
+        require_unique(self.active_run_modes or (), "activeRunModes entries")
         return self
 
     def active_in(self, run_mode: str) -> bool:
@@ -144,9 +136,9 @@ class Surface(_Declared):
 
     @model_validator(mode="after")
     def _consistent(self) -> Surface:
-        _require_unique((d.id for d in self.dimensions), f"dimension ids in surface {self.id}")
-        _require_unique((t.id for t in self.cohort_tags), f"cohort tags in surface {self.id}")
-        _require_unique(
+        require_unique((d.id for d in self.dimensions), f"dimension ids in surface {self.id}")
+        require_unique((t.id for t in self.cohort_tags), f"cohort tags in surface {self.id}")
+        require_unique(
             (c.id for c in self.substrate_columns), f"substrate column ids in surface {self.id}"
         )
         for routing in self.routings:
@@ -176,7 +168,7 @@ class Contract(Model):
     def _some_unique_surfaces(cls, surfaces: tuple[Surface, ...]) -> tuple[Surface, ...]:
         if not surfaces:
             raise ValueError("a contract declares at least one surface")
-        _require_unique((s.id for s in surfaces), "surface ids")
+        require_unique((s.id for s in surfaces), "surface ids")
         return surfaces
 
     def surface(self, surface_id: str) -> Surface | None:

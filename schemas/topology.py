@@ -17,7 +17,8 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, Field, field_validator, model_validator
 
-from schemas.contracts import MAX_ITEMS, Id, Model, _require_unique
+from schemas.conformance import require_unique
+from schemas.contracts import MAX_ITEMS, Id, Model
 
 InventoryKind = Literal["surface-ids", "dispatch-map"]
 
@@ -52,7 +53,7 @@ class StructuralInventory(Model):
                 )
             if not self.surface_ids:
                 raise ValueError("surfaceIds: at least one surface id")
-            _require_unique(self.surface_ids, "surfaceIds")
+            require_unique(self.surface_ids, "surfaceIds")
         else:
             if self.dispatch_map is None or self.surface_ids is not None:
                 raise ValueError("inventoryKind dispatch-map carries dispatchMap and no surfaceIds")

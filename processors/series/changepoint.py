@@ -92,20 +92,7 @@ def estimate_tau2(series: BucketSeries, unit_variance: float | None = None) -> f
     if len(series) < 3:
         return 0.0
     unit = within_variance(series) if unit_variance is None else unit_variance
-    x = series.rates
-    d2 = np.diff(x) ** 2
-    b = unit / series.n
-    base = b[1:] + b[:-1]
-
-    def excess(tau2: float) -> float:
-        return float(np.median(d2 / (base + 2.0 * tau2))) - MEDIAN_CHI2_1
-
-    if excess(0.0) <= 0.0:
-        return 0.0
-    hi = float(np.max(d2)) + 1e-12
-    while excess(hi) > 0.0:
-        hi *= 4.0
-    return float(optimize.brentq(excess, 0.0, hi, xtol=1e-12))
+    return _variogram(series.rates, unit / series.n, 1)
 
 
 RHO_MATERIAL = 0.2  # below this lag-one correlation the wander counts as independent
