@@ -280,6 +280,17 @@ def fresh_store(directory: Path, server: str | None) -> ClickHouseStore:
     return opened
 
 
+@contextmanager
+def migrated_store(directory: Path) -> Iterator[ClickHouseStore]:
+    """A migrated chDB store in `directory` (reopened as it is when it exists), closed
+    on exit."""
+    store = fresh_store(directory, None)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
 def container_image(name: Literal["kafka", "clickhouse"]) -> str:
     """The pinned image, or the one `HOLONOGRAPH_TEST_KAFKA_IMAGE` /
     `HOLONOGRAPH_TEST_CLICKHOUSE_IMAGE` names (to try another server version)."""

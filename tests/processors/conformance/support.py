@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ingest.store.clickhouse import open_store
 from processors.conformance.eval import DimensionView, EventView
 from schemas.events import DEFAULT_TENANT
-from schemas.migrations import apply_migrations
 from schemas.store import Store
 from schemas.tables import EVALUATION_DIMENSIONS, EVALUATION_EVENTS
 
@@ -45,16 +41,6 @@ DIMENSION_COLUMNS = EVALUATION_DIMENSIONS.pick(
     "timestamp",
     "ingested_at",
 )
-
-
-@contextmanager
-def migrated_store(path: Path) -> Iterator[Store]:
-    store = open_store(f"chdb://{path}")
-    try:
-        apply_migrations(store)
-        yield store
-    finally:
-        store.close()
 
 
 def insert_events(

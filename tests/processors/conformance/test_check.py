@@ -18,6 +18,7 @@ from processors.conformance.check import FixtureNotFound, check_fixture, check_s
 from processors.conformance.eval import EventView, evaluate_event
 from schemas.conformance import VERDICT_ORDER, Fixture
 from schemas.store import Store
+from testkit.backends import migrated_store
 from tests.processors.conformance.support import (
     DIM_STATES,
     JUDGE_STATES,
@@ -25,7 +26,6 @@ from tests.processors.conformance.support import (
     event,
     guide_verdict,
     insert_events,
-    migrated_store,
 )
 
 pytestmark = pytest.mark.clickhouse

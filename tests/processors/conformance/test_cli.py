@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from holonograph.cli import cli
-from tests.processors.conformance.support import event, insert_events, migrated_store
+from testkit.backends import migrated_store
+from tests.processors.conformance.support import event, insert_events
 
 pytestmark = pytest.mark.clickhouse
 EXAMPLES = Path(__file__).parents[3] / "docs" / "examples" / "conformance"

@@ -15,7 +15,8 @@ from click.testing import CliRunner
 
 from holonograph.cli import cli
 from processors.conformance.suite import SuiteError, load_suite
-from tests.processors.conformance.support import T0, event, insert_events, migrated_store
+from testkit.backends import migrated_store
+from tests.processors.conformance.support import T0, event, insert_events
 
 SURFACE = "classify-intent"
 EXAMPLE_SUITE = Path(__file__).parents[3] / "docs" / "examples" / "conformance" / "suite.yaml"

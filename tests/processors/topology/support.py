@@ -5,15 +5,11 @@ what a test says."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from ingest.store.clickhouse import open_store
 from schemas.events import DEFAULT_TENANT
-from schemas.migrations import apply_migrations
 from schemas.store import Store
 from schemas.tables import EVALUATION_DIMENSIONS, EVALUATION_EVENTS
 
@@ -43,16 +39,6 @@ class Event:
     agent: str = "billing-triage"
     tenant: str = DEFAULT_TENANT
     run_mode: str = "production"
-
-
-@contextmanager
-def migrated_store(path: Path) -> Iterator[Store]:
-    store = open_store(f"chdb://{path}")
-    try:
-        apply_migrations(store)
-        yield store
-    finally:
-        store.close()
 
 
 def insert_events(store: Store, events: Sequence[Event]) -> None:

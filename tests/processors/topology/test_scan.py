@@ -15,7 +15,8 @@ from click.testing import CliRunner, Result
 from holonograph.cli import cli
 from schemas.contracts import parse_contract
 from schemas.registry import register
-from tests.processors.topology.support import SINCE, UNTIL, Event, insert_events, migrated_store
+from testkit.backends import migrated_store
+from tests.processors.topology.support import SINCE, UNTIL, Event, insert_events
 
 pytestmark = pytest.mark.clickhouse
 CONTRACT: dict[str, Any] = {
