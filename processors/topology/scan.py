@@ -91,7 +91,7 @@ ORDER BY surface_id, kind, id
 # Per surface of the agent: its events in [since, until) and their run modes.
 _SURFACES = f"""
 SELECT surface_id, count() AS events, min(timestamp) AS first_seen, max(timestamp) AS last_seen,
-       arraySort(groupUniqArray(run_mode)) AS run_modes
+       groupUniqArray(run_mode) AS run_modes
 FROM {EVALUATION_EVENTS.qualified} FINAL
 WHERE {_AGENT_EVENTS}
   AND timestamp >= {{since:DateTime64(9, 'UTC')}} AND timestamp < {{until:DateTime64(9, 'UTC')}}
