@@ -3,7 +3,9 @@
 chDB lets one process open a data directory; `serve` and `sink` publish an admin
 endpoint in `<data-dir>/.holonograph-admin.json` and every other command reaches
 the store through it, implementing the same `Store` protocol. Which token it sends
-decides what it may do: the endpoint runs the read token's queries read-only.
+decides what it may do: the endpoint runs the read token's queries read-only, within
+its read limits (or the lower ones a caller asks for). A call given up (Ctrl-C, the
+timeout) closes its connection, and the endpoint stops the statement.
 """
 
 from __future__ import annotations
@@ -18,8 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from ingest.service.admin_file import ADMIN_FILE
+from ingest.store.limits import ReadLimitExceeded, ReadLimits
 from schemas import jsoncodec
 from schemas.store import QueryResult
+
+# How long a call waits for its answer beyond the query's own time limit.
+_TIMEOUT_MARGIN_SECONDS = 30.0
+_DEFAULT_TIMEOUT_SECONDS = 600.0
 
 
 class AdminError(RuntimeError):
@@ -51,15 +58,27 @@ def _alive(pid: int) -> bool:
 
 class AdminStore:
     """`Store` over HTTP to an owner's admin endpoint, with its read or write token;
-    with `tenant`, queries see only that tenant's rows."""
+    with `tenant`, queries see only that tenant's rows; with `limits`, read-only
+    queries stop at those limits or the endpoint's, whichever is lower."""
 
-    def __init__(self, url: str, base_url: str, token: str, tenant: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        base_url: str,
+        token: str,
+        tenant: str | None = None,
+        limits: ReadLimits | None = None,
+    ) -> None:
         self.url = url
         self._base = base_url.rstrip("/")
         self._token = token
         self._tenant = tenant
+        self._limits = limits
+        self._timeout = _DEFAULT_TIMEOUT_SECONDS
+        if limits is not None and limits.max_execution_time:
+            self._timeout = limits.max_execution_time + _TIMEOUT_MARGIN_SECONDS
 
-    def _call(self, path: str, body: dict[str, Any], timeout: float = 600.0) -> Any:
+    def _call(self, path: str, body: dict[str, Any]) -> Any:
         request = urllib.request.Request(
             self._base + path,
             data=jsoncodec.dumps(body).encode(),
@@ -67,20 +86,30 @@ class AdminStore:
             method="POST",
         )
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
+            with urllib.request.urlopen(request, timeout=self._timeout) as response:
                 return jsoncodec.loads(response.read())
         except urllib.error.HTTPError as err:
-            detail = err.read().decode(errors="replace")
-            with contextlib.suppress(ValueError):
-                detail = json.loads(detail).get("error", detail)
+            detail, limit = err.read().decode(errors="replace"), None
+            with contextlib.suppress(ValueError, AttributeError):
+                reply = json.loads(detail)
+                detail, limit = reply.get("error", detail), reply.get("limit")
+            if isinstance(limit, str):
+                raise ReadLimitExceeded(str(detail), limit) from None
             raise AdminError(f"admin endpoint: {detail}") from None
         except urllib.error.URLError as err:
             raise AdminError(f"admin endpoint {self._base} unreachable: {err.reason}") from None
+        except TimeoutError:
+            raise AdminError(
+                f"admin endpoint {self._base}: no answer within {self._timeout:g}s"
+                " (the call was given up, and with it the statement)"
+            ) from None
 
     def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
         body: dict[str, Any] = {"sql": sql, "parameters": dict(parameters or {})}
         if self._tenant is not None:
             body["tenant"] = self._tenant
+        if self._limits is not None:
+            body["limits"] = self._limits.settings()
         reply = self._call("/admin/query", body)
         return QueryResult(tuple(reply["columns"]), [tuple(r) for r in reply["rows"]])
 

@@ -6,19 +6,27 @@ from pathlib import Path
 
 from holonograph.admin_client import AdminStore, read_admin_file
 from ingest.store.clickhouse import open_store
+from ingest.store.limits import DEFAULT_READ_LIMITS, ReadLimits
 from ingest.store.url import chdb_path, is_embedded
 from schemas.migrations import apply_migrations
 from schemas.store import Store
 
 
 def connect(
-    url: str, *, write: bool = False, migrate: bool = True, tenant: str | None = None
+    url: str,
+    *,
+    write: bool = False,
+    migrate: bool = True,
+    tenant: str | None = None,
+    limits: ReadLimits | None = None,
 ) -> Store:
     """Open the store at `url`, through its owner's admin endpoint when a live
     process holds that embedded directory.
 
     Without `write` the store is read-only, enforced by the server side
-    (`ingest.store.reader`); `tenant` (read-only only) hides every other tenant's rows.
+    (`ingest.store.reader`), within `limits` (default `DEFAULT_READ_LIMITS`; through an
+    owner's endpoint, at most the owner's); `tenant` (read-only only) hides every other
+    tenant's rows.
     Migrations run only where this command may write: with `write`, or on a chDB
     directory no process holds (a server's reader user cannot run DDL)."""
     if write and tenant is not None:
@@ -29,7 +37,7 @@ def connect(
             token = info.get("write_token" if write else "read_token")
             if not isinstance(token, str):
                 raise ConnectionError(f"{chdb_path(url)} is held by a process without tokens")
-            return AdminStore(url, info["url"], token, tenant=tenant)
+            return AdminStore(url, info["url"], token, tenant=tenant, limits=limits)
         if not Path(chdb_path(url)).exists() and not write:
             raise FileNotFoundError(
                 f"no store at {chdb_path(url)} (start `holonograph serve` first)"
@@ -45,7 +53,8 @@ def connect(
         owner = open_store(url)
         try:
             apply_migrations(owner)
-            return open_reader(url, tenant)  # opened before `owner` closes: chDB stays up
+            # Opened before `owner` closes: chDB stays up.
+            return open_reader(url, tenant, limits or DEFAULT_READ_LIMITS)
         finally:
             owner.close()
-    return open_reader(url, tenant)
+    return open_reader(url, tenant, limits or DEFAULT_READ_LIMITS)

@@ -95,6 +95,13 @@ def _is(err: BaseException, module: str, name: str) -> bool:
 
 
 def _store_failure(err: BaseException) -> CommandFailed | None:
+    if _is(err, "ingest.store.limits", "ReadLimitExceeded"):
+        limit = err.limit  # type: ignore[attr-defined]
+        return CommandFailed(
+            f"stopped by the read limit {limit}: {one_line(err)}",
+            EXIT_FINDING,
+            err.hint,  # type: ignore[attr-defined]
+        )
     if _is(err, "holonograph.admin_client", "AdminError"):
         return CommandFailed(f"the store refused: {one_line(err)}", EXIT_UNAVAILABLE)
     if _is(err, "clickhouse_connect.driver.exceptions", "OperationalError"):

@@ -15,6 +15,7 @@ from holonograph.cli.errors import EXIT_UNAVAILABLE as EXIT_UNAVAILABLE
 from holonograph.cli.errors import EXIT_USAGE as EXIT_USAGE
 from holonograph.cli.errors import CommandFailed, expected_failure, one_line
 from ingest.redact import RedactingFormatter, redact, redact_url
+from ingest.store.limits import ReadLimits
 from ingest.store.url import DEFAULT_DATA_DIR, StoreURLError
 from ingest.store.url import store_url as resolve_store_url
 from schemas import jsoncodec
@@ -76,15 +77,50 @@ def store_options(func: F) -> F:
     return func
 
 
+def read_options(func: F) -> F:
+    """`serve` and `sink`: the admin endpoint's query workers and read limits."""
+    options: list[tuple[str, click.ParamType[Any], str]] = [
+        ("--read-workers", click.IntRange(min=1), "Admin queries run at once [4]."),
+        (
+            "--read-max-execution-time",
+            click.FloatRange(min=0),
+            "Seconds a read-only query may run [300; 0: none].",
+        ),
+        (
+            "--read-max-memory-usage",
+            click.IntRange(min=0),
+            "Bytes a read-only query may use [1 GiB; 0: none].",
+        ),
+        (
+            "--read-max-rows-to-read",
+            click.IntRange(min=0),
+            "Rows a read-only query may read [1e10; 0: none].",
+        ),
+        (
+            "--read-max-result-rows",
+            click.IntRange(min=0),
+            "Rows a read-only query may return [1e6; 0: none].",
+        ),
+    ]
+    for flag, kind, help_text in reversed(options):
+        func = click.option(flag, type=kind, help=help_text)(func)
+    return func
+
+
 def open_store_or_exit(
-    store_url: str | None, data_dir: str | None, *, write: bool = False, tenant: str | None = None
+    store_url: str | None,
+    data_dir: str | None,
+    *,
+    write: bool = False,
+    tenant: str | None = None,
+    limits: ReadLimits | None = None,
 ) -> Store:
     """The store named by the options; any failure to reach it is exit 3 (a bad URL: 2)."""
     from holonograph import storeaccess
 
     try:
         url = resolve_store_url(store_url, data_dir)
-        return storeaccess.connect(url, write=write, tenant=tenant)
+        return storeaccess.connect(url, write=write, tenant=tenant, limits=limits)
     except StoreURLError as err:
         raise click.UsageError(str(err)) from None
     except FileNotFoundError as err:  # no store there yet

@@ -2,7 +2,10 @@
 
 Read-only is decided by the store's side (a read-only connection, or the owner's
 read token), so a refused statement is exit 1 and changes nothing; `--tenant T`
-shows only tenant T's rows of every table that has a tenant column."""
+shows only tenant T's rows of every table that has a tenant column. A read-only
+query runs within read limits (time, memory, rows read, rows returned; through
+`serve` or `sink` at most theirs): one it reaches stops the query, exit 1. Ctrl-C
+stops the query in the store too."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import sys
 
 import click
 
+from holonograph.cli.errors import translate
 from holonograph.cli.options import (
     EXIT_FINDING,
     emit_json,
@@ -17,12 +21,35 @@ from holonograph.cli.options import (
     open_store_or_exit,
     store_options,
 )
+from ingest.store.limits import DEFAULT_READ_LIMITS, ReadLimitExceeded, ReadLimits
+
+_LIMITS = DEFAULT_READ_LIMITS
 
 
 @click.command("query")
 @click.argument("sql")
 @click.option("--write", is_flag=True, help="Allow statements that change the store.")
 @click.option("--tenant", metavar="TENANT", help="Only this tenant's rows (read-only).")
+@click.option(
+    "--max-execution-time",
+    type=click.FloatRange(min=0),
+    help=f"Seconds the query may run [{_LIMITS.max_execution_time:g}; 0: none].",
+)
+@click.option(
+    "--max-memory-usage",
+    type=click.IntRange(min=0),
+    help=f"Bytes the query may use [{_LIMITS.max_memory_usage}; 0: none].",
+)
+@click.option(
+    "--max-rows-to-read",
+    type=click.IntRange(min=0),
+    help=f"Rows the query may read [{_LIMITS.max_rows_to_read:.0e}; 0: none].",
+)
+@click.option(
+    "--max-result-rows",
+    type=click.IntRange(min=0),
+    help=f"Rows the query may return [{_LIMITS.max_result_rows:.0e}; 0: none].",
+)
 @store_options
 def query_command(
     sql: str,
@@ -31,15 +58,22 @@ def query_command(
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
+    **limit_flags: float | None,
 ) -> None:
     """Run SQL and print a table (or a JSON array of row objects with --json)."""
     from ingest.redact import redact
 
     if write and tenant is not None:
         raise click.UsageError("--tenant is a read-only view of the store; drop --write")
-    store = open_store_or_exit(store_url, data_dir, write=write, tenant=tenant)
+    given = {name: value for name, value in limit_flags.items() if value is not None}
+    if write and given:
+        raise click.UsageError("read limits apply to read-only queries; drop --write")
+    limits = ReadLimits.from_mapping(given) if given else None
+    store = open_store_or_exit(store_url, data_dir, write=write, tenant=tenant, limits=limits)
     try:
         result = store.query(sql)
+    except ReadLimitExceeded as err:
+        raise translate(err) from None
     except Exception as err:
         click.echo(f"error: {redact(str(err))}", err=True)
         sys.exit(EXIT_FINDING)

@@ -17,6 +17,7 @@ from holonograph.cli.options import (
     choice_of,
     configure_logging,
     invalid_configuration,
+    read_options,
     store_unavailable,
 )
 from holonograph.jobs import periodic_jobs
@@ -169,6 +170,7 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
 )
 @click.option("--grpc-max-concurrent-rpcs", type=int, help="Open gRPC calls [512].")
 @click.option("--json", "as_json", is_flag=True, help="Print the listeners as one JSON object.")
+@read_options
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
     """Receive OTLP traces and store holonograph events (embedded chDB by default)."""

@@ -14,6 +14,7 @@ from holonograph.cli.options import (
     EXIT_FINDING,
     configure_logging,
     invalid_configuration,
+    read_options,
     store_unavailable,
 )
 from holonograph.jobs import periodic_jobs
@@ -99,6 +100,7 @@ async def run_sink(service: SinkService) -> None:
     type=float,
     help="At most one log line per this many seconds summarising dead letters [60].",
 )
+@read_options
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 def sink_command(verbose: bool, **flags: Any) -> None:
     """Consume records from Kafka, write them to the store, commit offsets after."""

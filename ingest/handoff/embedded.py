@@ -23,6 +23,7 @@ the store takes is answered 400). A retryable error fails the commit's requests 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import datetime as dt
 import logging
 from collections.abc import Iterator, Sequence
@@ -95,6 +96,9 @@ class EmbeddedHandoff:
         self._wakeup = asyncio.Event()
         self._closing = False
         self._writer: asyncio.Task[None] | None = None
+        # The commit path's own thread (one writer task: one commit at a time), which no
+        # read, job or admin request shares: slow queries never delay a commit.
+        self._committer = concurrent.futures.ThreadPoolExecutor(1, "commit")
 
     @property
     def inflight_bytes(self) -> int:
@@ -151,6 +155,7 @@ class EmbeddedHandoff:
         if self._writer is not None:
             await self._writer
             self._writer = None
+        self._committer.shutdown(wait=False)
 
     async def _run(self) -> None:
         while True:
@@ -226,7 +231,10 @@ class EmbeddedHandoff:
         return Unavailable(f"store write failed: {_short(error)}", self._retry_after)
 
     async def _insert(self, rows: TableRows) -> None:
-        await asyncio.to_thread(write_rows, self._store, rows)
+        """Every write of the commit path, on its own thread (`_committer`)."""
+        await asyncio.get_running_loop().run_in_executor(
+            self._committer, write_rows, self._store, rows
+        )
 
     async def _split(
         self, taken: list[_Pending], received_at: dt.datetime, error: Exception

@@ -13,13 +13,23 @@ Each request runs on a connection it has to itself (`ingest.store.reader.StoreSe
 never the owner's writing or jobs connection, so nothing a request leaves in its
 session reaches another request or the owner's periodic jobs. The endpoint also
 serves `/healthz`, `/readyz` and `/metrics`.
+
+Requests run on a bounded pool of threads of their own (`workers`), never the one
+the commit path or the periodic jobs use, so however slow the queries, ingest goes
+on; past `workers` running and as many again times three waiting, a request is
+answered 503 with a retry delay. Read-only queries carry the owner's `ReadLimits`
+(a client may ask for lower ones). A client that goes away before its answer (Ctrl-C,
+a timeout, a closed connection) cancels its statement in the store: every statement
+is marked (`ingest.store.reader.Marked`) and killed by that mark.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import json
+import logging
 import os
 import secrets
 import tempfile
@@ -33,21 +43,36 @@ from aiohttp import web
 from ingest.errors import ListenError
 from ingest.redact import redact
 from ingest.service.admin_file import ADMIN_FILE
+from ingest.store.limits import ReadLimitExceeded, ReadLimits
 from ingest.store.querygate import StatementRefused
+from ingest.store.reader import Marked, new_marker
 from schemas import jsoncodec
 from schemas.store import Store
+
+log = logging.getLogger(__name__)
 
 ReadinessCheck = Callable[[], Awaitable[str | None]]
 Role = Literal["read", "write"]
 
+# Requests waiting for a worker, per worker, before more are answered 503.
+WAITING_PER_WORKER = 3
+# How long a cancelled request's statement may take to stop before we say so.
+CANCEL_SECONDS = 10.0
+_RETRY_AFTER_SECONDS = 1
+
 
 class Sessions(Protocol):
     """A connection to the owner's store for one request: `reading` a read-only one
-    (scoped to `tenant` if given), `writing` a writing one."""
+    (scoped to `tenant`, within `limits` and the owner's, if given), `writing` a
+    writing one; `cancel` stops the running statements marked `marker`."""
 
-    def reading(self, tenant: str | None = None) -> AbstractContextManager[Store]: ...
+    def reading(
+        self, tenant: str | None = None, limits: ReadLimits | None = None
+    ) -> AbstractContextManager[Store]: ...
 
     def writing(self) -> AbstractContextManager[Store]: ...
+
+    def cancel(self, marker: str) -> None: ...
 
     def close(self) -> None: ...
 
@@ -64,8 +89,14 @@ class AdminEndpoint:
         read_token: str | None = None,
         write_token: str | None = None,
         degraded: Callable[[], str | None] = lambda: None,
+        workers: int = 4,
     ) -> None:
         self._sessions = sessions
+        self._workers = concurrent.futures.ThreadPoolExecutor(workers, "admin-query")
+        self._max_outstanding = workers * (1 + WAITING_PER_WORKER)
+        self._outstanding = 0
+        # Kills run on a thread of their own: never behind the queries they stop.
+        self._canceller = concurrent.futures.ThreadPoolExecutor(1, "admin-cancel")
         self._metrics = metrics_exposition
         self._readiness = readiness
         self._degraded = degraded
@@ -98,7 +129,8 @@ class AdminEndpoint:
         return app
 
     async def start(self, port: int = 0) -> int:
-        self._runner = web.AppRunner(self.app(), access_log=None)
+        # handler_cancellation: a client that goes away cancels its handler (`_run`).
+        self._runner = web.AppRunner(self.app(), access_log=None, handler_cancellation=True)
         self.port = await start_site(self._runner, "127.0.0.1", port)
         return self.port
 
@@ -142,6 +174,8 @@ class AdminEndpoint:
         if self._public is not None:
             await self._public.cleanup()
             self._public = None
+        self._workers.shutdown(wait=False, cancel_futures=True)
+        self._canceller.shutdown(wait=False)
         if self._sessions is not None:
             await asyncio.to_thread(self._sessions.close)
 
@@ -158,7 +192,14 @@ class AdminEndpoint:
             return "read"
         raise _error(web.HTTPUnauthorized, "bad or missing token")
 
-    def _opener(self, role: Role, *, writes: bool, tenant: str | None = None) -> Opener:
+    def _opener(
+        self,
+        role: Role,
+        *,
+        writes: bool,
+        tenant: str | None = None,
+        limits: ReadLimits | None = None,
+    ) -> Opener:
         """How this request's connection is opened: read-only for the read token and
         for a tenant's view, writing only for the write token."""
         sessions = self._sessions
@@ -167,7 +208,9 @@ class AdminEndpoint:
         if writes and role != "write":
             raise _error(web.HTTPForbidden, "refused: the read token cannot write (use --write)")
         if role == "read" or tenant is not None:
-            return functools.partial(sessions.reading, tenant)
+            return functools.partial(sessions.reading, tenant, limits)
+        if limits is not None:
+            raise _error(web.HTTPBadRequest, "read limits apply to read-only queries")
         return sessions.writing
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
@@ -180,19 +223,56 @@ class AdminEndpoint:
         return body
 
     async def _run(self, open_session: Opener, work: Callable[[Store], Any]) -> web.Response:
-        """`work` on a connection this request has to itself."""
+        """`work` on a connection this request has to itself, on a worker thread; if
+        the client goes away first, its statement is stopped in the store."""
+        if self._outstanding >= self._max_outstanding:
+            raise _error(
+                web.HTTPServiceUnavailable,
+                f"{self._outstanding} admin requests are running or waiting; retry later",
+                headers={"Retry-After": str(_RETRY_AFTER_SECONDS)},
+            )
+        marker = new_marker()
 
         def run() -> Any:
             with open_session() as store:
-                return work(store)
+                return work(Marked(store, marker))
 
+        self._outstanding += 1
+        running = self._workers.submit(run)
         try:
-            result = await asyncio.to_thread(run)
+            result = await asyncio.wrap_future(running)
+        except asyncio.CancelledError:
+            if not running.cancel():  # started: stop it in the store, not just here
+                await self._stop(marker, running)
+            raise
         except StatementRefused as err:
             return web.json_response({"error": str(err)}, status=403)
+        except ReadLimitExceeded as err:
+            return web.json_response({"error": redact(str(err)), "limit": err.limit}, status=422)
         except Exception as err:
             return web.json_response({"error": redact(str(err))}, status=400)
+        finally:
+            self._outstanding -= 1
         return web.Response(text=jsoncodec.dumps(result), content_type="application/json")
+
+    async def _stop(self, marker: str, running: concurrent.futures.Future[Any]) -> None:
+        """Kill the marked statement until its worker is done (a statement that had not
+        reached the server's process list yet is killed at the next try)."""
+        sessions, loop = self._sessions, asyncio.get_running_loop()
+        assert sessions is not None
+        deadline = loop.time() + CANCEL_SECONDS
+        finished = asyncio.wrap_future(running)
+        # Its outcome (the store's "query was cancelled") is nobody's to read.
+        finished.add_done_callback(lambda done: done.cancelled() or done.exception())
+        while not finished.done() and loop.time() < deadline:
+            try:
+                await loop.run_in_executor(self._canceller, sessions.cancel, marker)
+            except Exception as err:
+                log.warning("cancelling an abandoned admin request failed: %s", redact(str(err)))
+                return
+            await asyncio.wait([finished], timeout=0.2)
+        if not finished.done():
+            log.warning("an abandoned admin request still runs after %gs", CANCEL_SECONDS)
 
     async def _query(self, request: web.Request) -> web.Response:
         role = self._role(request)
@@ -204,12 +284,14 @@ class AdminEndpoint:
         )
         if tenant is not None and not isinstance(tenant, str):
             raise _error(web.HTTPBadRequest, "tenant must be a string")
+        limits = _limits(body.get("limits"))
 
         def work(store: Store) -> dict[str, Any]:
             result = store.query(sql, params)
             return {"columns": list(result.column_names), "rows": [list(r) for r in result.rows]}
 
-        return await self._run(self._opener(role, writes=False, tenant=tenant), work)
+        opener = self._opener(role, writes=False, tenant=tenant, limits=limits)
+        return await self._run(opener, work)
 
     async def _command(self, request: web.Request) -> web.Response:
         open_session = self._opener(self._role(request), writes=True)
@@ -257,5 +339,21 @@ async def start_site(runner: web.AppRunner, host: str, port: int) -> int:
     return bound
 
 
-def _error(kind: type[web.HTTPError], message: str) -> web.HTTPError:
-    return kind(text=json.dumps({"error": message}), content_type="application/json")
+def _limits(value: Any) -> ReadLimits | None:
+    """A client's own (lower) read limits, from the request's `limits` object."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _error(web.HTTPBadRequest, "limits must be a JSON object")
+    try:
+        return ReadLimits.from_mapping(value)
+    except ValueError as err:
+        raise _error(web.HTTPBadRequest, str(err)) from None
+
+
+def _error(
+    kind: type[web.HTTPError], message: str, headers: dict[str, str] | None = None
+) -> web.HTTPError:
+    return kind(
+        text=json.dumps({"error": message}), content_type="application/json", headers=headers
+    )

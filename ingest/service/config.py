@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ingest.store.limits import DEFAULT_READ_LIMITS, ReadLimits
 from ingest.store.retention import parse_retention
 from ingest.store.url import DEFAULT_DATA_DIR, store_url
 from schemas.topics import (
@@ -99,9 +100,24 @@ class ServiceSettings(KafkaSettings):
     # At most one log line per this many seconds summarising rejected spans (the sink:
     # dead-lettered records).
     rejection_log_seconds: float = Field(60.0, gt=0)
+    # Queries through the admin endpoint: how many run at once (on threads of their own,
+    # never the commit path's), and the limits of each read-only one (0: none).
+    read_workers: int = Field(4, gt=0, le=64)
+    read_max_execution_time: float = Field(DEFAULT_READ_LIMITS.max_execution_time, ge=0)
+    read_max_memory_usage: int = Field(DEFAULT_READ_LIMITS.max_memory_usage, ge=0)
+    read_max_rows_to_read: int = Field(DEFAULT_READ_LIMITS.max_rows_to_read, ge=0)
+    read_max_result_rows: int = Field(DEFAULT_READ_LIMITS.max_result_rows, ge=0)
 
     def store_url(self) -> str:
         return store_url(self.store, self.data_dir)
+
+    def read_limits(self) -> ReadLimits:
+        return ReadLimits(
+            max_execution_time=self.read_max_execution_time,
+            max_memory_usage=self.read_max_memory_usage,
+            max_rows_to_read=self.read_max_rows_to_read,
+            max_result_rows=self.read_max_result_rows,
+        )
 
 
 class ServeConfig(ServiceSettings):

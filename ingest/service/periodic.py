@@ -6,11 +6,16 @@ period), is retried next period, and leaves the service *degraded*: `/readyz` st
 answers 200 (ingest works, a probe must not take the receiver out of rotation for a
 stale report) but says `degraded` with the job, since when and why, until a run
 succeeds again, which is logged too.
+
+Jobs run on threads of their own (one per job, as each job's runs follow one
+another), never the commit path's or the admin endpoint's: a long job delays
+neither ingest nor a query, and a burst of queries never delays a job.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import datetime as dt
 import logging
@@ -64,6 +69,9 @@ class PeriodicJobs:
         self._jobs = list(jobs)
         self._clock = clock
         self._tasks: list[asyncio.Task[None]] = []
+        self._threads = concurrent.futures.ThreadPoolExecutor(
+            max(1, len(self._jobs)), "periodic-job"
+        )
         self.health = {job.name: JobHealth() for job in self._jobs}
         registry = registry or CollectorRegistry()
         self._failing = Gauge(
@@ -91,6 +99,7 @@ class PeriodicJobs:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        self._threads.shutdown(wait=False)
 
     def degraded(self) -> str | None:
         """Why the service is degraded (every failing job), or None."""
@@ -105,7 +114,8 @@ class PeriodicJobs:
     async def run_once(self, job: Periodic, store: Store) -> None:
         """One run of `job`, its outcome recorded; never raises for a failing job."""
         try:
-            await asyncio.to_thread(job.run, store, self._clock())
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._threads, job.run, store, self._clock())
         except Exception as err:
             log.debug("periodic job %s failed", job.name, exc_info=err)  # the trace, with -v
             self._record_failure(job, describe(err))

@@ -171,9 +171,17 @@ class ReceiverService:
             config.max_request_bytes,
             config.body_timeout_seconds,
         )
-        sessions = StoreSessions(self.store.url) if self.store is not None else None
+        sessions = (
+            StoreSessions(self.store.url, limits=config.read_limits())
+            if self.store is not None
+            else None
+        )
         self._admin = AdminEndpoint(
-            sessions, self.metrics.exposition, self._readiness, degraded=self.jobs.degraded
+            sessions,
+            self.metrics.exposition,
+            self._readiness,
+            degraded=self.jobs.degraded,
+            workers=config.read_workers,
         )
         self.listeners.admin_port = await self._admin.start(config.admin_port)
         if config.metrics_port is not None:

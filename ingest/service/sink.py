@@ -80,10 +80,11 @@ class SinkService:
         # Periodic jobs get their own connection (see reopen); admin requests never use it.
         self._side = await asyncio.to_thread(self.store.reopen)
         self._admin = AdminEndpoint(
-            StoreSessions(self.store.url),
+            StoreSessions(self.store.url, limits=self.config.read_limits()),
             self.metrics.exposition,
             self._readiness,
             degraded=self.jobs.degraded,
+            workers=self.config.read_workers,
         )
         self.admin_port = await self._admin.start(self.config.admin_port)
         if self.config.metrics_port is not None:

@@ -11,12 +11,18 @@ passes `ingest.store.querygate` first.
 A tenant-scoped reader sees only that tenant's rows in every `holonograph` table
 that has a `tenant_id` column (found at open, not listed here), through the
 server's `additional_table_filters` setting.
+
+Every reader carries its `ReadLimits` the same way (`ingest.store.limits`): a query
+that reaches one is stopped by the server with `ReadLimitExceeded`, and the
+connection goes on serving. A statement run for a client that may go away carries a
+marker (`marked`), so `cancel_marked` can find it in `system.processes` and stop it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import secrets
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -25,6 +31,7 @@ from clickhouse_connect.driver.binding import external_bind_re, format_query_val
 from clickhouse_connect.driver.client import Client
 
 from ingest.store.clickhouse import connect_client, open_store
+from ingest.store.limits import DEFAULT_READ_LIMITS, ReadLimitExceeded, ReadLimits, limit_hit
 from ingest.store.querygate import StatementRefused, check_statement
 from ingest.store.url import is_embedded, normalize_store_url
 from schemas.store import QueryResult, Store
@@ -45,9 +52,11 @@ class ReadOnlyStore:
         table_functions: frozenset[str],
         request_settings: Mapping[str, Any],
         tenant: str | None,
+        limits: ReadLimits = DEFAULT_READ_LIMITS,
     ) -> None:
         self.url = url
         self.tenant = tenant
+        self.limits = limits
         self._client = client
         self._table_functions = table_functions
         self._settings = dict(request_settings)
@@ -59,12 +68,18 @@ class ReadOnlyStore:
         with self._lock:
             check_statement(
                 self._client,
-                sql,
+                unmarked(sql),  # the caller's text: parser positions count from its start
                 params,
                 settings=self._settings,
                 table_functions=self._table_functions,
             )
-            result = self._client.query(sql, parameters=params, settings=self._settings)
+            try:
+                result = self._client.query(sql, parameters=params, settings=self._settings)
+            except Exception as err:
+                limit = limit_hit(err)
+                if limit is None:
+                    raise
+                raise ReadLimitExceeded(_first_line(err), limit) from None
         return QueryResult(tuple(result.column_names), [tuple(r) for r in result.result_rows])
 
     def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> None:
@@ -93,8 +108,11 @@ def _check_parameters(sql: str, parameters: Mapping[str, Any]) -> None:
         raise StatementRefused("refused: parameters bind on the server only, as {name:Type}")
 
 
-def open_reader(url: str, tenant: str | None = None) -> ReadOnlyStore:
-    """A new read-only connection to the store at `url`, scoped to `tenant` if given."""
+def open_reader(
+    url: str, tenant: str | None = None, limits: ReadLimits = DEFAULT_READ_LIMITS
+) -> ReadOnlyStore:
+    """A new read-only connection to the store at `url`, scoped to `tenant` if given,
+    every query within `limits`."""
     url = normalize_store_url(url)
     embedded = is_embedded(url)
     client = connect_client(url, session=embedded)
@@ -104,6 +122,7 @@ def open_reader(url: str, tenant: str | None = None) -> ReadOnlyStore:
         settings: dict[str, Any] = {}
         if filters:
             settings["additional_table_filters"] = filters
+        settings.update(_limit_settings(client, limits, embedded))
         settings["readonly"] = 1  # last: with it set, nothing can be changed any more
         if embedded:
             for name, value in settings.items():
@@ -118,6 +137,95 @@ def open_reader(url: str, tenant: str | None = None) -> ReadOnlyStore:
         table_functions=table_functions,
         request_settings=settings,
         tenant=tenant,
+        limits=limits,
+    )
+
+
+def _limit_settings(client: Client, limits: ReadLimits, embedded: bool) -> dict[str, Any]:
+    """The limits as session (chDB) or request (server) settings. A server user whose
+    profile is already read-only may change no setting: its profile's limits apply
+    (`deploy/clickhouse/users.d/holonograph.xml` sets them for `holonograph_reader`)."""
+    settings = limits.settings()
+    if not embedded:
+        # The server stops a read when its HTTP client goes away (Ctrl-C, a deadline).
+        settings["cancel_http_readonly_queries_on_client_close"] = 1
+        known = client.server_settings
+        settings = {k: v for k, v in settings.items() if k in known and not known[k].readonly}
+    return settings
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+MARK = "holonograph-request"
+_MARKER = re.compile(r"^[0-9a-f]{32}$")
+
+
+def new_marker() -> str:
+    """A random marker for the statements of one client request."""
+    return secrets.token_hex(16)
+
+
+class Marked:
+    """`store` whose statements start with the comment `/* holonograph-request <marker> */`
+    on a line of its own, by which `cancel_marked` finds them. A comment changes nothing
+    of what runs; it leads, since an INSERT's inline data runs to the end of the text."""
+
+    def __init__(self, store: Store, marker: str) -> None:
+        if not _MARKER.match(marker):
+            raise ValueError("a marker is 32 lower-case hex digits")
+        self.url = store.url
+        self._store = store
+        self._prefix = f"/* {MARK} {marker} */\n"
+
+    def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
+        return self._store.query(self._prefix + sql, parameters)
+
+    def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> None:
+        self._store.command(self._prefix + sql, parameters)
+
+    def insert(
+        self,
+        table: str,
+        rows: Sequence[Sequence[Any]],
+        column_names: Sequence[str],
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._store.insert(table, rows, column_names, settings)
+
+    def close(self) -> None:
+        """Nothing: the connection belongs to whoever opened it."""
+
+
+_MARKED = re.compile(rf"^/\* {MARK} [0-9a-f]{{32}} \*/\n")
+
+
+def unmarked(sql: str) -> str:
+    """`sql` without the leading marker `Marked` gave it (the rest is what the caller
+    sent; the marker before it is a closed comment, which changes nothing)."""
+    return _MARKED.sub("", sql, count=1)
+
+
+def cancel_marked(store: Store, marker: str) -> None:
+    """Ask the server to stop every running statement that carries `marker` (a writing
+    connection: a read-only one may not KILL). The marker is spelled in two literals,
+    so this statement, also in `system.processes`, does not match itself."""
+    if not _MARKER.match(marker):
+        raise ValueError("a marker is 32 lower-case hex digits")
+    store.command(f"KILL QUERY WHERE position(query, concat('{MARK} ', '{marker}')) > 0 ASYNC")
+
+
+def running_marked(store: Store, marker: str) -> int:
+    """How many statements carrying `marker` the server is running."""
+    if not _MARKER.match(marker):
+        raise ValueError("a marker is 32 lower-case hex digits")
+    return int(
+        store.query(
+            "SELECT count() FROM system.processes"
+            f" WHERE position(query, concat('{MARK} ', '{marker}')) > 0"
+        ).scalar()
     )
 
 
@@ -156,16 +264,21 @@ class StoreSessions:
     another request or the owner's own jobs.
 
     A writer is opened for each request and closed after it. Read-only connections
-    without a tenant are kept for later requests (at most `keep` idle): their session
-    is fixed when they open (readonly=1) and nothing the gate lets through can change
-    it. Tenant-scoped ones are opened per request, so their filter covers every
-    tenant-bearing table that exists at that moment."""
+    without a tenant and with the owner's `limits` are kept for later requests (at
+    most `keep` idle): their session is fixed when they open (readonly=1) and nothing
+    the gate lets through can change it. Tenant-scoped ones, and those with a client's
+    lower limits, are opened per request, so a filter covers every tenant-bearing table
+    that exists at that moment. `cancel` stops a request's marked statements from a
+    control connection of its own."""
 
-    def __init__(self, url: str, keep: int = 4) -> None:
+    def __init__(self, url: str, keep: int = 4, limits: ReadLimits = DEFAULT_READ_LIMITS) -> None:
         self.url = url
+        self.limits = limits
         self._keep = keep
         self._idle: list[ReadOnlyStore] = []
         self._lock = threading.Lock()
+        self._control: Store | None = None
+        self._control_lock = threading.Lock()
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[Store]:
@@ -176,9 +289,12 @@ class StoreSessions:
             store.close()
 
     @contextlib.contextmanager
-    def reading(self, tenant: str | None = None) -> Iterator[Store]:
-        if tenant is not None:
-            scoped = open_reader(self.url, tenant)
+    def reading(
+        self, tenant: str | None = None, limits: ReadLimits | None = None
+    ) -> Iterator[Store]:
+        limits = (limits or self.limits).within(self.limits)
+        if tenant is not None or limits != self.limits:
+            scoped = open_reader(self.url, tenant, limits)
             try:
                 yield scoped
             finally:
@@ -186,7 +302,7 @@ class StoreSessions:
             return
         with self._lock:
             reader = self._idle.pop() if self._idle else None
-        reader = reader or open_reader(self.url)
+        reader = reader or open_reader(self.url, limits=self.limits)
         try:
             yield reader
         finally:
@@ -197,8 +313,19 @@ class StoreSessions:
             if not kept:
                 reader.close()
 
+    def cancel(self, marker: str) -> None:
+        """Stop the statements of the request marked `marker` (see `Marked`)."""
+        with self._control_lock:
+            if self._control is None:
+                self._control = open_store(self.url)
+            cancel_marked(self._control, marker)
+
     def close(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
         for reader in idle:
             reader.close()
+        with self._control_lock:
+            control, self._control = self._control, None
+        if control is not None:
+            control.close()
