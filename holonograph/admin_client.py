@@ -11,14 +11,17 @@ timeout) closes its connection, and the endpoint stops the statement.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ingest.filecheck import UnsafeFile, check_private
 from ingest.service.admin_file import ADMIN_FILE
 from ingest.store.limits import ReadLimitExceeded, ReadLimits
 from schemas import jsoncodec
@@ -34,16 +37,37 @@ class AdminError(RuntimeError):
 
 
 def read_admin_file(data_dir: Path) -> dict[str, Any] | None:
-    """The published endpoint of a live owner of `data_dir`, or None."""
+    """The published endpoint of a live owner of `data_dir`, or None.
+
+    The file carries tokens and gets this command's SQL, so it is used only when it
+    and its directory are this user's alone (`UnsafeFile` otherwise): another user who
+    could write either could plant an endpoint of theirs."""
     path = data_dir / ADMIN_FILE
     try:
-        info: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
         return None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise UnsafeFile(path, "refusing the admin endpoint file: a symbolic link") from None
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        check_private(os.stat(data_dir), data_dir, "the data directory of the admin file")
+        check_private(os.fstat(fd), path, "the admin endpoint file")
+        try:
+            info = json.loads(handle.read())
+        except ValueError:
+            return None
+    if not isinstance(info, dict) or not _loopback(info.get("url")):
+        raise UnsafeFile(path, "refusing the admin endpoint file: its endpoint is not loopback")
     pid = int(info.get("pid", 0))
     if pid <= 0 or not _alive(pid):
         return None
     return info
+
+
+def _loopback(url: Any) -> bool:
+    return isinstance(url, str) and bool(re.fullmatch(r"http://127\.0\.0\.1:\d{1,5}", url))
 
 
 def _alive(pid: int) -> bool:

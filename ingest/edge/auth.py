@@ -4,18 +4,22 @@ The tokens file (YAML, mode 0600) lists entries of a tenant, the agent ids its
 token may write (or "*") and an optional rate limit; each entry holds the token's
 hex SHA-256 (`token_sha256`, so the file need hold no secret) or the token itself
 (`token`). Only digests are kept in memory; a presented token is hashed and
-compared with every digest in constant time. The file is reloaded when it changes;
-a new file that does not parse keeps the old tokens and logs why.
+compared with every digest in constant time. The file is reloaded when it changes
+(content, owner or mode); a new file that does not parse, or that another user owns
+or could write (`ingest.filecheck`), keeps the old tokens and logs why. No message
+about the file quotes it: YAML and validation errors say where, never what.
 
 Without a tokens file every request is `ANONYMOUS` (tenant `default`).
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import hmac
 import logging
 import os
+import re
 import stat
 import time
 from collections.abc import Callable
@@ -28,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ingest.errors import Unauthenticated
 from ingest.export.principal import ANONYMOUS, Principal
+from ingest.filecheck import UnsafeFile, read_trusted
 
 log = logging.getLogger(__name__)
 
@@ -90,24 +95,73 @@ class TokensFile(BaseModel):
         return self
 
 
-def _file_signature(path: Path) -> tuple[int, int, int]:
+Signature = tuple[int, ...]
+
+
+def _file_signature(path: Path) -> Signature:
+    """What changes when the file's content, owner or mode does (a chmod changes ctime)."""
     info = os.stat(path)
-    return info.st_mtime_ns, info.st_size, info.st_ino
+    return info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_ino, info.st_mode, info.st_uid
+
+
+_FIELDS = frozenset(TokensFile.model_fields) | frozenset(TokenEntry.model_fields)
+_QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
+# What PyYAML quotes that cannot be part of a token: punctuation it expected or found,
+# its own names of YAML tokens (<block end>).
+_SYNTAX = re.compile(r"[^A-Za-z0-9]{1,3}|\\[tnr]|<[a-z ]+>")
+
+
+def _mask(match: re.Match[str]) -> str:
+    quoted = match[1] if match[1] is not None else match[2]
+    return match[0] if _SYNTAX.fullmatch(quoted) else "'…'"
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """Where the YAML is broken and what kind of break, quoting none of it (PyYAML's own
+    message shows the line, which may hold a plaintext token)."""
+    problem = getattr(err, "problem", None) or "not valid YAML"
+    text = _QUOTED.sub(_mask, str(problem))
+    mark = getattr(err, "problem_mark", None)
+    if mark is not None:
+        text += f" at line {mark.line + 1}, column {mark.column + 1}"
+    return text
+
+
+def _validation_problem(err: ValidationError) -> str:
+    """The first problem, its place named only by the format's own fields and list
+    indexes (an unknown key may be a token pasted in the wrong place)."""
+    first = err.errors()[0]
+    parts = [p if isinstance(p, int) or p in _FIELDS else "…" for p in first["loc"]]
+    where = ".".join(map(str, parts)) or "file"
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        key = str(first["loc"][-1]) if first["loc"] else ""
+        close = difflib.get_close_matches(key, TokenEntry.model_fields, n=1)
+        known = ", ".join(sorted(TokenEntry.model_fields))
+        message = (
+            f"unknown field (did you mean {close[0]}?)"
+            if close
+            else (f"unknown field (the fields are {known})")
+        )
+    return f"{where}: {message}"
 
 
 def load_tokens(path: Path) -> list[tuple[bytes, Principal]]:
     """(SHA-256 digest, principal) of every entry; `TokensFileError` says what is wrong."""
     try:
-        document = yaml.safe_load(path.read_text())
+        raw = read_trusted(path, "tokens file")
+        document = yaml.safe_load(raw.decode("utf-8"))
         entries = TokensFile.model_validate(document).tokens
+    except UnsafeFile as err:
+        raise TokensFileError(err.strerror) from None
     except OSError as err:
         raise TokensFileError(f"tokens file {path}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise TokensFileError(f"tokens file {path} is not UTF-8 (byte {err.start})") from None
     except yaml.YAMLError as err:
-        raise TokensFileError(f"tokens file {path} is not YAML: {err}") from None
+        raise TokensFileError(f"tokens file {path} is not YAML: {_yaml_problem(err)}") from None
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "file"
-        raise TokensFileError(f"tokens file {path}: {where}: {first['msg']}") from None
+        raise TokensFileError(f"tokens file {path}: {_validation_problem(err)}") from None
     mode = stat.S_IMODE(os.stat(path).st_mode)
     if mode & 0o077 and any(e.token is not None for e in entries):
         log.warning("tokens file %s holds plaintext tokens and is mode %o: chmod 600", path, mode)
@@ -136,7 +190,7 @@ class RateLimitedLog:
 
 @dataclass
 class _Tokens:
-    signature: tuple[int, int, int]
+    signature: Signature
     entries: list[tuple[bytes, Principal]]
 
 
@@ -153,7 +207,7 @@ class Authenticator:
         self._on_failure = on_failure
         self._log = RateLimitedLog(monotonic=monotonic)
         self._tokens: _Tokens | None = None
-        self._refused_signature: tuple[int, int, int] | None = None
+        self._refused_signature: Signature | None = None
         if tokens_file is not None:
             self._tokens = _Tokens(_file_signature(tokens_file), load_tokens(tokens_file))
 

@@ -1,7 +1,9 @@
 """TLS for both OTLP listeners, with certificates rotated without a restart.
 
 The files (certificate chain, key, optional client CA for mTLS) are loaded at start;
-a bad set is a configuration error. `reload_if_changed` (called periodically by the
+a bad set is a configuration error, and so is one another user owns or could write,
+or a private key of this user's that group or others may read (`ingest.filecheck`,
+as OpenSSH checks its keys). `reload_if_changed` (called periodically by the
 service) loads them again when their stat signature changed; a set that does not
 load (a key not matching its certificate half-way through a rotation, say) keeps
 the old one and logs why. New connections then use the new set, existing ones
@@ -25,6 +27,8 @@ from pathlib import Path
 
 import grpc
 
+from ingest.filecheck import UnsafeFile, check_trusted
+
 log = logging.getLogger(__name__)
 
 VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
@@ -47,21 +51,38 @@ class TlsFiles:
 
 @dataclass(frozen=True)
 class _Material:
-    signature: tuple[tuple[int, int, int], ...]
+    signature: Signature
     context: ssl.SSLContext
     cert_chain: bytes
     key: bytes
     client_ca: bytes | None
 
 
-def _signature(files: TlsFiles) -> tuple[tuple[int, int, int], ...]:
+Signature = tuple[tuple[int, ...], ...]
+
+
+def _signature(files: TlsFiles) -> Signature:
+    """Changes with each file's content, owner or mode (a chmod changes ctime)."""
     stats = [os.stat(path) for path in files.paths()]
-    return tuple((s.st_mtime_ns, s.st_size, s.st_ino) for s in stats)
+    return tuple(
+        (s.st_mtime_ns, s.st_ctime_ns, s.st_size, s.st_ino, s.st_mode, s.st_uid) for s in stats
+    )
+
+
+def _check(files: TlsFiles) -> None:
+    try:
+        check_trusted(files.cert_file, "TLS certificate file")
+        check_trusted(files.key_file, "TLS private key", secret=True)
+        if files.client_ca_file is not None:
+            check_trusted(files.client_ca_file, "TLS client CA file")
+    except UnsafeFile as err:
+        raise TlsError(err.strerror) from None
 
 
 def _load(files: TlsFiles) -> _Material:
     try:
         signature = _signature(files)
+        _check(files)
         cert_chain = files.cert_file.read_bytes()
         key = files.key_file.read_bytes()
         client_ca = files.client_ca_file.read_bytes() if files.client_ca_file else None
@@ -86,7 +107,7 @@ class ServerTls:
         self._material = _load(files)
         self.generation = 0
         self._served_generation = 0
-        self._refused: tuple[tuple[int, int, int], ...] | None = None
+        self._refused: Signature | None = None
 
     @property
     def mutual(self) -> bool:

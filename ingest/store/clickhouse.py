@@ -129,7 +129,13 @@ def own_data_dir(path: Path) -> None:
 
     chDB creates its directories and files with the process umask, so the process
     that holds an embedded store keeps umask 077 (0700 directories, 0600 files) from
-    here on; the directory itself is set to 0700 even if it existed before."""
+    here on; the directory itself is set to 0700 even if it existed before. One that
+    exists and another user owns, or group or others may write, is refused
+    (`UnsafeFile`): someone else could have planted files in it."""
+    from ingest.filecheck import check_owned_dir
+
     os.umask(0o077)
+    if path.exists():
+        check_owned_dir(path, "data directory")
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     path.chmod(0o700)

@@ -57,6 +57,7 @@ def test_bad_edge_files_are_configuration_errors(
     tmp_path: Path, files: dict[str, str], problem: str
 ) -> None:
     (tmp_path / "junk.pem").write_text("not a certificate\n")
+    (tmp_path / "junk.pem").chmod(0o600)  # a key file others may read is refused before
     (tmp_path / "tokens.yaml").write_text("tokens:\n  - token: x\n    agents: '*'\n")
     args = [part for flag, name in files.items() for part in (flag, str(tmp_path / name))]
     done = run_to_exit(*args, data_dir=tmp_path / "data")

@@ -124,7 +124,15 @@ def test_tokens_file_holds_hashes_or_tokens_and_yields_principals(tokens_file: P
         ),
         ("tokens:\n  - tenant: a\n    token_sha256: 'xyz'\n    agents: '*'\n", "token_sha256"),
         ("tokens:\n  - tenant: a\n    token: x\n", "tokens.0.agents: Field required"),
-        ("tokens:\n  - tenant: a\n    token: x\n    agents: '*'\n    role: admin\n", "role"),
+        # An unknown key is not quoted (it may be a token pasted in the wrong place).
+        (
+            "tokens:\n  - tenant: a\n    token: x\n    agents: '*'\n    role: admin\n",
+            "unknown field",
+        ),
+        (
+            "tokens:\n  - tenant: a\n    token: x\n    agents: '*'\n    spans_per_secnd: 5\n",
+            "tokens.0.…: unknown field (did you mean spans_per_second?)",
+        ),
         (
             tokens_yaml(
                 entry("a", "one", extra="    spans_per_second: 5\n"),
