@@ -10,8 +10,10 @@ bench/read_isolation.py.)"""
 from __future__ import annotations
 
 import concurrent.futures
+import datetime as dt
 import json
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,8 +23,10 @@ import pytest
 import requests
 
 from ingest.service.admin import ADMIN_FILE
+from ingest.service.periodic import Periodic
 from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.url import chdb_path
+from schemas.store import Store
 from tests.conftest import RunningReceiver
 from tests.ingest.helpers import grpc_export
 from tests.otel_emit import Evaluation, export_request, record_spans
@@ -216,3 +220,46 @@ def _outstanding(receiver: RunningReceiver) -> int:
     admin = receiver.service._admin
     assert admin is not None
     return admin._outstanding
+
+
+def test_periodic_jobs_run_beside_eight_slow_reads_on_threads_of_their_own(
+    store: ClickHouseStore,
+) -> None:
+    runs: list[str] = []
+    ran = threading.Condition()
+
+    def count(job_store: Store, now: dt.datetime) -> None:
+        job_store.query("SELECT 1")
+        with ran:
+            runs.append(threading.current_thread().name)
+            ran.notify_all()
+
+    receiver = RunningReceiver(
+        store,
+        periodic=[Periodic("count", 0.05, count)],
+        read_workers=READS,
+        read_max_execution_time=LIMIT_SECONDS,
+    )
+    watcher = store.reopen()
+    probe = f"jobs-{secrets.token_hex(6)}"
+    try:
+        admin = Admin(store)
+        with concurrent.futures.ThreadPoolExecutor(READS) as clients:
+            reads = [
+                clients.submit(admin.query, slow_read(probe), "read_token", 5.0)
+                for _ in range(READS)
+            ]
+            wait_until(lambda: running(watcher, probe) == READS, 30, "eight reads running")
+            with ran:
+                seen = len(runs)
+                # Three more runs while every read holds its thread (0.05 s apart).
+                assert ran.wait_for(lambda: len(runs) >= seen + 3, timeout=LIMIT_SECONDS / 2)
+                assert running(watcher, probe) == READS
+            for read in reads:
+                with pytest.raises(requests.exceptions.ReadTimeout):
+                    read.result(timeout=30)
+        assert {name.rsplit("_", 1)[0] for name in runs} == {"periodic-job"}
+        wait_until(lambda: running(watcher, probe) == 0, 10, "the reads to stop")
+    finally:
+        watcher.close()
+        receiver.stop()
