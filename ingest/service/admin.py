@@ -59,6 +59,8 @@ WAITING_PER_WORKER = 3
 # How long a cancelled request's statement may take to stop before we say so.
 CANCEL_SECONDS = 10.0
 _RETRY_AFTER_SECONDS = 1
+# Request bodies up to this size are decoded on the event loop; larger ones on a worker.
+_INLINE_JSON_BYTES = 1024 * 1024
 
 
 class Sessions(Protocol):
@@ -214,8 +216,13 @@ class AdminEndpoint:
         return sessions.writing
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
+        raw = await request.read()
         try:
-            body = jsoncodec.loads(await request.read())
+            if len(raw) <= _INLINE_JSON_BYTES:
+                body = jsoncodec.loads(raw)
+            else:  # a large insert: decoded off the event loop, which ingest shares
+                loop = asyncio.get_running_loop()
+                body = await loop.run_in_executor(self._workers, jsoncodec.loads, raw)
         except ValueError as err:
             raise _error(web.HTTPBadRequest, f"bad JSON: {err}") from None
         if not isinstance(body, dict):
@@ -233,9 +240,10 @@ class AdminEndpoint:
             )
         marker = new_marker()
 
-        def run() -> Any:
+        def run() -> str:
             with open_session() as store:
-                return work(Marked(store, marker))
+                result = work(Marked(store, marker))
+            return jsoncodec.dumps(result)  # here, not on the event loop: results can be large
 
         self._outstanding += 1
         running = self._workers.submit(run)
@@ -253,7 +261,7 @@ class AdminEndpoint:
             return web.json_response({"error": redact(str(err))}, status=400)
         finally:
             self._outstanding -= 1
-        return web.Response(text=jsoncodec.dumps(result), content_type="application/json")
+        return web.Response(text=result, content_type="application/json")
 
     async def _stop(self, marker: str, running: concurrent.futures.Future[Any]) -> None:
         """Kill the marked statement until its worker is done (a statement that had not

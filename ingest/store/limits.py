@@ -68,6 +68,12 @@ class ReadLimits:
 
 DEFAULT_READ_LIMITS = ReadLimits()
 
+# The Linux nice value of a read-only query's threads (ClickHouse `os_thread_priority`):
+# under CPU contention the commit path's threads (nice 0) run first. ClickHouse applies
+# it only with CAP_SYS_NICE (root, or systemd's AmbientCapabilities=CAP_SYS_NICE, or
+# docker's --cap-add SYS_NICE); without it the setting does nothing.
+READ_OS_THREAD_PRIORITY = 10
+
 
 class ReadLimitExceeded(RuntimeError):
     """The server stopped a read-only query at one of its limits (the query's own

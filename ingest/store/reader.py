@@ -31,7 +31,13 @@ from clickhouse_connect.driver.binding import external_bind_re, format_query_val
 from clickhouse_connect.driver.client import Client
 
 from ingest.store.clickhouse import connect_client, open_store
-from ingest.store.limits import DEFAULT_READ_LIMITS, ReadLimitExceeded, ReadLimits, limit_hit
+from ingest.store.limits import (
+    DEFAULT_READ_LIMITS,
+    READ_OS_THREAD_PRIORITY,
+    ReadLimitExceeded,
+    ReadLimits,
+    limit_hit,
+)
 from ingest.store.querygate import StatementRefused, check_statement
 from ingest.store.url import is_embedded, normalize_store_url
 from schemas.store import QueryResult, Store
@@ -142,10 +148,11 @@ def open_reader(
 
 
 def _limit_settings(client: Client, limits: ReadLimits, embedded: bool) -> dict[str, Any]:
-    """The limits as session (chDB) or request (server) settings. A server user whose
+    """The limits, and the niceness that lets the commit path's threads run first, as
+    session (chDB) or request (server) settings. A server user whose
     profile is already read-only may change no setting: its profile's limits apply
     (`deploy/clickhouse/users.d/holonograph.xml` sets them for `holonograph_reader`)."""
-    settings = limits.settings()
+    settings = {**limits.settings(), "os_thread_priority": READ_OS_THREAD_PRIORITY}
     if not embedded:
         # The server stops a read when its HTTP client goes away (Ctrl-C, a deadline).
         settings["cancel_http_readonly_queries_on_client_close"] = 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from xml.etree import ElementTree
 
-from ingest.store.limits import DEFAULT_READ_LIMITS
+from ingest.store.limits import DEFAULT_READ_LIMITS, READ_OS_THREAD_PRIORITY
 
 USERS = Path(__file__).resolve().parents[2] / "deploy/clickhouse/users.d/holonograph.xml"
 
@@ -17,3 +17,4 @@ def test_the_reader_profile_has_the_default_read_limits() -> None:
     for name, value in DEFAULT_READ_LIMITS.settings().items():
         assert float(profile.findtext(name) or "nan") == value, name
     assert profile.findtext("cancel_http_readonly_queries_on_client_close") == "1"
+    assert profile.findtext("os_thread_priority") == str(READ_OS_THREAD_PRIORITY)
