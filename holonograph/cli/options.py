@@ -15,7 +15,7 @@ from holonograph.cli.errors import EXIT_UNAVAILABLE as EXIT_UNAVAILABLE
 from holonograph.cli.errors import EXIT_USAGE as EXIT_USAGE
 from holonograph.cli.errors import CommandFailed, expected_failure, one_line
 from ingest.redact import RedactingFormatter, redact, redact_url
-from ingest.store.limits import ReadLimits
+from ingest.store.limits import DEFAULT_READ_LIMITS, ReadLimits
 from ingest.store.url import DEFAULT_DATA_DIR, StoreURLError
 from ingest.store.url import store_url as resolve_store_url
 from schemas import jsoncodec
@@ -77,34 +77,40 @@ def store_options(func: F) -> F:
     return func
 
 
+_LIMIT_HELP = {
+    "max_execution_time": "Seconds {who} may run",
+    "max_memory_usage": "Bytes {who} may use",
+    "max_rows_to_read": "Rows {who} may read",
+    "max_result_rows": "Rows {who} may return",
+}
+
+
+def read_limit_options(prefix: str, who: str) -> Callable[[F], F]:
+    """`--{prefix}max-execution-time` and the other read limits (`ingest.store.limits`),
+    each defaulting to `DEFAULT_READ_LIMITS`; 0 is no limit."""
+
+    def decorate(func: F) -> F:
+        for name, text in reversed(_LIMIT_HELP.items()):
+            default = getattr(DEFAULT_READ_LIMITS, name)
+            kind: click.ParamType[Any] = (
+                click.FloatRange(min=0) if isinstance(default, float) else click.IntRange(min=0)
+            )
+            shown = f"{default:g}" if isinstance(default, float) else f"{default:,}"
+            help_text = f"{text.format(who=who)} [{shown}; 0: none]."
+            func = click.option(f"--{prefix}{name.replace('_', '-')}", type=kind, help=help_text)(
+                func
+            )
+        return func
+
+    return decorate
+
+
 def read_options(func: F) -> F:
     """`serve` and `sink`: the admin endpoint's query workers and read limits."""
-    options: list[tuple[str, click.ParamType[Any], str]] = [
-        ("--read-workers", click.IntRange(min=1), "Admin queries run at once [4]."),
-        (
-            "--read-max-execution-time",
-            click.FloatRange(min=0),
-            "Seconds a read-only query may run [300; 0: none].",
-        ),
-        (
-            "--read-max-memory-usage",
-            click.IntRange(min=0),
-            "Bytes a read-only query may use [1 GiB; 0: none].",
-        ),
-        (
-            "--read-max-rows-to-read",
-            click.IntRange(min=0),
-            "Rows a read-only query may read [1e10; 0: none].",
-        ),
-        (
-            "--read-max-result-rows",
-            click.IntRange(min=0),
-            "Rows a read-only query may return [1e6; 0: none].",
-        ),
-    ]
-    for flag, kind, help_text in reversed(options):
-        func = click.option(flag, type=kind, help=help_text)(func)
-    return func
+    func = read_limit_options("read-", "a read-only query")(func)
+    return click.option(
+        "--read-workers", type=click.IntRange(min=1), help="Admin queries run at once [4]."
+    )(func)
 
 
 def open_store_or_exit(

@@ -19,37 +19,17 @@ from holonograph.cli.options import (
     emit_json,
     format_table,
     open_store_or_exit,
+    read_limit_options,
     store_options,
 )
-from ingest.store.limits import DEFAULT_READ_LIMITS, ReadLimitExceeded, ReadLimits
-
-_LIMITS = DEFAULT_READ_LIMITS
+from ingest.store.limits import ReadLimitExceeded, ReadLimits
 
 
 @click.command("query")
 @click.argument("sql")
 @click.option("--write", is_flag=True, help="Allow statements that change the store.")
 @click.option("--tenant", metavar="TENANT", help="Only this tenant's rows (read-only).")
-@click.option(
-    "--max-execution-time",
-    type=click.FloatRange(min=0),
-    help=f"Seconds the query may run [{_LIMITS.max_execution_time:g}; 0: none].",
-)
-@click.option(
-    "--max-memory-usage",
-    type=click.IntRange(min=0),
-    help=f"Bytes the query may use [{_LIMITS.max_memory_usage}; 0: none].",
-)
-@click.option(
-    "--max-rows-to-read",
-    type=click.IntRange(min=0),
-    help=f"Rows the query may read [{_LIMITS.max_rows_to_read:.0e}; 0: none].",
-)
-@click.option(
-    "--max-result-rows",
-    type=click.IntRange(min=0),
-    help=f"Rows the query may return [{_LIMITS.max_result_rows:.0e}; 0: none].",
-)
+@read_limit_options("", "the query")
 @store_options
 def query_command(
     sql: str,

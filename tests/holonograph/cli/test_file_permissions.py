@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from ingest.service.admin_file import ADMIN_FILE
 from tests.holonograph.cli.test_serve import holonograph
 from tests.holonograph.cli.test_serve_edge import run_to_exit
 from tests.ingest.certs import CertificateAuthority
+from tests.security_cases import Listener
 
 pytestmark = [pytest.mark.e2e]
 
@@ -127,31 +126,6 @@ def test_serve_and_query_refuse_a_data_directory_another_user_could_fill(
         assert done.returncode == 2, done.stderr
         _one_line_refusal(done.stderr, "refusing the data directory", expected)
     assert list(data_dir.iterdir()) == []  # nothing was created in it
-
-
-class Listener:
-    """Where a planted admin file points: counts the connections it receives."""
-
-    def __init__(self) -> None:
-        self.socket = socket.socket()
-        self.socket.bind(("127.0.0.1", 0))
-        self.socket.listen()
-        self.port = self.socket.getsockname()[1]
-        self.connections = 0
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.socket.accept()
-            except OSError:
-                return
-            self.connections += 1
-            conn.close()
-
-    def close(self) -> None:
-        self.socket.close()
 
 
 @pytest.fixture
