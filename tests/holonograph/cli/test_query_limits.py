@@ -20,19 +20,12 @@ import pytest
 
 from tests.holonograph.cli.test_serve import ROOT, ServeProcess, holonograph
 from tests.ingest.helpers import grpc_export
+from tests.ingest.service.test_read_isolation import slow_read
 from tests.otel_emit import Evaluation, export_request, record_spans
 
 pytestmark = [pytest.mark.e2e, pytest.mark.clickhouse]
 
 RUNAWAY = "SELECT count() FROM numbers(1000000000000)"
-
-
-def slow_read(probe: str) -> str:
-    """Hours of reading (1e9 rows, 10 µs each) unless stopped."""
-    return (
-        f"SELECT count() AS n, '{probe}' AS probe FROM numbers(1000000000)"
-        " WHERE NOT ignore(sleepEachRow(0.00001))"
-    )
 
 
 def running(data_dir: Path, probe: str) -> int:
