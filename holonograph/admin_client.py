@@ -23,7 +23,7 @@ from typing import Any
 
 from ingest.filecheck import UnsafeFile, check_private
 from ingest.service.admin_file import ADMIN_FILE
-from ingest.store.limits import ReadLimitExceeded, ReadLimits
+from ingest.store.limits import LimitRequest, ReadLimitExceeded
 from schemas import jsoncodec
 from schemas.store import QueryResult
 
@@ -91,7 +91,7 @@ class AdminStore:
         base_url: str,
         token: str,
         tenant: str | None = None,
-        limits: ReadLimits | None = None,
+        limits: LimitRequest | None = None,
     ) -> None:
         self.url = url
         self._base = base_url.rstrip("/")
@@ -99,8 +99,8 @@ class AdminStore:
         self._tenant = tenant
         self._limits = limits
         self._timeout = _DEFAULT_TIMEOUT_SECONDS
-        if limits is not None and limits.max_execution_time:
-            self._timeout = limits.max_execution_time + _TIMEOUT_MARGIN_SECONDS
+        if limits and limits.get("max_execution_time"):
+            self._timeout = limits["max_execution_time"] + _TIMEOUT_MARGIN_SECONDS
 
     def _call(self, path: str, body: dict[str, Any]) -> Any:
         request = urllib.request.Request(
@@ -132,8 +132,8 @@ class AdminStore:
         body: dict[str, Any] = {"sql": sql, "parameters": dict(parameters or {})}
         if self._tenant is not None:
             body["tenant"] = self._tenant
-        if self._limits is not None:
-            body["limits"] = self._limits.settings()
+        if self._limits:
+            body["limits"] = dict(self._limits)
         reply = self._call("/admin/query", body)
         return QueryResult(tuple(reply["columns"]), [tuple(r) for r in reply["rows"]])
 

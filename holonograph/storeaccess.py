@@ -6,7 +6,7 @@ from pathlib import Path
 
 from holonograph.admin_client import AdminStore, read_admin_file
 from ingest.store.clickhouse import open_store
-from ingest.store.limits import DEFAULT_READ_LIMITS, ReadLimits
+from ingest.store.limits import LimitRequest, ReadLimits
 from ingest.store.url import chdb_path, is_embedded
 from schemas.migrations import apply_migrations
 from schemas.store import Store
@@ -18,15 +18,15 @@ def connect(
     write: bool = False,
     migrate: bool = True,
     tenant: str | None = None,
-    limits: ReadLimits | None = None,
+    limits: LimitRequest | None = None,
 ) -> Store:
     """Open the store at `url`, through its owner's admin endpoint when a live
     process holds that embedded directory.
 
     Without `write` the store is read-only, enforced by the server side
-    (`ingest.store.reader`), within `limits` (default `DEFAULT_READ_LIMITS`; through an
-    owner's endpoint, at most the owner's); `tenant` (read-only only) hides every other
-    tenant's rows.
+    (`ingest.store.reader`), within the read limits, those named in `limits` as given
+    (through an owner's endpoint: the owner's for the others, and never above them);
+    `tenant` (read-only only) hides every other tenant's rows.
     Migrations run only where this command may write: with `write`, or on a chDB
     directory no process holds (a server's reader user cannot run DDL)."""
     if write and tenant is not None:
@@ -54,7 +54,7 @@ def connect(
         try:
             apply_migrations(owner)
             # Opened before `owner` closes: chDB stays up.
-            return open_reader(url, tenant, limits or DEFAULT_READ_LIMITS)
+            return open_reader(url, tenant, ReadLimits.from_mapping(limits or {}))
         finally:
             owner.close()
-    return open_reader(url, tenant, limits or DEFAULT_READ_LIMITS)
+    return open_reader(url, tenant, ReadLimits.from_mapping(limits or {}))

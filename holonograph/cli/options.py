@@ -15,7 +15,7 @@ from holonograph.cli.errors import EXIT_UNAVAILABLE as EXIT_UNAVAILABLE
 from holonograph.cli.errors import EXIT_USAGE as EXIT_USAGE
 from holonograph.cli.errors import CommandFailed, expected_failure, one_line
 from ingest.redact import RedactingFormatter, redact, redact_url
-from ingest.store.limits import DEFAULT_READ_LIMITS, ReadLimits
+from ingest.store.limits import DEFAULT_READ_LIMITS, LimitRequest
 from ingest.store.url import DEFAULT_DATA_DIR, StoreURLError
 from ingest.store.url import store_url as resolve_store_url
 from schemas import jsoncodec
@@ -119,7 +119,7 @@ def open_store_or_exit(
     *,
     write: bool = False,
     tenant: str | None = None,
-    limits: ReadLimits | None = None,
+    limits: LimitRequest | None = None,
 ) -> Store:
     """The store named by the options; any failure to reach it is exit 3 (a bad URL: 2)."""
     from holonograph import storeaccess

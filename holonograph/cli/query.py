@@ -22,7 +22,7 @@ from holonograph.cli.options import (
     read_limit_options,
     store_options,
 )
-from ingest.store.limits import ReadLimitExceeded, ReadLimits
+from ingest.store.limits import ReadLimitExceeded
 
 
 @click.command("query")
@@ -48,8 +48,7 @@ def query_command(
     given = {name: value for name, value in limit_flags.items() if value is not None}
     if write and given:
         raise click.UsageError("read limits apply to read-only queries; drop --write")
-    limits = ReadLimits.from_mapping(given) if given else None
-    store = open_store_or_exit(store_url, data_dir, write=write, tenant=tenant, limits=limits)
+    store = open_store_or_exit(store_url, data_dir, write=write, tenant=tenant, limits=given)
     try:
         result = store.query(sql)
     except ReadLimitExceeded as err:

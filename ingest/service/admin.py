@@ -43,7 +43,7 @@ from aiohttp import web
 from ingest.errors import ListenError
 from ingest.redact import redact
 from ingest.service.admin_file import ADMIN_FILE
-from ingest.store.limits import ReadLimitExceeded, ReadLimits
+from ingest.store.limits import LimitRequest, ReadLimitExceeded, ReadLimits
 from ingest.store.querygate import StatementRefused
 from ingest.store.reader import Marked, new_marker
 from schemas import jsoncodec
@@ -69,7 +69,7 @@ class Sessions(Protocol):
     writing one; `cancel` stops the running statements marked `marker`."""
 
     def reading(
-        self, tenant: str | None = None, limits: ReadLimits | None = None
+        self, tenant: str | None = None, limits: LimitRequest | None = None
     ) -> AbstractContextManager[Store]: ...
 
     def writing(self) -> AbstractContextManager[Store]: ...
@@ -200,7 +200,7 @@ class AdminEndpoint:
         *,
         writes: bool,
         tenant: str | None = None,
-        limits: ReadLimits | None = None,
+        limits: LimitRequest | None = None,
     ) -> Opener:
         """How this request's connection is opened: read-only for the read token and
         for a tenant's view, writing only for the write token."""
@@ -347,16 +347,18 @@ async def start_site(runner: web.AppRunner, host: str, port: int) -> int:
     return bound
 
 
-def _limits(value: Any) -> ReadLimits | None:
-    """A client's own (lower) read limits, from the request's `limits` object."""
+def _limits(value: Any) -> LimitRequest | None:
+    """The read limits a client asks for (lower than the owner's, or they are the
+    owner's), from the request's `limits` object."""
     if value is None:
         return None
     if not isinstance(value, dict):
         raise _error(web.HTTPBadRequest, "limits must be a JSON object")
     try:
-        return ReadLimits.from_mapping(value)
+        ReadLimits.from_mapping(value)
     except ValueError as err:
         raise _error(web.HTTPBadRequest, str(err)) from None
+    return value
 
 
 def _error(

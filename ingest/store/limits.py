@@ -17,6 +17,9 @@ from typing import Any
 
 GIB = 1024 * 1024 * 1024
 
+# The limits a caller asks for, by name (the others are the store owner's).
+LimitRequest = Mapping[str, float]
+
 # ClickHouse's error code for each limit, and the setting that raised it.
 _LIMIT_CODES = {
     159: "max_execution_time",  # TIMEOUT_EXCEEDED
@@ -52,8 +55,9 @@ class ReadLimits:
         return ReadLimits(**values)
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> ReadLimits:
-        """From a JSON object of (some of) the limits; `ValueError` for anything else."""
+    def from_mapping(cls, values: LimitRequest, base: ReadLimits | None = None) -> ReadLimits:
+        """`base` (default: the defaults) with the limits `values` names (a JSON object
+        of some of them); `ValueError` for anything else."""
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(values) - names
         if unknown:
@@ -63,7 +67,7 @@ class ReadLimits:
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise ValueError(f"read limit {name} must be a number >= 0")
             out[name] = float(value) if name == "max_execution_time" else int(value)
-        return dataclasses.replace(cls(), **out)
+        return dataclasses.replace(base or cls(), **out)
 
 
 DEFAULT_READ_LIMITS = ReadLimits()

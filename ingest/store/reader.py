@@ -34,6 +34,7 @@ from ingest.store.clickhouse import connect_client, open_store
 from ingest.store.limits import (
     DEFAULT_READ_LIMITS,
     READ_OS_THREAD_PRIORITY,
+    LimitRequest,
     ReadLimitExceeded,
     ReadLimits,
     limit_hit,
@@ -297,11 +298,11 @@ class StoreSessions:
 
     @contextlib.contextmanager
     def reading(
-        self, tenant: str | None = None, limits: ReadLimits | None = None
+        self, tenant: str | None = None, limits: LimitRequest | None = None
     ) -> Iterator[Store]:
-        limits = (limits or self.limits).within(self.limits)
-        if tenant is not None or limits != self.limits:
-            scoped = open_reader(self.url, tenant, limits)
+        wanted = ReadLimits.from_mapping(limits or {}, base=self.limits).within(self.limits)
+        if tenant is not None or wanted != self.limits:
+            scoped = open_reader(self.url, tenant, wanted)
             try:
                 yield scoped
             finally:

@@ -167,6 +167,19 @@ def test_a_client_cannot_raise_the_owners_limits(store: ClickHouseStore) -> None
         receiver.stop()
 
 
+def test_limits_a_client_does_not_name_are_the_owners(store: ClickHouseStore) -> None:
+    """Asking for a lower time limit keeps the owner's raised rows limit (2e10): the
+    query then stops on time, not at the default 1e10 rows."""
+    receiver = RunningReceiver(store, read_max_rows_to_read=20_000_000_000)
+    try:
+        reply = Admin(store).query(
+            "SELECT count() FROM numbers(15000000000)", limits={"max_execution_time": 0.5}
+        )
+        assert (reply.status_code, reply.json()["limit"]) == (422, "max_execution_time")
+    finally:
+        receiver.stop()
+
+
 def test_a_client_that_goes_away_leaves_nothing_running(
     live: tuple[RunningReceiver, Admin, ClickHouseStore],
 ) -> None:
