@@ -99,8 +99,16 @@ def parse_json(payload: bytes) -> PB2ExportTraceServiceRequest:
         return _salvage_json(_json_document(payload))
 
 
-# What json_format raises for a document that is not the message it should be.
-_JSON_ERRORS = (json_format.ParseError, TypeError, ValueError, AttributeError, RecursionError)
+# What json_format raises for a document that is not the message it should be (upb
+# raises SystemError for an enum name holding a lone surrogate).
+_JSON_ERRORS = (
+    json_format.ParseError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    RecursionError,
+    SystemError,
+)
 
 
 def _json_document(payload: bytes) -> dict[str, Any]:
@@ -167,7 +175,7 @@ def _json_span(span_doc: Any) -> PB2Span:
     try:
         json_format.ParseDict(converted, span, ignore_unknown_fields=True)
     except _JSON_ERRORS as err:
-        text = str(err)
+        text = str(err.__cause__ if isinstance(err, SystemError) and err.__cause__ else err)
         if "too deep" in text or isinstance(err, RecursionError):  # the path is as deep
             text = "nested deeper than the decoder's limit of 100 messages"
         raise DecodeError(f"not a decodable OTLP/JSON span: {text}") from None

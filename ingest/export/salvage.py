@@ -222,20 +222,42 @@ def json_into(document: Any, message: Message) -> str | None:
     parsed = type(message)()
     try:
         json_format.ParseDict(document, parsed, ignore_unknown_fields=True)
-    except (json_format.ParseError, TypeError, ValueError, AttributeError, RecursionError) as err:
+    except (
+        json_format.ParseError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        RecursionError,
+        SystemError,  # upb, for an enum name holding a lone surrogate
+    ) as err:
         return f"not a decodable OTLP/JSON {message.DESCRIPTOR.name}: {err}"
     message.CopyFrom(parsed)
     return None
 
 
+def storable(text: str) -> str:
+    """`text` as UTF-8 can hold it: a lone surrogate (a valid JSON escape such as
+    `\\ud800`, never valid UTF-8) becomes that escape, so a name or reason quoting one
+    is stored and answered, not refused by the store's encoder."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+    return text
+
+
 def unparsed_json(span_doc: Any, reason: str) -> Any:
-    """An OTLP/JSON span document that cannot be read, with what can be of it."""
+    """An OTLP/JSON span document that cannot be read, with what can be of it. Its JSON
+    text escapes what is not ASCII (lone surrogates included)."""
     try:
         text = json.dumps(span_doc, sort_keys=True, separators=(",", ":")).encode()
     except (TypeError, ValueError, RecursionError):
         text = b""
     return UnparsedSpan(
-        json=text, reason=reason, head=_json_head(span_doc), named=isinstance(span_doc, dict)
+        json=text,
+        reason=storable(reason),
+        head=_json_head(span_doc),
+        named=isinstance(span_doc, dict),
     )
 
 
@@ -244,7 +266,7 @@ def _json_head(span_doc: Any) -> bytes:
     doc = span_doc if isinstance(span_doc, dict) else {}
     head = PB2Span()
     name = doc.get("name")
-    head.name = name if isinstance(name, str) else ""
+    head.name = storable(name) if isinstance(name, str) else ""
     head.trace_id = _hex(doc.get("traceId", doc.get("trace_id")))
     head.span_id = _hex(doc.get("spanId", doc.get("span_id")))
     head.start_time_unix_nano = _nanos(
