@@ -3,6 +3,7 @@
     IngestError
     ├── PermanentError            the same request will fail again; do not retry
     │   ├── DecodeError           body is not an OTLP export request
+    │   │   └── MalformedHttp     not even HTTP/1.1 we can read (a bad header, chunk)
     │   ├── PayloadTooLarge       over --max-request-bytes after decompression
     │   ├── UnsupportedMediaType  content type or encoding we do not speak
     │   └── Unauthenticated       no bearer token, or one the tokens file does not know
@@ -10,6 +11,7 @@
         ├── Backpressure          too much memory or queue time in flight
         │   └── RateLimited       the tenant's spans per second are spent
         ├── ReadTimeout           the request did not arrive within the read timeout
+        │   └── BodyTooSlow       its body arrived slower than the minimum data rate
         └── Unavailable           store or broker down or too slow
 
 `ingest.edge.answers` is the one place that maps these to gRPC codes and HTTP statuses.
@@ -32,6 +34,10 @@ class PermanentError(IngestError):
 
 
 class DecodeError(PermanentError):
+    pass
+
+
+class MalformedHttp(DecodeError):
     pass
 
 
@@ -62,6 +68,10 @@ class RateLimited(Backpressure):
 
 
 class ReadTimeout(RetryableError):
+    pass
+
+
+class BodyTooSlow(ReadTimeout):
     pass
 
 

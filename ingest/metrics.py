@@ -10,16 +10,73 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from ingest.edge.answers import INTERNAL_ERROR, REFUSAL_REASONS
+from ingest.export.contracts import CONTRACT_REJECTED
 from ingest.export.handler import ExportOutcome
+from ingest.export.validate import CONTRACT_ATTRIBUTES
 from schemas.events import QuarantineRecord
 
-_REASON_WIDTH = 60
+# Label values are a fixed set, never request data (one series per value a client
+# could choose would let any client grow /metrics without bound).
+TRANSPORTS = frozenset({"grpc", "http"})
+# Where a rejection's reason places the fault, besides a contract attribute: the
+# span's structure, its resource, the contract, and (the sink) a record's envelope.
+_PLACES = frozenset(
+    {
+        "trace_id",
+        "span_id",
+        "end_time_unix_nano",
+        "span",
+        "resource",
+        "resource attributes",
+        CONTRACT_REJECTED,
+        "store refused",
+        "not JSON",
+        "empty record",
+        "not a JSON object",
+        "batch",
+        "quarantined",
+        "poison",
+    }
+)
+# Reasons that name a client's value first: labelled by what kind of thing it is.
+_PREFIXES = (
+    ("span name ", "span name"),
+    ("event ", "span event"),
+    ("dimension ", "span event"),
+    ("schema_version ", "schema_version"),
+    ("kind ", "kind"),
+    ("record of ", "record size"),
+    ("holonograph.substrate.", "holonograph.substrate.*"),
+    ("holonograph.marker.", "holonograph.marker.*"),
+    ("holonograph.", "holonograph.* (extra)"),
+)
+OTHER_REASON = "other"
+_BASE_LABELS = frozenset(
+    CONTRACT_ATTRIBUTES | _PLACES | {label for _, label in _PREFIXES} | {OTHER_REASON}
+)
+# A contract's rejection names what it is about after its own head.
+REASON_LABELS = _BASE_LABELS | {f"{CONTRACT_REJECTED}: {label}" for label in _BASE_LABELS}
 
 
 def reason_label(reason: str) -> str:
-    """Group reasons by attribute and cause, not by the offending value."""
-    head = reason.split("'", 1)[0].split('"', 1)[0]
-    return head.strip().rstrip(":")[:_REASON_WIDTH] or "unknown"
+    """The label of a rejection's reason, one of `REASON_LABELS`: the attribute or
+    place it names first (`holonograph.run_mode: 'x' is not one of ...` ->
+    `holonograph.run_mode`), never the offending value or a key the client chose."""
+    head, _, rest = reason.partition(":")
+    head = head.strip()
+    if head == CONTRACT_REJECTED and rest:
+        return f"{CONTRACT_REJECTED}: {_label(rest.partition(':')[0].strip())}"
+    return _label(head)
+
+
+def _label(head: str) -> str:
+    if head in CONTRACT_ATTRIBUTES or head in _PLACES:
+        return head
+    for prefix, label in _PREFIXES:
+        if head.startswith(prefix):
+            return label
+    return OTHER_REASON
 
 
 class PipelineMetrics:
@@ -62,6 +119,12 @@ class PipelineMetrics:
         self.insert_seconds = Histogram(
             "holonograph_store_insert_seconds", "Store write latency.", registry=self.registry
         )
+        self.requests_refused = Counter(
+            "holonograph_requests_refused",
+            "OTLP requests refused, by transport and reason (a fixed set).",
+            ["transport", "reason"],
+            registry=self.registry,
+        )
         self.auth_failures = Counter(
             "holonograph_auth_failures",
             "OTLP requests refused as unauthenticated, by reason (missing, unknown token).",
@@ -81,6 +144,12 @@ class PipelineMetrics:
 
     def observe_auth_failure(self, reason: str) -> None:
         self.auth_failures.labels(reason=reason).inc()
+
+    def observe_refusal(self, transport: str, reason: str) -> None:
+        self.requests_refused.labels(
+            transport=transport if transport in TRANSPORTS else "other",
+            reason=reason if reason in REFUSAL_REASONS else INTERNAL_ERROR,
+        ).inc()
 
     def observe_write(self, rows: int, requests: int, seconds: float, ok: bool) -> None:
         self.batches_written.labels(result="ok" if ok else "error").inc()

@@ -1,6 +1,8 @@
 """What a client is answered, for both transports: an export outcome becomes the OTLP
 response (`partial_success` when spans were rejected), and any error from the export
-path goes through the one mapping to a gRPC status code and an HTTP status."""
+path goes through the one mapping to a gRPC status code and an HTTP status, and to
+the reason it is counted and logged under (`refusal_reason`: a fixed vocabulary,
+never request data)."""
 
 from __future__ import annotations
 
@@ -19,9 +21,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from ingest.errors import (
     Backpressure,
+    BodyTooSlow,
     DecodeError,
     IngestError,
+    MalformedHttp,
     PayloadTooLarge,
+    RateLimited,
     ReadTimeout,
     RetryableError,
     Unauthenticated,
@@ -90,5 +95,48 @@ def classify(error: Exception) -> Failure:
         return Failure(grpc.StatusCode.INVALID_ARGUMENT, 400, message, None)
     return Failure(grpc.StatusCode.UNAVAILABLE, 503, f"internal error: {message}", 1.0)
 
+
+# Why a request was refused, as metrics label it and the refusal log counts it.
+MALFORMED_HTTP = "malformed HTTP request"
+INTERNAL_ERROR = "internal error"
+# The client sent what can never pass (or too slowly): its own doing, summarised on
+# the log. The other reasons are the receiver's state (overload, a broker down).
+CLIENT_REASONS = frozenset(
+    {
+        MALFORMED_HTTP,
+        "malformed body",
+        "too large",
+        "unsupported media type",
+        "unauthenticated",
+        "body timeout",
+        "body too slow",
+        "invalid",
+    }
+)
+REFUSAL_REASONS = CLIENT_REASONS | {"busy", "rate limited", "unavailable", INTERNAL_ERROR}
+
+
+def refusal_reason(error: BaseException) -> str:
+    """The reason of `REFUSAL_REASONS` an error from the edge or the export path is
+    counted under; anything unforeseen is an internal error."""
+    for kind, reason in _REASONS:
+        if isinstance(error, kind):
+            return reason
+    return INTERNAL_ERROR
+
+
+_REASONS: tuple[tuple[type[BaseException], str], ...] = (
+    (PayloadTooLarge, "too large"),
+    (UnsupportedMediaType, "unsupported media type"),
+    (Unauthenticated, "unauthenticated"),
+    (MalformedHttp, MALFORMED_HTTP),
+    (DecodeError, "malformed body"),
+    (RateLimited, "rate limited"),
+    (Backpressure, "busy"),
+    (BodyTooSlow, "body too slow"),
+    (ReadTimeout, "body timeout"),
+    (RetryableError, "unavailable"),
+    (IngestError, "invalid"),
+)
 
 assert grpc.StatusCode.UNAVAILABLE.value[0] == code_pb2.UNAVAILABLE

@@ -44,6 +44,7 @@ class _TraceService(grpc.GenericRpcHandler):  # type: ignore[misc]
             return await self._answer(context)
         except Exception as err:
             failure = classify(err)
+            self._edge.refused("grpc", err, context.peer())
         # Aborting outside the `except` block: the error (and with it the frames holding
         # the request's bytes) is released now, not at the next garbage collection.
         await context.abort(

@@ -12,9 +12,12 @@ the body timeout, and past `max_connections` open connections a new one is answe
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
+from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
@@ -24,6 +27,7 @@ from ingest.edge.contract_api import ContractApi, add_contract_routes
 from ingest.edge.steps import Edge
 from ingest.errors import (
     ListenError,
+    MalformedHttp,
     PayloadTooLarge,
     ReadTimeout,
     Unauthenticated,
@@ -72,8 +76,10 @@ class TracesHandler:
             else:
                 outcome = await edge.export(principal, payload, parse_protobuf, PROTOBUF_EXPANSION)
         except ReadTimeout as err:
+            edge.refused("http", err, _peer(http_request))
             return await _answer_and_close(http_request, _failure_response(err, reply_type))
         except Exception as err:
+            edge.refused("http", err, _peer(http_request))
             return _failure_response(err, reply_type)
         return web.Response(
             status=200, body=_encode(response_for(outcome), reply_type), content_type=reply_type
@@ -90,6 +96,34 @@ class TracesHandler:
             if len(chunks) > self._max_bytes:
                 raise PayloadTooLarge(f"request exceeds {self._max_bytes} bytes")
         return bytes(chunks)
+
+
+def _peer(http_request: web.Request) -> str:
+    return http_request.remote or "?"
+
+
+class ServerLog(logging.Logger):
+    """aiohttp's server log for our listener: a request that is not HTTP enough to
+    reach a handler (a bad header, a corrupt chunk) is the client's doing, so it is a
+    refusal (`Edge.refused`: counted and summarised), never a traceback per request.
+    Everything else goes where aiohttp's own log would."""
+
+    def __init__(self, edge: Edge) -> None:
+        super().__init__("aiohttp.server")
+        self.parent = logging.getLogger("aiohttp.server")
+        self._edge = edge
+
+    def exception(self, msg: object, *args: object, **kwargs: Any) -> None:
+        error = kwargs.get("exc_info")
+        if isinstance(error, HttpProcessingError):
+            peer = args[0] if args and isinstance(args[0], str) else "?"
+            first_line = (error.message or str(error)).strip().split("\n", 1)[0]
+            self._edge.refused("http", MalformedHttp(first_line), peer)
+            return
+        if isinstance(error, BaseException):
+            self._edge.refused("http", error, "?")
+            return
+        super().exception(msg, *args, **kwargs)
 
 
 def _failure_response(err: Exception, reply_type: str) -> web.Response:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
 
 from ingest.edge.admission import PROTOBUF_EXPANSION, Admission, ReadGate
+from ingest.edge.answers import refusal_reason
 from ingest.edge.auth import Authenticator
 from ingest.edge.ratelimit import TenantRateLimiter
 from ingest.errors import ReadTimeout
@@ -35,6 +36,14 @@ def span_count(request: PB2ExportTraceServiceRequest) -> int:
     return sum(len(scope.spans) for rs in request.resource_spans for scope in rs.scope_spans)
 
 
+class RefusalObserver(Protocol):
+    def observe_refusal(
+        self, transport: str, reason: str, error: BaseException | None, peer: str
+    ) -> None:
+        """A request from `peer` on `transport` was refused for `reason` (a fixed
+        vocabulary: `ingest.edge.answers.REFUSAL_REASONS`)."""
+
+
 @dataclass
 class Edge:
     exporter: ExportHandler[Any]
@@ -44,6 +53,12 @@ class Edge:
     limiter: TenantRateLimiter
     max_request_bytes: int
     body_timeout_seconds: float
+    refusals: RefusalObserver | None = None
+
+    def refused(self, transport: str, error: BaseException, peer: str) -> None:
+        """Count (and maybe log) a refusal: never one log line per request."""
+        if self.refusals is not None:
+            self.refusals.observe_refusal(transport, refusal_reason(error), error, peer)
 
     def authenticate(self, authorization: str | None) -> Principal:
         return self.authenticator.authenticate(authorization)

@@ -72,6 +72,20 @@ _EVALUATION_KEYS = frozenset(
     }
 )
 _SENTINEL_COUNTERS = ("offered", "delivered", "dropped", "failed")
+# Every attribute the wire contract names: a rejection's reason starts with the one
+# at fault (metrics count reasons by it, `ingest.metrics.reason_label`).
+CONTRACT_ATTRIBUTES = _EVALUATION_KEYS | frozenset(
+    {
+        *(f"holonograph.completeness.{name}" for name in _SENTINEL_COUNTERS),
+        "holonograph.completeness.window_start",
+        "holonograph.completeness.window_end",
+        "holonograph.sentinel.interval_ms",
+        *(
+            f"holonograph.dimension.{name}"
+            for name in ("id", "passed", "score", "expected", "actual", "judge")
+        ),
+    }
+)
 
 
 class SpanRejected(Exception):
@@ -505,6 +519,7 @@ def quarantined_emission(
 
 
 __all__ = [
+    "CONTRACT_ATTRIBUTES",
     "EVALUATION_SPAN",
     "SENTINEL_SPAN",
     "SpanRejected",

@@ -27,7 +27,7 @@ from ingest.edge.admission import Admission, ReadGate
 from ingest.edge.auth import Authenticator
 from ingest.edge.contract_api import ContractApi, Registrar
 from ingest.edge.grpc_server import start_grpc_server
-from ingest.edge.http_server import build_http_app, start_http_site
+from ingest.edge.http_server import ServerLog, build_http_app, start_http_site
 from ingest.edge.ratelimit import TenantRateLimiter
 from ingest.edge.steps import Edge
 from ingest.edge.tls import ServerTls, TlsFiles
@@ -42,7 +42,7 @@ from ingest.service.config import ServeConfig
 from ingest.service.contracts import StoreRegistrar, TopicRegistrar
 from ingest.service.memory import Trimmer
 from ingest.service.periodic import Periodic, PeriodicJobs, describe
-from ingest.service.rejections import RejectionLog
+from ingest.service.rejections import RefusalLog, RejectionLog
 from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.reader import StoreSessions
 from ingest.store.retention import apply_retention
@@ -84,6 +84,9 @@ class ReceiverService:
             self.config.rejection_log_seconds,
             "list them with `holonograph quarantine`",
             clock=self.clock,
+        )
+        self.refusals = RefusalLog(
+            self.metrics, self.config.rejection_log_seconds, self.clock, self.monotonic
         )
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
@@ -170,6 +173,7 @@ class ReceiverService:
             TenantRateLimiter(self.monotonic),
             config.max_request_bytes,
             config.body_timeout_seconds,
+            refusals=self.refusals,
         )
         sessions = (
             StoreSessions(self.store.url, limits=config.read_limits())
@@ -203,6 +207,7 @@ class ReceiverService:
         self._http = web.AppRunner(
             build_http_app(edge, self._contract_api()),
             access_log=None,
+            logger=ServerLog(edge),
             auto_decompress=False,
             keepalive_timeout=config.http_header_timeout_seconds,
         )
@@ -218,6 +223,7 @@ class ReceiverService:
         if jobs_store is not None:
             self.jobs.start(jobs_store)
         self.rejections.start()
+        self.refusals.start()
         self._reloader = asyncio.create_task(self._reload_files(), name="reload-edge-files")
         if self._registry_store is not None:
             self._contract_refresher = asyncio.create_task(
@@ -307,6 +313,7 @@ class ReceiverService:
             await self._http.shutdown()
             await self._http.cleanup()
         await self.rejections.stop()  # after the listeners: the last count is logged
+        await self.refusals.stop()
         if self._exporter is not None:
             await asyncio.to_thread(self._exporter.close)
         if self.handoff is not None:

@@ -5,7 +5,10 @@ user learns that fail-closed validation drops their spans only by querying the
 quarantine. The receiver logs a summary line instead: counts by reason since the last
 line and the first example, at most one line per interval (the first rejection after
 a quiet interval is logged at once; a flood becomes one line per interval). The sink
-does the same for the poison records it dead-letters.
+does the same for the poison records it dead-letters, and the receiver for the
+requests its edge refuses (`RefusalLog`). Reasons are counted by a fixed
+vocabulary; the one example shown is redacted (`ingest.redact`), cut to a line's
+width and escaped, so a client's text can neither forge a log line nor flood one.
 
 Everything here runs on the service's event loop (the export path's observer, the
 sink's dead-letter send and the flush task), so no lock is needed.
@@ -23,8 +26,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from ingest.edge.answers import CLIENT_REASONS, INTERNAL_ERROR
 from ingest.export.handler import ExportOutcome
-from ingest.metrics import reason_label
+from ingest.metrics import PipelineMetrics, reason_label
+from ingest.redact import redact
 from schemas.events import QuarantineRecord
 from schemas.times import Clock, rfc3339, utc_now
 
@@ -35,6 +40,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _SHOWN_REASONS = 5
+# Characters of a client's text (an example, a reason) shown on a line.
+_SHOWN_CHARACTERS = 200
+
+
+def loggable(text: str) -> str:
+    """A client's `text` safe on one log line: secrets masked, at most
+    `_SHOWN_CHARACTERS` shown, line breaks, control characters and lone surrogates
+    escaped."""
+    shown = text[:_SHOWN_CHARACTERS]
+    safe = "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in shown)
+    safe = safe.encode("utf-8", "backslashreplace").decode()
+    if len(text) > _SHOWN_CHARACTERS:
+        safe += f"... ({len(text) - _SHOWN_CHARACTERS} more characters)"
+    return redact(safe)
 
 
 class RejectionLog:
@@ -60,12 +79,13 @@ class RejectionLog:
         self._last_line = -math.inf
         self._task: asyncio.Task[None] | None = None
 
-    def add(self, reason: str, example: str) -> None:
-        """Count one rejection; `example` names the rejected item (span or record)."""
+    def add(self, reason: str, example: str, label: str | None = None) -> None:
+        """Count one rejection under `label` (default: its reason's `reason_label`);
+        `example` names the rejected item (span, record, request)."""
         if not self._counts:
             self._since = self._clock()
             self._first = (example, reason)
-        self._counts[reason_label(reason)] += 1
+        self._counts[reason_label(reason) if label is None else label] += 1
 
     def flush_if_due(self) -> None:
         """Log now unless a line went out less than an interval ago (then `run` will)."""
@@ -88,8 +108,8 @@ class RejectionLog:
             self._what,
             rfc3339(self._since),
             reasons,
-            example,
-            reason,
+            loggable(example),
+            loggable(reason),
             self._hint,
         )
         self._counts.clear()
@@ -138,3 +158,54 @@ class LoggedDeadLetters:
             self._rejections.add(letter.reason, f"record {where}")
         if letters:
             self._rejections.flush_if_due()
+
+
+class RefusalLog:
+    """The receiver edge's `RefusalObserver`: every refused request counts in
+    `holonograph_requests_refused{transport,reason}`; one the client caused (malformed,
+    too large, too slow, unauthenticated) is summarised on a `RejectionLog`, never
+    logged alone; an internal error (our fault) is logged with its traceback at most
+    once per interval, the others counted on the summary. Overload refusals (busy,
+    rate limited, unavailable) are answered with a retry delay and only counted."""
+
+    def __init__(
+        self,
+        metrics: PipelineMetrics,
+        interval_seconds: float,
+        clock: Clock = utc_now,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._metrics = metrics
+        self._interval = interval_seconds
+        self._monotonic = monotonic
+        self._last_traceback = -math.inf
+        self.summary = RejectionLog(
+            "request(s) refused",
+            interval_seconds,
+            "the clients' own errors, answered with a status saying why",
+            clock=clock,
+            monotonic=monotonic,
+        )
+
+    def observe_refusal(
+        self, transport: str, reason: str, error: BaseException | None, peer: str
+    ) -> None:
+        """One request from `peer` refused for `reason` (of `REFUSAL_REASONS`)."""
+        self._metrics.observe_refusal(transport, reason)
+        example = f"{transport} request from {peer}"
+        if reason == INTERNAL_ERROR:
+            now = self._monotonic()
+            if now - self._last_traceback >= self._interval:
+                self._last_traceback = now
+                log.error("internal error answering the %s", loggable(example), exc_info=error)
+                return
+        elif reason not in CLIENT_REASONS:
+            return
+        self.summary.add(str(error or "") or reason, example, label=f"{transport} {reason}")
+        self.summary.flush_if_due()
+
+    def start(self) -> None:
+        self.summary.start()
+
+    async def stop(self) -> None:
+        await self.summary.stop()
