@@ -155,7 +155,28 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
 )
 @click.option("--max-queue-seconds", type=float, help="Expected queue time before 429 [3].")
 @click.option("--max-concurrent-reads", type=int, help="Request bodies received at once [4].")
+@click.option(
+    "--max-concurrent-reads-per-client",
+    type=int,
+    help="Of those, bodies of one token (or client address without tokens) [2].",
+)
+@click.option(
+    "--min-body-rate",
+    type=float,
+    help="Slowest average body rate in bytes/s before 408, HTTP; 0: none [16384].",
+)
+@click.option(
+    "--body-rate-grace",
+    "body_rate_grace_seconds",
+    type=float,
+    help="Seconds a body may arrive slower than --min-body-rate at first [5].",
+)
 @click.option("--http-max-connections", type=int, help="Open HTTP connections [256].")
+@click.option(
+    "--http-max-connections-per-client",
+    type=int,
+    help="Open HTTP connections from one client address [64].",
+)
 @click.option(
     "--http-header-timeout",
     "http_header_timeout_seconds",
@@ -169,6 +190,9 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
     help="Seconds for a request body to arrive whole [30].",
 )
 @click.option("--grpc-max-concurrent-rpcs", type=int, help="Open gRPC calls [512].")
+@click.option(
+    "--grpc-max-streams-per-connection", type=int, help="Open gRPC calls on one connection [16]."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the listeners as one JSON object.")
 @read_options
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")

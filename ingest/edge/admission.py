@@ -14,17 +14,22 @@ busy time, decayed so it follows the recent load), and the expected wait is what
 in flight divided by it. Overload then turns into 429 / RESOURCE_EXHAUSTED with a
 retry delay long before a client's export timeout, never into a growing queue.
 
-`ReadGate` bounds how many request bodies are being received at once: a body's size
-is known only once it has arrived, so reading is where memory is bounded by count.
-Used from the event loop only, so nothing here needs a lock.
+`ReadGate` bounds how many request bodies are being received at once, in all and per
+principal: a body's size is known only once it has arrived, so reading is where
+memory is bounded by count, and a principal's share is what its slow bodies can hold.
+`MinimumRate` says when a body arrives too slowly to keep its turn. Used from the
+event loop only, so nothing here needs a lock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from typing import NoReturn
 
 from ingest.errors import Backpressure
@@ -152,27 +157,125 @@ class Admission:
 
 
 class ReadGate:
-    """At most `max_reads` bodies being received at once; a reader waits for a turn at
-    most `max_wait_seconds`, then is refused with a retry delay."""
+    """At most `max_reads` bodies being received at once, and at most `per_principal`
+    of them for one principal (a token; a client address without tokens): one
+    principal's slow bodies hold only its own share, never every turn. A turn that
+    frees goes to the waiting principal holding the fewest turns (the longest waiting
+    among equals). A reader waits for a turn at most `max_wait_seconds`, then is
+    refused with a retry delay."""
 
-    def __init__(self, max_reads: int, max_wait_seconds: float, retry_after: float = 1.0) -> None:
+    def __init__(
+        self,
+        max_reads: int,
+        max_wait_seconds: float,
+        per_principal: int | None = None,
+        retry_after: float = 1.0,
+    ) -> None:
         self.max_reads = max_reads
-        self._slots = asyncio.Semaphore(max_reads)
+        self.per_principal = min(per_principal or max_reads, max_reads)
         self._max_wait = max_wait_seconds
         self._retry_after = retry_after
         self.reading = 0
+        self._held: dict[Hashable, int] = {}
+        self._waiting: dict[Hashable, deque[tuple[int, asyncio.Future[None]]]] = {}
+        self._arrivals = itertools.count()
+
+    def held(self, principal: Hashable) -> int:
+        return self._held.get(principal, 0)
 
     @asynccontextmanager
-    async def reading_turn(self) -> AsyncIterator[None]:
-        try:
-            await asyncio.wait_for(self._slots.acquire(), self._max_wait)
-        except TimeoutError:
-            raise Backpressure(
-                f"{self.max_reads} requests are being received; retry later", self._retry_after
-            ) from None
-        self.reading += 1
+    async def reading_turn(self, principal: Hashable = None) -> AsyncIterator[None]:
+        if self.reading < self.max_reads and self.held(principal) < self.per_principal:
+            self._take(principal)
+        else:
+            await self._wait(principal)
         try:
             yield
         finally:
-            self.reading -= 1
-            self._slots.release()
+            self._release(principal)
+
+    async def _wait(self, principal: Hashable) -> None:
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(principal, deque()).append((next(self._arrivals), turn))
+        try:
+            await asyncio.wait_for(turn, self._max_wait)
+        except asyncio.CancelledError:  # the client went away: a turn it got is freed
+            if turn.done() and not turn.cancelled():
+                self._release(principal)
+            raise
+        except TimeoutError:
+            mine = self.reading < self.max_reads  # its own share is what is taken
+            raise Backpressure(
+                f"{self.held(principal)} of this client's requests are being received"
+                f" (at most {self.per_principal}); retry later"
+                if mine
+                else f"{self.max_reads} requests are being received; retry later",
+                self._retry_after,
+            ) from None
+        finally:
+            self._forget(principal, turn)
+
+    def _take(self, principal: Hashable) -> None:
+        self.reading += 1
+        self._held[principal] = self.held(principal) + 1
+
+    def _release(self, principal: Hashable) -> None:
+        self.reading -= 1
+        left = self.held(principal) - 1
+        if left:
+            self._held[principal] = left
+        else:
+            self._held.pop(principal, None)
+        self._grant()
+
+    def _grant(self) -> None:
+        """Give free turns to waiting principals, fewest held first."""
+        while self.reading < self.max_reads:
+            eligible = [
+                (self.held(who), queue[0][0], who)
+                for who, queue in self._waiting.items()
+                if queue and self.held(who) < self.per_principal
+            ]
+            if not eligible:
+                return
+            _, _, who = min(eligible, key=lambda item: item[:2])
+            _, turn = self._waiting[who].popleft()
+            if not self._waiting[who]:
+                del self._waiting[who]
+            if turn.done():  # timed out meanwhile
+                continue
+            self._take(who)
+            turn.set_result(None)
+
+    def _forget(self, principal: Hashable, turn: asyncio.Future[None]) -> None:
+        queue = self._waiting.get(principal)
+        if queue is None:
+            return
+        for entry in queue:
+            if entry[1] is turn:
+                queue.remove(entry)
+                break
+        if not queue:
+            del self._waiting[principal]
+
+
+@dataclass(frozen=True)
+class MinimumRate:
+    """A body must arrive at `bytes_per_second` on average, counted from the start of
+    its reading, once `grace_seconds` have passed (Kestrel's MinRequestBodyDataRate:
+    240 bytes/s after 5 s there); 0 bytes/s: no minimum."""
+
+    bytes_per_second: float
+    grace_seconds: float
+
+    def deadline(self, started: float, received: int) -> float | None:
+        """The latest time by which more of the body must have arrived."""
+        if self.bytes_per_second <= 0:
+            return None
+        return started + max(self.grace_seconds, received / self.bytes_per_second)
+
+    def describe(self) -> str:
+        return f"{self.bytes_per_second:g} bytes/s (after {self.grace_seconds:g}s)"
+
+
+NO_MINIMUM_RATE = MinimumRate(0, 0)

@@ -6,9 +6,12 @@ enforces `grpc.max_receive_message_length` on the inflated size.
 
 Export is registered as a stream-unary method (a unary call is the same on the
 wire): the handler authenticates from the metadata and then reads the one message
-when its reading turn comes. Until then the transport holds no more of it than the
-stream's flow-control window (`grpc.http2.lookahead_bytes`, with the window growth
-of BDP probing off), so waiting calls cost almost no memory.
+when its principal's reading turn comes. Until then the transport holds no more of
+it than the stream's flow-control window (`grpc.http2.lookahead_bytes`, with the
+window growth of BDP probing off), so waiting calls cost almost no memory, and a
+connection holds at most `max_streams_per_connection` such windows. grpcio shows a
+message only once it arrived whole, so a gRPC body is bounded by the body timeout
+(the minimum data rate needs the progress only HTTP shows).
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ class _TraceService(grpc.GenericRpcHandler):  # type: ignore[misc]
     async def _answer(self, context: grpc.aio.ServicerContext) -> bytes:
         edge = self._edge
         principal = edge.authenticate(_authorization(context))
-        payload = await edge.read(lambda: _one_message(context))
+        reader = edge.reader(principal, peer_address(context.peer()))
+        payload = await edge.read(lambda: _one_message(context), reader)
         if len(payload) > edge.max_request_bytes:
             raise PayloadTooLarge(
                 f"request of {len(payload)} bytes exceeds {edge.max_request_bytes} bytes"
@@ -67,6 +71,14 @@ class _TraceService(grpc.GenericRpcHandler):  # type: ignore[misc]
         outcome = await edge.export(principal, payload, parse_protobuf)
         body: bytes = response_for(outcome).SerializeToString()
         return body
+
+
+def peer_address(peer: str) -> str:
+    """`ipv4:10.0.0.7:5123` -> `ipv4:10.0.0.7`, `ipv6:[::1]:5123` -> `ipv6:[::1]`: the
+    client's address without its port."""
+    if peer.startswith(("ipv4:", "ipv6:")):
+        return peer.rsplit(":", 1)[0]
+    return peer
 
 
 def _authorization(context: grpc.aio.ServicerContext) -> str | None:
@@ -90,9 +102,13 @@ async def start_grpc_server(
     port: int,
     max_concurrent_rpcs: int,
     credentials: grpc.ServerCredentials | None = None,
+    max_streams_per_connection: int = 16,
 ) -> tuple[grpc.aio.Server, int]:
     """Start serving; returns the server and the bound port (port 0 picks a free one).
-    With `credentials` the port speaks TLS only."""
+    With `credentials` the port speaks TLS only. A connection may open at most
+    `max_streams_per_connection` calls at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS:
+    clients queue the rest), so what it can make the transport hold before its calls
+    get a reading turn is that many stream windows."""
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", edge.max_request_bytes + 1),
@@ -100,6 +116,7 @@ async def start_grpc_server(
             ("grpc.so_reuseport", 0),
             ("grpc.http2.lookahead_bytes", STREAM_WINDOW_BYTES),
             ("grpc.http2.bdp_probe", 0),
+            ("grpc.max_concurrent_streams", max_streams_per_connection),
         ],
         maximum_concurrent_rpcs=max_concurrent_rpcs,
     )

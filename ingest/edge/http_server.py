@@ -12,8 +12,11 @@ the body timeout, and past `max_connections` open connections a new one is answe
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -26,6 +29,7 @@ from ingest.edge.answers import classify, response_for
 from ingest.edge.contract_api import ContractApi, add_contract_routes
 from ingest.edge.steps import Edge
 from ingest.errors import (
+    BodyTooSlow,
     ListenError,
     MalformedHttp,
     PayloadTooLarge,
@@ -35,6 +39,7 @@ from ingest.errors import (
 )
 from ingest.export.decode import decode_body, parse_json, parse_protobuf
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 TRACES_PATH = "/v1/traces"
@@ -52,10 +57,105 @@ def _encode(message: Message, content_type: str) -> bytes:
     return body
 
 
+@dataclass(eq=False)
+class Connection:
+    """What the table knows of one open connection."""
+
+    protocol: object
+    transport: asyncio.Transport
+    address: str
+    order: int
+    requests: int = 0  # complete request headers received
+    busy: int = 0  # requests being answered
+    authenticated: bool = False  # a request on it passed authentication
+
+    def shedding_rank(self) -> tuple[int, int] | None:
+        """Which to shed first (lowest), or None when it is answering a request: one
+        that has sent no complete request, then one never authenticated, then an idle
+        keep-alive; the oldest first within each."""
+        if self.busy:
+            return None
+        if not self.requests:
+            return (0, self.order)
+        return (1 if not self.authenticated else 2, self.order)
+
+
+class ConnectionTable:
+    """Open HTTP connections, at most `max_connections` in all and `max_per_client` from
+    one client address. A connection arriving past either cap sheds the first of
+    `Connection.shedding_rank` (from its own address when that address is at its cap),
+    so a client trickling headers on many sockets (slowloris) cannot keep another
+    out; when nothing can be shed, the new one is refused."""
+
+    def __init__(self, max_connections: int, max_per_client: int) -> None:
+        self.max_connections = max_connections
+        self.max_per_client = min(max_per_client, max_connections)
+        self._open: dict[object, Connection] = {}
+        self._by_transport: dict[asyncio.BaseTransport, Connection] = {}
+        self._per_address: dict[str, int] = {}
+        self._order = itertools.count()
+        self.shed = 0
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def answering(self) -> int:
+        """Connections with a request being answered (none of them can be shed)."""
+        return sum(1 for connection in self._open.values() if connection.busy)
+
+    def of(self, transport: asyncio.BaseTransport | None) -> Connection | None:
+        return self._by_transport.get(transport) if transport is not None else None
+
+    def admit(self, transport: asyncio.Transport, address: str, protocol: object = None) -> bool:
+        """Make room for a new connection from `address` (shedding one if need be);
+        False: refuse it."""
+        at_client_cap = self._per_address.get(address, 0) >= self.max_per_client
+        if at_client_cap and not self._shed_one(address):
+            return False
+        if len(self._open) >= self.max_connections and not self._shed_one(None):
+            return False
+        key = protocol if protocol is not None else transport
+        connection = Connection(key, transport, address, next(self._order))
+        self._open[key] = connection
+        self._by_transport[transport] = connection
+        self._per_address[address] = self._per_address.get(address, 0) + 1
+        return True
+
+    def forget(self, key: object) -> None:
+        connection = self._open.pop(key, None)
+        if connection is None:
+            return
+        self._by_transport.pop(connection.transport, None)
+        left = self._per_address[connection.address] - 1
+        if left:
+            self._per_address[connection.address] = left
+        else:
+            del self._per_address[connection.address]
+
+    def _shed_one(self, address: str | None) -> bool:
+        ranked = [
+            (rank, connection)
+            for connection in self._open.values()
+            if (address is None or connection.address == address)
+            and (rank := connection.shedding_rank()) is not None
+        ]
+        if not ranked:
+            return False
+        _, victim = min(ranked, key=lambda item: item[0])
+        self.forget(victim.protocol)
+        self.shed += 1
+        if victim.requests:
+            victim.transport.close()  # an idle keep-alive: a clean close
+        else:
+            victim.transport.abort()
+        return True
+
+
 class TracesHandler:
-    def __init__(self, edge: Edge) -> None:
+    def __init__(self, edge: Edge, connections: ConnectionTable) -> None:
         self._edge = edge
         self._max_bytes = edge.max_request_bytes
+        self._connections = connections
 
     async def handle(self, http_request: web.Request) -> web.Response:
         content_type = http_request.content_type
@@ -67,7 +167,11 @@ class TracesHandler:
                     f"Content-Type {content_type!r} is not supported; use {PROTOBUF} or {JSON}"
                 )
             principal = edge.authenticate(http_request.headers.get("Authorization"))
-            body = await edge.read(lambda: self._read(http_request))
+            connection = self._connections.of(http_request.transport)
+            if connection is not None:
+                connection.authenticated = True
+            reader = edge.reader(principal, _peer(http_request))
+            body = await edge.read(lambda: self._read(http_request), reader)
             payload = decode_body(
                 body, http_request.headers.get("Content-Encoding"), self._max_bytes
             )
@@ -86,16 +190,29 @@ class TracesHandler:
         )
 
     async def _read(self, http_request: web.Request) -> bytes:
-        """Read at most max bytes of (possibly compressed) body without buffering more."""
+        """Read at most max bytes of (possibly compressed) body without buffering more,
+        at the edge's minimum data rate."""
         length = http_request.content_length
         if length is not None and length > self._max_bytes:
             raise PayloadTooLarge(f"request of {length} bytes exceeds {self._max_bytes} bytes")
+        rate = self._edge.min_body_rate
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         chunks = bytearray()
-        async for chunk in http_request.content.iter_chunked(1 << 16):
+        while True:
+            try:
+                async with asyncio.timeout_at(rate.deadline(started, len(chunks))):
+                    chunk = await http_request.content.readany()
+            except TimeoutError:
+                raise BodyTooSlow(
+                    f"the request body arrived slower than the minimum of {rate.describe()}:"
+                    f" {len(chunks)} bytes in {loop.time() - started:.1f}s"
+                ) from None
+            if not chunk:
+                return bytes(chunks)
             chunks += chunk
             if len(chunks) > self._max_bytes:
                 raise PayloadTooLarge(f"request exceeds {self._max_bytes} bytes")
-        return bytes(chunks)
 
 
 def _peer(http_request: web.Request) -> str:
@@ -151,55 +268,114 @@ async def _answer_and_close(http_request: web.Request, response: web.Response) -
     return response
 
 
-def build_http_app(edge: Edge, contracts: ContractApi | None = None) -> web.Application:
-    """OTLP's traces path, and the contract registry's when `contracts` is given."""
-    app = web.Application(client_max_size=edge.max_request_bytes + 1)
-    handler = TracesHandler(edge)
-    app.router.add_post(TRACES_PATH, handler.handle)
+CONNECTIONS = web.AppKey("connections", ConnectionTable)
+
+
+def build_http_app(
+    edge: Edge,
+    contracts: ContractApi | None = None,
+    connections: ConnectionTable | None = None,
+) -> web.Application:
+    """OTLP's traces path, and the contract registry's when `contracts` is given.
+    `connections` (default: 256, 64 per client address) is what `CappedSite` admits
+    connections by; every request marks its connection as having sent one."""
+    table = connections if connections is not None else ConnectionTable(256, 64)
+
+    @web.middleware
+    async def mark(request: web.Request, handler: Handler) -> web.StreamResponse:
+        connection = table.of(request.transport)
+        if connection is None:
+            return await handler(request)
+        connection.requests += 1
+        connection.busy += 1
+        try:
+            return await handler(request)
+        finally:
+            connection.busy -= 1
+
+    app = web.Application(client_max_size=edge.max_request_bytes + 1, middlewares=[mark])
+    app[CONNECTIONS] = table
+    app.router.add_post(TRACES_PATH, TracesHandler(edge, table).handle)
     if contracts is not None:
         add_contract_routes(app, contracts)
     return app
 
 
-class _Refuse(asyncio.Protocol):
-    """A connection past the cap: told so, then closed."""
+class _Tracked(asyncio.Protocol):
+    """aiohttp's protocol for one connection, admitted (or refused) by the table once
+    its peer is known, and forgotten when it closes."""
+
+    def __init__(self, inner: asyncio.Protocol, table: ConnectionTable, site: CappedSite) -> None:
+        self._inner = inner
+        self._table = table
+        self._site = site
+        self._admitted = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.WriteTransport)
-        transport.write(_TOO_MANY_CONNECTIONS)
-        transport.close()
+        assert isinstance(transport, asyncio.Transport)
+        peer = transport.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        if not self._table.admit(transport, address, self):
+            self._site.refused += 1
+            transport.write(_TOO_MANY_CONNECTIONS)
+            transport.close()
+            return
+        self._admitted = True
+        self._inner.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._admitted:
+            self._table.forget(self)
+            self._inner.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._admitted:
+            self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received() if self._admitted else None
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
 
 
 class CappedSite(web.TCPSite):
-    """A TCP site that refuses connections past `max_connections`; the TLS handshake
-    must finish within `handshake_timeout`."""
+    """A TCP site that admits connections by its app's `ConnectionTable` (past a cap,
+    one that has sent nothing is shed or the new one refused); the TLS handshake must
+    finish within `handshake_timeout`."""
 
-    __slots__ = ("_handshake_timeout", "_max_connections", "refused")
+    __slots__ = ("_handshake_timeout", "_table", "refused")
 
     def __init__(
         self,
         runner: web.AppRunner,
         host: str,
         port: int,
-        max_connections: int,
         handshake_timeout: float,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__(runner, host, port, ssl_context=ssl_context)
-        self._max_connections = max_connections
+        app = runner.app
+        self._table = app[CONNECTIONS] if isinstance(app, web.Application) else None
         self._handshake_timeout = handshake_timeout
         self.refused = 0
+
+    @property
+    def shed(self) -> int:
+        return self._table.shed if self._table is not None else 0
 
     async def start(self) -> None:
         self._runner._reg_site(self)
         server = self._runner.server
         assert server is not None
+        table = self._table
 
         def connection() -> asyncio.BaseProtocol:
-            if len(server.connections) >= self._max_connections:
-                self.refused += 1
-                return _Refuse()
-            return server()
+            inner = server()
+            return _Tracked(inner, table, self) if table is not None else inner
 
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
@@ -217,12 +393,11 @@ async def start_http_site(
     runner: web.AppRunner,
     host: str,
     port: int,
-    max_connections: int,
     handshake_timeout: float,
     ssl_context: ssl.SSLContext | None = None,
 ) -> tuple[CappedSite, int]:
     await runner.setup()
-    site = CappedSite(runner, host, port, max_connections, handshake_timeout, ssl_context)
+    site = CappedSite(runner, host, port, handshake_timeout, ssl_context)
     try:
         await site.start()
     except OSError as err:  # the caller owns `runner` and cleans it up

@@ -1,7 +1,8 @@
 """What both transports do to a request before and around the export path, in order:
 
     authenticate (bearer token -> Principal)        Unauthenticated: 401 / UNAUTHENTICATED
-    wait for a reading turn, read the body in time  Backpressure / ReadTimeout
+    wait for the principal's reading turn           Backpressure: 429 / RESOURCE_EXHAUSTED
+    read the body in time, at the minimum rate      ReadTimeout / BodyTooSlow: 408
     admit its memory cost and expected queue time   Backpressure: 429 / RESOURCE_EXHAUSTED
     parse, spend the tenant's rate limit            DecodeError / RateLimited
     export (validate, hand off, answer when durable)
@@ -13,7 +14,7 @@ The transports only translate their wire into these steps (`ingest.edge.grpc_ser
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,7 +22,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
 
-from ingest.edge.admission import PROTOBUF_EXPANSION, Admission, ReadGate
+from ingest.edge.admission import (
+    NO_MINIMUM_RATE,
+    PROTOBUF_EXPANSION,
+    Admission,
+    MinimumRate,
+    ReadGate,
+)
 from ingest.edge.answers import refusal_reason
 from ingest.edge.auth import Authenticator
 from ingest.edge.ratelimit import TenantRateLimiter
@@ -54,6 +61,7 @@ class Edge:
     max_request_bytes: int
     body_timeout_seconds: float
     refusals: RefusalObserver | None = None
+    min_body_rate: MinimumRate = NO_MINIMUM_RATE
 
     def refused(self, transport: str, error: BaseException, peer: str) -> None:
         """Count (and maybe log) a refusal: never one log line per request."""
@@ -63,10 +71,16 @@ class Edge:
     def authenticate(self, authorization: str | None) -> Principal:
         return self.authenticator.authenticate(authorization)
 
-    async def read(self, receive: Callable[[], Awaitable[bytes]]) -> bytes:
-        """Receive a body in a reading turn, within the body timeout."""
+    def reader(self, principal: Principal, address: str) -> Hashable:
+        """Whose share of the reading turns a body takes: its token's (known only once
+        the header arrived, so reading comes after authentication), or without a
+        tokens file its client address's."""
+        return principal if self.authenticator.enabled else address
+
+    async def read(self, receive: Callable[[], Awaitable[bytes]], reader: Hashable) -> bytes:
+        """Receive a body in one of `reader`'s reading turns, within the body timeout."""
         self.admission.check_room()
-        async with self.reads.reading_turn():
+        async with self.reads.reading_turn(reader):
             try:
                 return await asyncio.wait_for(receive(), self.body_timeout_seconds)
             except TimeoutError:

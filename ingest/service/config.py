@@ -147,8 +147,20 @@ class ServeConfig(ServiceSettings):
     max_queue_seconds: float = Field(3.0, gt=0)
     # Request bodies being received at once (both transports); the rest wait their turn.
     max_concurrent_reads: int = Field(4, gt=0)
+    # Of those, at most this many for one principal (a token; without tokens, a client
+    # address): its slow bodies hold only its own share.
+    max_concurrent_reads_per_client: int = Field(2, gt=0)
+    # A body arriving slower than this on average (bytes/s, once the grace period has
+    # passed) is cut with 408; 0: no minimum. HTTP only: grpcio shows no progress.
+    min_body_rate: float = Field(16 * 1024, ge=0)
+    body_rate_grace_seconds: float = Field(5.0, ge=0)
     grpc_max_concurrent_rpcs: int = Field(512, gt=0)
+    # Calls one gRPC connection may have open at once (HTTP/2 max concurrent streams).
+    grpc_max_streams_per_connection: int = Field(16, gt=0)
     http_max_connections: int = Field(256, gt=0)
+    # Open HTTP connections from one client address; past it (or past the global cap)
+    # connections that sent no complete request or no token are shed first.
+    http_max_connections_per_client: int = Field(64, gt=0)
     # An HTTP connection must send a complete request header within this long after it
     # opened (or after its previous answer); a request body (either transport) must
     # arrive whole within the body timeout.

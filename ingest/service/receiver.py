@@ -23,11 +23,16 @@ from typing import Any
 import grpc
 from aiohttp import web
 
-from ingest.edge.admission import Admission, ReadGate
+from ingest.edge.admission import Admission, MinimumRate, ReadGate
 from ingest.edge.auth import Authenticator
 from ingest.edge.contract_api import ContractApi, Registrar
 from ingest.edge.grpc_server import start_grpc_server
-from ingest.edge.http_server import ServerLog, build_http_app, start_http_site
+from ingest.edge.http_server import (
+    ConnectionTable,
+    ServerLog,
+    build_http_app,
+    start_http_site,
+)
 from ingest.edge.ratelimit import TenantRateLimiter
 from ingest.edge.steps import Edge
 from ingest.edge.tls import ServerTls, TlsFiles
@@ -96,6 +101,9 @@ class ReceiverService:
         self.tls: ServerTls | None = None
         self.authenticator: Authenticator | None = None
         self.edge: Edge | None = None
+        self.http_connections = ConnectionTable(
+            self.config.http_max_connections, self.config.http_max_connections_per_client
+        )
         self._reloader: asyncio.Task[None] | None = None
         # The active contracts this receiver enforces (docs/contracts.md).
         self.contracts = ContractBook()
@@ -168,12 +176,17 @@ class ReceiverService:
         self.edge = edge = Edge(
             exporter,
             self.authenticator,
-            ReadGate(config.max_concurrent_reads, config.max_queue_seconds),
+            ReadGate(
+                config.max_concurrent_reads,
+                config.max_queue_seconds,
+                per_principal=config.max_concurrent_reads_per_client,
+            ),
             admission,
             TenantRateLimiter(self.monotonic),
             config.max_request_bytes,
             config.body_timeout_seconds,
             refusals=self.refusals,
+            min_body_rate=MinimumRate(config.min_body_rate, config.body_rate_grace_seconds),
         )
         sessions = (
             StoreSessions(self.store.url, limits=config.read_limits())
@@ -200,12 +213,13 @@ class ReceiverService:
             config.grpc_port,
             config.grpc_max_concurrent_rpcs,
             self.tls.grpc_credentials() if self.tls else None,
+            config.grpc_max_streams_per_connection,
         )
         # Bodies stay compressed until our bounded inflater sees them (gzip bombs). An
         # idle connection (no complete header yet, or none since its last answer) is
         # closed after the header timeout.
         self._http = web.AppRunner(
-            build_http_app(edge, self._contract_api()),
+            build_http_app(edge, self._contract_api(), self.http_connections),
             access_log=None,
             logger=ServerLog(edge),
             auto_decompress=False,
@@ -215,7 +229,6 @@ class ReceiverService:
             self._http,
             config.host,
             config.http_port,
-            config.http_max_connections,
             config.http_header_timeout_seconds,
             self.tls.ssl_context() if self.tls else None,
         )

@@ -124,3 +124,81 @@ async def test_read_gate_bounds_concurrent_reads_and_refuses_after_waiting() -> 
     await asyncio.gather(*readers)
     async with gate.reading_turn():
         assert gate.reading == 1
+
+
+async def test_a_principal_holds_only_its_share_and_freed_turns_go_to_the_fewest_held() -> None:
+    gate = ReadGate(max_reads=4, max_wait_seconds=5, per_principal=2)
+    release = {name: asyncio.Event() for name in ("slow", "other", "third")}
+    order: list[str] = []
+
+    async def read(who: str) -> None:
+        async with gate.reading_turn(who):
+            order.append(who)
+            await release[who].wait()
+
+    slow = [asyncio.create_task(read("slow")) for _ in range(4)]  # a slowloris of bodies
+    while gate.reading < 2:
+        await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert gate.held("slow") == 2 and gate.reading == 2  # two of its four wait
+    # Another principal is not kept waiting: the other two turns are there for it.
+    others = [asyncio.create_task(read("other")) for _ in range(2)]
+    while gate.held("other") < 2:
+        await asyncio.sleep(0)
+    assert gate.reading == 4
+    third = asyncio.create_task(read("third"))
+    await asyncio.sleep(0)
+    release["other"].set()  # two turns free: "third" takes one; "slow" is at its share
+    await asyncio.gather(*others)
+    while gate.held("third") < 1:
+        await asyncio.sleep(0)
+    assert gate.held("slow") == 2 and gate.reading == 3  # its waiting readers stay waiting
+    release["third"].set()
+    release["slow"].set()
+    await asyncio.gather(third, *slow)
+    assert gate.reading == 0 and order.count("slow") == 4
+
+
+async def test_a_principal_at_its_share_is_refused_after_waiting_with_its_own_reason() -> None:
+    gate = ReadGate(max_reads=4, max_wait_seconds=0.05, per_principal=1, retry_after=2.0)
+    release = asyncio.Event()
+
+    async def hold() -> None:
+        async with gate.reading_turn("a"):
+            await release.wait()
+
+    holder = asyncio.create_task(hold())
+    while gate.reading < 1:
+        await asyncio.sleep(0)
+    with pytest.raises(Backpressure, match="1 of this client's requests") as refused:
+        async with gate.reading_turn("a"):
+            pass
+    assert refused.value.retry_after == 2.0
+    async with gate.reading_turn("b"):  # another principal: at once
+        assert gate.reading == 2
+    release.set()
+    await holder
+    assert gate.reading == 0 and gate.held("a") == 0
+
+
+async def test_a_reader_cancelled_while_waiting_leaves_no_turn_taken() -> None:
+    gate = ReadGate(max_reads=1, max_wait_seconds=5)
+    release = asyncio.Event()
+
+    async def hold(who: str) -> None:
+        async with gate.reading_turn(who):
+            await release.wait()
+
+    first = asyncio.create_task(hold("a"))
+    while gate.reading < 1:
+        await asyncio.sleep(0)
+    waiting = asyncio.create_task(hold("b"))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    release.set()
+    await first
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert gate.reading == 0 and gate.held("b") == 0
+    async with gate.reading_turn("c"):
+        assert gate.reading == 1

@@ -105,12 +105,22 @@ def test_trickling_header_is_disconnected(strict_receiver: RunningReceiver) -> N
 
 
 def test_connections_past_the_cap_are_told_to_retry(strict_receiver: RunningReceiver) -> None:
+    """Three connections each receiving a request (none can be shed): a fourth is told
+    to come back, and is served once they are answered."""
+    table = strict_receiver.service.http_connections
+    body = _payload("held")
+    head = (
+        "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
     held = [_connect(strict_receiver) for _ in range(3)]
     try:
-        # Requests on the held connections make sure the server has registered them.
         for sock in held:
-            sock.sendall(b"GET /v1/traces HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert sock.recv(65536).startswith(b"HTTP/1.1 405 ")
+            sock.sendall(head + body[:3])
+        deadline = time.monotonic() + 10
+        while table.answering() < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
         extra = _connect(strict_receiver)
         answer = _read_until_closed(extra, time.monotonic() + 10)
         extra.close()
