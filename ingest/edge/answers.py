@@ -99,6 +99,7 @@ def classify(error: Exception) -> Failure:
 # Why a request was refused, as metrics label it and the refusal log counts it.
 MALFORMED_HTTP = "malformed HTTP request"
 INTERNAL_ERROR = "internal error"
+CLIENT_GONE = "client went away"
 # The client sent what can never pass (or too slowly): its own doing, summarised on
 # the log. The other reasons are the receiver's state (overload, a broker down).
 CLIENT_REASONS = frozenset(
@@ -111,6 +112,7 @@ CLIENT_REASONS = frozenset(
         "body timeout",
         "body too slow",
         "invalid",
+        CLIENT_GONE,
     }
 )
 REFUSAL_REASONS = CLIENT_REASONS | {"busy", "rate limited", "unavailable", INTERNAL_ERROR}
@@ -137,6 +139,7 @@ _REASONS: tuple[tuple[type[BaseException], str], ...] = (
     (ReadTimeout, "body timeout"),
     (RetryableError, "unavailable"),
     (IngestError, "invalid"),
+    (ConnectionError, CLIENT_GONE),  # mid-body: nothing to answer, nothing of ours broke
 )
 
 assert grpc.StatusCode.UNAVAILABLE.value[0] == code_pb2.UNAVAILABLE

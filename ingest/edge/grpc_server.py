@@ -74,11 +74,12 @@ class _TraceService(grpc.GenericRpcHandler):  # type: ignore[misc]
 
 
 def peer_address(peer: str) -> str:
-    """`ipv4:10.0.0.7:5123` -> `ipv4:10.0.0.7`, `ipv6:[::1]:5123` -> `ipv6:[::1]`: the
-    client's address without its port."""
-    if peer.startswith(("ipv4:", "ipv6:")):
-        return peer.rsplit(":", 1)[0]
-    return peer
+    """`ipv4:10.0.0.7:5123` -> `10.0.0.7`, `ipv6:[::1]:5123` -> `::1`: the client's
+    address as the HTTP listener sees it, so one client is one principal on both."""
+    kind, _, rest = peer.partition(":")
+    if kind not in ("ipv4", "ipv6") or ":" not in rest:
+        return peer
+    return rest.rsplit(":", 1)[0].strip("[]")
 
 
 def _authorization(context: grpc.aio.ServicerContext) -> str | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import socket
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -65,7 +66,8 @@ class Connection:
     transport: asyncio.Transport
     address: str
     order: int
-    requests: int = 0  # complete request headers received
+    requests: int = 0  # requests that reached a handler
+    headed: bool = False  # a complete request header arrived (before a handler runs)
     busy: int = 0  # requests being answered
     authenticated: bool = False  # a request on it passed authentication
 
@@ -73,11 +75,26 @@ class Connection:
         """Which to shed first (lowest), or None when it is answering a request: one
         that has sent no complete request, then one never authenticated, then an idle
         keep-alive; the oldest first within each."""
-        if self.busy:
+        if self.busy or (self.headed and not self.requests):  # its first one is on its way
             return None
-        if not self.requests:
+        if not self.headed:
             return (0, self.order)
         return (1 if not self.authenticated else 2, self.order)
+
+
+def _header_waiting(transport: asyncio.Transport) -> bool:
+    """Whether a whole request header already waits in the socket (plaintext only):
+    a client that connected and sent its request at once is not one that sent
+    nothing, even before the event loop read it."""
+    raw = transport.get_extra_info("socket")
+    if raw is None or transport.get_extra_info("sslcontext") is not None:
+        return False
+    try:
+        with raw.dup() as sock:
+            waiting: bytes = sock.recv(1 << 16, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except OSError:
+        return False
+    return b"\r\n\r\n" in waiting
 
 
 class ConnectionTable:
@@ -139,9 +156,13 @@ class ConnectionTable:
             if (address is None or connection.address == address)
             and (rank := connection.shedding_rank()) is not None
         ]
-        if not ranked:
+        for _, victim in sorted(ranked, key=lambda item: item[0]):
+            if not victim.headed and _header_waiting(victim.transport):
+                victim.headed = True  # its request is in the socket, not yet read: keep it
+                continue
+            break
+        else:
             return False
-        _, victim = min(ranked, key=lambda item: item[0])
         self.forget(victim.protocol)
         self.shed += 1
         if victim.requests:
@@ -310,6 +331,8 @@ class _Tracked(asyncio.Protocol):
         self._table = table
         self._site = site
         self._admitted = False
+        self._connection: Connection | None = None
+        self._tail = b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -321,6 +344,7 @@ class _Tracked(asyncio.Protocol):
             transport.close()
             return
         self._admitted = True
+        self._connection = self._table.of(transport)
         self._inner.connection_made(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -329,8 +353,16 @@ class _Tracked(asyncio.Protocol):
             self._inner.connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._admitted:
-            self._inner.data_received(data)
+        if not self._admitted:
+            return
+        if self._connection is not None and not self._connection.headed:
+            # The end of a request header, maybe split across reads: from now on this
+            # connection is not one that sent nothing (aiohttp runs its handler later).
+            self._tail = (self._tail + data)[-(len(data) + 3) :]
+            if b"\r\n\r\n" in self._tail:
+                self._connection.headed = True
+            self._tail = self._tail[-3:]
+        self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:
         return self._inner.eof_received() if self._admitted else None
