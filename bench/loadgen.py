@@ -63,6 +63,7 @@ class LoadConfig:
     tag: str = "00000000"
     first_request: int = 0
     max_outstanding: int = 0
+    minimal: bool = False  # minimal evaluation spans (bench.payload.PayloadSpec.minimal)
 
     def validate(self) -> None:
         parsed = urlparse(self.target)
@@ -337,7 +338,7 @@ def make_sender(config: LoadConfig) -> Sender:
 async def generate(config: LoadConfig, factory: RequestFactory | None = None) -> LoadResult:
     """Run one bounded load against `config.target` (call inside an event loop)."""
     config.validate()
-    spec = PayloadSpec(config.batch, config.sentinel_every, config.tag)
+    spec = PayloadSpec(config.batch, config.sentinel_every, config.tag, minimal=config.minimal)
     factory = factory or RequestFactory(spec, config.encoding)
     return await LoadRun(config, factory, make_sender(config)).run()
 
@@ -357,6 +358,7 @@ def _parse(argv: list[str] | None) -> tuple[LoadConfig, bool]:
     parser.add_argument("--tag", default="00000000", help="8 characters naming the run")
     parser.add_argument("--first-request", type=int, default=0)
     parser.add_argument("--max-outstanding", type=int, default=0)
+    parser.add_argument("--minimal", action="store_true", help="minimal evaluation spans")
     parser.add_argument(
         "--wait-go", action="store_true", help="print READY, start on a line on stdin"
     )
@@ -368,7 +370,7 @@ def _parse(argv: list[str] | None) -> tuple[LoadConfig, bool]:
 def main(argv: list[str] | None = None) -> None:
     config, wait_go = _parse(argv)
     config.validate()
-    spec = PayloadSpec(config.batch, config.sentinel_every, config.tag)
+    spec = PayloadSpec(config.batch, config.sentinel_every, config.tag, minimal=config.minimal)
     factory = RequestFactory(spec, config.encoding)
     if wait_go:
         print("READY", flush=True)

@@ -35,6 +35,7 @@ class Scenario:
     duration: float = 10.0
     max_outstanding: int = 0
     timeout: float = 30.0
+    minimal: bool = False
 
     @property
     def label(self) -> str:
@@ -58,6 +59,7 @@ class LoadProcess:
             "--timeout", str(scenario.timeout), "--tag", tag,
             "--max-outstanding", str(scenario.max_outstanding), "--wait-go",
             *(["--gzip"] if scenario.gzip else []),
+            *(["--minimal"] if scenario.minimal else []),
         )  # fmt: skip
         self.popen = subprocess.Popen(
             argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True

@@ -6,7 +6,8 @@
 
 Each mix runs against a fresh `holonograph serve` (and, on the Kafka path, a fresh
 `serve --kafka` + `sink` with the Tansu broker) with default settings: 16 clients x
-24 MiB requests, 32 clients x 4 MiB, 64 clients x 1,000-span requests, closed loop
+24 MiB requests, 32 clients x 4 MiB, 64 clients x 1,000-span requests, 16 clients x
+12 MiB of minimal spans (about 44,000 a request: the most spans per byte), closed loop
 (a throttled client waits the retry delay, at most 1 s, and sends its next request).
 Reported per mix: peak RSS (VmHWM) of every process of the path, RSS a few seconds
 after the load stopped, answers by code, p50/p99 latency of accepted requests and
@@ -58,12 +59,16 @@ class Mix:
     clients: int
     request_bytes: int = 0  # 0: `spans` per request
     spans: int = 0
+    minimal: bool = False  # spans with only the required attributes (~0.3 KB)
 
 
 MIXES = (
     Mix("16 clients x 24 MiB", 16, request_bytes=24 * MIB),
     Mix("32 clients x 4 MiB", 32, request_bytes=4 * MIB),
     Mix("64 clients x 1,000 spans", 64, spans=1000),
+    # The most spans per byte a client can send, just under --max-request-spans: what
+    # a cost counted by bytes alone would underestimate fourfold.
+    Mix("16 clients x 12 MiB of minimal spans", 16, request_bytes=12 * MIB, minimal=True),
 )
 
 
@@ -71,13 +76,13 @@ def _log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def bytes_per_span() -> float:
-    factory = RequestFactory(PayloadSpec(batch=1000))
+def bytes_per_span(minimal: bool = False) -> float:
+    factory = RequestFactory(PayloadSpec(batch=1000, minimal=minimal))
     return factory.mean_request_bytes / 1000
 
 
 def batch_of(mix: Mix) -> int:
-    return mix.spans or max(1, round(mix.request_bytes / bytes_per_span()))
+    return mix.spans or max(1, round(mix.request_bytes / bytes_per_span(mix.minimal)))
 
 
 def _rss_after(pids: list[int]) -> list[float]:
@@ -98,7 +103,12 @@ def run_mix(make_path: Callable[[], IngestPath], mix: Mix, duration: float, work
     pids = path.pids()
     idle = procstat.rss_mib(pids)
     scenario = Scenario(
-        mix.name, batch=batch_of(mix), clients=mix.clients, duration=duration, timeout=30.0
+        mix.name,
+        batch=batch_of(mix),
+        clients=mix.clients,
+        duration=duration,
+        timeout=30.0,
+        minimal=mix.minimal,
     )
     try:
         result = measure(path, endpoints, [scenario])
@@ -155,29 +165,44 @@ def baseline_tree(ref: str, work: Path) -> Path:
     return target
 
 
-def expansion(batch: int = 2000) -> dict[str, float]:
-    """Memory held per body byte while a request is decoded and turned into rows."""
+def _held_per_request(body: bytes, encoding: str) -> float:
+    """Bytes a request holds while decoded and turned into rows."""
     from ingest.export.decode import parse_json, parse_protobuf
     from ingest.export.request import validate_request
     from ingest.store.rows import TableRows
 
+    before = procstat.rss_mib([_self()]) * MIB
+    tracemalloc.start()
+    request = parse_json(body) if encoding == JSON else parse_protobuf(body)
+    parsed_rss = procstat.rss_mib([_self()]) * MIB - before
+    batch_models = validate_request(request)
+    rows = TableRows()
+    rows.add(batch_models, "0" * 32, dt.datetime.now(dt.UTC))
+    _, python_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    # Python objects (tracemalloc) + the parsed protobuf outside Python's heap (RSS,
+    # minus what tracemalloc saw of it) + the body itself.
+    native = max(0.0, parsed_rss - python_peak) if encoding == PROTOBUF else 0.0
+    del request, batch_models, rows
+    return python_peak + native + len(body)
+
+
+def expansion(batch: int = 2000) -> dict[str, float]:
+    """Memory held per body byte while a request is decoded and turned into rows, for
+    realistic spans (`protobuf`, `json`) and for minimal ones, and the fit of both to
+    bytes x a + spans x b that admission counts (`*_byte`, `*_span`)."""
     out: dict[str, float] = {}
     for encoding in (PROTOBUF, JSON):
-        body = RequestFactory(PayloadSpec(batch=batch), encoding).body(1)
-        before = procstat.rss_mib([_self()]) * MIB
-        tracemalloc.start()
-        request = parse_json(body) if encoding == JSON else parse_protobuf(body)
-        parsed_rss = procstat.rss_mib([_self()]) * MIB - before
-        batch_models = validate_request(request)
-        rows = TableRows()
-        rows.add(batch_models, "0" * 32, dt.datetime.now(dt.UTC))
-        _, python_peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        # Python objects (tracemalloc) + the parsed protobuf outside Python's heap (RSS,
-        # minus what tracemalloc saw of it) + the body itself.
-        native = max(0.0, parsed_rss - python_peak) if encoding == PROTOBUF else 0.0
-        out[encoding] = (python_peak + native + len(body)) / len(body)
-        del request, batch_models, rows
+        shapes = []
+        for minimal in (False, True):
+            body = RequestFactory(PayloadSpec(batch=batch, minimal=minimal), encoding).body(1)
+            held = _held_per_request(body, encoding)
+            shapes.append((len(body), held))
+            out[f"{encoding}{'_minimal' if minimal else ''}"] = held / len(body)
+        (size_a, held_a), (size_b, held_b) = shapes
+        per_byte = (held_a - held_b) / (size_a - size_b)
+        out[f"{encoding}_byte"] = per_byte
+        out[f"{encoding}_span"] = (held_a - per_byte * size_a) / batch
     return out
 
 
@@ -197,9 +222,17 @@ def markdown(results: dict[str, Any]) -> str:
         " work while measuring: absolute figures are noisy; the A/B ratio comes from runs"
         " alternated in the same run.",
         "- Request expansion measured in this run: protobuf"
-        f" {results['expansion']['protobuf']:.1f}x, JSON {results['expansion']['json']:.1f}x"
-        " the body (admission assumes"
-        f" {results['assumed']['protobuf']:g}x and {results['assumed']['json']:g}x).",
+        f" {results['expansion']['protobuf']:.1f}x (minimal spans"
+        f" {results['expansion']['protobuf_minimal']:.1f}x), JSON"
+        f" {results['expansion']['json']:.1f}x (minimal"
+        f" {results['expansion']['json_minimal']:.1f}x)"
+        " the body; fitted: protobuf"
+        f" {results['expansion']['protobuf_byte']:.1f} bytes a byte +"
+        f" {results['expansion']['protobuf_span'] / 1024:.1f} KiB a span, JSON"
+        f" {results['expansion']['json_byte']:.1f} + {results['expansion']['json_span'] / 1024:.1f}"
+        " KiB (admission counts"
+        f" {results['assumed']['protobuf']:g} / {results['assumed']['json']:g} a byte +"
+        f" {results['assumed']['span'] / 1024:g} KiB a span).",
         "",
         "| path | mix | request | peak RSS MiB (by process) | RSS MiB idle → 5 s, 30 s after |"
         " answers | accepted spans | p50 ms | p99 ms | max ms | acknowledged = stored |",
@@ -279,7 +312,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of load per mix")
     parser.add_argument("--paths", default="embedded,kafka")
-    parser.add_argument("--mixes", default="0,1,2", help="indexes into the mixes [0,1,2]")
+    parser.add_argument("--mixes", default="0,1,2,3", help="indexes into the mixes [0,1,2,3]")
     parser.add_argument(
         "--baseline-ref", help="git ref for the CPU A/B [where this branch left main]"
     )
@@ -305,7 +338,7 @@ def _git(*args: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ingest.edge.admission import JSON_EXPANSION, PROTOBUF_EXPANSION
+    from ingest.edge.admission import JSON_EXPANSION, PROTOBUF_EXPANSION, SPAN_COST
 
     args = _parse(argv)
     if args.expansion:
@@ -328,7 +361,7 @@ def main(argv: list[str] | None = None) -> None:
                 check=True,
             ).stdout
         ),
-        "assumed": {"protobuf": PROTOBUF_EXPANSION, "json": JSON_EXPANSION},
+        "assumed": {"protobuf": PROTOBUF_EXPANSION, "json": JSON_EXPANSION, "span": SPAN_COST},
         "baseline_ref": args.baseline_ref,
         "mixes": [],
     }

@@ -63,6 +63,9 @@ class PayloadSpec:
     sentinel_every: int = 64
     tag: str = "00000000"
     seed: int = 7
+    # Evaluations with only the attributes the contract requires and no dimensions
+    # (about 0.2 KB each): the most spans a request of a given size can hold.
+    minimal: bool = False
 
     def __post_init__(self) -> None:
         if self.batch < 1 or self.sentinel_every < 1:
@@ -92,6 +95,20 @@ def request_number(stream: str) -> int | None:
 
 def _evaluation(spec: PayloadSpec, rng: random.Random, index: int, end_ns: int) -> PB2Span:
     stream = f"{STREAM_PREFIX}{spec.tag}-{PLACEHOLDER.decode()}"
+    if spec.minimal:
+        return PB2Span(
+            trace_id=(rng.getrandbits(128) | 1).to_bytes(16, "big"),
+            span_id=(rng.getrandbits(63) | 1).to_bytes(8, "big"),
+            name="holonograph.evaluation",
+            end_time_unix_nano=end_ns,
+            attributes=[
+                _kv("holonograph.event.id", f"evt_{spec.tag}_{PLACEHOLDER.decode()}_{index:05d}"),
+                _kv("holonograph.surface.id", "s"),
+                _kv("holonograph.run_mode", "production"),
+                _kv("holonograph.emission.stream", stream),
+                _kv("holonograph.emission.seq", index),
+            ],
+        )
     attributes = [
         _kv("holonograph.event.id", f"evt_{spec.tag}_{PLACEHOLDER.decode()}_{index:05d}"),
         _kv("holonograph.surface.id", rng.choice(_SURFACES)),

@@ -109,6 +109,7 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
 )
 @click.option("--max-request-bytes", type=int, help="Largest request after decompression [64 MiB].")
 @click.option("--max-inflight-bytes", type=int, help="Request bytes in flight before 429 [64 MiB].")
+@click.option("--max-request-spans", type=int, help="Spans in one request; more: 413 [50000].")
 @click.option("--retention", help="TTL on the event tables, e.g. 30d, 12h, 4w [keep].")
 @click.option(
     "--rejection-log-seconds",

@@ -36,11 +36,15 @@ from ingest.errors import Backpressure
 
 Monotonic = Callable[[], float]
 
-# Memory a request holds per byte of its decompressed body, from arrival to answer:
-# the body, the parsed protobuf (upb), the validated models and the insert rows.
-# OTLP/JSON holds its parsed document instead of a larger protobuf per byte.
-PROTOBUF_EXPANSION = 14.0
-JSON_EXPANSION = 12.0
+# Memory a request holds from arrival to answer: per byte of its decompressed body
+# (the body, the parsed protobuf or JSON document, the strings it holds) plus per span
+# (the validated models and the insert rows, about 8 KiB whatever the span's size).
+# Fitted on realistic 1.5 KB spans and minimal 0.2 KB ones (`python -m bench.memory
+# --expansion`): with bytes alone, a request of small spans costs four times what a
+# request of the same size of realistic spans does.
+PROTOBUF_EXPANSION = 6.0
+JSON_EXPANSION = 6.0
+SPAN_COST = 8 * 1024
 # The drain rate follows the load of about the last few seconds.
 RATE_HALF_LIFE_SECONDS = 5.0
 # Busy time before the measured rate is trusted for queue-time refusals.
@@ -102,22 +106,36 @@ class Admission:
             self._refuse_for_queue(wait)
 
     @contextmanager
-    def admit(self, size_bytes: int, expansion: float = PROTOBUF_EXPANSION) -> Iterator[None]:
-        """Hold the cost of a request of `size_bytes` for the body of the `with`."""
+    def admit(self, size_bytes: int, expansion: float = PROTOBUF_EXPANSION) -> Iterator[Held]:
+        """Hold the cost of a request of `size_bytes` for the body of the `with`; once
+        it is parsed, `Held.spans` adds what its spans cost."""
         cost = int(size_bytes * expansion)
         self._check(size_bytes, cost)
         self._advance()
         self.inflight_bytes += cost
         self.inflight_wire_bytes += size_bytes
+        held = Held(self, cost)
         try:
-            yield
+            yield held
         finally:
             self._advance()
-            self.inflight_bytes -= cost
+            self.inflight_bytes -= held.cost
             self.inflight_wire_bytes -= size_bytes
             self._done_bytes += size_bytes
             if not self.inflight_bytes and self.on_idle is not None:
                 self.on_idle()
+
+    def _grow(self, held: Held, extra: int) -> None:
+        """`held` costs `extra` more: refused past the budget unless it is alone."""
+        if self.inflight_bytes > held.cost and self.inflight_bytes + extra > self.max_bytes:
+            self.refused += 1
+            raise Backpressure(
+                f"requests in flight hold an estimated {self.inflight_bytes} bytes of memory"
+                f" and this one's spans {extra} more (limit {self.max_bytes}); retry later",
+                self._retry_after,
+            )
+        self.inflight_bytes += extra
+        held.cost += extra
 
     def _check(self, size_bytes: int, cost: int) -> None:
         if not self.inflight_bytes:
@@ -154,6 +172,18 @@ class Admission:
         busy = elapsed if self.inflight_wire_bytes else 0.0
         self._done_bytes *= decay
         self._busy_seconds = self._busy_seconds * decay + busy
+
+
+class Held:
+    """An admitted request's share of the budget."""
+
+    def __init__(self, admission: Admission, cost: int) -> None:
+        self._admission = admission
+        self.cost = cost
+
+    def spans(self, count: int, span_cost: int = SPAN_COST) -> None:
+        """Add the cost of `count` parsed spans (or raise `Backpressure`)."""
+        self._admission._grow(self, count * span_cost)
 
 
 class ReadGate:

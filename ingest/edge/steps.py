@@ -4,7 +4,7 @@
     wait for the principal's reading turn           Backpressure: 429 / RESOURCE_EXHAUSTED
     read the body in time, at the minimum rate      ReadTimeout / BodyTooSlow: 408
     admit its memory cost and expected queue time   Backpressure: 429 / RESOURCE_EXHAUSTED
-    parse, spend the tenant's rate limit            DecodeError / RateLimited
+    parse, admit its spans' cost, spend the rate    DecodeError / 413 / Backpressure / RateLimited
     export (validate, hand off, answer when durable)
 
 The transports only translate their wire into these steps (`ingest.edge.grpc_server`,
@@ -32,7 +32,7 @@ from ingest.edge.admission import (
 from ingest.edge.answers import refusal_reason
 from ingest.edge.auth import Authenticator
 from ingest.edge.ratelimit import TenantRateLimiter
-from ingest.errors import ReadTimeout
+from ingest.errors import PayloadTooLarge, ReadTimeout
 from ingest.export.handler import ExportHandler, ExportOutcome
 from ingest.export.principal import Principal
 
@@ -62,6 +62,7 @@ class Edge:
     body_timeout_seconds: float
     refusals: RefusalObserver | None = None
     min_body_rate: MinimumRate = NO_MINIMUM_RATE
+    max_request_spans: int = 50_000
 
     def refused(self, transport: str, error: BaseException, peer: str) -> None:
         """Count (and maybe log) a refusal: never one log line per request."""
@@ -95,7 +96,14 @@ class Edge:
         parse: Parse,
         expansion: float = PROTOBUF_EXPANSION,
     ) -> ExportOutcome:
-        with self.admission.admit(len(payload), expansion):
+        with self.admission.admit(len(payload), expansion) as held:
             request = parse(payload)
-            self.limiter.take(principal, span_count(request))
+            spans = span_count(request)
+            if spans > self.max_request_spans:
+                raise PayloadTooLarge(
+                    f"request of {spans} spans exceeds {self.max_request_spans} spans;"
+                    " send smaller batches"
+                )
+            held.spans(spans)
+            self.limiter.take(principal, spans)
             return await self.exporter.export(request, len(payload), principal)

@@ -129,6 +129,9 @@ class ServeConfig(ServiceSettings):
     http_port: int = Field(4318, ge=0, le=65535)
     max_request_bytes: int = Field(64 * MIB, gt=0)
     max_inflight_bytes: int = Field(64 * MIB, gt=0)
+    # Spans in one request: what a request alone may cost in memory is bounded by this
+    # and max_request_bytes (about 8 KiB a span); more is refused 413.
+    max_request_spans: int = Field(50_000, gt=0)
     max_batch_rows: int = Field(50_000, gt=0)
     linger_ms: float = Field(0.0, ge=0)
     # How long a group commit waits for requests already received (being decoded).

@@ -187,6 +187,7 @@ class ReceiverService:
             config.body_timeout_seconds,
             refusals=self.refusals,
             min_body_rate=MinimumRate(config.min_body_rate, config.body_rate_grace_seconds),
+            max_request_spans=config.max_request_spans,
         )
         sessions = (
             StoreSessions(self.store.url, limits=config.read_limits())

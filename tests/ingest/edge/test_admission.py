@@ -202,3 +202,21 @@ async def test_a_reader_cancelled_while_waiting_leaves_no_turn_taken() -> None:
     assert gate.reading == 0 and gate.held("b") == 0
     async with gate.reading_turn("c"):
         assert gate.reading == 1
+
+
+def test_spans_add_their_cost_once_parsed_and_refuse_past_the_budget() -> None:
+    admission = Admission(max_bytes=100_000)
+    with admission.admit(1000) as first:
+        first.spans(5, span_cost=1000)
+        assert admission.inflight_bytes == int(1000 * PROTOBUF_EXPANSION) + 5000
+        with admission.admit(1000) as second:
+            with pytest.raises(Backpressure, match="this one's spans 200000 more"):
+                second.spans(200, span_cost=1000)
+            assert admission.inflight_bytes == 2 * int(1000 * PROTOBUF_EXPANSION) + 5000
+    assert admission.inflight_bytes == 0
+    # Alone, a request's spans are admitted whatever they cost (any request up to the
+    # size and span limits can pass).
+    with admission.admit(1000) as alone:
+        alone.spans(500, span_cost=1000)
+        assert admission.inflight_bytes == int(1000 * PROTOBUF_EXPANSION) + 500_000
+    assert admission.inflight_bytes == 0
