@@ -26,7 +26,7 @@ import requests
 
 from ingest.store.clickhouse import ClickHouseStore
 from tests.conftest import RunningReceiver
-from tests.ingest.edge.test_auth import TOKEN_A, TOKEN_B, entry, tokens_yaml
+from tests.ingest.edge.test_auth import TOKEN_A, TOKEN_B, entry, stored, tokens_yaml
 from tests.ingest.helpers import EXPORT
 from tests.otel_emit import Evaluation, export_request, record_spans
 
@@ -55,16 +55,6 @@ def _tokens(tmp_path: Path) -> Path:
     path.write_text(tokens_yaml(entry("acme", TOKEN_A), entry("globex", TOKEN_B)))
     path.chmod(0o600)
     return path
-
-
-def _stored(receiver: RunningReceiver, stream: str) -> int:
-    return int(
-        receiver.store.query(
-            "SELECT count() FROM holonograph.evaluation_events FINAL"
-            " WHERE emission_stream = {s:String}",
-            {"s": stream},
-        ).scalar()
-    )
 
 
 class Attack:
@@ -179,7 +169,7 @@ def _victims(receiver: RunningReceiver, token: str | None, stream: str) -> None:
         call = channel.unary_unary(EXPORT)
         for seq in range(10, 14):
             call(_payload(stream, seq), timeout=30, metadata=metadata)  # raises unless OK
-    assert _stored(receiver, stream) == 14
+    assert stored(receiver, stream) == 14
 
 
 @pytest.fixture
@@ -307,7 +297,7 @@ def test_slowloris_without_a_token_cannot_keep_clients_out(
         stop.set()
         attacker.join(30)
         receiver.stop()
-    assert _stored(receiver, "past-slowloris") == 20
+    assert stored(receiver, "past-slowloris") == 20
 
 
 def test_a_grpc_connection_may_open_only_so_many_calls(store: ClickHouseStore) -> None:

@@ -11,7 +11,7 @@ import grpc
 import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from ingest.edge.admission import PROTOBUF_EXPANSION
+from ingest.edge.admission import PROTOBUF_EXPANSION, SPAN_COST
 from tests.conftest import RunningReceiver
 from tests.ingest.helpers import grpc_export, http_export, http_status
 from tests.otel_emit import Evaluation, export_grpc, export_request, record_spans
@@ -80,11 +80,16 @@ def test_partial_store_failure_then_retry_counts_once(receiver: RunningReceiver)
     assert received == 3
 
 
+def _cost(size: int, spans: int = 3) -> int:
+    """What admission counts for a request of `size` bytes and `spans` spans."""
+    return int(size * PROTOBUF_EXPANSION) + spans * SPAN_COST
+
+
 @pytest.fixture
 def tight_receiver(store) -> RunningReceiver:  # type: ignore[no-untyped-def]
     # Two requests' memory cost fits the budget, a third does not.
     size = len(_payload("tight"))
-    cost = int(size * PROTOBUF_EXPANSION)
+    cost = _cost(size)
     running = RunningReceiver(store, max_request_bytes=size * 2, max_inflight_bytes=cost * 2)
     yield running
     running.faulty.release()
@@ -101,7 +106,7 @@ def test_backpressure_when_too_many_bytes_wait(tight_receiver: RunningReceiver) 
         handoff = receiver.service.handoff
         wait_until(lambda: handoff.inflight_bytes >= 2 * len(_payload("tight")))  # type: ignore[union-attr]
         admission = receiver.service.edge.admission  # type: ignore[union-attr]
-        assert admission.inflight_bytes == 2 * int(len(_payload("tight")) * PROTOBUF_EXPANSION)
+        assert admission.inflight_bytes == 2 * _cost(len(_payload("tight")))
 
         refused = grpc_export(receiver.grpc_endpoint, _payload("tight", 3, 6))
         assert refused.code is grpc.StatusCode.RESOURCE_EXHAUSTED
