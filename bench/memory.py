@@ -82,7 +82,12 @@ def bytes_per_span(minimal: bool = False) -> float:
 
 
 def batch_of(mix: Mix) -> int:
-    return mix.spans or max(1, round(mix.request_bytes / bytes_per_span(mix.minimal)))
+    """Spans per request; a multiple of the sentinel period for sized mixes, so every
+    request has one shape (the load generator builds one template, not 64)."""
+    if mix.spans:
+        return mix.spans
+    every = PayloadSpec().sentinel_every
+    return every * max(1, round(mix.request_bytes / bytes_per_span(mix.minimal) / every))
 
 
 def _rss_after(pids: list[int]) -> list[float]:
