@@ -280,14 +280,14 @@ def _list(values: list[float]) -> str:
 def targets(results: dict[str, Any]) -> list[tuple[str, str, bool]]:
     rows: list[tuple[str, str, bool]] = []
     for run in results["mixes"]:
-        serve = next(iter(run["peak_rss_by_process_mib"].values()))
-        rows.append(
-            (
-                f"{run['path']}, {run['mix']}: serve peak RSS <= 1.5 GiB",
-                f"{serve:,.0f} MiB",
-                serve <= GIB_TARGET_MIB,
+        for process, peak in run["peak_rss_by_process_mib"].items():
+            rows.append(
+                (
+                    f"{run['path']}, {run['mix']}: {process} peak RSS <= 1.5 GiB",
+                    f"{peak:,.0f} MiB",
+                    peak <= GIB_TARGET_MIB,
+                )
             )
-        )
         if run["mix"].startswith("64"):
             p99 = run["phases"][0]["latency_p99_ms"] or 0.0
             rows.append((f"{run['path']}, {run['mix']}: p99 < 10 s", f"{p99:,.0f} ms", p99 < 1e4))
