@@ -223,7 +223,11 @@ def test_tokens_file_is_reloaded_and_a_bad_one_keeps_the_old_tokens(
     wait_until(lambda: "keeping the old tokens" in caplog.text, what="refused reload")
     assert grpc_call(endpoint, payload_of("r1"), TOKEN_B).code is grpc.StatusCode.OK
 
-    tokens_file.write_text(tokens_yaml(entry("initech", "tok-new-token-0001")))
+    # Replaced whole, as a careful deploy does: a reload never sees it half-written.
+    replacement = tokens_file.with_name("tokens.yaml.new")
+    replacement.write_text(tokens_yaml(entry("initech", "tok-new-token-0001")))
+    replacement.chmod(0o600)
+    replacement.replace(tokens_file)
 
     def new_token_works() -> bool:
         return grpc_call(endpoint, b"", "tok-new-token-0001").code is grpc.StatusCode.OK
