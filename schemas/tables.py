@@ -195,6 +195,27 @@ CONFORMANCE_RESULTS = Table(
     ),
 )  # fmt: skip
 
+# --- change events (docs/changes.md): governance rows derived by the store's own
+# materialized views (migration 0008), operator rows by `schemas.changelog`, their one
+# Python writer
+
+CHANGE_EVENTS = Table(
+    "change_events",
+    (
+        "tenant_id", "origin", "change_id", "agent_id", "surface_id", "kind", "artifact_id",
+        "artifact_version", "at", "ends_at", "light_source_id", "actor", "description",
+        "details", "recorded_at",
+    ),
+)  # fmt: skip
+
+# The views deriving governance rows, one per source table (written by SQL alone), and
+# the plain view over `contracts` they join to find a version's predecessor.
+CHANGES_FROM_CONTRACTS = Table("change_events_from_contracts")
+CHANGES_FROM_FIXTURES = Table("change_events_from_fixtures")
+CHANGES_FROM_VARIANCE = Table("change_events_from_variance")
+CHANGES_FROM_SCANS = Table("change_events_from_scans")
+CONTRACT_TEXTS = Table("contract_texts")
+
 # --- created and written by the migrations runner itself (`schemas.migrations`)
 
 SCHEMA_MIGRATIONS = Table("schema_migrations", ("version", "name", "checksum"))
