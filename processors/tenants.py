@@ -8,10 +8,23 @@ tenant would silently mix customers, so `resolve_tenant` refuses and lists them.
 from __future__ import annotations
 
 from schemas.store import Store
-from schemas.tables import CONFORMANCE_FIXTURES, EMISSION_RECEIPTS, EVALUATION_EVENTS, QUARANTINE
+from schemas.tables import (
+    CHANGE_EVENTS,
+    CONFORMANCE_FIXTURES,
+    EMISSION_RECEIPTS,
+    EVALUATION_EVENTS,
+    QUARANTINE,
+)
 
-# Tables whose rows say which tenants the store holds (analysis results follow them).
-TENANT_TABLES = (EVALUATION_EVENTS, EMISSION_RECEIPTS, QUARANTINE, CONFORMANCE_FIXTURES)
+# Tables whose rows say which tenants the store holds (analysis results follow them;
+# change events carry those of contracts, too).
+TENANT_TABLES = (
+    EVALUATION_EVENTS,
+    EMISSION_RECEIPTS,
+    QUARANTINE,
+    CONFORMANCE_FIXTURES,
+    CHANGE_EVENTS,
+)
 
 
 class TenantAmbiguous(ValueError):

@@ -15,6 +15,9 @@ from holonograph.cli.options import quiet_libraries
 
 # name -> (module in this package, one line for `holonograph --help`).
 COMMANDS: dict[str, tuple[str, str]] = {
+    "availability": ("changes", "Mark when a light source or surface was unavailable."),
+    "change": ("changes", "Record a deploy, prompt, config, lens, model or vendor change."),
+    "changes": ("changes", "Change events, governance and recorded, by surface and window."),
     "compare": ("compare", "Vendors head to head: per group and paired on the same calls."),
     "completeness": ("completeness", "Per-stream delivery accounting and biased windows."),
     "contract": ("contract", "Register surface contracts; read back versions and history."),
