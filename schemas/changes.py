@@ -178,3 +178,16 @@ class ChangeEvent(Model):
             if shape[key] is not None:
                 shape[key] = shape[key].replace("+00:00", "Z")
         return shape | {"layer": self.layer}
+
+
+def mark_answer(event: ChangeEvent, created: bool) -> dict[str, Any]:
+    """The answer to an availability mark: the Guide's `eventIds` and `pairing` (the
+    interval of a paired mark, None for a single one) with the stored change."""
+    shape = event.to_json()
+    pairing = (
+        {"pairingId": event.change_id, "unreachableFrom": shape["at"],
+         "unreachableUntil": shape["endsAt"]}
+        if event.ends_at is not None
+        else None
+    )  # fmt: skip
+    return shape | {"created": created, "eventIds": [event.change_id], "pairing": pairing}

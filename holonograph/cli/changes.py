@@ -21,7 +21,7 @@ from holonograph.cli.documents import invalid
 from holonograph.cli.errors import EXIT_USAGE, CommandFailed
 from holonograph.cli.options import RFC3339, choice_of, emit_json, format_table, store_options
 from holonograph.cli.tenants import tenant_option
-from schemas.changes import KINDS, ChangeEvent, OperatorKind
+from schemas.changes import KINDS, ChangeEvent, OperatorKind, mark_answer
 from schemas.times import rfc3339
 
 
@@ -201,23 +201,9 @@ def mark_command(
         lambda store, owner: mark_availability(store, owner, mark, utc_now()),
     )
     if as_json:
-        emit_json(marked_json(event, created))
+        emit_json(mark_answer(event, created))
     else:
         _print_recorded(event, created)
-
-
-def marked_json(event: ChangeEvent, created: bool) -> dict[str, Any]:
-    """The Guide's mark response (`eventIds`, `pairing`) with the stored change."""
-    pairing = (
-        {
-            "pairingId": event.change_id,
-            "unreachableFrom": event.at,
-            "unreachableUntil": event.ends_at,
-        }
-        if event.ends_at is not None
-        else None
-    )
-    return event.to_json() | {"created": created, "eventIds": [event.change_id], "pairing": pairing}
 
 
 @click.command("changes")

@@ -27,6 +27,7 @@ from google.protobuf.message import Message
 
 from ingest.edge.admission import JSON_EXPANSION, PROTOBUF_EXPANSION
 from ingest.edge.answers import classify, response_for
+from ingest.edge.change_api import ChangeApi, add_change_routes
 from ingest.edge.contract_api import ContractApi, add_contract_routes
 from ingest.edge.steps import Edge
 from ingest.errors import (
@@ -296,10 +297,12 @@ def build_http_app(
     edge: Edge,
     contracts: ContractApi | None = None,
     connections: ConnectionTable | None = None,
+    changes: ChangeApi | None = None,
 ) -> web.Application:
-    """OTLP's traces path, and the contract registry's when `contracts` is given.
-    `connections` (default: 256, 64 per client address) is what `CappedSite` admits
-    connections by; every request marks its connection as having sent one."""
+    """OTLP's traces path, and the contract registry's and change events' paths when
+    their endpoints are given. `connections` (default: 256, 64 per client address) is
+    what `CappedSite` admits connections by; every request marks its connection as
+    having sent one."""
     table = connections if connections is not None else ConnectionTable(256, 64)
 
     @web.middleware
@@ -319,6 +322,8 @@ def build_http_app(
     app.router.add_post(TRACES_PATH, TracesHandler(edge, table).handle)
     if contracts is not None:
         add_contract_routes(app, contracts)
+    if changes is not None:
+        add_change_routes(app, changes)
     return app
 
 

@@ -25,6 +25,7 @@ from aiohttp import web
 
 from ingest.edge.admission import Admission, MinimumRate, ReadGate
 from ingest.edge.auth import Authenticator
+from ingest.edge.change_api import ChangeApi
 from ingest.edge.contract_api import ContractApi, Registrar
 from ingest.edge.grpc_server import start_grpc_server
 from ingest.edge.http_server import (
@@ -43,6 +44,7 @@ from ingest.handoff.kafka import KafkaHandoff
 from ingest.handoff.protocol import Handoff
 from ingest.metrics import PipelineMetrics, ProducerMetrics
 from ingest.service.admin import AdminEndpoint
+from ingest.service.changes import StoreChangeLog
 from ingest.service.config import ServeConfig
 from ingest.service.contracts import StoreRegistrar, TopicRegistrar
 from ingest.service.memory import Trimmer
@@ -220,7 +222,7 @@ class ReceiverService:
         # idle connection (no complete header yet, or none since its last answer) is
         # closed after the header timeout.
         self._http = web.AppRunner(
-            build_http_app(edge, self._contract_api(), self.http_connections),
+            build_http_app(edge, self._contract_api(), self.http_connections, self._change_api()),
             access_log=None,
             logger=ServerLog(edge),
             auto_decompress=False,
@@ -252,6 +254,16 @@ class ReceiverService:
         if registrar is None or self.authenticator is None:
             return None
         return ContractApi(self.authenticator, registrar)
+
+    def _change_api(self) -> ChangeApi | None:
+        """Change records go to the store this receiver owns; without one (`--kafka`)
+        the endpoint answers 501 and says where to record them instead."""
+        if self.authenticator is None:
+            return None
+        store = self._registry_store
+        return ChangeApi(
+            self.authenticator, StoreChangeLog(store, self.clock) if store is not None else None
+        )
 
     async def _refresh_contracts(self, store: Store) -> None:
         """Registrations made by other processes (the CLI) reach ingest within one
