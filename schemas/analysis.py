@@ -18,13 +18,16 @@ from schemas.events import DEFAULT_TENANT
 Source = Literal["substrate", "light source", "lens", "noise"]
 LayerSource = Literal["lens", "light source", "substrate"]
 SOURCES: tuple[Source, ...] = ("substrate", "light source", "lens", "noise")
-BracketReason = Literal["sparse", "delivery-loss", "confounded", "unattributed", "cohort-mix"]
+BracketReason = Literal[
+    "sparse", "delivery-loss", "confounded", "unattributed", "cohort-mix", "availability"
+]
 BRACKET_REASONS: tuple[BracketReason, ...] = (
     "sparse",
     "delivery-loss",
     "confounded",
     "unattributed",
     "cohort-mix",
+    "availability",
 )
 Verdict = Literal["insufficient-data", "delivery-biased", "confounded", "viable"]
 VERDICTS: tuple[Verdict, ...] = ("insufficient-data", "delivery-biased", "confounded", "viable")
@@ -115,6 +118,37 @@ class CohortMix(Model):
     within_ci_high: float
 
 
+class Timing(Model):
+    """Does the shift start at a recorded change (docs/changes.md)? `inside`: the change's
+    bucket is in the change point's 95% confidence set of times; `p_value`: the share of
+    placebo times (every split of the change point's segment) that fit the shift at
+    least as well as the change's; `starts_here`: both, at `TIMING_LEVEL`."""
+
+    moment: dt.datetime  # the time tested: the change's, or a mark's start or end
+    inside: bool
+    p_value: float
+    starts_here: bool
+
+
+class ChangeEvidence(Model):
+    """A recorded change (`holonograph.change_events`) inside a change point's window."""
+
+    change_id: str
+    origin: str
+    kind: str
+    layer: LayerSource | None  # what a shift starting at it is attributed to
+    at: dt.datetime
+    ends_at: dt.datetime | None = None
+    surface_id: str | None = None  # None: agent-wide (agent None too: tenant-wide)
+    agent_id: str | None = None
+    light_source_id: str | None = None
+    artifact_id: str | None = None
+    artifact_version: str | None = None
+    actor: str | None = None
+    description: str
+    timing: Timing
+
+
 class ChangePoint(Model):
     timestamp: dt.datetime
     dimension_id: str
@@ -130,6 +164,7 @@ class ChangePoint(Model):
     within_bucket_contrasts: list[Contrast] = []
     corroboration: Corroboration | None = None
     cohort_mix: CohortMix | None = None
+    change_events: list[ChangeEvidence] = []
 
 
 class BracketedWindow(Model):

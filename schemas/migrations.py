@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from schemas.store import Store
-from schemas.tables import DATABASE
+from schemas.tables import DATABASE, Table
 from schemas.tuning import apply_merge_tuning
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -64,6 +64,18 @@ def load_migrations() -> list[Migration]:
     if len(set(versions)) != len(versions):
         raise MigrationError(f"duplicate migration numbers in {versions}")
     return found
+
+
+def table_exists(store: Store, table: Table) -> bool:
+    """Has `table` been created? A reader of a server not migrated this far yet (its
+    read-only user cannot run DDL) says what it could not read instead of failing."""
+    return bool(
+        store.query(
+            "SELECT count() FROM system.tables"
+            " WHERE database = {database:String} AND name = {name:String}",
+            {"database": DATABASE, "name": table.name},
+        ).scalar()
+    )
 
 
 def _columns(store: Store, database: str, table: str) -> list[str]:

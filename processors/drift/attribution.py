@@ -12,9 +12,13 @@ cells of `series.cells`), never from a guess:
    point is bracketed *unattributed*). Several sources at once -> each is compared new
    vs old value inside the same buckets, holding the others' values fixed; if exactly
    one separates, it wins, otherwise the point is *confounded* (not confident).
-3. No recorded change -> a cohort/run-mode mix shift explains it (bracket `cohort-mix`),
-   or other surfaces on the same model alias moved in the same window (a silent vendor
-   change: `light source`), or nothing does (bracket `unattributed`).
+3. No layer change on the events -> a cohort/run-mode mix shift explains it (bracket
+   `cohort-mix`), or the shift starts at a change the operator's system recorded
+   (`recorded`: deploy, prompt, config -> substrate; contract, fixture, lens -> lens;
+   model, vendor, availability -> light source; confident only when its timing test
+   passes), or other surfaces on the same model alias moved in the same window (a
+   silent vendor change: `light source`), or nothing does (bracket `unattributed`).
+   Recorded changes in the window are listed on every change point, explained or not.
 4. A shift smaller than the practical threshold is `noise`.
 """
 
@@ -37,9 +41,11 @@ from processors.drift.evidence import (
     dominant_alias,
     explains_shift,
 )
+from processors.drift.recorded import Cite
 from processors.series.cells import Series
 from processors.series.changepoint import ChangePoint as RawChangePoint
 from schemas.analysis import (
+    ChangeEvidence,
     ChangePoint,
     CohortMix,
     Contrast,
@@ -50,6 +56,7 @@ from schemas.analysis import (
     Source,
     TimeWindow,
 )
+from schemas.times import to_store_time
 
 Z_SEPARATE = 2.576  # a layer "separates" when its same-bucket contrast passes 1 %
 Z_CONFIRM = 1.96  # a rolled-out layer is confirmed when its same-bucket contrast passes 5 %
@@ -72,6 +79,7 @@ def decide(
     mix: CohortMix | None,
     corroboration: Corroboration | None,
     cfg: AttributionConfig,
+    recorded: Sequence[ChangeEvidence] = (),
 ) -> Label:
     if abs(raw.delta) < cfg.delta_threshold:
         return Label("noise", True, "shift below changePointDeltaThreshold", None)
@@ -82,16 +90,57 @@ def decide(
         return _separate(changes, contrasts, raw.delta, sources)
     if mix is not None and explains_shift(mix, raw.delta):
         return Label("substrate", False, "cohort or run-mode mix changed", "cohort-mix")
-    if corroboration is not None and corroboration.corroborated:
+    corroborated = corroboration is not None and corroboration.corroborated
+    starting = [c for c in recorded if c.layer is not None and c.timing.starts_here]
+    if starting:
+        return _recorded(starting, corroboration if corroborated else None)
+    if corroboration is not None and corroborated:
         surfaces = ", ".join(corroboration.corroborating_surfaces)
         return Label(
             "light source", True, f"silent change behind {corroboration.alias}: {surfaces}", None
+        )
+    near = [c for c in recorded if c.layer is not None]
+    if near:
+        first = min(near, key=lambda c: c.timing.p_value)
+        return Label(
+            first.layer or "substrate",
+            False,
+            f"{_named(first)} is in the window, but the shift does not start at it"
+            f" (timing test: {'inside' if first.timing.inside else 'outside'} the confidence"
+            f" set, placebo p {first.timing.p_value:.3f})",
+            "unattributed",
         )
     return Label(
         "substrate",
         False,
         "significant shift with no recorded layer change and " + _uncorroborated(corroboration),
         "unattributed",
+    )
+
+
+def _named(change: ChangeEvidence) -> str:
+    what = change.artifact_version or change.artifact_id or change.change_id
+    return f"{change.kind} {what} recorded at {change.at:%Y-%m-%dT%H:%MZ}"
+
+
+def _recorded(starting: list[ChangeEvidence], corroboration: Corroboration | None) -> Label:
+    """The shift starts at recorded changes: their layer, when they agree (and the
+    alias's other surfaces did not move, which a change of this surface's layer other
+    than its vendor cannot explain); else confounded."""
+    layers = sorted({c.layer for c in starting if c.layer}, key=lambda s: PRECEDENCE[s])
+    named = "; ".join(_named(c) for c in starting)
+    if len(layers) == 1 and (corroboration is None or layers[0] == "light source"):
+        return Label(layers[0], True, f"starts at a recorded change: {named}", None)
+    if len(layers) == 1:
+        alias = corroboration.alias if corroboration else ""
+        return Label(
+            layers[0], False,
+            f"confounded: starts at {named}, and other surfaces behind {alias} moved too",
+            "confounded",
+        )  # fmt: skip
+    both = " + ".join(layers)
+    return Label(
+        layers[0], False, f"confounded: {both} changes recorded at the shift: {named}", "confounded"
     )
 
 
@@ -154,14 +203,27 @@ def _separate(
     return Label(first, False, f"confounded: {' + '.join(sources)} changed together", "confounded")
 
 
-def snap(at: dt.datetime, label: Label, changes: list[LayerChange]) -> dt.datetime:
+def snap(
+    at: dt.datetime,
+    label: Label,
+    changes: list[LayerChange],
+    recorded: Sequence[ChangeEvidence] = (),
+) -> dt.datetime:
     """A confident single-layer change happened when that layer switched: the detected
-    time moves onto the recorded switch (its rollout span) when it lies outside it."""
+    time moves onto the recorded switch (its rollout span) when it lies outside it, or
+    onto the recorded change the shift starts at."""
     spans = [
         (c.changed_at, c.completed_at or c.changed_at)
         for c in changes
         if c.layer == label.source and c.changed_at is not None
     ]
+    if not spans:
+        spans = [
+            (moment, moment)
+            for c in recorded
+            if c.layer == label.source and c.timing.starts_here
+            for moment in [to_store_time(c.timing.moment)]
+        ][:1]
     if not label.confident or len(spans) != 1:
         return at
     first, last = spans[0]
@@ -175,9 +237,13 @@ def attribute(
     inflation: float,
     corroborate: Corroborate,
     cfg: AttributionConfig,
+    cite: Cite | None = None,
 ) -> tuple[ChangePoint, tuple[dt.datetime, dt.datetime, str, str] | None]:
     """The labelled change point and, when it must be bracketed, (from, to, reason, why)."""
     ctx = context_for(series, raw, cfg, inflation)
+    grid, step = series.grid, series.grid[1] - series.grid[0] if len(series.grid) > 1 else None
+    width = step or dt.timedelta(hours=1)
+    recorded = cite(series, raw, grid[max(ctx.lo - 1, 0)], grid[ctx.hi] + width) if cite else []
     changes = changed_layers(ctx, cfg)
     contrasts = [
         contrast(ctx, c, [o for o in changes if o is not c], cfg.min_overlap_events)
@@ -187,13 +253,12 @@ def attribute(
     corroboration = None
     if not changes and not (mix is not None and explains_shift(mix, raw.delta)):
         corroboration = corroborate(dominant_alias(ctx), ctx.lo, ctx.hi, raw.delta)
-    label = decide(ctx, raw, changes, contrasts, mix, corroboration, cfg)
-    grid, step = series.grid, series.grid[1] - series.grid[0] if len(series.grid) > 1 else None
-    at = snap(grid[ctx.row], label, changes)
+    label = decide(ctx, raw, changes, contrasts, mix, corroboration, cfg, recorded)
+    at = snap(grid[ctx.row], label, changes, recorded)
     # The window's first bucket is the first at the new level; the bucket before it may
     # hold the change too (a day that switched at 14:00 reads mostly as the old level).
     start = min(grid[max(ctx.lo - 1, 0)], at)
-    end = max(grid[ctx.hi], at) + (step or dt.timedelta(hours=1))
+    end = max(grid[ctx.hi], at) + width
     half = 1.96 * raw.delta_se
     point = ChangePoint(
         timestamp=at,
@@ -216,6 +281,7 @@ def attribute(
         within_bucket_contrasts=[c for c in contrasts if c is not None],
         corroboration=corroboration,
         cohort_mix=mix,
+        change_events=recorded,
     )
     bracket = (start, end, label.bracket, label.reason) if label.bracket else None
     return point, bracket

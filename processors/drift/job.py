@@ -2,10 +2,11 @@
 the layer it came from, plus the windows where labels should not be trusted.
 
 Pipeline: cells aggregated in ClickHouse (`series.cells`) -> change points calibrated on
-the series itself (`changepoint`) -> attribution from recorded layer values
-(`attribution`) -> brackets (sparse buckets, delivery loss, confounded,
-unattributed, cohort mix) -> a report shaped like the Guide's `POST /lens/attribute`,
-persisted to `drift_change_points` and `analysis_events`.
+the series itself (`changepoint`) -> attribution from recorded layer values and the
+change events recorded for the surface (`attribution`, `recorded`) -> brackets (sparse
+buckets, delivery loss, availability, confounded, unattributed, cohort mix) -> a report
+shaped like the Guide's `POST /lens/attribute`, persisted to `drift_change_points` and
+`analysis_events`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from processors.drift.attribution import Corroborate, attribute
 from processors.drift.corroborate import CorroborationConfig, alias_corroborator
 from processors.drift.evidence import AttributionConfig
 from processors.drift.persist import persist_drift
+from processors.drift.recorded import Cite, availability_brackets, fetch_recorded, no_citations
 from processors.series import changepoint as cp
 from processors.series.cells import (
     BUCKETS,
@@ -150,10 +152,19 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
     summaries: list[DimensionSummary] = []
     notes: list[str] = []
     traces: dict[str, DimensionTrace] = {}
+    recorded = fetch_recorded(store, query)
+    cite: Cite = no_citations
+    if recorded is None:
+        notes.append("change events not read: holonograph.change_events is not in the store")
+    else:
+        cite = recorded.cite
+        brackets += availability_brackets(recorded, query)
     for dimension_id, binary in dimension_kinds(store, query).items():
         series = build_series(grid, fetch_cells(store, query, dimension_id, binary), binary)
         brackets += sparse_brackets(series, request.sparse_min_events, dimension_id)
-        found, trace = analyse_dimension(series, dimension_id, request, attribution, corroborate)
+        found, trace = analyse_dimension(
+            series, dimension_id, request, attribution, corroborate, cite
+        )
         if trace is not None:
             traces[dimension_id] = trace
         points += [p for p, _ in found]
@@ -224,6 +235,7 @@ def analyse_dimension(
     request: DriftRequest,
     attribution: AttributionConfig,
     corroborate: Corroborate,
+    cite: Cite = no_citations,
 ) -> tuple[_Found, DimensionTrace | None]:
     if len(series.index) < min_buckets(request):
         return [], None
@@ -235,7 +247,9 @@ def analyse_dimension(
     inflation = float(np.sqrt(1.0 + np.mean(buckets.n) * detection.tau2 / detection.unit_variance))
     found: _Found = []
     for raw in detection.change_points:
-        point, bracket = attribute(series, raw, dimension_id, inflation, corroborate, attribution)
+        point, bracket = attribute(
+            series, raw, dimension_id, inflation, corroborate, attribution, cite
+        )
         window = None
         if bracket is not None:
             start, end, reason, why = bracket

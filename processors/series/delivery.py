@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from processors.completeness.job import last_refresh
 from processors.series.cells import SeriesQuery
+from schemas.migrations import table_exists
 from schemas.store import Store
-from schemas.tables import COMPLETENESS_WINDOWS, DATABASE
+from schemas.tables import COMPLETENESS_WINDOWS
 from schemas.times import to_store_time
 
 _WIDTH_SQL = {
@@ -41,7 +42,7 @@ def fetch_loss_windows(store: Store, query: SeriesQuery) -> list[LossWindow] | N
     """Windows flagged `bias_flag` for the surface, merged when they touch; None when
     the completeness table is not there to ask. With several bucket granularities in the
     table, the query's own (or else the finest) is used."""
-    if not _exists(store):
+    if not table_exists(store, COMPLETENESS_WINDOWS):
         return None
     where = [
         "bias_flag",
@@ -67,16 +68,6 @@ def fetch_loss_windows(store: Store, query: SeriesQuery) -> list[LossWindow] | N
         if stop > to_store_time(query.since):
             windows.append(LossWindow(start, stop, float(off), float(dlv)))
     return merge(windows)
-
-
-def _exists(store: Store) -> bool:
-    return bool(
-        store.query(
-            "SELECT count() FROM system.tables"
-            " WHERE database = {database:String} AND name = {name:String}",
-            {"database": DATABASE, "name": COMPLETENESS_WINDOWS.name},
-        ).scalar()
-    )
 
 
 def _granularity(
