@@ -1,6 +1,6 @@
 """Everything the report shows, read from the store: the same analyses the commands
-run (`compare`, `completeness`, `quarantine`) plus the stored drift runs and variance
-verdicts, and hourly pass rates aggregated in ClickHouse."""
+run (`compare`, `completeness`, `quarantine`, `changes`) plus the stored drift runs and
+variance verdicts, and hourly pass rates aggregated in ClickHouse."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from processors.compare.job import CompareRequest, compare
 from processors.completeness.job import Selection, read_report
 from processors.quarantine import QuarantineReport, QuarantineSelection, read_quarantine
 from processors.series.cells import SERIES_FILTER, SeriesQuery
+from schemas.changelog import ChangeQuery, list_changes
+from schemas.changes import ChangeEvent
 from schemas.compare import CompareReport
 from schemas.completeness import CompletenessReport
 from schemas.store import Store
@@ -74,6 +76,7 @@ class SurfaceSection:
     surface_id: str
     series: dict[str, list[HourPoint]] = field(default_factory=dict)  # pass/fail dimensions
     marks: list[ChangeMark] = field(default_factory=list)
+    changes: list[ChangeEvent] = field(default_factory=list)  # recorded change events
     verdicts: list[Verdict] = field(default_factory=list)
     comparison: CompareReport | None = None
 
@@ -88,8 +91,8 @@ class ReportData:
 
 
 def steps(request: ReportRequest, surfaces: list[str]) -> int:
-    """How many progress steps `gather` reports: four per surface and two more."""
-    return 4 * len(surfaces) + 2
+    """How many progress steps `gather` reports: five per surface and two more."""
+    return 5 * len(surfaces) + 2
 
 
 def surfaces_in_window(store: Store, request: ReportRequest) -> list[str]:
@@ -146,6 +149,10 @@ def gather(
         section.series = _hourly(store, request, surface_id, bounds)
         progress(f"{surface_id}: change points")
         section.marks = _marks(store, request, surface_id)
+        progress(f"{surface_id}: recorded changes")
+        section.changes = list_changes(
+            store, ChangeQuery(request.tenant_id, request.since, request.until, surface_id)
+        )
         progress(f"{surface_id}: variance verdicts")
         section.verdicts = _verdicts(store, request, surface_id)
         progress(f"{surface_id}: vendor comparison")

@@ -7,10 +7,12 @@ any browser. Every number a script may check carries `data-metric` (its place in
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Sequence
 from html import escape
 
 from processors.report.gather import ChangeMark, HourPoint, ReportData, SurfaceSection
 from schemas.analysis import Interval
+from schemas.changes import ChangeEvent
 from schemas.compare import CompareReport
 from schemas.completeness import CompletenessReport
 from schemas.times import rfc3339
@@ -161,7 +163,8 @@ def _surface(data: ReportData, section: SurfaceSection) -> str:
     for dimension_id, points in section.series.items():
         marks = [m for m in section.marks if m.dimension_id == dimension_id]
         html.append(f"<h3>{escape(dimension_id)}: pass rate and completeness lower bound</h3>")
-        html.append(_chart(data, points, marks))
+        html.append(_chart(data, points, marks, section.changes))
+    html.append(_changes(section.changes))
     changes = [m for m in section.marks if m.kind == "change_point"]
     brackets = [m for m in section.marks if m.kind != "change_point"]
     html.append("<h3>Change points (latest drift run)</h3>")
@@ -197,6 +200,47 @@ def _surface(data: ReportData, section: SurfaceSection) -> str:
     if section.comparison is not None:
         html.append(_comparison(section.comparison))
     return "".join(html)
+
+
+def _changes(changes: list[ChangeEvent]) -> str:
+    """The change events of the surface in the window (holonograph changes)."""
+    html = ["<h3>Recorded changes</h3>"]
+    if not changes:
+        html.append('<p class="muted">None recorded (holonograph change record).</p>')
+        return "".join(html)
+    rows = [
+        f'<tr data-change="{escape(c.change_id)}">' + _cell(rfc3339(c.at), cls="")
+        + _cell(rfc3339(c.ends_at) if c.ends_at else "-", cls="") + _cell(c.kind, cls="")
+        + _cell(c.layer or "-", cls="") + _cell(c.artifact_version or c.artifact_id or "-", cls="")
+        + _cell(c.actor or "-", cls="") + _cell(c.description, cls="") + "</tr>"
+        for c in changes
+    ]  # fmt: skip
+    html.append(_table(["at", "until", "kind", "layer", "version", "actor", "what"], rows))
+    return "".join(html)
+
+
+def _annotations(changes: Sequence[ChangeEvent], x: Callable[[dt.datetime], float]) -> list[str]:
+    """Recorded changes on the timeline: a dashed grey line labelled by kind at each
+    change, an availability interval as a hatched region (open ones to the window's end)."""
+    out = []
+    top, bottom = _PAD_T, _H - _PAD_B
+    for c in changes:
+        title = f"<title>{escape(c.kind)} {escape(rfc3339(c.at))}: {escape(c.description)}</title>"
+        if c.ends_at is not None:
+            width = max(x(c.ends_at) - x(c.at), 1)
+            out.append(
+                f'<rect data-change="{escape(c.change_id)}" x="{x(c.at):.1f}" y="{top}"'
+                f' width="{width:.1f}" height="{bottom - top}" fill="#8f3bb8"'
+                f' fill-opacity="0.12">{title}</rect>'
+            )
+            continue
+        out.append(
+            f'<g data-change="{escape(c.change_id)}"><line x1="{x(c.at):.1f}" x2="{x(c.at):.1f}"'
+            f' y1="{top}" y2="{bottom}" stroke="#5b6475" stroke-width="1.5"'
+            f' stroke-dasharray="3 3"/><text x="{x(c.at) + 4:.1f}" y="{bottom - 4}"'
+            f' font-size="11" fill="#5b6475">{escape(c.kind)}</text>{title}</g>'
+        )
+    return out
 
 
 def _comparison(report: CompareReport) -> str:
@@ -267,9 +311,15 @@ def _comparison(report: CompareReport) -> str:
 _W, _H, _PAD_L, _PAD_R, _PAD_T, _PAD_B = 960, 240, 44, 12, 14, 28
 
 
-def _chart(data: ReportData, points: list[HourPoint], marks: list[ChangeMark]) -> str:
+def _chart(
+    data: ReportData,
+    points: list[HourPoint],
+    marks: list[ChangeMark],
+    changes: Sequence[ChangeEvent] = (),
+) -> str:
     """Pass rate (solid) and completeness lower bound (dashed) per hour, change points as
-    red lines labelled by source, bracketed windows shaded."""
+    red lines labelled by source, bracketed windows shaded, recorded changes as
+    annotations (`_annotations`)."""
     since, until = data.request.since, data.request.until
     span = (until - since).total_seconds()
 
@@ -305,6 +355,7 @@ def _chart(data: ReportData, points: list[HourPoint], marks: list[ChangeMark]) -
         f'<text x="{_W - _PAD_R}" y="{_H - 8}" font-size="11" text-anchor="end"'
         f' fill="#5b6475">{escape(rfc3339(until))}</text>'
     )
+    out += _annotations(changes, x)
     bound = [p for p in points if p.completeness_lower_bound is not None]
     if bound:
         coords = " ".join(

@@ -20,6 +20,8 @@ from ingest.store.reader import open_reader
 from processors.analysis_events import record_event
 from processors.compare.job import CompareRequest, compare
 from processors.completeness.job import Selection, read_report, recompute_completeness
+from schemas.changelog import mark_availability, record_change
+from schemas.changes import AvailabilityMark, ChangeRecord
 from schemas.compare import CompareReport
 from schemas.completeness import CompletenessReport
 from schemas.migrations import apply_migrations
@@ -47,6 +49,8 @@ INTERVAL_S = 3600
 SPEC = MultiplexSpec(lost=(5, 6, 7))
 SCAN_AT = dt.datetime(2026, 6, 1, 6, tzinfo=dt.UTC)
 CHANGE_AT = dt.datetime(2026, 6, 1, 3, tzinfo=dt.UTC)
+DEPLOY_AT = dt.datetime(2026, 6, 1, 2, 30, tzinfo=dt.UTC)
+OUTAGE = (dt.datetime(2026, 6, 1, 8, tzinfo=dt.UTC), dt.datetime(2026, 6, 1, 9, tzinfo=dt.UTC))
 RETRIED = f"{SPEC.surface_id}/{BETTER}"
 
 
@@ -243,7 +247,7 @@ def test_every_query_uses_only_the_provisioned_data_source(name: str) -> None:
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A store with multiplex traffic (three vendors, three lost ordinals of the primary's
     stream), refreshed completeness, a drift run, variance verdicts, a conformance check,
-    rejected spans, a recorded topology scan and contract findings."""
+    rejected spans, a recorded topology scan, contract findings and recorded changes."""
     url = f"chdb://{tmp_path_factory.mktemp('dashboards') / 'store'}"
     store = open_store(url)
     try:
@@ -321,6 +325,19 @@ def _seed_analyses(store: Store) -> None:
         ],
     }
     record_event(store, "scan-1", "topology-scan", "", "", SCAN_AT, json.dumps(scan))
+    deploy = ChangeRecord(
+        surface_id=SPEC.surface_id, kind="deploy", at=DEPLOY_AT, description="billing v1.4.2",
+        actor="ci", id="deploy-142",
+    )  # fmt: skip
+    record_change(store, "default", deploy, UNTIL)
+    elsewhere = deploy.model_copy(update={"surface_id": "route", "id": "deploy-route"})
+    record_change(store, "default", elsewhere, UNTIL)
+    record_change(store, "globex", deploy, UNTIL)  # another tenant's: never on these panels
+    outage = AvailabilityMark(
+        mode="paired", light_source_id=BETTER, unreachable_from=OUTAGE[0],
+        unreachable_until=OUTAGE[1], reason="vendor-outage", id="outage-1",
+    )  # fmt: skip
+    mark_availability(store, "default", outage, UNTIL)
     store.insert(
         CONFORMANCE_RESULTS.qualified,
         [["default", f"check-{i}", "fx-1", SPEC.surface_id, SINCE + dt.timedelta(hours=1),
@@ -487,3 +504,23 @@ def test_completeness_drift_and_ingest_panels_show_the_seeded_facts(
     assert [(r["stream"], r["retries"]) for r in retries] == [(RETRIED, 1)]
     verdict_counts = _run(seeded, "ingest-contracts", "Conformance verdicts over time")
     assert {r["series"]: r["checks"] for r in verdict_counts} == {"pass": 2, "fail": 1}
+
+
+@pytest.mark.clickhouse
+@pytest.mark.parametrize("board", ["evaluations", "drift-variance"])
+def test_recorded_changes_annotate_the_pass_rate_panels(seeded: dict[str, Any], board: str) -> None:
+    """A point per change of the surface (or its agent, or the tenant), a region per
+    availability interval; not another surface's change, not another tenant's."""
+    rows = _run(seeded, board, "Recorded changes", surface=[SPEC.surface_id])
+    naive = [(r["time"], r["timeEnd"], r["tags"], r["text"]) for r in rows]
+    assert naive == [
+        (DEPLOY_AT.replace(tzinfo=None), DEPLOY_AT.replace(tzinfo=None), "deploy",
+         "deploy: billing v1.4.2 (ci)"),
+        (SCAN_AT.replace(tzinfo=None), SCAN_AT.replace(tzinfo=None), "topology-scan",
+         "topology-scan: topology scan of billing-triage: recorded"),
+        (OUTAGE[0].replace(tzinfo=None), OUTAGE[1].replace(tzinfo=None), "availability",
+         f"availability: {BETTER} unreachable until 2026-06-01T09:00:00Z: vendor-outage"),
+    ]  # fmt: skip
+    route = _run(seeded, board, "Recorded changes", surface=["route"])
+    assert [r["tags"] for r in route] == ["deploy", "topology-scan", "availability"]
+    assert route[0]["text"] == rows[0]["text"] and route[0]["time"] == rows[0]["time"]
