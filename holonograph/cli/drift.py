@@ -152,6 +152,19 @@ def render(report: DriftReport) -> str:
         out.append(
             format_table(["timestamp", "dimension", "source", "shift", "window", "why"], rows)
         )
+    cited = [(p, c) for p in report.change_points for c in p.change_events]
+    if cited:
+        rows = [
+            [p.timestamp, p.dimension_id, c.kind, c.at, c.layer or "-",
+             "yes" if c.timing.starts_here else f"no (p {c.timing.p_value:.3f})", c.description]
+            for p, c in cited
+        ]  # fmt: skip
+        out.append("recorded changes in the change points' windows:")
+        out.append(
+            format_table(
+                ["change point", "dimension", "kind", "at", "layer", "starts at it", "what"], rows
+            )
+        )
     if report.bracketed_windows:
         rows = [
             [b.reason, b.from_, b.to, b.dimension_id, b.detail] for b in report.bracketed_windows

@@ -65,7 +65,8 @@ def _query(data_dir: Path, sql: str) -> list[dict[str, object]]:
 
 
 def test_readme_examples_run_against_a_live_server(tmp_path: Path) -> None:
-    python_example, curl, quarantine, contracts = live_blocks()
+    python_example, curl, quarantine, contracts, *more = live_blocks()
+    changes = next(b for b in more if "holonograph change record" in b)
     assert "curl -sS --fail-with-body" in curl and "@examples/" in curl
     data_dir = tmp_path / "data"
     server = ServeProcess(data_dir)
@@ -117,6 +118,13 @@ def test_readme_examples_run_against_a_live_server(tmp_path: Path) -> None:
         assert registered.returncode == 0, registered.stderr
         assert "agent billing-triage: version cv_" in registered.stdout
         assert "(registered)" in registered.stdout and '"versionId": "cv_' in registered.stdout
+
+        recorded = run_block(changes, port, data_dir)
+        assert recorded.returncode == 0, recorded.stderr
+        assert "deploy deploy-1.4.2 of surface classify-intent: recorded" in recorded.stdout
+        listing = recorded.stdout.split("\nat ", 1)[1]
+        for kind in ("contract", "deploy", "availability"):  # the mark: its vendor served it
+            assert f"  {kind} " in listing, recorded.stdout
     finally:
         code, stderr = server.stop()
     assert code == 0, stderr
@@ -124,7 +132,7 @@ def test_readme_examples_run_against_a_live_server(tmp_path: Path) -> None:
 
 def test_curl_shows_the_receivers_reason_when_a_request_is_refused(tmp_path: Path) -> None:
     """The point of --fail-with-body: a refused request fails the command and says why."""
-    _, curl, _, _ = live_blocks()
+    _, curl, *_ = live_blocks()
     data_dir = tmp_path / "data"
     server = ServeProcess(data_dir)
     try:

@@ -5,6 +5,7 @@ with nothing recorded, and all of it while `serve` holds the store."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ from click.testing import CliRunner, Result
 
 from holonograph.cli import cli
 from schemas.changes import OPERATOR_KINDS
+from testkit.backends import migrated_store
+from testkit.scenarios import Change, SurfaceSpec, generate, write_cells
 from tests.holonograph.cli.test_serve import ServeProcess, holonograph
 
 pytestmark = pytest.mark.clickhouse
@@ -140,6 +143,32 @@ def test_bad_flags_exit_2_and_record_nothing(tmp_path: Path) -> None:
                 "--description", "x", "--at", "2026-06-10T12:00:00")  # fmt: skip
     assert naive.exit_code == 2 and "no UTC offset" in naive.output
     assert not store.exists()  # refused before the store was opened
+
+
+def test_drift_attributes_a_shift_to_the_deploy_recorded_with_the_cli(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    spec = SurfaceSpec("classify-intent", buckets=120, events=(150, 250), tau=0.01,
+                       alias="solo/model", changes=(Change(80, -0.1, ("silent",)),))  # fmt: skip
+    with migrated_store(store) as opened:
+        write_cells(opened, generate(spec, seed=5), dt.datetime(2026, 7, 1))
+    drift = ("drift", "--surface", "classify-intent", "--since", "2026-06-01T00:00:00Z",
+             "--until", "2026-06-06T00:00:00Z", "--no-save")  # fmt: skip
+    before = run(store, *drift, "--json")
+    (unexplained,) = json.loads(before.stdout)["changePoints"]
+    assert (unexplained["source"], unexplained["confident"]) == ("substrate", False)
+    ok(run(store, "change", "record", "--surface", "classify-intent", "--kind", "deploy",
+           "--at", "2026-06-04T08:00:00Z", "--description", "billing v2", "--json"))  # fmt: skip
+    after = run(store, *drift, "--json")
+    assert after.exit_code == 1, after.output
+    (point,) = json.loads(after.stdout)["changePoints"]
+    assert (point["source"], point["confident"]) == ("substrate", True), point["reason"]
+    (cited,) = point["changeEvents"]
+    assert (cited["kind"], cited["at"], cited["timing"]["startsHere"]) == (
+        "deploy", "2026-06-04T08:00:00Z", True
+    )  # fmt: skip
+    text = run(store, *drift)
+    assert "recorded changes in the change points' windows:" in text.output
+    assert "billing v2" in text.output
 
 
 @pytest.mark.e2e
