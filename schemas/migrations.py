@@ -6,9 +6,11 @@ file changed is an error: merged migrations are never edited, new ones are added
 
 A migration is recorded only after all its statements ran, so after a crash every
 statement of it runs again: each must be safe to repeat from any point. Besides
-ClickHouse SQL a file may hold one statement of the runner's own,
+ClickHouse SQL a file may hold statements of the runner's own:
 `REBUILD <table> FROM <staging> ADDING <column>`, for a layout ClickHouse cannot
-alter in place (a new sorting key prefix): see `rebuild`.
+alter in place (a new sorting key prefix): see `rebuild`; and `BACKFILL <view>`, a
+materialized view's SELECT run over the rows its source held before the view
+existed, so its mapping is written once: see `backfill`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ _IDENT = r"[a-z][a-z0-9_]*"
 _REBUILD = re.compile(
     rf"^REBUILD\s+({_IDENT})\.({_IDENT})\s+FROM\s+({_IDENT})\.({_IDENT})\s+ADDING\s+({_IDENT})$"
 )
+
+
+_BACKFILL = re.compile(rf"^BACKFILL\s+({_IDENT})\.({_IDENT})$")
+_TARGET = re.compile(rf"\bTO\s+`?({_IDENT})`?\.`?({_IDENT})`?")
 
 
 class MigrationError(RuntimeError):
@@ -109,13 +115,37 @@ def rebuild(store: Store, table: str, staging: str, marker: str) -> None:
     store.command(f"DROP TABLE IF EXISTS {staging} SYNC")
 
 
+def backfill(store: Store, view: str) -> None:
+    """Insert into the target of the materialized view `view` what its SELECT gives
+    over its source's rows now: what it would have written, had it existed when they
+    were inserted. Create the view first, then backfill: a row inserted in between is
+    written twice, so the target must collapse a repeated row (a ReplacingMergeTree
+    keyed on a function of the source row), which also makes a re-run after a crash
+    safe."""
+    db, name = view.split(".")
+    rows = store.query(
+        "SELECT as_select, create_table_query FROM system.tables"
+        " WHERE database = {db:String} AND name = {name:String}",
+        {"db": db, "name": name},
+    ).rows
+    target = _TARGET.search(str(rows[0][1])) if rows else None
+    if not rows or target is None:
+        raise MigrationError(f"backfill of {view}: no materialized view TO a table by that name")
+    columns = ", ".join(_columns(store, db, name))
+    store.command(f"INSERT INTO {target[1]}.{target[2]} ({columns}) {rows[0][0]}")
+
+
 def _run(store: Store, statement: str) -> None:
     match = _REBUILD.match(statement)
-    if match is None:
-        store.command(statement)
+    if match is not None:
+        db, table, staging_db, staging, marker = match.groups()
+        rebuild(store, f"{db}.{table}", f"{staging_db}.{staging}", marker)
         return
-    db, table, staging_db, staging, marker = match.groups()
-    rebuild(store, f"{db}.{table}", f"{staging_db}.{staging}", marker)
+    match = _BACKFILL.match(statement)
+    if match is not None:
+        backfill(store, f"{match[1]}.{match[2]}")
+        return
+    store.command(statement)
 
 
 def apply_migrations(

@@ -29,7 +29,7 @@ from schemas.changelog import (
 from schemas.changes import AvailabilityMark, ChangeEvent, ChangeRecord
 from schemas.conformance import ApprovalRequest, RejectionRequest
 from schemas.contracts import Contract, removed_items
-from schemas.migrations import apply_migrations, load_migrations
+from schemas.migrations import MigrationError, apply_migrations, backfill, load_migrations
 from schemas.registry import register
 from schemas.store import Store
 from schemas.tables import VARIANCE_READINGS
@@ -191,7 +191,7 @@ def test_rerunning_after_a_crash_at_any_step_converges(store: ClickHouseStore) -
     counting = CrashingStore(store)
     apply_migrations(counting)
     expected = _backfilled(store)
-    assert counting.writes >= 12  # table, view, four views, four backfills, the record
+    assert counting.writes >= 11  # table, view, four views, four backfills, the record
     for at in range(counting.writes):
         old()
         with pytest.raises(Crash):
@@ -260,3 +260,9 @@ def test_marks_and_requests_are_validated_at_the_door() -> None:
         ChangeRecord.model_validate(
             {"agentId": "a", "kind": "deploy", "at": "2026-06-01T00:00:00", "description": "x"}
         )
+
+
+def test_a_backfill_needs_a_materialized_view_to_a_table(store: ClickHouseStore) -> None:
+    for name in ("holonograph.contract_texts", "holonograph.nowhere"):
+        with pytest.raises(MigrationError, match="no materialized view TO a table"):
+            backfill(store, name)
