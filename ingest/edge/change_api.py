@@ -21,7 +21,7 @@ import datetime as dt
 from typing import Any, Protocol
 
 from aiohttp import web
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from ingest.edge.auth import Authenticator
 from ingest.edge.json_api import ApiError, JsonApi, read_json, require_agent
@@ -99,39 +99,38 @@ class ChangeApi(JsonApi):
     async def post_availability(self, request: web.Request) -> web.Response:
         return await self.answer(request, self._mark)
 
-    async def _body(
-        self, request: web.Request, model: type[BaseModel], principal: Principal
-    ) -> Any:
+    async def _write(
+        self,
+        request: web.Request,
+        principal: Principal,
+        model: type[ChangeRecord] | type[AvailabilityMark],
+    ) -> tuple[ChangeEvent, bool]:
+        """Validate the body as `model`, check the token may act as its agent, store it."""
+        log = self._wired()
         document = await read_json(request, MAX_CHANGE_BYTES, "a change")
         if isinstance(document, dict) and "actor" not in document and principal.name:
             document = {**document, "actor": principal.name}
         try:
-            return model.model_validate(document)
+            change = model.model_validate(document)
         except ValidationError as err:
             raise ApiError(
                 400, "invalid_change", "the change is invalid; nothing was recorded",
                 {"problems": problems(err)},
             ) from None  # fmt: skip
+        _as_agent(principal, change.agent_id)
+        try:
+            if isinstance(change, ChangeRecord):
+                return await log.record(principal.tenant_id, change)
+            return await log.mark(principal.tenant_id, change)
+        except ChangeConflict as err:
+            raise ApiError(409, "change_conflict", str(err), {"id": change.id}) from None
 
     async def _record(self, request: web.Request, principal: Principal) -> dict[str, Any]:
-        log = self._wired()
-        record: ChangeRecord = await self._body(request, ChangeRecord, principal)
-        _as_agent(principal, record.agent_id)
-        try:
-            event, created = await log.record(principal.tenant_id, record)
-        except ChangeConflict as err:
-            raise ApiError(409, "change_conflict", str(err), {"id": record.id}) from None
+        event, created = await self._write(request, principal, ChangeRecord)
         return event.to_json() | {"created": created}
 
     async def _mark(self, request: web.Request, principal: Principal) -> dict[str, Any]:
-        log = self._wired()
-        mark: AvailabilityMark = await self._body(request, AvailabilityMark, principal)
-        _as_agent(principal, mark.agent_id)
-        try:
-            event, created = await log.mark(principal.tenant_id, mark)
-        except ChangeConflict as err:
-            raise ApiError(409, "change_conflict", str(err), {"id": mark.id}) from None
-        return mark_answer(event, created)
+        return mark_answer(*await self._write(request, principal, AvailabilityMark))
 
     async def _list(self, request: web.Request, principal: Principal) -> dict[str, Any]:
         log = self._wired()

@@ -120,22 +120,8 @@ def availability_brackets(recorded: Recorded, query: SeriesQuery) -> list[Bracke
 def evidence(
     change: ChangeEvent, at: dt.datetime, ends_at: dt.datetime | None, result: Timing
 ) -> ChangeEvidence:
-    return ChangeEvidence(
-        change_id=change.change_id,
-        origin=change.origin,
-        kind=change.kind,
-        layer=change.layer,
-        at=at,
-        ends_at=ends_at,
-        surface_id=change.surface_id,
-        agent_id=change.agent_id,
-        light_source_id=change.light_source_id,
-        artifact_id=change.artifact_id,
-        artifact_version=change.artifact_version,
-        actor=change.actor,
-        description=change.description,
-        timing=result,
-    )
+    shared = change.model_dump(include=set(ChangeEvidence.model_fields) - {"at", "ends_at"})
+    return ChangeEvidence(**shared, layer=change.layer, at=at, ends_at=ends_at, timing=result)
 
 
 def timing(series: Series, raw: RawChangePoint, moment: dt.datetime) -> Timing:

@@ -23,10 +23,9 @@ from ingest.edge.change_api import ChangeApi, add_change_routes
 from ingest.store.clickhouse import ClickHouseStore
 from schemas.changes import OPERATOR_KINDS
 from tests.conftest import RunningReceiver
+from tests.ingest.edge.test_contract_api import ACME, GLOBEX, envelope, headers
 
 pytestmark = [pytest.mark.e2e, pytest.mark.clickhouse]
-ACME = "tok-acme-0123456789"
-GLOBEX = "tok-globex-9876543210"  # may write agent "reporting" only
 AT = "2026-06-10T12:00:00Z"
 
 
@@ -43,11 +42,6 @@ def api(store: ClickHouseStore, tmp_path: Path) -> Iterator[RunningReceiver]:
     running = RunningReceiver(store, auth_tokens_file=tokens)
     yield running
     running.stop()
-
-
-def headers(token: str | None = ACME, run_mode: str | None = "production") -> dict[str, str]:
-    found = {"Authorization": f"Bearer {token}"} if token else {}
-    return found | ({"x-holonograph-run-mode": run_mode} if run_mode is not None else {})
 
 
 def post(receiver: RunningReceiver, path: str, body: Any, **options: Any) -> requests.Response:
@@ -67,12 +61,6 @@ def listed(receiver: RunningReceiver, params: Any = None, **options: Any) -> req
         headers=headers(**options),
         timeout=30,
     )
-
-
-def envelope(response: requests.Response) -> tuple[int, str, dict[str, Any]]:
-    body = response.json()
-    assert set(body) == {"error", "code", "details"} and body["error"]
-    return response.status_code, body["code"], body["details"]
 
 
 def test_every_kind_recorded_and_read_back_in_its_tenant(api: RunningReceiver) -> None:
