@@ -11,6 +11,7 @@ from schemas.store import Store
 from schemas.tables import (
     CHANGE_EVENTS,
     CONFORMANCE_FIXTURES,
+    DATABASE,
     EMISSION_RECEIPTS,
     EVALUATION_EVENTS,
     QUARANTINE,
@@ -38,10 +39,21 @@ class TenantAmbiguous(ValueError):
 
 
 def store_tenants(store: Store) -> list[str]:
-    """Every tenant with rows in the store, sorted."""
+    """Every tenant with rows in the store, sorted (of the tables it has: a server not
+    migrated as far as this code reads the ones it holds)."""
+    present = {
+        str(name)
+        for (name,) in store.query(
+            "SELECT name FROM system.tables WHERE database = {db:String}", {"db": DATABASE}
+        ).rows
+    }
     union = " UNION DISTINCT ".join(
-        f"SELECT DISTINCT tenant_id FROM {table.qualified}" for table in TENANT_TABLES
+        f"SELECT DISTINCT tenant_id FROM {table.qualified}"
+        for table in TENANT_TABLES
+        if table.name in present
     )
+    if not union:
+        return []
     rows = store.query(f"SELECT tenant_id FROM ({union}) ORDER BY tenant_id").rows
     return [str(tenant) for (tenant,) in rows]
 

@@ -16,8 +16,14 @@ from schemas.changelog import ChangeQuery, list_changes
 from schemas.changes import ChangeEvent
 from schemas.compare import CompareReport
 from schemas.completeness import CompletenessReport
+from schemas.migrations import table_exists
 from schemas.store import Store
-from schemas.tables import ANALYSIS_EVENTS, DRIFT_CHANGE_POINTS, EVALUATION_DIMENSIONS
+from schemas.tables import (
+    ANALYSIS_EVENTS,
+    CHANGE_EVENTS,
+    DRIFT_CHANGE_POINTS,
+    EVALUATION_DIMENSIONS,
+)
 from schemas.times import from_store_time, to_store_time
 
 Progress = Callable[[str], None]
@@ -143,6 +149,7 @@ def gather(
         if w.scope == "surface"
     }
     sections = []
+    recorded = table_exists(store, CHANGE_EVENTS)  # a server not migrated to 0008: none
     for surface_id in surfaces:
         section = SurfaceSection(surface_id)
         progress(f"{surface_id}: pass rates")
@@ -150,9 +157,10 @@ def gather(
         progress(f"{surface_id}: change points")
         section.marks = _marks(store, request, surface_id)
         progress(f"{surface_id}: recorded changes")
-        section.changes = list_changes(
-            store, ChangeQuery(request.tenant_id, request.since, request.until, surface_id)
-        )
+        if recorded:
+            section.changes = list_changes(
+                store, ChangeQuery(request.tenant_id, request.since, request.until, surface_id)
+            )
         progress(f"{surface_id}: variance verdicts")
         section.verdicts = _verdicts(store, request, surface_id)
         progress(f"{surface_id}: vendor comparison")
