@@ -181,7 +181,9 @@ def find_change(store: Store, tenant_id: str, origin: str, change_id: str) -> Ch
 @dataclass(frozen=True)
 class SurfaceScope:
     """Who a surface's events say serves it over a window: the agents that own it and
-    the light sources (served and requested ids) that answered it."""
+    the light sources (served and requested ids) that answered it. Read without FINAL
+    (a set of values needs no deduplication): an event re-sent with another agent or
+    light source may add its old value too until the versions merge."""
 
     agents: tuple[str, ...]
     light_sources: frozenset[str]
@@ -195,7 +197,7 @@ def surface_scope(
         SELECT groupUniqArrayIf(agent_id, agent_id != ''),
                arrayFilter(x -> x != '', arrayDistinct(arrayConcat(
                    groupUniqArray(light_source_id), groupUniqArray(light_source_requested))))
-        FROM {EVALUATION_EVENTS.qualified} FINAL
+        FROM {EVALUATION_EVENTS.qualified}
         WHERE ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
           AND surface_id = {{surface:String}}
           AND timestamp >= {{since:DateTime64(3, 'UTC')}}
@@ -226,14 +228,16 @@ class ChangeQuery:
     kinds: tuple[str, ...] = ()
 
 
-def list_changes(store: Store, query: ChangeQuery) -> list[ChangeEvent]:
-    """The changes `query` selects, oldest first."""
+def list_changes(
+    store: Store, query: ChangeQuery, scope: SurfaceScope | None = None
+) -> list[ChangeEvent]:
+    """The changes `query` selects, oldest first; of a surface, by its `scope` over the
+    query's window (read when not given)."""
     since, until = query.since or FAR_PAST, query.until or FAR_FUTURE
-    scope = (
-        surface_scope(store, query.tenant_id, query.surface_id, since, until)
-        if query.surface_id
-        else None
-    )
+    if query.surface_id and scope is None:
+        scope = surface_scope(store, query.tenant_id, query.surface_id, since, until)
+    elif not query.surface_id:
+        scope = None
     rows = store.query(
         f"""{_SELECT}
         WHERE ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})

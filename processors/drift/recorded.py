@@ -35,7 +35,13 @@ import numpy as np
 from processors.series.cells import Series, SeriesQuery
 from processors.series.changepoint import ChangePoint as RawChangePoint
 from schemas.analysis import BracketedWindow, ChangeEvidence, Timing
-from schemas.changelog import ChangeQuery, Unavailability, list_changes, unavailability
+from schemas.changelog import (
+    ChangeQuery,
+    Unavailability,
+    list_changes,
+    surface_scope,
+    unavailability,
+)
 from schemas.changes import AVAILABILITY, ChangeEvent
 from schemas.migrations import table_exists
 from schemas.store import Store
@@ -89,9 +95,12 @@ def fetch_recorded(store: Store, query: SeriesQuery) -> Recorded | None:
     if not table_exists(store, CHANGE_EVENTS):
         return None
     tenant, surface = query.tenant_id, query.surface_id
-    changes = list_changes(store, ChangeQuery(tenant, query.since, query.until, surface))
+    scope = surface_scope(store, tenant, surface, query.since, query.until)
+    changes = list_changes(store, ChangeQuery(tenant, query.since, query.until, surface), scope)
     marks = list_changes(
-        store, ChangeQuery(tenant, until=query.until, surface_id=surface, kinds=(AVAILABILITY,))
+        store,
+        ChangeQuery(tenant, until=query.until, surface_id=surface, kinds=(AVAILABILITY,)),
+        scope,
     )
     return Recorded(
         [c for c in changes if c.kind != AVAILABILITY],

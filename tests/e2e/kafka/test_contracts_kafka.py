@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from holonograph.cli import cli
 from ingest.store.clickhouse import ClickHouseStore
+from schemas.changelog import ChangeQuery, list_changes
 from schemas.registry import history
 from tests.e2e.kafka.conftest import Broker, KafkaReceiver, RunningSink
 from tests.e2e.kafka.helpers import wait_until
@@ -116,6 +117,20 @@ def test_a_registration_reaches_every_kafka_receiver_within_5s(
             ),
             what="the sink to store both versions",
         )
+        # the store derives their change events, whoever wrote them: here the sink
+        changes = list_changes(store, ChangeQuery("default", kinds=("contract",)))
+        assert [(c.artifact_version, c.details["state"]) for c in changes] == [
+            (v1["versionId"], "registered"), (v2["versionId"], "changed")
+        ]  # fmt: skip
+        assert changes[1].details["retired"] == ["tag:fix_tier"]
+        # a receiver holding no store cannot record one: 501, and where to record it
+        deploy = {"surfaceId": "classify-intent", "kind": "deploy", "at": "2026-06-01T00:00:00Z",
+                  "description": "v2"}  # fmt: skip
+        refused = requests.post(
+            f"{first.http_endpoint}/holonograph/changes", json=deploy,
+            headers={"x-holonograph-run-mode": "production"}, timeout=30,
+        )  # fmt: skip
+        assert refused.status_code == 501 and refused.json()["code"] == "not_wired"
     finally:
         for running in (late, first, second):
             if running is not None:

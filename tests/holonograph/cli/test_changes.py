@@ -54,17 +54,23 @@ def test_every_kind_is_recorded_and_read_back_per_tenant(tmp_path: Path) -> None
               "globex's own", "--tenant", "globex"))  # fmt: skip
     registered = run(store, "contract", "register", str(EXAMPLE), "--tenant", "acme")
     assert registered.exit_code == 0, registered.output
+    for tenant in ("acme", "globex"):
+        ok(run(store, "availability", "mark", "--light-source", f"{tenant}/model", "--from", AT,
+               "--tenant", tenant, "--json"))  # fmt: skip
 
     acme = listed(store, "--tenant", "acme")
-    assert sorted(c["kind"] for c in acme) == sorted([*OPERATOR_KINDS, "contract"])
+    assert sorted(c["kind"] for c in acme) == sorted([*OPERATOR_KINDS, "contract", "availability"])
     assert {c["tenantId"] for c in acme} == {"acme"}
     layers = {c["kind"]: c["layer"] for c in acme}
     assert layers == {
         "deploy": "substrate", "prompt": "substrate", "config": "substrate", "lens": "lens",
         "model": "light source", "vendor": "light source", "other": None, "contract": "lens",
+        "availability": "light source",
     }  # fmt: skip
-    (globex,) = listed(store, "--tenant", "globex")
-    assert globex["description"] == "globex's own"
+    globex = listed(store, "--tenant", "globex")
+    assert [c["description"] for c in globex] == [
+        "globex's own", "globex/model became unavailable"
+    ]  # fmt: skip
     assert [c["kind"] for c in listed(store, "--tenant", "acme", "--kind", "contract")] == [
         "contract"
     ]

@@ -74,12 +74,16 @@ def test_every_kind_recorded_and_read_back_in_its_tenant(api: RunningReceiver) -
     theirs = post(api, "changes", {"agentId": "reporting", "kind": "deploy", "at": AT,
                                    "description": "globex deploy"}, token=GLOBEX)  # fmt: skip
     assert theirs.status_code == 200, theirs.text
+    mark = {"mode": "single", "agentId": "reporting", "lightSourceId": "globex/model",
+            "transition": "unavailable", "at": AT}  # fmt: skip
+    assert post(api, "availability", mark, token=GLOBEX).status_code == 200
     acme = listed(api).json()
     assert acme["tenantId"] == "acme"
     assert sorted(c["kind"] for c in acme["changes"]) == sorted(OPERATOR_KINDS)
     assert {c["tenantId"] for c in acme["changes"]} == {"acme"}
     globex = listed(api, {"agentId": "reporting"}, token=GLOBEX).json()["changes"]
-    assert [c["description"] for c in globex] == ["globex deploy"]
+    assert sorted(c["kind"] for c in globex) == ["availability", "deploy"]
+    assert {c["tenantId"] for c in globex} == {"globex"}
     only = listed(api, [("kind", "vendor"), ("kind", "model")]).json()["changes"]
     assert sorted(c["kind"] for c in only) == ["model", "vendor"]
 
