@@ -59,9 +59,11 @@ class GrpcReply:
 
 
 def grpc_export(endpoint: str, payload: bytes, gzip: bool = False) -> GrpcReply:
-    with grpc.insecure_channel(
-        endpoint, options=[("grpc.max_send_message_length", 512 * 1024 * 1024)]
-    ) as channel:
+    # A channel of its own connection, as a separate client has: grpc-core would
+    # otherwise share one connection (and its stream cap) across these channels.
+    options = [("grpc.max_send_message_length", 512 * 1024 * 1024)]
+    options.append(("grpc.use_local_subchannel_pool", 1))
+    with grpc.insecure_channel(endpoint, options=options) as channel:
         call = channel.unary_unary(EXPORT)
         compression = grpc.Compression.Gzip if gzip else grpc.Compression.NoCompression
         try:
