@@ -41,7 +41,7 @@ from typing import Any
 
 from bench import machine, procstat
 from bench.measure import Scenario, measure
-from bench.paths import ROOT, EmbeddedPath, IngestPath, KafkaPath, tansu_binary
+from bench.paths import ROOT, EmbeddedPath, IngestPath, KafkaPath, baseline_tree, tansu_binary
 from bench.payload import JSON, PROTOBUF, PayloadSpec, RequestFactory
 
 MIB = 1024 * 1024
@@ -158,16 +158,6 @@ def cpu_ab(baseline_root: Path, duration: float, repeats: int, work: Path) -> di
             _log(f"  A/B {label} #{index + 1}: {runs[label][-1]:,.0f} spans/CPU-s")
     ratio = statistics.mean(runs["branch"]) / statistics.mean(runs["baseline"])
     return {"scenario": scenario.label, "runs": runs, "ratio": ratio}
-
-
-def baseline_tree(ref: str, work: Path) -> Path:
-    target = work / "baseline"
-    target.mkdir()
-    archive = subprocess.run(
-        ["git", "archive", ref], cwd=ROOT, capture_output=True, check=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    return target
 
 
 def _held_per_request(body: bytes, encoding: str) -> float:

