@@ -158,15 +158,22 @@ class ContractBook:
         """The agent's active version (for an event naming no agent, the only active
         version of the tenant that declares its surface, if exactly one) and the rules
         of the event's surface in it (None: the version does not declare it)."""
-        index = self._index
-        if event.agent_id:
-            version = index.by_agent.get((tenant_id, event.agent_id))
-        else:
-            declaring = index.by_surface.get((tenant_id, event.surface_id), ())
-            version = declaring[0] if len(declaring) == 1 else None
+        version = self._version(tenant_id, event.agent_id, event.surface_id)
         if version is None:
             return None, None
-        return version, index.rules.get((version.version_id, event.surface_id))
+        return version, self._index.rules.get((version.version_id, event.surface_id))
+
+    def governs(self, tenant_id: str, agent_id: str, surface_id: str) -> bool:
+        """Whether an event of `agent_id` on `surface_id` is checked against a version
+        (`contract_for` finds one): the fast path leaves those to the reference."""
+        return self._version(tenant_id, agent_id, surface_id) is not None
+
+    def _version(self, tenant_id: str, agent_id: str, surface_id: str) -> ContractVersion | None:
+        index = self._index
+        if agent_id:
+            return index.by_agent.get((tenant_id, agent_id))
+        declaring = index.by_surface.get((tenant_id, surface_id), ())
+        return declaring[0] if len(declaring) == 1 else None
 
 
 def _rejected(version: ContractVersion, problem: str) -> SpanRejected:

@@ -1,8 +1,12 @@
 """The one export path both transports call: a parsed request -> validated batch ->
 hand-off -> the outcome the client is answered with.
 
-    parse (edge) ─► validate_request (decode thread) ─► hand-off prepare (same thread)
+    parse (edge) ─► fast_batch, else validate_request (decode thread)
+        ─► hand-off prepare (same thread)
         ─► hand-off submit (event loop, returns once durable) ─► ExportOutcome
+
+The hot path (`ingest.export.fast`) takes an all-valid request straight to rows for a
+hand-off that takes them; anything else is validated by the reference path.
 
 A request is answered only after the hand-off made its rows durable (committed in
 the store, or acknowledged by Kafka with acks=all). Rejected spans become
@@ -25,9 +29,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from ingest.export.contracts import ContractBook, finding_kind
+from ingest.export.fast import FastBatch, fast_batch
 from ingest.export.principal import ANONYMOUS, Principal
 from ingest.export.request import rejection_message, validate_request
-from ingest.handoff.protocol import Handoff, PreparedT
+from ingest.handoff.protocol import AnyBatch, Handoff, PreparedT
 from schemas.events import QuarantineRecord
 
 
@@ -75,11 +80,15 @@ class ExportHandler(Generic[PreparedT]):
         # admission (and refused past the budget) instead of waiting unseen in the
         # transport.
         self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
+        self._fast = bool(getattr(handoff, "takes_fast_batches", False))
 
     def _prepare(self, request: PB2ExportTraceServiceRequest, principal: Principal) -> PreparedT:
-        return self._handoff.prepare(
-            validate_request(request, principal=principal, contracts=self.contracts)
-        )
+        batch: AnyBatch | None = None
+        if self._fast:
+            batch = fast_batch(request, principal, self.contracts)
+        if batch is None:
+            batch = validate_request(request, principal=principal, contracts=self.contracts)
+        return self._handoff.prepare(batch)
 
     def close(self) -> None:
         self._decoder.shutdown(wait=True)
@@ -97,19 +106,38 @@ class ExportHandler(Generic[PreparedT]):
         # No await between leaving `arriving` and `submit` queueing the batch, so a
         # waiting commit sees the request either on its way or in the queue.
         batch = prepared.batch
-        if batch.events or batch.emissions or batch.quarantined:
+        if _has_rows(batch):
             batch = await self._handoff.submit(prepared, uuid.uuid4().hex, size_bytes)
-        outcome = ExportOutcome(
-            accepted_spans=len(batch.events)
-            + batch.collapsed_spans
-            + sum(e.kind == "sentinel" and not e.quarantined for e in batch.emissions),
-            rejected_spans=batch.rejected,
-            ignored_spans=batch.ignored_spans,
-            error_message=rejection_message(batch),
-            contract_findings=dict(
-                Counter(finding_kind(f) for e in batch.events for f in e.contract_findings)
-            ),
-        )
+        outcome = _outcome(batch)
         if self._observer is not None:
             self._observer.observe_export(outcome, batch.quarantined)
         return outcome
+
+
+def _has_rows(batch: AnyBatch) -> bool:
+    if isinstance(batch, FastBatch):
+        return bool(batch.rows)
+    return bool(batch.events or batch.emissions or batch.quarantined)
+
+
+def _outcome(batch: AnyBatch) -> ExportOutcome:
+    """What the client is answered for a batch as stored."""
+    if isinstance(batch, FastBatch):
+        return ExportOutcome(
+            accepted_spans=batch.accepted_spans,
+            rejected_spans=0,
+            ignored_spans=batch.ignored_spans,
+            error_message="",
+            contract_findings=batch.finding_counts(),
+        )
+    return ExportOutcome(
+        accepted_spans=len(batch.events)
+        + batch.collapsed_spans
+        + sum(e.kind == "sentinel" and not e.quarantined for e in batch.emissions),
+        rejected_spans=batch.rejected,
+        ignored_spans=batch.ignored_spans,
+        error_message=rejection_message(batch),
+        contract_findings=dict(
+            Counter(finding_kind(f) for e in batch.events for f in e.contract_findings)
+        ),
+    )

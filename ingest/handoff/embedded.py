@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ingest.errors import Backpressure, IngestError, Unavailable
-from ingest.handoff.protocol import Prepared
+from ingest.export.fast import FastBatch
+from ingest.handoff.protocol import AnyBatch, Prepared
 from ingest.handoff.refused import refused_unit, span_units, stored_batch
 from ingest.store.errors import StoreRejected, describe, is_permanent, isolate, refusal
 from ingest.store.rows import TableRows, write_rows
@@ -45,10 +46,10 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Pending:
-    batch: ValidatedBatch
+    batch: AnyBatch
     receipt_id: str
     size_bytes: int
-    done: asyncio.Future[ValidatedBatch]
+    done: asyncio.Future[AnyBatch]
     # Place in its commit (arrival order): of two versions of one event id in one
     # commit, the later request's wins (see `ingest.store.rows.ingest_version`).
     order: int = 0
@@ -56,7 +57,21 @@ class _Pending:
     @property
     def rows(self) -> int:
         """What a commit's row budget (`max_batch_rows`) counts for this request."""
+        if isinstance(self.batch, FastBatch):
+            return self.batch.rows
         return len(self.batch.events) + len(self.batch.emissions)
+
+    def models(self) -> ValidatedBatch:
+        """The request's batch as models (to split it span by span)."""
+        batch = self.batch
+        return batch.materialize() if isinstance(batch, FastBatch) else batch
+
+    def add_to(self, rows: TableRows, received_at: dt.datetime) -> None:
+        batch = self.batch
+        if isinstance(batch, FastBatch):
+            batch.add_to(rows, self.receipt_id, received_at, self.order)
+        else:
+            rows.add(batch, self.receipt_id, received_at, self.order)
 
 
 class WriteObserver(Protocol):
@@ -119,11 +134,14 @@ class EmbeddedHandoff:
         if self._writer is None:
             self._writer = asyncio.create_task(self._run(), name="embedded-writer")
 
-    def prepare(self, batch: ValidatedBatch) -> Prepared:
-        """Nothing to do off the event loop: rows are built when their commit is."""
+    # A `FastBatch` arrives with its rows built; only the commit's columns are left.
+    takes_fast_batches = True
+
+    def prepare(self, batch: AnyBatch) -> Prepared:
+        """Nothing to do off the event loop: rows are completed when their commit is."""
         return Prepared(batch)
 
-    async def submit(self, prepared: Prepared, receipt_id: str, size_bytes: int) -> ValidatedBatch:
+    async def submit(self, prepared: Prepared, receipt_id: str, size_bytes: int) -> AnyBatch:
         batch = prepared.batch
         if self._closing:
             raise Unavailable("receiver is shutting down", self._retry_after)
@@ -134,7 +152,7 @@ class EmbeddedHandoff:
                 self._retry_after,
             )
         self.start()
-        done: asyncio.Future[ValidatedBatch] = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[AnyBatch] = asyncio.get_running_loop().create_future()
         self._queue.append(_Pending(batch, receipt_id, size_bytes, done))
         self._inflight_bytes += size_bytes
         self._wakeup.set()
@@ -212,7 +230,7 @@ class EmbeddedHandoff:
             rows.row_count, len(taken), loop.time() - started, error is None
         )
         if error is None:
-            results: dict[int, ValidatedBatch | IngestError] = {id(p): p.batch for p in taken}
+            results: dict[int, AnyBatch | IngestError] = {id(p): p.batch for p in taken}
         elif is_permanent(error):
             results = await self._split(taken, received_at, error)
         else:
@@ -222,10 +240,10 @@ class EmbeddedHandoff:
             if pending.done.done():
                 continue
             result = results[id(pending)]
-            if isinstance(result, ValidatedBatch):
-                pending.done.set_result(result)
-            else:
+            if isinstance(result, IngestError):
                 pending.done.set_exception(result)
+            else:
+                pending.done.set_result(result)
 
     def _unavailable(self, error: BaseException) -> Unavailable:
         return Unavailable(f"store write failed: {_short(error)}", self._retry_after)
@@ -238,7 +256,7 @@ class EmbeddedHandoff:
 
     async def _split(
         self, taken: list[_Pending], received_at: dt.datetime, error: Exception
-    ) -> dict[int, ValidatedBatch | IngestError]:
+    ) -> dict[int, AnyBatch | IngestError]:
         """Find the requests that make the commit fail for good; write the rest."""
         log.warning("commit of %d request(s) refused, isolating: %s", len(taken), describe(error))
 
@@ -246,7 +264,7 @@ class EmbeddedHandoff:
             await self._insert(_rows(part, received_at))
 
         found = await isolate(taken, write, error)
-        results: dict[int, ValidatedBatch | IngestError] = {id(p): p.batch for p in found.written}
+        results: dict[int, AnyBatch | IngestError] = {id(p): p.batch for p in found.written}
         if found.unavailable is not None:  # what was written stands; the rest is retried
             unavailable = self._unavailable(found.unavailable)
             return {id(p): results.get(id(p), unavailable) for p in taken}
@@ -266,7 +284,8 @@ class EmbeddedHandoff:
                 rows.add(unit, pending.receipt_id, received_at, pending.order)
             await self._insert(rows)
 
-        units = span_units(pending.batch)
+        batch = pending.models()
+        units = span_units(batch)
         found = await isolate(units, write, error)
         if found.unavailable is not None:
             return self._unavailable(found.unavailable)
@@ -286,13 +305,13 @@ class EmbeddedHandoff:
             return StoreRejected(f"the store refused the request: {describe(error)}")
         if not found.written:
             return StoreRejected(f"the store refused every span of the request: {describe(error)}")
-        return stored_batch(pending.batch, found.written, refused)
+        return stored_batch(batch, found.written, refused)
 
 
 def _rows(pending: Sequence[_Pending], received_at: dt.datetime) -> TableRows:
     rows = TableRows()
     for item in pending:
-        rows.add(item.batch, item.receipt_id, received_at, item.order)
+        item.add_to(rows, received_at)
     return rows
 
 

@@ -27,11 +27,12 @@ from aiokafka.codec import has_zstd
 from aiokafka.errors import KafkaError
 
 from ingest.errors import Backpressure, Unavailable
+from ingest.export.fast import FastBatch
 from ingest.handoff.kafka_packing import OutRecord, Screened, pack, screen
 from ingest.handoff.kafka_producer import BrokerRefused, start_producer
 from ingest.handoff.kafka_topics import ensure_topics
+from ingest.handoff.protocol import AnyBatch
 from ingest.metrics import ProducerMetrics
-from schemas.events import ValidatedBatch
 from schemas.records import headers
 from schemas.times import Clock, utc_now
 from schemas.topics import Compression, Topics
@@ -118,12 +119,16 @@ class KafkaHandoff:
         """Nothing waits for requests still being validated: records go out per request."""
         yield
 
-    def prepare(self, batch: ValidatedBatch) -> Screened:
+    takes_fast_batches = False
+
+    def prepare(self, batch: AnyBatch) -> Screened:
         """Quarantine what cannot fit one message, before the client is answered; the
         events' JSON made for measuring them travels on to `submit`."""
+        if isinstance(batch, FastBatch):
+            batch = batch.materialize()
         return screen(batch, self._limit)
 
-    async def submit(self, prepared: Screened, receipt_id: str, size_bytes: int) -> ValidatedBatch:
+    async def submit(self, prepared: Screened, receipt_id: str, size_bytes: int) -> AnyBatch:
         """Nothing is refused after `prepare`: the sink isolates what the store refuses."""
         if self._closing:
             raise Unavailable("receiver is shutting down", self._retry_after)

@@ -14,6 +14,10 @@ nothing there (the embedded hand-off's `prepare`, Kafka's `arriving`). What a st
 hands the next travels in the value it returns (`Prepared`), never in the hand-off:
 a request abandoned between two steps leaves nothing behind. `readiness` says why
 the hand-off cannot take requests now, and `close` writes what it holds.
+
+A batch is a `ValidatedBatch`, or, for a hand-off whose `takes_fast_batches` is true,
+also the hot path's `FastBatch` (`ingest.export.fast`: an all-valid request's rows,
+without models); a hand-off that needs the models of one calls its `materialize`.
 """
 
 from __future__ import annotations
@@ -22,7 +26,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from ingest.export.fast import FastBatch
 from schemas.events import ValidatedBatch
+
+# What a hand-off is given and answers with.
+AnyBatch = ValidatedBatch | FastBatch
 
 
 @dataclass(frozen=True)
@@ -31,24 +39,28 @@ class Prepared:
     the hand-off cannot carry already moved to `quarantined`). A hand-off subclasses it
     to carry the work its `prepare` did."""
 
-    batch: ValidatedBatch
+    batch: AnyBatch
 
 
 PreparedT = TypeVar("PreparedT", bound=Prepared)
 
 
 class Handoff(Protocol[PreparedT]):
+    # True: `prepare` takes a `FastBatch` as it is (the export handler then tries the
+    # hot path first); a hand-off without the attribute is given models only.
+    takes_fast_batches: bool
+
     def arriving(self) -> AbstractContextManager[None]:
         """Mark a request as received and still being validated; exit before `submit`.
         A commit about to be written may wait for it (group commit)."""
         ...
 
-    def prepare(self, batch: ValidatedBatch) -> PreparedT:
+    def prepare(self, batch: AnyBatch) -> PreparedT:
         """Quarantine what the hand-off cannot carry, so the client is told, and do the
         work `submit` needs that needs no event loop; safe to run off the loop."""
         ...
 
-    async def submit(self, prepared: PreparedT, receipt_id: str, size_bytes: int) -> ValidatedBatch:
+    async def submit(self, prepared: PreparedT, receipt_id: str, size_bytes: int) -> AnyBatch:
         """Returns once the batch is durable, with the batch as it was stored: spans the
         store refused for good moved from events and emissions to `quarantined` (a
         hand-off that refuses nothing returns `prepared.batch`). Raises a

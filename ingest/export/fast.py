@@ -1,0 +1,432 @@
+"""The hot path of the export path: an all-valid request straight from protobuf to the
+store's rows, without a pydantic model per span.
+
+Almost every request a receiver sees is all valid: every span keeps the wire
+contract, no event id or ordinal repeats, no contract governs its agents. For such a
+request `fast_batch` reads each attribute once, checks it inline and appends the
+row values the store takes (`ingest.store.rows` lays out the same columns from the
+models); the pydantic models of `schemas.events` are not built. Anything else (a
+span to reject, a repeat, a contract to check, a salvaged body, a value of an
+unusual type even where the contract would allow it) makes `fast_batch` return None,
+and the request takes `ingest.export.request.validate_request`, the reference, which
+says what is wrong. So the fast path never accepts what the reference rejects, and
+for what it accepts it builds the reference's rows (`tests/ingest/export/test_fast.py`
+compares them on the fuzz corpus and the wire fixtures).
+
+A `FastBatch` carries those rows to the hand-off, less the columns only the commit
+knows (receipt id, receipt time, version), and can always become the reference's
+`ValidatedBatch` (`materialize`: the request validated again), for what needs the
+models: the store refusing a commit, a hand-off without a fast form.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
+)
+
+from ingest.export.contracts import NO_CONTRACT, ContractBook
+from ingest.export.decode import attributes, jsonable
+from ingest.export.domain import INT64_MAX, attributes_problem
+from ingest.export.principal import ANONYMOUS, Principal
+from ingest.export.request import validate_request
+from ingest.export.salvage import is_salvaged
+from ingest.export.validate import (
+    _EVALUATION_KEYS,
+    MARKER_PREFIX,
+    PREFIX,
+    SUBSTRATE_PREFIX,
+    SpanRejected,
+    _rfc3339,
+    derive_event_id,
+)
+from ingest.store.rows import TableRows, ingest_version, ticks_ms
+from schemas.events import (
+    DIMENSION_EVENT,
+    EVALUATION_SPAN,
+    PROVENANCES,
+    RUN_MODES,
+    SENTINEL_SPAN,
+    ValidatedBatch,
+)
+
+_SUBSTRATE_CUT = len(SUBSTRATE_PREFIX)
+_MARKER_CUT = len(MARKER_PREFIX)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+# Positions in a receipt row of the columns only the commit knows.
+RECEIPT_ID_AT = 3
+RECEIVED_AT = 10
+
+
+class _Slow(Exception):
+    """This request takes the reference path."""
+
+
+def _ticks(value: dt.datetime) -> int:
+    """`ingest.store.rows.ticks_ns` of an aware datetime."""
+    delta = value - _EPOCH
+    return ((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds) * 1000
+
+
+def _str(value: Any) -> str:
+    """A string attribute, absent ones empty; anything else is the reference's to judge."""
+    if value is None:
+        return ""
+    if type(value) is not str:
+        raise _Slow
+    return value
+
+
+def _number(value: Any) -> float | None:
+    if value is None:
+        return None
+    kind = type(value)
+    if kind is float:
+        if not math.isfinite(value):
+            raise _Slow
+        return value  # type: ignore[no-any-return]
+    if kind is int:
+        return float(value)
+    raise _Slow
+
+
+def _integer(value: Any) -> int | None:
+    if value is None or type(value) is int:
+        return value
+    raise _Slow
+
+
+def _flag(value: Any) -> bool | None:
+    if value is None or type(value) is bool:
+        return value
+    raise _Slow
+
+
+def _strings(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if type(value) is str:
+        return [value]
+    if type(value) is list and all(type(v) is str for v in value):
+        return list(value)
+    raise _Slow
+
+
+def _ids(span: Any) -> tuple[str, str]:
+    trace_id, span_id = span.trace_id, span.span_id
+    if len(trace_id) != 16 or len(span_id) != 8 or not any(trace_id) or not any(span_id):
+        raise _Slow
+    return trace_id.hex(), span_id.hex()
+
+
+def _ordinal(attrs: dict[str, Any]) -> tuple[str, int, bool]:
+    stream = attrs.get("holonograph.emission.stream")
+    seq = attrs.get("holonograph.emission.seq")
+    final = attrs.get("holonograph.emission.final")
+    if type(stream) is not str or not stream or type(seq) is not int or seq < 0:
+        raise _Slow
+    if final is None:
+        return stream, seq, False
+    if type(final) is not bool:
+        raise _Slow
+    return stream, seq, final
+
+
+def _event_ticks(span: Any, attrs: dict[str, Any]) -> int:
+    """The event's time in DateTime64(9) ticks, as the reference's datetime gives it
+    (microseconds)."""
+    value = attrs.get("holonograph.timestamp")
+    if value is None:
+        end = span.end_time_unix_nano
+        if end == 0 or end > INT64_MAX:
+            raise _Slow
+        return end // 1000 * 1000  # type: ignore[no-any-return]
+    if type(value) is str:
+        try:
+            return _ticks(_rfc3339("holonograph.timestamp", value))
+        except SpanRejected:
+            raise _Slow from None
+    if type(value) is int and 0 < value <= INT64_MAX:
+        return value // 1000 * 1000
+    raise _Slow
+
+
+def _json(value: Any) -> str:
+    if not value:
+        return "{}"
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+class FastBatch:
+    """An all-valid request's rows, less the commit's columns, for one tenant: what the
+    fast path hands the hand-off instead of a `ValidatedBatch`.
+
+    `events`: event rows up to `extras` (the last columns, ingestion and contract,
+    are added per commit); `dimensions`: dimension rows up to `emission_stream`;
+    `receipts`: whole receipt rows with the receipt id and time left to fill."""
+
+    __slots__ = (
+        "_materialized",
+        "_source",
+        "collapsed_spans",
+        "contract_findings",
+        "dimensions",
+        "event_ids",
+        "events",
+        "ignored_spans",
+        "quarantined",
+        "receipts",
+        "sentinels",
+        "tenant_id",
+    )
+
+    def __init__(self, tenant_id: str, findings: tuple[str, ...]) -> None:
+        self.tenant_id = tenant_id
+        self.contract_findings = findings
+        self.events: list[list[Any]] = []
+        self.dimensions: list[list[Any]] = []
+        self.receipts: list[list[Any]] = []
+        self.event_ids: set[str] = set()
+        self.sentinels = 0
+        self.ignored_spans = 0
+        self.collapsed_spans = 0
+        self.quarantined: tuple[()] = ()
+        self._source: tuple[PB2ExportTraceServiceRequest, Principal, ContractBook | None] | None
+        self._source = None
+        self._materialized: ValidatedBatch | None = None
+
+    @property
+    def rejected(self) -> int:
+        return 0
+
+    @property
+    def accepted_spans(self) -> int:
+        return len(self.events) + self.sentinels
+
+    @property
+    def rows(self) -> int:
+        """What a commit's row budget counts (events and arrivals, as for a batch)."""
+        return len(self.events) + len(self.receipts)
+
+    def finding_counts(self) -> dict[str, int]:
+        """Contract findings of the accepted events, by kind (as `ExportOutcome` has them)."""
+        if not self.events or not self.contract_findings:
+            return {}
+        return {finding: len(self.events) for finding in self.contract_findings}
+
+    def add_to(
+        self, rows: TableRows, receipt_id: str, received_at: dt.datetime, order: int = 0
+    ) -> None:
+        """Complete the rows with the commit's columns (`TableRows.add`'s for a batch)."""
+        received = ticks_ms(received_at)
+        version = ingest_version(received_at, order)
+        tail = [received, version, "", list(self.contract_findings)]
+        rows.events.extend([*row, *tail] for row in self.events)
+        stamps = [received, version]
+        rows.dimensions.extend([*row, *stamps] for row in self.dimensions)
+        for row in self.receipts:
+            receipt = row.copy()
+            receipt[RECEIPT_ID_AT] = receipt_id
+            receipt[RECEIVED_AT] = received
+            rows.receipts.append(receipt)
+
+    def materialize(self) -> ValidatedBatch:
+        """The same request as the reference path validates it (models and all)."""
+        if self._materialized is None:
+            assert self._source is not None
+            request, principal, contracts = self._source
+            self._materialized = validate_request(request, principal=principal, contracts=contracts)
+        return self._materialized
+
+
+def fast_batch(
+    request: PB2ExportTraceServiceRequest,
+    principal: Principal = ANONYMOUS,
+    contracts: ContractBook | None = None,
+) -> FastBatch | None:
+    """The rows of `request` for `principal` when every span is valid and nothing needs
+    the reference path (see the module); None otherwise."""
+    if is_salvaged(request):
+        return None
+    findings = (NO_CONTRACT,) if contracts is not None else ()
+    batch = FastBatch(principal.tenant_id, findings)
+    try:
+        _decode(request, principal, contracts, batch)
+    except _Slow:
+        return None
+    batch._source = (request, principal, contracts)
+    return batch
+
+
+def _decode(
+    request: PB2ExportTraceServiceRequest,
+    principal: Principal,
+    contracts: ContractBook | None,
+    batch: FastBatch,
+) -> None:
+    tenant = batch.tenant_id
+    agents = principal.agents
+    arrived: set[tuple[str, int]] = set()
+    event_ids = batch.event_ids
+    events, receipts = batch.events, batch.receipts
+    for resource_spans in request.resource_spans:
+        resource = jsonable(attributes(resource_spans.resource.attributes))
+        resource_json: str | None = None
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                name = span.name
+                if not name.startswith(PREFIX):
+                    batch.ignored_spans += 1
+                    continue
+                attrs = attributes(span.attributes)
+                if name == EVALUATION_SPAN:
+                    if resource_json is None:
+                        if attributes_problem(resource) is not None:
+                            raise _Slow
+                        resource_json = _json(resource)
+                    event = _evaluation(tenant, span, attrs, resource_json, batch)
+                    event_id, agent_id, surface_id = event[1], event[3], event[2]
+                    if event_id in event_ids:
+                        raise _Slow  # a repeat: the reference collapses or rejects it
+                    event_ids.add(event_id)
+                    if agents is not None and agent_id not in agents:
+                        raise _Slow
+                    if contracts is not None and contracts.governs(tenant, agent_id, surface_id):
+                        raise _Slow
+                    stream, seq = event[23], event[24]
+                    receipt = [
+                        tenant, stream, seq, None, "evaluation", event[25], False, event_id,
+                        surface_id, event[7], None, None, None, None, None, None, None, None,
+                    ]  # fmt: skip
+                    events.append(event)
+                elif name == SENTINEL_SPAN:
+                    receipt = _sentinel(tenant, span, attrs)
+                    stream, seq = receipt[1], receipt[2]
+                    batch.sentinels += 1
+                else:
+                    raise _Slow
+                key = (stream, seq)
+                if key in arrived:
+                    raise _Slow
+                arrived.add(key)
+                receipts.append(receipt)
+
+
+def _evaluation(
+    tenant: str, span: Any, attrs: dict[str, Any], resource_json: str, batch: FastBatch
+) -> list[Any]:
+    """The event row (up to `extras`) of an evaluation span, its dimension rows added
+    to `batch`; `_Slow` for anything the reference would reject or might."""
+    trace_id, span_id = _ids(span)
+    stream, seq, final = _ordinal(attrs)
+    get = attrs.get
+    run_mode = get("holonograph.run_mode")
+    if type(run_mode) is not str or run_mode not in RUN_MODES:
+        raise _Slow
+    surface_id = get("holonograph.surface.id")
+    if type(surface_id) is not str or not surface_id:
+        raise _Slow
+    event_id = _str(get("holonograph.event.id")) or derive_event_id(stream, seq)
+    provenance = _str(get("holonograph.provenance"))
+    if not provenance:
+        provenance = "production-state" if run_mode == "production" else "exploratory-state"
+    elif provenance not in PROVENANCES:
+        raise _Slow
+    agent_id = _str(get("holonograph.agent.id"))
+    correlation_id = _str(get("holonograph.correlation.id"))
+    lens_version = _str(get("holonograph.lens.version"))
+    light_source_id = _str(get("holonograph.light_source.id"))
+    requested = _str(get("holonograph.light_source.requested"))
+    cohort_tags = _strings(get("holonograph.cohort_tags"))
+    ticks = _event_ticks(span, attrs)
+    columns: dict[str, str] = {}
+    markers: dict[str, list[str]] = {}
+    extras: dict[str, Any] = {}
+    for key, value in attrs.items():
+        if not key.startswith(PREFIX) or key in _EVALUATION_KEYS:
+            continue
+        if key.startswith(SUBSTRATE_PREFIX):
+            columns[key[_SUBSTRATE_CUT:]] = _str(value)
+        elif key.startswith(MARKER_PREFIX):
+            markers[key[_MARKER_CUT:]] = _strings(value)
+        else:
+            extras[key] = jsonable(value)
+    if extras and attributes_problem(extras) is not None:
+        raise _Slow
+    dimension_ids = _dimensions(
+        tenant, event_id, span.events, batch.dimensions,
+        [surface_id, agent_id, correlation_id, run_mode, provenance, ticks, lens_version,
+         light_source_id, requested, columns, cohort_tags, stream],
+    )  # fmt: skip
+    return [
+        tenant, event_id, surface_id, agent_id, correlation_id, run_mode, provenance, ticks,
+        lens_version, light_source_id, requested, columns, cohort_tags,
+        _str(get("holonograph.multiplex.role")), _str(get("holonograph.fixture.id")), markers,
+        _number(get("holonograph.latency_ms")), _number(get("holonograph.cost.usd")),
+        _integer(get("holonograph.tokens.input")), _integer(get("holonograph.tokens.output")),
+        _str(get("holonograph.sdk.name")), _str(get("holonograph.sdk.version")), dimension_ids,
+        stream, seq, final, trace_id, span_id, resource_json, _json(extras),
+    ]  # fmt: skip
+
+
+def _dimensions(
+    tenant: str, event_id: str, events: Sequence[Any], out: list[list[Any]], layers: list[Any]
+) -> list[str]:
+    """Dimension rows (up to `emission_stream`) of a span's dimension events; their ids."""
+    ids: list[str] = []
+    for event in events:
+        if event.name != DIMENSION_EVENT:
+            continue
+        attrs = attributes(event.attributes)
+        get = attrs.get
+        dimension_id = get("holonograph.dimension.id")
+        if type(dimension_id) is not str or not dimension_id or dimension_id in ids:
+            raise _Slow
+        passed = _flag(get("holonograph.dimension.passed"))
+        score = _number(get("holonograph.dimension.score"))
+        if passed is None and score is None:
+            raise _Slow
+        ids.append(dimension_id)
+        out.append(
+            [
+                tenant, event_id, dimension_id, passed, score,
+                _str(get("holonograph.dimension.expected")),
+                _str(get("holonograph.dimension.actual")),
+                _str(get("holonograph.dimension.judge")), *layers,
+            ]
+        )  # fmt: skip
+    return ids
+
+
+_COUNTERS = (
+    "holonograph.completeness.offered",
+    "holonograph.completeness.delivered",
+    "holonograph.completeness.dropped",
+    "holonograph.completeness.failed",
+)
+
+
+def _sentinel(tenant: str, span: Any, attrs: dict[str, Any]) -> list[Any]:
+    _ids(span)
+    stream, seq, final = _ordinal(attrs)
+    window: list[dt.datetime | None] = []
+    for key in ("holonograph.completeness.window_start", "holonograph.completeness.window_end"):
+        text = _str(attrs.get(key))
+        try:
+            window.append(_rfc3339(key, text) if text else None)
+        except SpanRejected:
+            raise _Slow from None
+    interval_ms = _integer(attrs.get("holonograph.sentinel.interval_ms"))
+    if interval_ms is not None and interval_ms < 0:
+        raise _Slow
+    counters = [_integer(attrs.get(key)) for key in _COUNTERS]
+    return [
+        tenant, stream, seq, None, "sentinel", final, False, "", "", _event_ticks(span, attrs),
+        None, interval_ms, *counters, *window,
+    ]  # fmt: skip

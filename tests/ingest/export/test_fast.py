@@ -1,0 +1,246 @@
+"""The hot path (`ingest.export.fast`) against the reference (`validate_request` + the
+rows `TableRows.add` builds from its models), on the same requests: the fuzz corpus
+of `test_fuzz`, the wire fixture, the bench payload and hand-picked edges.
+
+Wherever the hot path takes a request it must build exactly the reference's rows and
+answer the same counts; where the reference rejects anything the hot path must not
+take the request at all. No store is needed: the rows are compared as values."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
+)
+
+from bench.payload import PayloadSpec, RequestFactory
+from ingest.export.contracts import ContractBook
+from ingest.export.decode import parse_json, parse_protobuf
+from ingest.export.fast import FastBatch, fast_batch
+from ingest.export.handler import _outcome
+from ingest.export.principal import ANONYMOUS, Principal
+from ingest.export.request import validate_request
+from ingest.store.rows import TableRows
+from tests.ingest.export.test_fuzz import MUTATIONS, SPANS, Mutation, _apply, _base
+from tests.otel_emit import Dim, Evaluation, Sentinel, export_request, record_spans
+
+WIRE = Path(__file__).resolve().parents[2] / "testdata" / "wire"
+AT = dt.datetime(2026, 11, 30, 14, 0, 0, 123456, tzinfo=dt.UTC)
+
+
+def reference_rows(batch: Any, receipt: str = "r" * 32, order: int = 2) -> TableRows:
+    rows = TableRows()
+    rows.add(batch, receipt, AT, order)
+    return rows
+
+
+def fast_rows(batch: FastBatch, receipt: str = "r" * 32, order: int = 2) -> TableRows:
+    rows = TableRows()
+    batch.add_to(rows, receipt, AT, order)
+    return rows
+
+
+def assert_same(
+    request: PB2ExportTraceServiceRequest,
+    principal: Principal = ANONYMOUS,
+    contracts: ContractBook | None = None,
+) -> bool:
+    """True when the hot path took `request` (and built the reference's rows exactly)."""
+    reference = validate_request(request, principal=principal, contracts=contracts)
+    fast = fast_batch(request, principal, contracts)
+    if fast is None:
+        return False
+    assert reference.quarantined == (), "the hot path took a request the reference rejects"
+    assert reference.collapsed_spans == 0
+    expected, got = reference_rows(reference), fast_rows(fast)
+    for table in ("events", "dimensions", "receipts", "quarantine"):
+        assert getattr(got, table) == getattr(expected, table), table
+    assert _outcome(fast) == _outcome(reference)
+    assert fast.rows == len(reference.events) + len(reference.emissions)
+    assert fast.materialize() == reference
+    return True
+
+
+taken: list[bool] = []
+
+
+@settings(
+    max_examples=300,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    mutations=st.lists(MUTATIONS, min_size=0, max_size=4),
+    contracts=st.booleans(),
+    example=st.integers(0, 10_000),
+)
+def test_fuzz_corpus_rows_match_the_reference(
+    mutations: list[Mutation], contracts: bool, example: int
+) -> None:
+    """The mutations of `test_fuzz` (and none): every request the hot path takes gets
+    the reference's rows; every one the reference rejects a span of is left to it."""
+    request = _base(example)
+    spans = request.resource_spans[0].scope_spans[0].spans
+    for mutation in mutations:
+        _apply(example, spans[mutation.span], mutation, request)
+    request = parse_protobuf(request.SerializeToString())  # as the receiver reads it
+    taken.append(assert_same(request, contracts=ContractBook() if contracts else None))
+
+
+def test_the_fuzz_corpus_exercised_both_paths() -> None:
+    """Run after the property above (file order): neither path went untested."""
+    assert taken, "run with the property test above"
+    assert any(taken) and not all(taken), (sum(taken), len(taken))
+
+
+VALUES = st.one_of(
+    st.text(max_size=8), st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=False),
+    st.booleans(), st.lists(st.text(max_size=4), max_size=3),
+)  # fmt: skip
+OPTIONAL = [
+    "holonograph.agent.id", "holonograph.correlation.id", "holonograph.provenance",
+    "holonograph.lens.version", "holonograph.light_source.id",
+    "holonograph.light_source.requested", "holonograph.cohort_tags",
+    "holonograph.multiplex.role", "holonograph.fixture.id", "holonograph.latency_ms",
+    "holonograph.cost.usd", "holonograph.tokens.input", "holonograph.tokens.output",
+    "holonograph.sdk.name", "holonograph.sdk.version", "holonograph.timestamp",
+    "holonograph.substrate.prompt_hash", "holonograph.marker.user_message",
+    "holonograph.custom.thing", "other.attribute", "holonograph.emission.final",
+]  # fmt: skip
+GOOD = {
+    "holonograph.provenance": st.sampled_from(["production-state", "exploratory-state", ""]),
+    "holonograph.timestamp": st.sampled_from(
+        ["2026-11-30T14:00:00Z", "2026-11-30T15:00:00.5+01:00", 1_796_046_238_000_123_456]
+    ),
+    "holonograph.latency_ms": st.one_of(st.floats(0, 1e6), st.integers(0, 10**6)),
+    "holonograph.cohort_tags": st.one_of(
+        st.text(max_size=8), st.lists(st.sampled_from(["a=b", "tier", "x=y=z"]), max_size=3)
+    ),
+    "holonograph.tokens.input": st.integers(0, 2**63 - 1),
+    "holonograph.emission.final": st.booleans(),
+}
+
+
+@st.composite
+def evaluation(draw: st.DrawFn, stream: str, seq: int) -> Evaluation:
+    extra: dict[str, Any] = {}
+    for key in draw(st.lists(st.sampled_from(OPTIONAL), max_size=8, unique=True)):
+        strategy = GOOD.get(key, st.text(max_size=8)) if draw(st.booleans()) else VALUES
+        extra[key] = draw(strategy)
+    dims = [
+        Dim(
+            f"d{n}",
+            passed=draw(st.one_of(st.none(), st.booleans())),
+            score=draw(st.one_of(st.none(), st.floats(0, 1))),
+            expected=draw(st.one_of(st.none(), st.text(max_size=10))),
+            judge=draw(st.one_of(st.none(), st.just("judge/v1"))),
+        )
+        for n in range(draw(st.integers(0, 3)))
+    ]
+    return Evaluation(
+        stream,
+        seq,
+        run_mode=draw(st.sampled_from(["production", "eval", "replay", "test", "local_dev"])),
+        event_id=draw(st.one_of(st.none(), st.just(f"evt-{stream}-{seq}"))),
+        dims=dims,
+        extra=extra,
+    )
+
+
+@settings(max_examples=200, derandomize=True, database=None, deadline=None)
+@given(data=st.data(), spans=st.integers(1, 6), other=st.integers(0, 2))
+def test_sdk_spans_rows_match_the_reference(data: st.DataObject, spans: int, other: int) -> None:
+    """Spans an SDK builds, with any mix of the optional attributes (valid or not)."""
+    items: list[Evaluation | Sentinel] = []
+    for n in range(spans):
+        if data.draw(st.integers(0, 3)) == 0:
+            counters = {"offered": data.draw(st.integers(0, 9)), "dropped": 0}
+            items.append(Sentinel(f"s{n}", n, counters=counters))
+        else:
+            items.append(data.draw(evaluation(f"s{n}", n)))
+    request = export_request(record_spans(items, seed=spans, other_spans=other))
+    assert_same(request, contracts=ContractBook())
+
+
+def test_the_wire_fixture_takes_the_hot_path() -> None:
+    for path in sorted(WIRE.glob("*.otlp.json")):
+        request = parse_json(path.read_bytes())
+        assert assert_same(request), path.name
+        assert assert_same(request, contracts=ContractBook()), path.name
+
+
+@pytest.mark.parametrize("batch", [1, 64, 512])
+def test_bench_payload_takes_the_hot_path(batch: int) -> None:
+    factory = RequestFactory(PayloadSpec(batch=batch, sentinel_every=16, tag="fastpath"))
+    for number in (0, 1, 15, 16):
+        request = parse_protobuf(factory.body(number))
+        assert assert_same(request, contracts=ContractBook())
+        assert assert_same(request, Principal("acme", agents=frozenset({"billing-triage"})))
+
+
+def _request(*items: Evaluation | Sentinel) -> PB2ExportTraceServiceRequest:
+    return export_request(record_spans(list(items), seed=3))
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        pytest.param([Evaluation("a", 0, event_id="e1"), Evaluation("a", 1, event_id="e1")],
+                     id="event-id-twice"),
+        pytest.param([Evaluation("a", 0, event_id="e1"), Evaluation("a", 0, event_id="e2")],
+                     id="ordinal-twice"),
+        pytest.param([Evaluation("a", 0, run_mode=None)], id="no-run-mode"),
+        pytest.param([Evaluation("a", 0, dims=[Dim("x")])], id="ungraded-dimension"),
+        pytest.param([Evaluation("a", 0, extra={"holonograph.latency_ms": "fast"})],
+                     id="wrong-type"),
+    ],
+)  # fmt: skip
+def test_what_the_reference_must_judge_is_left_to_it(items: list[Evaluation]) -> None:
+    request = _request(*items)
+    assert fast_batch(request) is None
+    assert not assert_same(request)
+
+
+def test_an_agent_the_token_may_not_write_is_left_to_the_reference() -> None:
+    request = _request(Evaluation("a", 0, extra={"holonograph.agent.id": "other"}))
+    principal = Principal("acme", agents=frozenset({"mine"}))
+    assert fast_batch(request, principal) is None
+    assert validate_request(request, principal=principal).quarantined
+
+
+def test_a_governed_agent_is_left_to_the_reference() -> None:
+    from schemas.contracts import Contract, ContractVersion
+
+    contract = Contract.model_validate(
+        {"agentId": "billing", "surfaces": [{"id": "classify-intent", "dimensions": []}]}
+    )
+    version = ContractVersion(
+        tenant_id="default", version_id="cv1", previous_version_id=None,
+        registered_at=AT, contract=contract,
+    )  # fmt: skip
+    book = ContractBook([version])
+    governed = _request(Evaluation("a", 0, extra={"holonograph.agent.id": "billing"}))
+    other = _request(Evaluation("a", 0, extra={"holonograph.agent.id": "someone"}))
+    assert fast_batch(governed, contracts=book) is None
+    assert assert_same(other, contracts=book)
+
+
+def test_rows_carry_the_commit_columns_given_at_commit() -> None:
+    """Receipt id, receipt time and version are filled per commit, on copies."""
+    batch = fast_batch(_request(Evaluation("a", 0), Sentinel("a", 1)))
+    assert batch is not None
+    first, second = fast_rows(batch, "one", 0), fast_rows(batch, "two", 5)
+    assert [r[3] for r in first.receipts] == ["one", "one"]
+    assert [r[3] for r in second.receipts] == ["two", "two"]
+    assert second.events[0][31] == first.events[0][31] + 5
+    assert json.loads(first.events[0][28])["service.name"] == "billing-triage-agent"
+    assert SPANS == 5  # the corpus shape this file relies on
