@@ -7,7 +7,11 @@ one, so load makes inserts bigger rather than more numerous. Before writing, the
 writer also waits (up to `commit_wait_seconds`) for requests that have already
 arrived and are still being decoded (`arriving`): every insert writes a part that
 ClickHouse must later merge, so under load a few large inserts cost far less CPU
-than many small ones, while a lone request at light load is written at once.
+than many small ones, while a lone request at light load is written at once. Small
+requests arriving together (many clients, few spans each) are what makes commits
+small: once a commit has carried more than one request, the next one, while below
+`linger_rows`, lingers up to `linger_seconds` for more to join (a lone client's
+commits carry one request each and never linger).
 Bytes waiting are bounded by `max_inflight_bytes`: past it, requests are refused
 with `Backpressure` before anything is queued.
 
@@ -92,6 +96,7 @@ class EmbeddedHandoff:
         max_inflight_bytes: int,
         max_batch_rows: int = 50_000,
         linger_seconds: float = 0.0,
+        linger_rows: int = 512,
         commit_wait_seconds: float = 0.1,
         retry_after_seconds: float = 1.0,
         clock: Clock = utc_now,
@@ -101,6 +106,9 @@ class EmbeddedHandoff:
         self._max_inflight = max_inflight_bytes
         self._max_rows = max_batch_rows
         self._linger = linger_seconds
+        self._linger_rows = linger_rows
+        self._last_requests = 0  # requests the last commit carried
+        self._queued = 0  # rows of the requests queued (`_Pending.rows`)
         self._commit_wait = commit_wait_seconds
         self._arriving = 0
         self._retry_after = retry_after_seconds
@@ -153,7 +161,9 @@ class EmbeddedHandoff:
             )
         self.start()
         done: asyncio.Future[AnyBatch] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(batch, receipt_id, size_bytes, done))
+        pending = _Pending(batch, receipt_id, size_bytes, done)
+        self._queue.append(pending)
+        self._queued += pending.rows
         self._inflight_bytes += size_bytes
         self._wakeup.set()
         return await asyncio.shield(done)
@@ -183,17 +193,17 @@ class EmbeddedHandoff:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            if self._linger and not self._closing:
-                await asyncio.sleep(self._linger)
-            await self._gather()
+            if self._linger and self._last_requests > 1:
+                await self._wait_while(self._linger, self._linger_rows, arriving_only=False)
+            await self._wait_while(self._commit_wait, self._max_rows, arriving_only=True)
             await self._write(self._take())
 
-    async def _gather(self) -> None:
-        """Wait, up to the commit wait, while requests already received are still
-        being decoded and the queue is below a full batch."""
+    async def _wait_while(self, seconds: float, rows: int, arriving_only: bool) -> None:
+        """Wait up to `seconds` while the queue is below `rows` (and, `arriving_only`,
+        only while requests already received are still being decoded)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._commit_wait
-        while self._arriving and not self._closing and self._queued_rows() < self._max_rows:
+        deadline = loop.time() + seconds
+        while not self._closing and self._queued < rows and (self._arriving or not arriving_only):
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return
@@ -203,17 +213,16 @@ class EmbeddedHandoff:
             except TimeoutError:
                 return
 
-    def _queued_rows(self) -> int:
-        return sum(p.rows for p in self._queue)
-
     def _take(self) -> list[_Pending]:
         taken: list[_Pending] = []
         rows = 0
         while self._queue and (not taken or rows < self._max_rows):
             pending = self._queue.pop(0)
+            self._queued -= pending.rows
             pending.order = len(taken)
             taken.append(pending)
             rows += pending.rows
+        self._last_requests = len(taken)
         return taken
 
     async def _write(self, taken: list[_Pending]) -> None:

@@ -81,3 +81,70 @@ async def test_a_request_that_yields_nothing_releases_the_wait(store: ClickHouse
     await asyncio.wait_for(first, 20)
     await handoff.close()
     assert _event_inserts(faulty) == [3]
+
+
+def _lingering(faulty: FaultyStore, linger: float) -> EmbeddedHandoff:
+    return EmbeddedHandoff(
+        faulty, max_inflight_bytes=16 * MIB, linger_seconds=linger, linger_rows=100
+    )
+
+
+async def test_a_lone_client_never_lingers(store: ClickHouseStore) -> None:
+    """Commits of one request each: written at once, however long the linger."""
+    faulty = FaultyStore(store)
+    handoff = _lingering(faulty, linger=30.0)
+    for n in range(3):
+        await asyncio.wait_for(handoff.submit(handoff.prepare(_batch(f"l{n}")), f"r{n}", 100), 20)
+    await handoff.close()
+    assert _event_inserts(faulty) == [3, 3, 3]
+
+
+async def test_after_a_shared_commit_small_requests_linger_to_join(store: ClickHouseStore) -> None:
+    faulty = FaultyStore(store)
+    handoff = _lingering(faulty, linger=30.0)
+    submit = handoff.submit
+    # Two requests queued before the writer runs: one commit of both.
+    await asyncio.gather(*(submit(handoff.prepare(_batch(f"a{n}")), f"a{n}", 100) for n in (0, 1)))
+    # The next small request lingers for others instead of being written alone.
+    first = asyncio.create_task(submit(handoff.prepare(_batch("b0")), "b0", 100))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not first.done() and _event_inserts(faulty) == [6]
+    await asyncio.gather(first, submit(handoff.prepare(_batch("b1")), "b1", 100))
+    await handoff.close()
+    assert _event_inserts(faulty) == [6, 6]
+
+
+async def test_a_commit_at_the_linger_rows_is_written_at_once(store: ClickHouseStore) -> None:
+    faulty = FaultyStore(store)
+    handoff = _lingering(faulty, linger=30.0)
+    submit = handoff.submit
+    await asyncio.gather(*(submit(handoff.prepare(_batch(f"a{n}")), f"a{n}", 100) for n in (0, 1)))
+    big = _batch("big", 60)  # 60 events + 60 arrivals: past the 100 rows of the linger
+    await asyncio.wait_for(submit(handoff.prepare(big), "big", 100), 20)
+    await handoff.close()
+    assert _event_inserts(faulty) == [6, 60]
+
+
+async def test_fast_and_model_batches_share_a_commit(store: ClickHouseStore) -> None:
+    """A hot-path batch and a reference one in one commit: the rows of both, each
+    request answered with what it handed in."""
+    from ingest.export.fast import fast_batch
+
+    faulty = FaultyStore(store)
+    handoff = _handoff(faulty, commit_wait=30.0)
+    request = export_request(record_spans([Evaluation("fast", s) for s in range(4)], seed=9))
+    fast = fast_batch(request)
+    assert fast is not None
+    answered = await asyncio.gather(
+        handoff.submit(handoff.prepare(fast), "f", 100),
+        handoff.submit(handoff.prepare(_batch("model", 2)), "m", 100),
+    )
+    await handoff.close()
+    assert answered[0] is fast
+    assert _event_inserts(faulty) == [6]
+    stored = store.query(
+        "SELECT emission_stream, count() FROM holonograph.evaluation_events FINAL"
+        " GROUP BY emission_stream ORDER BY emission_stream"
+    ).rows
+    assert stored == [("fast", 4), ("model", 2)]
