@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from holonograph.admin_client import AdminStore, read_admin_file
-from ingest.store.clickhouse import open_store
+from ingest.store.clickhouse import ClickHouseStore, connect_client, open_store
 from ingest.store.limits import LimitRequest, ReadLimits
-from ingest.store.url import chdb_path, is_embedded
+from ingest.store.url import chdb_path, is_embedded, normalize_store_url
 from schemas.migrations import apply_migrations
 from schemas.store import Store
 
@@ -42,7 +42,7 @@ def connect(
             raise FileNotFoundError(
                 f"no store at {chdb_path(url)} (start `holonograph serve` first)"
             )
-    from ingest.store.reader import open_reader
+    from ingest.store.reader import open_reader, read_only
 
     if write:
         store = open_store(url)
@@ -50,11 +50,14 @@ def connect(
             apply_migrations(store)
         return store
     if migrate and is_embedded(url):
-        owner = open_store(url)
+        # One connection: migrated, then made read-only for good (opening chDB costs
+        # more than anything a light command does; `ingest.store.reader.read_only`).
+        url = normalize_store_url(url)
+        client = connect_client(url)
         try:
-            apply_migrations(owner)
-            # Opened before `owner` closes: chDB stays up.
-            return open_reader(url, tenant, ReadLimits.from_mapping(limits or {}))
-        finally:
-            owner.close()
+            apply_migrations(ClickHouseStore(url, client))
+        except BaseException:
+            client.close()
+            raise
+        return read_only(url, client, tenant, ReadLimits.from_mapping(limits or {}))
     return open_reader(url, tenant, ReadLimits.from_mapping(limits or {}))

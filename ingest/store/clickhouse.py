@@ -9,6 +9,7 @@ process's admin endpoint instead (see `ingest.service.admin`). Read-only connect
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -109,6 +110,7 @@ def connect_client(url: str, *, session: bool = True) -> Client:
     connections are always their own session)."""
     import clickhouse_connect
 
+    _skip_pandas_probe()
     parsed = urlparse(url)
     if parsed.scheme == "chdb":
         own_data_dir(Path(parsed.path))
@@ -122,6 +124,17 @@ def connect_client(url: str, *, session: bool = True) -> Client:
         database="default",
         autogenerate_session_id=session,
     )
+
+
+def _skip_pandas_probe() -> None:
+    """clickhouse-connect imports pandas (a second or more) on the first insert only to
+    ask whether the rows are a DataFrame. Ours never are, and no DataFrame can exist
+    while pandas is not imported: tell it there is none."""
+    from clickhouse_connect.driver import options
+
+    if "pandas" not in sys.modules and "pd" not in vars(options):
+        options.pd = None
+        options.pd_time_test = None
 
 
 def own_data_dir(path: Path) -> None:

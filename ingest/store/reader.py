@@ -121,8 +121,19 @@ def open_reader(
     """A new read-only connection to the store at `url`, scoped to `tenant` if given,
     every query within `limits`."""
     url = normalize_store_url(url)
+    return read_only(url, connect_client(url, session=is_embedded(url)), tenant, limits)
+
+
+def read_only(
+    url: str,
+    client: Client,
+    tenant: str | None = None,
+    limits: ReadLimits = DEFAULT_READ_LIMITS,
+) -> ReadOnlyStore:
+    """`client` (a new connection to normalized `url`, nothing run on it yet but what
+    its opener chose) as a `ReadOnlyStore` within `limits`: on chDB its session is made
+    read-only for good before it is returned. Closes `client` if that fails."""
     embedded = is_embedded(url)
-    client = connect_client(url, session=embedded)
     try:
         filters = tenant_filters(client, tenant) if tenant is not None else {}
         table_functions = _table_functions(client)

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import optimize, signal, special
 
 FloatArray = NDArray[np.float64]
 
@@ -125,6 +124,8 @@ class NoiseModel:
             return z
         z[:, 1:] *= np.sqrt(1.0 - self.rho**2)
         zi = z[:, :1] * self.rho  # start in the stationary distribution
+        from scipy import signal  # a second or so to import: only when simulated
+
         out, _ = signal.lfilter([1.0], [1.0, -self.rho], z[:, 1:], axis=1, zi=zi)
         return np.concatenate([z[:, :1], out], axis=1)
 
@@ -144,6 +145,8 @@ def _variogram(x: FloatArray, b: FloatArray, lag: int) -> float:
     hi = float(np.max(d2)) + 1e-12
     while excess(hi) > 0.0:
         hi *= 4.0
+    from scipy import optimize  # imported when first needed: it costs start-up time
+
     return float(optimize.brentq(excess, 0.0, hi, xtol=1e-12))
 
 
@@ -266,10 +269,17 @@ def weigh(series: BucketSeries, tau2: float | None = None) -> Weighted:
     return Weighted(w * series.rates, w, False, t2, unit, series.n)
 
 
+def _xlogy(x: FloatArray, y: FloatArray) -> FloatArray:
+    """x * log(y), 0 where x is 0 (scipy.special.xlogy, without importing scipy)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out: FloatArray = np.where(x == 0.0, 0.0, x * np.log(y))
+    return out
+
+
 def _loglik(u: FloatArray, v: FloatArray, binary: bool) -> FloatArray:
     if binary:
         p = np.clip(u / v, 0.0, 1.0)
-        out: FloatArray = special.xlogy(u, p) + special.xlogy(v - u, 1.0 - p)
+        out: FloatArray = _xlogy(u, p) + _xlogy(v - u, 1.0 - p)
         return out
     return np.asarray(0.5 * u**2 / v, dtype=np.float64)
 

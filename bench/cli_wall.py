@@ -1,0 +1,119 @@
+"""Wall time of the analysis commands on an offline embedded store of 1,000 events,
+beside `holonograph --help` measured in the same run (issue 24: at most one second).
+
+Seeds a fresh chDB store with 1,000 evaluation events of the bench payload (and their
+sentinels) through the receiver's own row path, then runs each command as a user
+would, a new process every time (`python -m holonograph ...` from the tree), no
+`serve` holding the store, alternating commands and trees for `--repeats` rounds.
+Prints one JSON document: the median wall seconds per command and tree, and each
+median over `--help`'s of the same tree.
+
+    python -m bench.cli_wall --repeats 5
+    python -m bench.cli_wall --repeats 5 --baseline-ref main   # the old tree alongside
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.paths import ROOT, baseline_tree, python_module
+from bench.payload import PayloadSpec, RequestFactory
+
+EVENTS = 1000
+
+
+def seed(path: Path) -> tuple[str, str, str]:
+    """A store of `EVENTS` events; returns (surface, since, until) covering them."""
+    from ingest.export.decode import parse_protobuf
+    from ingest.export.request import validate_request
+    from ingest.store.clickhouse import open_store
+    from ingest.store.rows import TableRows, write_rows
+    from schemas.migrations import apply_migrations
+
+    store = open_store(f"chdb://{path}")
+    try:
+        apply_migrations(store)
+        factory = RequestFactory(PayloadSpec(batch=512, tag="cliwall0"))
+        rows, events, number = TableRows(), 0, 0
+        now = dt.datetime.now(dt.UTC)
+        while events < EVENTS:
+            batch = validate_request(parse_protobuf(factory.body(number)))
+            rows.add(batch, f"seed{number}", now)
+            events, number = events + len(batch.events), number + 1
+        write_rows(store, rows)
+    finally:
+        store.close()
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    since = (hour - dt.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    until = (hour + dt.timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return "draft-reply", since, until
+
+
+def commands(data_dir: Path, surface: str, since: str, until: str) -> dict[str, list[str]]:
+    store = ["--data-dir", str(data_dir), "--json"]
+    window = ["--since", since, "--until", until]
+    return {
+        "--help": ["--help"],
+        "drift": ["drift", "--surface", surface, *window, *store],
+        "completeness": ["completeness", *store],
+        "compare": ["compare", "--surface", surface, *window, *store],
+        "quarantine": ["quarantine", *store],
+    }
+
+
+def wall(root: Path, args: list[str]) -> tuple[float, int]:
+    started = time.perf_counter()
+    done = subprocess.run(
+        python_module("holonograph", *args), cwd=root, capture_output=True, timeout=300
+    )
+    return time.perf_counter() - started, done.returncode
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.cli_wall", description=__doc__)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--baseline-ref", default="", help="git ref of a tree to run alongside")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
+        work = Path(tmp)
+        trees = {"this tree": ROOT}
+        if args.baseline_ref:
+            trees["baseline tree"] = baseline_tree(args.baseline_ref, work)
+        data_dir = work / "store"
+        surface, since, until = seed(data_dir)
+        runs = commands(data_dir, surface, since, until)
+        for root in trees.values():  # the first run migrates the store for that tree
+            wall(root, runs["quarantine"])
+        times: dict[str, dict[str, list[float]]] = {t: {c: [] for c in runs} for t in trees}
+        codes: dict[str, dict[str, set[int]]] = {t: {c: set() for c in runs} for t in trees}
+        for _ in range(args.repeats):
+            for name, argv_ in runs.items():
+                for label, root in trees.items():
+                    seconds, code = wall(root, argv_)
+                    times[label][name].append(seconds)
+                    codes[label][name].add(code)
+            last = {t: {c: round(v[-1], 2) for c, v in times[t].items()} for t in trees}
+            print(f"round done: {json.dumps(last)}", file=sys.stderr, flush=True)
+    out: dict[str, Any] = {"events": EVENTS, "repeats": args.repeats, "trees": {}}
+    for label in trees:
+        medians = {c: statistics.median(v) for c, v in times[label].items()}
+        out["trees"][label] = {
+            "median_wall_s": medians,
+            "over_help": {c: m / medians["--help"] for c, m in medians.items()},
+            "exit_codes": {c: sorted(v) for c, v in codes[label].items()},
+            "runs_s": times[label],
+        }
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
