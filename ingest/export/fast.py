@@ -30,6 +30,7 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
+from pydantic_core import to_json
 
 from ingest.export.contracts import NO_CONTRACT, ContractBook
 from ingest.export.decode import attributes, jsonable
@@ -178,17 +179,26 @@ class FastBatch:
         "contract_findings",
         "dimensions",
         "event_ids",
+        "event_json",
         "events",
         "ignored_spans",
         "quarantined",
+        "receipt_json",
         "receipts",
         "sentinels",
         "tenant_id",
+        "with_json",
     )
 
-    def __init__(self, tenant_id: str, findings: tuple[str, ...]) -> None:
+    def __init__(self, tenant_id: str, findings: tuple[str, ...], with_json: bool = False) -> None:
         self.tenant_id = tenant_id
         self.contract_findings = findings
+        # With `with_json`: every event's and arrival's JSON as their models serialize (the
+        # Kafka records' units), `event_json[i]` for `events[i]`, `receipt_json[j]`
+        # for `receipts[j]`.
+        self.with_json = with_json
+        self.event_json: list[bytes] = []
+        self.receipt_json: list[bytes] = []
         self.events: list[list[Any]] = []
         self.dimensions: list[list[Any]] = []
         self.receipts: list[list[Any]] = []
@@ -249,13 +259,15 @@ def fast_batch(
     request: PB2ExportTraceServiceRequest,
     principal: Principal = ANONYMOUS,
     contracts: ContractBook | None = None,
+    with_json: bool = False,
 ) -> FastBatch | None:
     """The rows of `request` for `principal` when every span is valid and nothing needs
-    the reference path (see the module); None otherwise."""
+    the reference path (see the module); None otherwise. `with_json`: also the JSON of the
+    models the reference would build (`FastBatch.event_json`, `receipt_json`)."""
     if is_salvaged(request):
         return None
     findings = (NO_CONTRACT,) if contracts is not None else ()
-    batch = FastBatch(principal.tenant_id, findings)
+    batch = FastBatch(principal.tenant_id, findings, with_json)
     try:
         _decode(request, principal, contracts, batch)
     except _Slow:
@@ -290,7 +302,8 @@ def _decode(
                         if attributes_problem(resource) is not None:
                             raise _Slow
                         resource_json = _json(resource)
-                    event = _evaluation(tenant, span, attrs, resource_json, batch)
+                    dims_before = len(batch.dimensions)
+                    event, extras = _evaluation(tenant, span, attrs, resource_json, batch)
                     event_id, agent_id, surface_id = event[1], event[3], event[2]
                     if event_id in event_ids:
                         raise _Slow  # a repeat: the reference collapses or rejects it
@@ -305,10 +318,18 @@ def _decode(
                         surface_id, event[7], None, None, None, None, None, None, None, None,
                     ]  # fmt: skip
                     events.append(event)
+                    if batch.with_json:
+                        dims = batch.dimensions[dims_before:]
+                        batch.event_json.append(
+                            _event_json(event, dims, resource, extras, batch.contract_findings)
+                        )
+                        batch.receipt_json.append(_receipt_json(receipt, None))
                 elif name == SENTINEL_SPAN:
                     receipt = _sentinel(tenant, span, attrs)
                     stream, seq = receipt[1], receipt[2]
                     batch.sentinels += 1
+                    if batch.with_json:
+                        batch.receipt_json.append(_receipt_json(receipt, receipt[11:]))
                 else:
                     raise _Slow
                 key = (stream, seq)
@@ -320,9 +341,10 @@ def _decode(
 
 def _evaluation(
     tenant: str, span: Any, attrs: dict[str, Any], resource_json: str, batch: FastBatch
-) -> list[Any]:
-    """The event row (up to `extras`) of an evaluation span, its dimension rows added
-    to `batch`; `_Slow` for anything the reference would reject or might."""
+) -> tuple[list[Any], dict[str, Any]]:
+    """The event row (up to `extras`) of an evaluation span and its extras, its
+    dimension rows added to `batch`; `_Slow` for anything the reference would reject
+    or might."""
     trace_id, span_id = _ids(span)
     stream, seq, final = _ordinal(attrs)
     get = attrs.get
@@ -372,7 +394,7 @@ def _evaluation(
         _integer(get("holonograph.tokens.input")), _integer(get("holonograph.tokens.output")),
         _str(get("holonograph.sdk.name")), _str(get("holonograph.sdk.version")), dimension_ids,
         stream, seq, final, trace_id, span_id, resource_json, _json(extras),
-    ]  # fmt: skip
+    ], extras  # fmt: skip
 
 
 def _dimensions(
@@ -430,3 +452,66 @@ def _sentinel(tenant: str, span: Any, attrs: dict[str, Any]) -> list[Any]:
         tenant, stream, seq, None, "sentinel", final, False, "", "", _event_ticks(span, attrs),
         None, interval_ms, *counters, *window,
     ]  # fmt: skip
+
+
+def _time(ticks: int) -> dt.datetime:
+    return _EPOCH + dt.timedelta(microseconds=ticks // 1000)
+
+
+def _event_json(
+    row: list[Any],
+    dims: list[list[Any]],
+    resource: dict[str, Any],
+    extras: dict[str, Any],
+    findings: tuple[str, ...],
+) -> bytes:
+    """`EvaluationEvent`'s JSON (its fields in order, as its serializer writes them)
+    from the event's row and dimension rows."""
+    (_, event_id, surface_id, agent_id, correlation_id, run_mode, provenance, ticks,
+     lens_version, light_source_id, requested, columns, cohort_tags, multiplex_role,
+     fixture_id, markers, latency_ms, cost_usd, tokens_input, tokens_output, sdk_name,
+     sdk_version, _, stream, seq, final, trace_id, span_id) = row[:28]  # fmt: skip
+    document = {
+        "event_id": event_id, "surface_id": surface_id, "agent_id": agent_id,
+        "correlation_id": correlation_id, "run_mode": run_mode, "provenance": provenance,
+        "timestamp": _time(ticks), "emission": {"stream": stream, "seq": seq, "final": final},
+        "trace_id": trace_id, "span_id": span_id,
+        "substrate": {
+            "surface_id": surface_id, "agent_id": agent_id, "run_mode": run_mode,
+            "provenance": provenance, "lens_version": lens_version,
+            "light_source_id": light_source_id, "columns": columns,
+            "diagnostic": dict(tag.split("=", 1) for tag in cohort_tags if "=" in tag),
+        },
+        "light_source": {"id": light_source_id, "requested": requested},
+        "lens": {"version": lens_version, "fixture_id": fixture_id},
+        "outcome": {
+            "dimensions": [
+                {"dimension_id": d[2], "passed": d[3], "score": d[4], "expected": d[5],
+                 "actual": d[6], "judge": d[7]}
+                for d in dims
+            ],
+            "cohort_tags": cohort_tags, "markers": markers, "latency_ms": latency_ms,
+            "cost_usd": cost_usd, "tokens_input": tokens_input, "tokens_output": tokens_output,
+        },
+        "multiplex_role": multiplex_role, "sdk_name": sdk_name, "sdk_version": sdk_version,
+        "resource_attributes": resource, "extras": extras, "contract_version_id": "",
+        "contract_findings": findings,
+    }  # fmt: skip
+    return to_json(document)
+
+
+def _receipt_json(receipt: list[Any], sentinel: list[Any] | None) -> bytes:
+    """`EmissionRecord`'s JSON from a receipt row (`sentinel`: its counter columns)."""
+    counters = None
+    if sentinel is not None:
+        interval_ms, offered, delivered, dropped, failed, start, end = sentinel
+        counters = {
+            "interval_ms": interval_ms, "offered": offered, "delivered": delivered,
+            "dropped": dropped, "failed": failed, "window_start": start, "window_end": end,
+        }  # fmt: skip
+    document = {
+        "stream": receipt[1], "seq": receipt[2], "kind": receipt[4], "final": receipt[5],
+        "quarantined": False, "event_id": receipt[7], "surface_id": receipt[8],
+        "event_time": _time(receipt[9]), "sentinel": counters,
+    }  # fmt: skip
+    return to_json(document)

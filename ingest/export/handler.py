@@ -86,11 +86,12 @@ class ExportHandler(Generic[PreparedT]):
         # transport. Small requests are decoded inline (`INLINE_DECODE_BYTES`).
         self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
         self._fast = bool(getattr(handoff, "takes_fast_batches", False))
+        self._fast_json = bool(getattr(handoff, "fast_batch_json", False))
 
     def _prepare(self, request: PB2ExportTraceServiceRequest, principal: Principal) -> PreparedT:
         batch: AnyBatch | None = None
         if self._fast:
-            batch = fast_batch(request, principal, self.contracts)
+            batch = fast_batch(request, principal, self.contracts, self._fast_json)
         if batch is None:
             batch = validate_request(request, principal=principal, contracts=self.contracts)
         return self._handoff.prepare(batch)

@@ -20,6 +20,7 @@ import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ingest.export.fast import FastBatch
 from ingest.handoff.protocol import Prepared
 from schemas.events import (
     EVALUATION_SPAN,
@@ -157,6 +158,31 @@ def screen(batch: ValidatedBatch, max_message_bytes: int) -> Screened:
     return Screened(screened, _by_stream(_chain(kept, replaced)))
 
 
+def screen_fast(batch: FastBatch, max_message_bytes: int) -> Screened | None:
+    """`screen` of a hot-path batch, from the JSON it carries (`fast_batch(with_json=
+    True)`): the same units, per stream in order. None when a unit is too large to
+    travel alone: `screen` quarantines it, on the batch's models."""
+    limit = payload_limit(max_message_bytes)
+    streams: dict[str, list[_Unit]] = {}
+    events = iter(batch.event_json)
+    for receipt, emission_json in zip(batch.receipts, batch.receipt_json, strict=True):
+        stream = receipt[1]
+        if receipt[4] == "evaluation":  # its event precedes it: the pair travels together
+            event_json = next(events)
+            size = len(event_json) + len(emission_json) + 2
+            unit = _Unit(stream, (), (), (event_json,), (emission_json,), size)
+        else:
+            unit = _Unit(stream, (), (), (), (emission_json,), len(emission_json) + 1)
+        streams.setdefault(stream, []).append(unit)
+    for stream, units in streams.items():
+        empty = empty_batch_size(batch.tenant_id, stream)
+        if empty + sum(u.size for u in units) > limit and any(
+            empty + u.size > limit for u in units
+        ):
+            return None
+    return Screened(batch, streams)
+
+
 def _chain(*parts: Iterator[_Unit]) -> Iterator[_Unit]:
     for part in parts:
         yield from part
@@ -184,7 +210,9 @@ def pack(
     received_at: dt.datetime,
     max_message_bytes: int,
 ) -> list[OutRecord]:
-    """Records for one screened batch: per-stream batch records, then dead letters."""
+    """Records for one screened batch: per-stream batch records, then dead letters. A
+    hot-path batch's records carry their bytes only: their `record` is the envelope,
+    without the events' models (which were never built)."""
     limit = payload_limit(max_message_bytes)
     tenant_id = screened.batch.tenant_id
     envelope = batch_envelope(tenant_id, receipt_id, received_at)

@@ -48,6 +48,7 @@ PreparedT = TypeVar("PreparedT", bound=Prepared)
 class Handoff(Protocol[PreparedT]):
     # True: `prepare` takes a `FastBatch` as it is (the export handler then tries the
     # hot path first); a hand-off without the attribute is given models only.
+    # `fast_batch_json`: the fast batches it is given carry their models' JSON.
     takes_fast_batches: bool
 
     def arriving(self) -> AbstractContextManager[None]:
