@@ -22,6 +22,7 @@ and per-round ratios are printed as one JSON document.
     python -m bench.ratios                          # ~25 min: every case, 3 rounds
     python -m bench.ratios --cases batch512,batch1 --rounds 3 --duration 10
     python -m bench.ratios --quick                  # smoke run, ~4 min
+    python -m bench.ratios --render out.json [more.json]  # the markdown tables
 """
 
 from __future__ import annotations
@@ -286,7 +287,160 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _fmt(value: float | None, digits: int = 0) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.{digits}f}"
+
+
+def render(results: list[dict[str, Any]]) -> str:
+    """Markdown tables of one or more result documents (cases merged by name)."""
+    merged: dict[str, Any] = {}
+    for doc in results:
+        merged.update({k: v for k, v in doc.items() if v is not None})
+    commands = "; ".join("`" + str(d.get("command", "?")) + "`" for d in results)
+    out = [
+        "## Same-run ratios (issue 24)",
+        "",
+        f"Command(s): {commands}."
+        f" This tree `{merged.get('commit', '?')}`, baseline tree `"
+        f"{merged.get('baseline_commit', '?')}` (before issue 24), alternating runs, medians;"
+        " *spread* is the slowest run over the fastest of that service.",
+        "",
+    ]
+    rows = []
+    for case in ("batch512", "batch1"):
+        data = merged.get(case)
+        if not data:
+            continue
+        medians, spread = data["median_spans_per_cpu_s"], data["spread"]
+        ratio = data.get("ratio_to_bare", {})
+        rows.append(
+            f"| {data['scenario']} | {_fmt(medians.get(BARE))} ({_fmt(spread.get(BARE), 2)})"
+            f" | {_fmt(medians.get(OLD))} ({_fmt(spread.get(OLD), 2)})"
+            f" | {_fmt(medians.get(NEW))} ({_fmt(spread.get(NEW), 2)})"
+            f" | {_fmt(ratio.get(OLD), 2)} | **{_fmt(ratio.get(NEW), 2)}**"
+            f" | {_fmt(data.get('new_over_old'), 2)} |"
+        )
+    if rows:
+        out += [
+            "| case | bare server spans/CPU-s (spread) | baseline tree | this tree"
+            " | baseline / bare | this tree / bare | this / baseline |",
+            "|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    kafka = merged.get("kafka")
+    if kafka and "by_process" in kafka:
+        out += [
+            f"Kafka path ({kafka['scenario']}), spans per CPU-second of each process:",
+            "",
+            "| process | baseline tree | this tree | this / baseline |",
+            "|---|---|---|---|",
+        ]
+        for role, data in kafka["by_process"].items():
+            medians = data["median_spans_per_cpu_s"]
+            out.append(
+                f"| {role} | {_fmt(medians.get(OLD))} | {_fmt(medians.get(NEW))}"
+                f" | **{_fmt(data.get('new_over_old'), 2)}** |"
+            )
+        path = kafka["path_median_spans_per_cpu_s"]
+        out += [
+            f"| path (both) | {_fmt(path.get(OLD))} | {_fmt(path.get(NEW))}"
+            f" | {_fmt(kafka.get('path_new_over_old'), 2)} |",
+            "",
+        ]
+    half = merged.get("half")
+    if half:
+        out += [
+            "Latency, gRPC batch 512, 4 connections, open loop (median of runs):",
+            "",
+            "| service | offered spans/s | p50 ms | p99 ms |",
+            "|---|---|---|---|",
+        ]
+        for label, runs in half["runs"].items():
+            offered = runs[0]["offered_spans_per_s"] if runs else None
+            out.append(
+                f"| {label} | {_fmt(offered)} | {_fmt(half['median_p50_ms'].get(label))}"
+                f" | {_fmt(half['median_p99_ms'].get(label))} |"
+            )
+        out.append("")
+    peaks: dict[str, float] = {}
+    for case in ("batch512", "batch1", "half", "kafka"):
+        for label, runs in (merged.get(case) or {}).get("runs", {}).items():
+            for run in runs:
+                peaks[label] = max(peaks.get(label, 0.0), run["peak_rss_mib"])
+    if peaks:
+        out += [
+            "Peak RSS (VmHWM, largest of the runs above, MiB): "
+            + ", ".join(f"{label} {value:,.0f}" for label, value in peaks.items())
+            + ". Rows stored == spans accepted in every run: "
+            + ("yes" if not any(d.get("failures") for d in results) else "NO")
+            + ".",
+            "",
+        ]
+    stages = merged.get("stages")
+    if stages:
+        out += _stage_tables(stages)
+    return "\n".join(out)
+
+
+def _stage_tables(stages: dict[str, Any]) -> list[str]:
+    """Best of the rounds per stage, µs CPU per span, in each tree."""
+    best: dict[str, dict[str, float]] = {}
+    totals: dict[str, float] = {}
+    kafka: dict[str, dict[str, float]] = {}
+    for label, runs in stages.items():
+        for run in runs["stages"]:
+            for name, stage in run.get("stages", {}).items():
+                current = best.setdefault(label, {}).get(name, float("inf"))
+                best[label][name] = min(current, stage["us_per_span"])
+            if "spans_per_cpu_s" in run:
+                totals[label] = max(totals.get(label, 0.0), run["spans_per_cpu_s"])
+        for run in runs["kafka_stages"]:
+            for name, value in run.get("us_per_span", {}).items():
+                current = kafka.setdefault(label, {}).get(name, float("inf"))
+                kafka[label][name] = min(current, value)
+    names = list(dict.fromkeys(n for label in best for n in best[label]))
+    out = [
+        "In-process stages (`python -m bench.stages --batch 512`, run in each tree; best of the"
+        " rounds; µs CPU per span):",
+        "",
+        "| stage | baseline tree | this tree |",
+        "|---|---|---|",
+    ]
+    for name in names:
+        out.append(
+            f"| {name} | {_fmt(best.get(OLD, {}).get(name), 1)}"
+            f" | {_fmt(best.get(NEW, {}).get(name), 1)} |"
+        )
+    out += [
+        f"| end to end, spans/CPU-s | {_fmt(totals.get(OLD))} | {_fmt(totals.get(NEW))} |",
+        "",
+    ]
+    knames = list(dict.fromkeys(n for label in kafka for n in kafka[label]))
+    if knames:
+        out += [
+            "Kafka path stages (`python -m bench.kafka_stages --batch 512`; µs CPU per span):",
+            "",
+            "| stage | baseline tree | this tree |",
+            "|---|---|---|",
+        ]
+        for name in knames:
+            out.append(
+                f"| {name} | {_fmt(kafka.get(OLD, {}).get(name), 1)}"
+                f" | {_fmt(kafka.get(NEW, {}).get(name), 1)} |"
+            )
+        out.append("")
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["--render"]:  # python -m bench.ratios --render A.json [B.json ...]
+        print(render([json.loads(Path(p).read_text()) for p in argv[1:]]))
+        return
     args = _parse(argv)
     cases = [c for c in args.cases.split(",") if c]
     unknown = set(cases) - set(ALL_CASES)

@@ -18,6 +18,7 @@ from typing import Any
 STAGES = (
     ("chDB insert (write_rows)", "write_rows (ingest/store/rows.py)"),
     ("row building (TableRows.add)", "TableRows.add (ingest/store/rows.py)"),
+    ("hot path: protobuf to rows (ingest/export/fast.py)", "(ingest/export/fast.py)"),
     ("pydantic model construction", "(pydantic/main.py)"),
     ("attribute decoding (decode.attributes)", "attributes (ingest/export/decode.py)"),
     ("validation (validate.*, rest)", "validate_request (ingest/export/request.py)"),
