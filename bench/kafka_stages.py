@@ -1,7 +1,9 @@
 """Where the Kafka path's own CPU goes, in-process and without a broker: the
-receiver's record building (`screen` + `pack`: the Kafka hand-off's `prepare` and
-`submit`, the screened work carried from one to the other) and the sink's record
-decoding and row building, each timed apart on the same pre-encoded requests.
+receiver's decoding (`decode`: the hot path with the models' JSON, as `serve --kafka`
+runs it on these all-valid requests; `--path reference`: `validate_request`), record
+building (`screen` + `pack`: the Kafka hand-off's `prepare` and `submit`, the screened
+work carried from one to the other) and the sink's record decoding and row building,
+each timed apart on the same pre-encoded requests.
 
 Run as `python -m bench.kafka_stages --batch 512 --requests 20`; prints one JSON
 line with CPU microseconds per span for each stage (best of `--rounds`). Parsing
@@ -20,7 +22,6 @@ import time
 from typing import Any
 
 from bench.payload import PayloadSpec, RequestFactory
-from schemas.events import ValidatedBatch
 
 MAX_MESSAGE_BYTES = 1_000_000
 
@@ -32,14 +33,32 @@ def _timed(label: str, timings: dict[str, float], work: Any) -> Any:
     return out
 
 
-def _receiver(decoded: list[ValidatedBatch], timings: dict[str, float]) -> list[bytes]:
-    from ingest.handoff.kafka_packing import pack, screen
+def _decode(requests: list[Any], path: str, timings: dict[str, float]) -> list[Any]:
+    from ingest.export.fast import fast_batch
+    from ingest.export.request import validate_request
+
+    def one(request: Any) -> Any:
+        if path == "reference":
+            return validate_request(request)
+        batch = fast_batch(request, with_json=True)
+        if batch is None:
+            raise SystemExit("the bench payload must take the hot path")
+        return batch
+
+    return list(_timed("decode", timings, lambda: [one(r) for r in requests]))
+
+
+def _receiver(decoded: list[Any], timings: dict[str, float]) -> list[bytes]:
+    from ingest.export.fast import FastBatch
+    from ingest.handoff.kafka_packing import pack, screen, screen_fast
     from schemas.times import utc_now
 
     values: list[bytes] = []
     for n, batch in enumerate(decoded):
         cpu0 = time.process_time()
-        screened = screen(batch, MAX_MESSAGE_BYTES)
+        fast = isinstance(batch, FastBatch)
+        screened = screen_fast(batch, MAX_MESSAGE_BYTES) if fast else None
+        screened = screened or screen(batch, MAX_MESSAGE_BYTES)
         cpu1 = time.process_time()
         out = pack(screened, f"{n:032x}", utc_now(), MAX_MESSAGE_BYTES)
         cpu2 = time.process_time()
@@ -66,18 +85,17 @@ def _sink(values: list[bytes], timings: dict[str, float]) -> int:
 
 
 def measure_kafka_stages(
-    batch: int, requests: int, rounds: int = 3, collector: str = "tuned"
+    batch: int, requests: int, rounds: int = 3, collector: str = "tuned", path: str = "hot"
 ) -> dict[str, Any]:
     """Best of `rounds` per stage (the machine is shared: the minimum is the cost)."""
     from ingest.export.decode import parse_protobuf
-    from ingest.export.request import validate_request
     from ingest.service.gctune import tune_for_throughput
 
     if collector == "tuned":
         tune_for_throughput()
     factory = RequestFactory(PayloadSpec(batch=batch, tag="kstages0"))
-    decoded = [validate_request(parse_protobuf(factory.body(r))) for r in range(requests)]
-    spans = sum(len(d.emissions) for d in decoded)
+    parsed = [parse_protobuf(factory.body(r)) for r in range(requests)]
+    spans = sum(len(s.spans) for r in parsed for rs in r.resource_spans for s in rs.scope_spans)
     best: dict[str, float] = {}
     values: list[bytes] = []
     for _ in range(rounds):
@@ -86,6 +104,7 @@ def measure_kafka_stages(
         if collector == "off":
             gc.disable()
         try:
+            decoded = _decode(parsed, path, timings)
             values = _receiver(decoded, timings)
             assert _sink(values, timings) > 0
         finally:
@@ -100,7 +119,8 @@ def measure_kafka_stages(
         "records": len(values),
         "mean_record_bytes": sum(len(v) for v in values) / max(1, len(values)),
         "us_per_span": {name: cpu / spans * 1e6 for name, cpu in best.items()},
-        "receiver_us_per_span": (best["screen"] + best["pack"]) / spans * 1e6,
+        "path": path,
+        "receiver_us_per_span": (best["decode"] + best["screen"] + best["pack"]) / spans * 1e6,
         "sink_us_per_span": (best["sink_decode"] + best["sink_take"] + best["sink_rows"])
         / spans
         * 1e6,
@@ -113,8 +133,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--gc", choices=("tuned", "default", "off"), default="tuned")
+    parser.add_argument("--path", choices=("hot", "reference"), default="hot")
     args = parser.parse_args(argv)
-    result = measure_kafka_stages(args.batch, args.requests, args.rounds, args.gc)
+    result = measure_kafka_stages(args.batch, args.requests, args.rounds, args.gc, args.path)
     print(json.dumps(result), flush=True)
 
 

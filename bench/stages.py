@@ -1,6 +1,10 @@
 """Where the embedded path's CPU goes, stage by stage, in-process and without gRPC:
-parse -> decode/validate (models) -> row building -> chDB insert, each timed apart
-on the same pre-encoded requests, plus the top functions by own time (cProfile).
+parse -> decode/validate -> row building -> chDB insert, each timed apart on the
+same pre-encoded requests, plus the top functions by own time (cProfile).
+
+`--path hot` (default) is what the receiver runs on these all-valid requests: the hot
+path (`ingest.export.fast`: protobuf straight to rows, the commit's columns added at
+"build_rows"); `--path reference` is `validate_request` (models) + `TableRows.add`.
 
 Run as `python -m bench.stages --batch 512 --requests 40`; prints one JSON line.
 """
@@ -26,14 +30,41 @@ def _timed(label: str, timings: dict[str, float], work: Any) -> Any:
     return out
 
 
-def measure_stages(batch: int, requests: int, requests_per_insert: int) -> dict[str, Any]:
-    from ingest.export.decode import parse_protobuf
+def _decoder(path: str) -> tuple[Any, Any, Any]:
+    """(decode(request), spans(decoded), add(decoded, rows, receipt, at)) of `path`."""
+    from ingest.export.fast import FastBatch, fast_batch
     from ingest.export.request import validate_request
+
+    if path == "reference":
+        return (
+            validate_request,
+            lambda d: len(d.emissions),
+            lambda d, rows, receipt, at: rows.add(d, receipt, at),
+        )
+
+    def decode(request: Any) -> FastBatch:
+        batch = fast_batch(request)
+        if batch is None:
+            raise SystemExit("the bench payload must take the hot path")
+        return batch
+
+    return (
+        decode,
+        lambda d: len(d.receipts),
+        lambda d, rows, receipt, at: d.add_to(rows, receipt, at),
+    )
+
+
+def measure_stages(
+    batch: int, requests: int, requests_per_insert: int, path: str = "hot"
+) -> dict[str, Any]:
+    from ingest.export.decode import parse_protobuf
     from ingest.store.clickhouse import open_store
     from ingest.store.rows import TableRows, write_rows
     from schemas.migrations import apply_migrations
     from schemas.times import utc_now
 
+    decode, count, add = _decoder(path)
     factory = RequestFactory(PayloadSpec(batch=batch, tag="stages00"))
     bodies = [factory.body(r) for r in range(requests)]
     timings: dict[str, float] = {}
@@ -46,20 +77,19 @@ def measure_stages(batch: int, requests: int, requests_per_insert: int) -> dict[
                 rows = TableRows()
                 for r, body in enumerate(bodies[start : start + requests_per_insert]):
                     request = _timed("parse", timings, lambda b=body: parse_protobuf(b))
-                    decoded = _timed(
-                        "decode_validate", timings, lambda q=request: validate_request(q)
-                    )
-                    spans += len(decoded.emissions)
+                    decoded = _timed("decode_validate", timings, lambda q=request: decode(q))
+                    spans += count(decoded)
                     _timed(
                         "build_rows",
                         timings,
-                        lambda d=decoded, n=start + r, t=rows: t.add(d, f"r{n}", utc_now()),
+                        lambda d=decoded, n=start + r, t=rows: add(d, t, f"r{n}", utc_now()),
                     )
                 _timed("insert", timings, lambda t=rows: write_rows(store, t))
         finally:
             store.close()
     total = sum(timings.values())
     return {
+        "path": path,
         "spans": spans,
         "cpu_s": total,
         "spans_per_cpu_s": spans / total,
@@ -70,19 +100,21 @@ def measure_stages(batch: int, requests: int, requests_per_insert: int) -> dict[
     }
 
 
-def top_functions(batch: int, requests: int, limit: int = 15) -> list[dict[str, Any]]:
+def top_functions(
+    batch: int, requests: int, limit: int = 15, path: str = "hot"
+) -> list[dict[str, Any]]:
     """cProfile of decode/validate + row building (the pure-Python part) by own time."""
     from ingest.export.decode import parse_protobuf
-    from ingest.export.request import validate_request
     from ingest.store.rows import TableRows
     from schemas.times import utc_now
 
+    decode, _, add = _decoder(path)
     factory = RequestFactory(PayloadSpec(batch=batch, tag="profile0"))
     bodies = [factory.body(r) for r in range(requests)]
     profiler = cProfile.Profile()
     profiler.enable()
     for r, body in enumerate(bodies):
-        TableRows().add(validate_request(parse_protobuf(body)), f"r{r}", utc_now())
+        add(decode(parse_protobuf(body)), TableRows(), f"r{r}", utc_now())
     profiler.disable()
     stats = pstats.Stats(profiler)
     total = sum(row[2] for row in stats.stats.values())  # type: ignore[attr-defined]
@@ -104,12 +136,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--requests-per-insert", type=int, default=4)
+    parser.add_argument("--path", choices=("hot", "reference"), default="hot")
     args = parser.parse_args(argv)
     from ingest.service.gctune import tune_for_throughput
 
     tune_for_throughput()  # as `serve` runs
-    result = measure_stages(args.batch, args.requests, args.requests_per_insert)
-    result["top_functions"] = top_functions(args.batch, max(4, args.requests // 4))
+    result = measure_stages(args.batch, args.requests, args.requests_per_insert, args.path)
+    result["top_functions"] = top_functions(args.batch, max(4, args.requests // 4), path=args.path)
     print(json.dumps(result), flush=True)
 
 

@@ -10,5 +10,29 @@ def test_kafka_stages_smoke() -> None:
     result = measure_kafka_stages(batch=16, requests=2, rounds=1, collector="default")
     assert result["spans"] == 32
     assert result["records"] >= 2  # one stream per request
-    assert set(result["us_per_span"]) == {"screen", "pack", "sink_decode", "sink_take", "sink_rows"}
+    assert set(result["us_per_span"]) == {
+        "decode",
+        "screen",
+        "pack",
+        "sink_decode",
+        "sink_take",
+        "sink_rows",
+    }
     assert result["receiver_us_per_span"] > 0 and result["sink_us_per_span"] > 0
+
+
+def test_kafka_stages_reference_path_smoke() -> None:
+    result = measure_kafka_stages(
+        batch=16, requests=2, rounds=1, collector="default", path="reference"
+    )
+    assert result["path"] == "reference" and result["spans"] == 32 and result["records"] >= 2
+
+
+def test_stages_smoke_both_paths() -> None:
+    """bench.stages on a tiny input: every stage timed, on the hot and reference paths."""
+    from bench.stages import measure_stages
+
+    for path in ("hot", "reference"):
+        result = measure_stages(batch=16, requests=2, requests_per_insert=2, path=path)
+        assert result["path"] == path and result["spans"] == 32
+        assert set(result["stages"]) == {"parse", "decode_validate", "build_rows", "insert"}
