@@ -270,8 +270,8 @@ def _small(runs: list[dict[str, Any]]) -> list[str]:
         return []
     lines = [
         "",
-        "Small requests (1 span per request, 16 connections), group commit with and without a"
-        " linger (`HOLONOGRAPH_LINGER_MS`):",
+        "Small requests (1 span per request, 32 connections), group commit with and without a"
+        " linger (`HOLONOGRAPH_LINGER_MS`, default 10):",
         "",
         "| linger ms | accepted spans/s | spans/CPU-s | p50 ms | p99 ms | rows ok |",
         "|---|---|---|---|---|---|",

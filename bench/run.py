@@ -161,11 +161,12 @@ class Runner:
             out["small_requests"] = self.small_requests()
 
     def small_requests(self) -> list[dict[str, Any]]:
-        """1-span requests from 16 connections, without and with a 25 ms linger."""
+        """1-span requests from 32 connections, without a linger, with the default 10 ms
+        and with 30 ms."""
         duration = self.args.scaling_duration or self.args.duration
-        scenario = self.headline(name="batch 1, 16 conn", batch=1, clients=16, duration=duration)
+        scenario = self.headline(name="batch 1, 32 conn", batch=1, clients=32, duration=duration)
         runs = []
-        for linger in ("0", "25"):
+        for linger in ("0", "10", "30"):
             env = {"HOLONOGRAPH_LINGER_MS": linger}
             result = self.fresh(
                 partial(EmbeddedPath, env=env),

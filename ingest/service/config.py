@@ -133,7 +133,8 @@ class ServeConfig(ServiceSettings):
     # and max_request_bytes (about 8 KiB a span); more is refused 413.
     max_request_spans: int = Field(50_000, gt=0)
     max_batch_rows: int = Field(50_000, gt=0)
-    linger_ms: float = Field(0.0, ge=0)
+    # How long a small commit after a shared one waits for more requests to join.
+    linger_ms: float = Field(10.0, ge=0)
     # How long a group commit waits for requests already received (being decoded).
     commit_wait_ms: float = Field(100.0, ge=0)
     retention: str | None = None
