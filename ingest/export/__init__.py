@@ -5,7 +5,9 @@
     request              every span of the request, for its `principal`:
         validate         one span -> event | emission | quarantine record
         domain           values the store can hold (times, widths, depth, finite)
-    handler              validate on the decode thread, hand off, answer once durable
+    fast                 the hot path: an all-valid request straight to rows (and the
+                         models' JSON), no models; anything else goes to `request`
+    handler              decode (off the loop unless small), hand off, answer once durable
 
 Nothing here knows which hand-off (embedded or Kafka) the batch goes to.
 """
