@@ -78,7 +78,33 @@ def wall(root: Path, args: list[str]) -> tuple[float, int]:
     return time.perf_counter() - started, done.returncode
 
 
+def render(result: dict[str, Any], command: str) -> str:
+    """The markdown table of one result document."""
+    trees = result["trees"]
+    names = list(next(iter(trees.values()))["median_wall_s"])
+    head = " | ".join(f"{t} s (x `--help`)" for t in trees)
+    out = [
+        f"Command: `{command}`; median of {result['repeats']} runs each, a new process per"
+        f" run, offline store of {result['events']:,} events.",
+        "",
+        f"| command | {head} |",
+        "|---|" + "---|" * len(trees),
+    ]
+    for name in names:
+        cells = [
+            f"{trees[t]['median_wall_s'][name]:.2f} ({trees[t]['over_help'][name]:.1f}x)"
+            for t in trees
+        ]
+        out.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> None:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["--render"]:  # python -m bench.cli_wall --render result.json "command"
+        print(render(json.loads(Path(argv[1]).read_text()), " ".join(argv[2:])))
+        return
     parser = argparse.ArgumentParser(prog="python -m bench.cli_wall", description=__doc__)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--baseline-ref", default="", help="git ref of a tree to run alongside")
