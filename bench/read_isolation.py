@@ -41,8 +41,7 @@ from typing import Any
 
 from bench import machine
 from bench.measure import percentile
-from bench.memory import baseline_tree
-from bench.paths import ADMIN_FILE, ROOT, EmbeddedPath
+from bench.paths import ADMIN_FILE, ROOT, EmbeddedPath, baseline_tree
 
 READS = {
     "none": "",
