@@ -236,6 +236,12 @@ class SinkMetrics:
             "Buffered records given up at a rebalance (redelivered to the new owner).",
             registry=registry,
         )
+        self.owner_rejected = Counter(
+            "holonograph_sink_ownership_rejected_spans",
+            "Spans quarantined because another agent owns their event id, or another"
+            " token their stream.",
+            registry=registry,
+        )
 
     def poison(self, reason: str) -> None:
         self.dead_lettered.labels(reason=reason_label(reason)).inc()

@@ -161,11 +161,14 @@ class QuarantineRecord(_Model):
 
 class ValidatedBatch(_Model):
     """Everything one export request yields, ready to hand off. A request has one
-    principal, so one tenant: `tenant_id` owns every row the batch becomes.
-    `collapsed_spans` counts spans identical to an earlier span of the request (same
-    event id, same content): accepted, stored once."""
+    principal, so one tenant: `tenant_id` owns every row the batch becomes, and one
+    agent set: `agents`, the agents it may write (None: any), which the streams it
+    opens belong to (`ingest.store.owners`). `collapsed_spans` counts spans identical
+    to an earlier span of the request (same event id, same content): accepted, stored
+    once."""
 
     tenant_id: str = Field(default=DEFAULT_TENANT, min_length=1)
+    agents: frozenset[str] | None = None
     events: tuple[EvaluationEvent, ...] = ()
     emissions: tuple[EmissionRecord, ...] = ()
     quarantined: tuple[QuarantineRecord, ...] = ()

@@ -1,20 +1,23 @@
-"""The Kafka record format of the scale-out path, version 3 (see `schemas/RECORDS.md`).
+"""The Kafka record format of the scale-out path, version 4 (see `schemas/RECORDS.md`).
 
 A record is one UTF-8 JSON object with a `schema_version` and a `kind`:
 
 - `batch`: validated events and emission records of ONE emission stream from one
-  accepted request, with the request's `tenant_id`, `receipt_id` and `received_at`
-  (so a redelivered record yields byte-identical rows). Key: the stream.
+  accepted request, with the request's `tenant_id`, `agents`, `receipt_id` and
+  `received_at` (so a redelivered record yields byte-identical rows). Key: the stream.
 - `quarantined`: one span the receiver rejected, for the `quarantine` table, with
-  the request's tenant.
+  the request's tenant and agents.
 - `poison`: a record a sink could not decode, the original bytes and the reason.
 
-Version 3 events carry the receiver's contract check (`contract_version_id`,
+Version 4 records carry `agents`, what the request's token may write (null: any
+agent): the sink checks stream ownership with it (`ingest.store.owners`). Version 3
+events carry the receiver's contract check (`contract_version_id`,
 `contract_findings`). Versions 1 (no `tenant_id`: its rows belong to tenant
-`default`) and 2 (no contract fields: checked against no contract) are still read.
-Decoding is strict: unknown fields, a wrong type, a `tenant_id` missing from a
-version 2+ record or present in a version 1 record, contract fields in a record older
-than version 3, or an unsupported version raise `RecordError` with the reason, which
+`default`), 2 (no contract fields: checked against no contract) and 3 (no `agents`)
+are still read. Decoding is strict: unknown fields, a wrong type, a `tenant_id`
+missing from a version 2+ record or present in a version 1 record, contract fields in
+a record older than version 3, `agents` missing from a version 4 record or present in
+an older one, or an unsupported version raise `RecordError` with the reason, which
 the sink dead-letters.
 """
 
@@ -39,12 +42,14 @@ from pydantic_core import to_json
 
 from schemas.events import DEFAULT_TENANT, EmissionRecord, EvaluationEvent, QuarantineRecord
 
-SCHEMA_VERSION = 3
-SUPPORTED_VERSIONS: frozenset[int] = frozenset({1, 2, 3})
+SCHEMA_VERSION = 4
+SUPPORTED_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4})
 # The first version whose batch and quarantined records carry `tenant_id`.
 TENANT_VERSION = 2
 # The first version whose events carry `contract_version_id` and `contract_findings`.
 CONTRACT_VERSION = 3
+# The first version whose batch and quarantined records carry `agents`.
+OWNER_VERSION = 4
 _CONTRACT_FIELDS = frozenset({"contract_version_id", "contract_findings"})
 VERSION_HEADER = "holonograph-schema-version"
 KIND_HEADER = "holonograph-record-kind"
@@ -75,11 +80,18 @@ def _check_tenant(record: BatchRecord | QuarantinedLetter) -> None:
         raise ValueError(f"tenant_id: not a field of schema_version {record.schema_version}")
     if record.schema_version >= TENANT_VERSION and not given:
         raise ValueError(f"tenant_id: required from schema_version {TENANT_VERSION} on")
+    given = "agents" in record.model_fields_set
+    if record.schema_version < OWNER_VERSION and given:
+        raise ValueError(f"agents: not a field of schema_version {record.schema_version}")
+    if record.schema_version >= OWNER_VERSION and not given:
+        raise ValueError(f"agents: required from schema_version {OWNER_VERSION} on")
 
 
 class BatchRecord(_Record):
     kind: Literal["batch"] = "batch"
     tenant_id: str = Field(default=DEFAULT_TENANT, min_length=1)
+    # What the request's token may write, sorted (None: any agent); unknown before v4.
+    agents: tuple[str, ...] | None = None
     receipt_id: str = Field(min_length=1)
     received_at: dt.datetime
     stream: str = Field(min_length=1)
@@ -104,6 +116,7 @@ class BatchRecord(_Record):
 class QuarantinedLetter(_Record):
     kind: Literal["quarantined"] = "quarantined"
     tenant_id: str = Field(default=DEFAULT_TENANT, min_length=1)
+    agents: tuple[str, ...] | None = None
     receipt_id: str = Field(min_length=1)
     received_at: dt.datetime
     span: QuarantineRecord
@@ -136,6 +149,7 @@ _BYTES_FIELDS = {"poison": ("key", "value")}
 # order, compact), so a receiver can join pre-serialized events into a record:
 #   batch_head(batch_envelope(...), stream) + events + EMISSIONS + emissions + TAIL
 BATCH_HEAD = b'{"schema_version":%d,"kind":"batch","tenant_id":' % SCHEMA_VERSION
+_AGENTS = b',"agents":'
 _RECEIPT_ID = b',"receipt_id":'
 _RECEIVED_AT = b',"received_at":'
 _STREAM = b',"stream":'
@@ -150,12 +164,21 @@ _FAST_PREFIXES = tuple(
 )
 
 
-def batch_envelope(tenant_id: str, receipt_id: str, received_at: dt.datetime) -> bytes:
+def record_agents(agents: frozenset[str] | None) -> tuple[str, ...] | None:
+    """A token's agents as records carry them: sorted, None for any agent."""
+    return None if agents is None else tuple(sorted(agents))
+
+
+def batch_envelope(
+    tenant_id: str, agents: tuple[str, ...] | None, receipt_id: str, received_at: dt.datetime
+) -> bytes:
     """A batch record's fields before its stream: shared by every batch record of a
     request."""
     return (
         BATCH_HEAD
         + to_json(tenant_id)
+        + _AGENTS
+        + to_json(agents)
         + _RECEIPT_ID
         + to_json(receipt_id)
         + _RECEIVED_AT
@@ -174,10 +197,12 @@ def batch_frame_size(head: bytes) -> int:
     return len(head) + len(_EMISSIONS) + len(_TAIL)
 
 
-def empty_batch_size(tenant_id: str, stream: str) -> int:
+def empty_batch_size(tenant_id: str, agents: tuple[str, ...] | None, stream: str) -> int:
     """A batch record of `stream` with no events, for any receipt id and time a
     receiver writes."""
-    head = batch_head(BATCH_HEAD + to_json(tenant_id) + _RECEIPT_ID, stream)
+    head = batch_head(
+        BATCH_HEAD + to_json(tenant_id) + _AGENTS + to_json(agents) + _RECEIPT_ID, stream
+    )
     return batch_frame_size(head) + _ENVELOPE_ALLOWANCE
 
 
@@ -301,6 +326,7 @@ __all__ = [
     "BATCH_HEAD",
     "CONTRACT_VERSION",
     "KIND_HEADER",
+    "OWNER_VERSION",
     "SCHEMA_VERSION",
     "SUPPORTED_VERSIONS",
     "TENANT_VERSION",
@@ -319,4 +345,5 @@ __all__ = [
     "encode",
     "headers",
     "join_batch",
+    "record_agents",
 ]

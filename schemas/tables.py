@@ -89,6 +89,19 @@ QUARANTINE = Table(
     ),
 )  # fmt: skip
 
+# --- written by the ownership check (`ingest.store.owners`, their one writer): an event
+# id's agent and a stream's opening token, claimed on first receipt, never updated
+
+EVENT_OWNERS = Table(
+    "event_owners",
+    ("tenant_id", "event_id", "agent_id", "first_received_at", "first_ingest_version"),
+)
+
+STREAM_OWNERS = Table(
+    "stream_owners",
+    ("tenant_id", "emission_stream", "any_agent", "agents", "first_received_at"),
+)
+
 # --- written by the contract registry (`schemas.registry`, its one writer)
 
 # Every registered version of every agent's contract; the active one is the latest.

@@ -30,6 +30,7 @@ class FaultyStore:
         self.held = threading.Event()
         self.failed = threading.Event()
         self.insert_calls: list[tuple[str, int]] = []
+        self.queries: list[str] = []  # the SQL of every query, in order
         self._refused: frozenset[str] = frozenset()
         self.refusals = 0
 
@@ -97,6 +98,7 @@ class FaultyStore:
 
     def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
         self._check()
+        self.queries.append(sql)
         return self._inner.query(sql, parameters)
 
     def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> None:

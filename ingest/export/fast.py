@@ -175,6 +175,7 @@ class FastBatch:
     __slots__ = (
         "_materialized",
         "_source",
+        "agents",
         "collapsed_spans",
         "contract_findings",
         "dimensions",
@@ -190,8 +191,16 @@ class FastBatch:
         "with_json",
     )
 
-    def __init__(self, tenant_id: str, findings: tuple[str, ...], with_json: bool = False) -> None:
+    def __init__(
+        self,
+        tenant_id: str,
+        findings: tuple[str, ...],
+        with_json: bool = False,
+        agents: frozenset[str] | None = None,
+    ) -> None:
         self.tenant_id = tenant_id
+        # What the request's token may write (None: any agent), as `ValidatedBatch.agents`.
+        self.agents = agents
         self.contract_findings = findings
         # With `with_json`: every event's and arrival's JSON as their models serialize (the
         # Kafka records' units), `event_json[i]` for `events[i]`, `receipt_json[j]`
@@ -267,7 +276,7 @@ def fast_batch(
     if is_salvaged(request):
         return None
     findings = (NO_CONTRACT,) if contracts is not None else ()
-    batch = FastBatch(principal.tenant_id, findings, with_json)
+    batch = FastBatch(principal.tenant_id, findings, with_json, principal.agents)
     try:
         _decode(request, principal, contracts, batch)
     except _Slow:

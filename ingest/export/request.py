@@ -103,6 +103,7 @@ class _Collected:
     def batch(self, ignored: int) -> ValidatedBatch:
         return ValidatedBatch.model_construct(
             tenant_id=self.principal.tenant_id,
+            agents=self.principal.agents,
             events=tuple(self.events),
             emissions=tuple(self.emissions.values()),
             quarantined=tuple(self.quarantined),

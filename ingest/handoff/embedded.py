@@ -39,8 +39,11 @@ from ingest.errors import Backpressure, IngestError, Unavailable
 from ingest.export.fast import FastBatch
 from ingest.handoff.protocol import AnyBatch, Prepared
 from ingest.handoff.refused import refused_unit, span_units, stored_batch
+from ingest.store import owners
 from ingest.store.errors import StoreRejected, describe, is_permanent, isolate, refusal
+from ingest.store.owners import Submission, Writer
 from ingest.store.rows import TableRows, write_rows
+from ingest.store.url import is_embedded
 from schemas.events import ValidatedBatch
 from schemas.store import Store
 from schemas.times import Clock, utc_now
@@ -101,8 +104,12 @@ class EmbeddedHandoff:
         retry_after_seconds: float = 1.0,
         clock: Clock = utc_now,
         observer: WriteObserver | None = None,
+        verify_claims: bool | None = None,
     ) -> None:
         self._store = store
+        # Ownership claims are read back where other writers may claim at once: any store
+        # but a chDB directory, which the one process holding it writes.
+        self._verify_claims = not is_embedded(store.url) if verify_claims is None else verify_claims
         self._max_inflight = max_inflight_bytes
         self._max_rows = max_batch_rows
         self._linger = linger_seconds
@@ -229,6 +236,14 @@ class EmbeddedHandoff:
         received_at = self._clock()
         loop = asyncio.get_running_loop()
         started = loop.time()
+        results: dict[int, AnyBatch | IngestError]
+        try:
+            await self._own(taken, received_at)
+        except Exception as err:  # nothing is written unchecked: retry the commit
+            log.warning("ownership check of a commit failed: %s", describe(err))
+            self._observer.observe_write(0, len(taken), loop.time() - started, False)
+            self._answer(taken, {id(p): self._unavailable(err) for p in taken})
+            return
         rows = _rows(taken, received_at)
         error: Exception | None = None
         try:
@@ -239,11 +254,28 @@ class EmbeddedHandoff:
             rows.row_count, len(taken), loop.time() - started, error is None
         )
         if error is None:
-            results: dict[int, AnyBatch | IngestError] = {id(p): p.batch for p in taken}
+            results = {id(p): p.batch for p in taken}
         elif is_permanent(error):
             results = await self._split(taken, received_at, error)
         else:
             results = {id(p): self._unavailable(error) for p in taken}
+        self._answer(taken, results)
+
+    async def _own(self, taken: list[_Pending], received_at: dt.datetime) -> None:
+        """Ownership of event ids and streams (`ingest.store.owners`), one lookup for the
+        whole commit: what a request may not write moves to its quarantine."""
+        batches = [p.models() for p in taken]
+        submissions = [
+            Submission(b, Writer(b.agents), received_at, p.order)
+            for p, b in zip(taken, batches, strict=True)
+        ]
+        checked = await asyncio.to_thread(
+            owners.check, self._store, submissions, verify=self._verify_claims
+        )
+        for pending, batch in zip(taken, checked, strict=True):
+            pending.batch = batch
+
+    def _answer(self, taken: list[_Pending], results: dict[int, AnyBatch | IngestError]) -> None:
         for pending in taken:
             self._inflight_bytes -= pending.size_bytes
             if pending.done.done():

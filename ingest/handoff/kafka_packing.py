@@ -40,6 +40,7 @@ from schemas.records import (
     empty_batch_size,
     encode,
     join_batch,
+    record_agents,
 )
 
 # Kafka's per-record framing, the key and our headers, generously bounded.
@@ -124,9 +125,10 @@ def screen(batch: ValidatedBatch, max_message_bytes: int) -> Screened:
     the serialized units for `pack`."""
     limit = payload_limit(max_message_bytes)
     streams = _by_stream(_units(batch))
+    agents = record_agents(batch.agents)
     oversized: list[_Unit] = []
     for stream, units in streams.items():
-        empty = empty_batch_size(batch.tenant_id, stream)
+        empty = empty_batch_size(batch.tenant_id, agents, stream)
         if empty + sum(u.size for u in units) > limit:
             oversized.extend(u for u in units if empty + u.size > limit)
     if not oversized:
@@ -136,7 +138,8 @@ def screen(batch: ValidatedBatch, max_message_bytes: int) -> Screened:
     quarantined, arrived = [], []
     for unit in oversized:
         reason = (
-            f"record of {empty_batch_size(batch.tenant_id, unit.stream) + unit.size} bytes"
+            f"record of {empty_batch_size(batch.tenant_id, agents, unit.stream) + unit.size}"
+            " bytes"
             " exceeds the broker's"
             f" message limit of {max_message_bytes} bytes"
         )
@@ -146,6 +149,7 @@ def screen(batch: ValidatedBatch, max_message_bytes: int) -> Screened:
             arrived.append(emission.model_copy(update={"quarantined": True, "sentinel": None}))
     screened = ValidatedBatch(
         tenant_id=batch.tenant_id,
+        agents=batch.agents,
         collapsed_spans=batch.collapsed_spans,
         events=tuple(e for e in batch.events if id(e) not in drop_events),
         emissions=tuple(e for e in batch.emissions if id(e) not in drop_emissions) + tuple(arrived),
@@ -174,8 +178,9 @@ def screen_fast(batch: FastBatch, max_message_bytes: int) -> Screened | None:
         else:
             unit = _Unit(stream, (), (), (), (emission_json,), len(emission_json) + 1)
         streams.setdefault(stream, []).append(unit)
+    agents = record_agents(batch.agents)
     for stream, units in streams.items():
-        empty = empty_batch_size(batch.tenant_id, stream)
+        empty = empty_batch_size(batch.tenant_id, agents, stream)
         if empty + sum(u.size for u in units) > limit and any(
             empty + u.size > limit for u in units
         ):
@@ -215,16 +220,23 @@ def pack(
     without the events' models (which were never built)."""
     limit = payload_limit(max_message_bytes)
     tenant_id = screened.batch.tenant_id
-    envelope = batch_envelope(tenant_id, receipt_id, received_at)
+    agents = record_agents(screened.batch.agents)
+    envelope = batch_envelope(tenant_id, agents, receipt_id, received_at)
     out: list[OutRecord] = []
     for stream, units in screened.streams.items():
         head = batch_head(envelope, stream)
         for chunk in _chunks(units, batch_frame_size(head), limit):
-            out.append(_batch_record(head, tenant_id, stream, chunk, receipt_id, received_at))
+            out.append(
+                _batch_record(head, tenant_id, agents, stream, chunk, receipt_id, received_at)
+            )
     for span in screened.batch.quarantined:
         letter = _fit_letter(
             QuarantinedLetter(
-                tenant_id=tenant_id, receipt_id=receipt_id, received_at=received_at, span=span
+                tenant_id=tenant_id,
+                agents=agents,
+                receipt_id=receipt_id,
+                received_at=received_at,
+                span=span,
             ),
             limit,
         )
@@ -251,6 +263,7 @@ def _chunks(units: list[_Unit], empty: int, limit: int) -> Iterator[list[_Unit]]
 def _batch_record(
     head: bytes,
     tenant_id: str,
+    agents: tuple[str, ...] | None,
     stream: str,
     chunk: list[_Unit],
     receipt_id: str,
@@ -263,6 +276,7 @@ def _batch_record(
     )
     record = BatchRecord.model_construct(
         tenant_id=tenant_id,
+        agents=agents,
         receipt_id=receipt_id,
         received_at=received_at,
         stream=stream,

@@ -138,6 +138,10 @@ class RejectionLog:
 
     def observe_export(self, outcome: ExportOutcome, rejected: Sequence[QuarantineRecord]) -> None:
         """The export path's observer: each quarantined span of a request."""
+        self.observe_rejected(rejected)
+
+    def observe_rejected(self, rejected: Sequence[QuarantineRecord]) -> None:
+        """Each quarantined span (of a request, or of a sink batch)."""
         for record in rejected:
             self.add(record.reason, f"span {record.span_id or '?'} ({record.span_name})")
         if rejected:

@@ -63,6 +63,15 @@ class SinkService:
             clock=self.clock,
             monotonic=self.monotonic,
         )
+        # Spans the store edge refused for ownership (another agent's event id, another
+        # token's stream): quarantined, as the embedded receiver's rejections are.
+        self.refusals = RejectionLog(
+            "span(s) rejected for ownership",
+            self.config.rejection_log_seconds,
+            "list them with `holonograph quarantine`",
+            clock=self.clock,
+            monotonic=self.monotonic,
+        )
         self.admin_port = 0
         self.metrics_port = 0
         self.sink: Sink | None = None
@@ -97,6 +106,7 @@ class SinkService:
         # Jobs over the store this process owns, as `serve` runs them on the embedded path.
         self.jobs.start(self.job_store or self._side)
         self.rejections.start()
+        self.refusals.start()
         return self.admin_port
 
     async def wait(self) -> None:
@@ -125,6 +135,7 @@ class SinkService:
     async def _close_admin(self) -> None:
         await self.jobs.stop()
         await self.rejections.stop()
+        await self.refusals.stop()
         if self._admin is not None:
             await self._admin.stop()
             self._admin = None
@@ -181,6 +192,7 @@ class SinkService:
             monotonic=self.monotonic,
             clock=self.clock,
             on_idle=self.trimmer.soon,
+            on_rejected=self.refusals.observe_rejected,
         )
         consumer.subscribe(list(config.topics().all()), listener=self.sink.listener())
         feed = await self._contract_feed(config.kafka)

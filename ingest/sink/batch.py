@@ -1,6 +1,7 @@
 """What the sink holds between consuming and committing: decoded records, poison
 waiting to be dead-lettered, and the offsets that become committable once the rows
-are in the store.
+are in the store. Before a batch is written, each record's ownership is checked
+(`ingest.store.owners`); what it may write is kept on its item (`checked`).
 
 The insert deduplication token is a digest of the batch's record contents, never of
 offsets: a re-created topic reuses offsets for different data, while the same
@@ -18,9 +19,10 @@ from typing import Any
 
 from aiokafka.structs import TopicPartition
 
+from ingest.store.owners import Submission, Writer
 from ingest.store.rows import TableRows
 from schemas.events import EvaluationEvent, ValidatedBatch
-from schemas.records import BatchRecord, PoisonLetter, QuarantinedLetter
+from schemas.records import OWNER_VERSION, BatchRecord, PoisonLetter, QuarantinedLetter
 from schemas.store import QueryResult, Store
 
 StoredRecord = BatchRecord | QuarantinedLetter
@@ -28,7 +30,9 @@ StoredRecord = BatchRecord | QuarantinedLetter
 
 @dataclass(frozen=True)
 class Consumed:
-    """One message taken from a partition; `record` is None when it yields no rows."""
+    """One message taken from a partition; `record` is None when it yields no rows.
+    `checked`: the record's batch as the ownership check lets it be stored, when that
+    differs from the record."""
 
     tp: TopicPartition
     offset: int
@@ -36,6 +40,41 @@ class Consumed:
     record: StoredRecord | None = None
     poison: PoisonLetter | None = None
     key: bytes | None = None
+    checked: ValidatedBatch | None = None
+
+    def batch(self) -> ValidatedBatch | None:
+        """What this item writes: its checked batch, else its record's."""
+        return self.checked if self.checked is not None else self.recorded()
+
+    def recorded(self) -> ValidatedBatch | None:
+        """The record's rows as decoded (None for an item that yields no rows)."""
+        record = self.record
+        if isinstance(record, BatchRecord):
+            return ValidatedBatch.model_construct(
+                tenant_id=record.tenant_id,
+                agents=None if record.agents is None else frozenset(record.agents),
+                events=_shared_resources(record.events),
+                emissions=record.emissions,
+            )
+        if isinstance(record, QuarantinedLetter):
+            return ValidatedBatch.model_construct(
+                tenant_id=record.tenant_id, quarantined=(record.span,)
+            )
+        return None
+
+    def submission(self) -> Submission | None:
+        """The record for the ownership check, with the writer it carries: a version 4
+        record names its token's agents; an older one only the agents of its events
+        (what its receiver let the token write), and with none, no writer is known."""
+        record, batch = self.record, self.recorded()
+        if record is None or batch is None:
+            return None
+        writer: Writer | None = None
+        if record.schema_version >= OWNER_VERSION:
+            writer = Writer(None if record.agents is None else frozenset(record.agents))
+        elif batch.events:
+            writer = Writer(frozenset(e.agent_id for e in batch.events))
+        return Submission(batch, writer, record.received_at)
 
 
 def record_rows(record: StoredRecord) -> int:
@@ -109,27 +148,21 @@ class Batch:
 def items_rows(items: Iterable[Consumed]) -> TableRows:
     rows = TableRows()
     for item in items:
-        record = item.record
-        if isinstance(record, BatchRecord):
-            batch = ValidatedBatch.model_construct(
-                tenant_id=record.tenant_id,
-                events=_shared_resources(record.events),
-                emissions=record.emissions,
-            )
-            rows.add(batch, record.receipt_id, record.received_at)
-        elif isinstance(record, QuarantinedLetter):
-            batch = ValidatedBatch.model_construct(
-                tenant_id=record.tenant_id, quarantined=(record.span,)
-            )
+        record, batch = item.record, item.batch()
+        if record is not None and batch is not None:
             rows.add(batch, record.receipt_id, record.received_at)
     return rows
 
 
 def items_token(items: Iterable[Consumed]) -> str:
+    """A digest of the records, and of what the ownership check rejected of them."""
     digest = hashlib.sha256()
     for item in sorted(items, key=lambda i: i.digest):
         if item.record is not None:
             digest.update(item.digest)
+            if item.checked is not None:
+                for rejected in item.checked.quarantined:
+                    digest.update(rejected.quarantine_id.encode())
     return digest.hexdigest()
 
 

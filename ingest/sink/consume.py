@@ -1,9 +1,15 @@
 """The sink's consume loop: decode -> batch by rows and time -> write -> commit last.
 
     getmany ─► decode (poison: brake, then dead-letter) ─► Batch
-        └─ full (rows) or old (seconds) ─► dead letters acked ─► write_rows ─► commit
+        └─ full (rows) or old (seconds) ─► dead letters acked ─► ownership (one lookup)
+           ─► write_rows ─► commit
                                   permanent store error ─► bisect ─┘ (refused: brake,
                                                                       dead-letter)
+
+Before the rows are built, the batch's event ids and streams are checked against
+their owners (`ingest.store.owners`, claims read back: sinks run side by side): what a
+record may not write becomes quarantine rows with the reason, as at the embedded
+writer, never a dead letter (it decoded; the brake does not count it).
 
 Offsets (offset+1 per partition) are committed only after the store accepted the
 batch; a crash anywhere before that redelivers the records, and the store's keys
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import time
@@ -34,8 +41,10 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 from ingest.metrics import SinkMetrics
 from ingest.sink.batch import Batch, Consumed, DedupTokenStore, items_rows, items_token
 from ingest.sink.dlq import DeadLetterSink, PoisonBrake, SinkHalted
+from ingest.store import owners
 from ingest.store.errors import is_permanent, isolate, refusal
 from ingest.store.rows import write_rows
+from schemas.events import QuarantineRecord
 from schemas.records import (
     BatchRecord,
     PoisonLetter,
@@ -72,6 +81,7 @@ class Sink:
         monotonic: Monotonic = time.monotonic,
         clock: Clock = utc_now,
         on_idle: Callable[[], None] | None = None,
+        on_rejected: Callable[[Sequence[QuarantineRecord]], None] | None = None,
     ) -> None:
         self._consumer = consumer
         self._store = store
@@ -88,6 +98,8 @@ class Sink:
         self._clock = clock
         # Called when a poll found nothing and nothing is held (e.g. to return memory).
         self._on_idle = on_idle
+        # Told of the spans the ownership check rejected (the service's rejection log).
+        self._on_rejected = on_rejected
         self._batch = Batch(monotonic())
         self._lock = asyncio.Lock()
         self.flushes = 0
@@ -223,6 +235,7 @@ class Sink:
         poison = batch.poison()
         if poison:
             await self._dead_letters.send(poison)
+        await self._own(batch)
         rows = batch.table_rows()
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -241,6 +254,28 @@ class Sink:
         self.flushes += 1
         self.last_error = None
         await self._commit(batch.offsets())
+
+    async def _own(self, batch: Batch) -> None:
+        """Ownership of the batch's event ids and streams, one lookup (and one read-back
+        of its claims) for the whole batch; always from the records as decoded, so a
+        retried batch is checked afresh."""
+        found = [(i, item.submission()) for i, item in enumerate(batch.items)]
+        checking = [(i, s) for i, s in found if s is not None]
+        results = await asyncio.to_thread(
+            owners.check, self._store, [s for _, s in checking], verify=True
+        )
+        rejected: list[QuarantineRecord] = []
+        for (index, submission), result in zip(checking, results, strict=True):
+            changed = result is not submission.batch
+            batch.items[index] = dataclasses.replace(
+                batch.items[index], checked=result if changed else None
+            )
+            if changed:
+                rejected += result.quarantined[len(submission.batch.quarantined) :]
+        if rejected:
+            self._metrics.owner_rejected.inc(len(rejected))
+            if self._on_rejected is not None:
+                self._on_rejected(rejected)
 
     async def _write_part(self, items: Sequence[Consumed]) -> None:
         rows = items_rows(items)

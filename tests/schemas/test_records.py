@@ -72,7 +72,7 @@ def test_records_round_trip_byte_for_byte() -> None:
         (b"", "empty record"),
         (b"\xff\xfe", "not JSON"),
         (b"[1]", "not a JSON object"),
-        (b'{"schema_version": 4, "kind": "batch"}', "schema_version 4 is not supported"),
+        (b'{"schema_version": 5, "kind": "batch"}', "schema_version 5 is not supported"),
         (b'{"kind": "batch"}', "schema_version None is not supported"),
         (b'{"schema_version": 1, "kind": "nope"}', "kind 'nope' is not one of"),
         (b'{"schema_version": 1, "kind": "batch"}', "batch: receipt_id: Field required"),
@@ -215,7 +215,7 @@ def test_a_non_finite_float_is_written_as_null_and_an_old_nan_still_decodes() ->
     ("edit", "reason"),
     [
         (lambda v: v[:-1] + b',"extra_field":1}', "batch: extra_field: Extra inputs"),
-        (lambda v: v[:-1] + b',"schema_version":4}', "schema_version 4 is not supported"),
+        (lambda v: v[:-1] + b',"schema_version":5}', "schema_version 5 is not supported"),
         (lambda v: v[:-1] + b',"kind":"poison"}', "poison: "),
         (lambda v: v.replace(b'"seq":0', b'"seq":"zero"', 1), "seq: Input should be"),
         (lambda v: v.replace(b'"receipt_id":"r"', b'"receipt_id":7', 1), "receipt_id"),
@@ -224,7 +224,7 @@ def test_a_non_finite_float_is_written_as_null_and_an_old_nan_still_decodes() ->
 )
 def test_the_fast_batch_path_is_as_strict_as_the_general_one(edit: Any, reason: str) -> None:
     value = _packed(_batch(streams=1), "r")[0].value
-    assert value.startswith(b'{"schema_version":3,"kind":"batch",')
+    assert value.startswith(b'{"schema_version":4,"kind":"batch",')
     with pytest.raises(records.RecordError, match=reason):
         records.decode(edit(value))
 
@@ -253,7 +253,7 @@ def test_records_carry_the_tenant_and_round_trip() -> None:
     assert kinds == ["BatchRecord", "BatchRecord", "QuarantinedLetter"]  # s0, "bad", its letter
     for record in out:
         body = json.loads(record.value)
-        assert (body["schema_version"], body["tenant_id"]) == (3, "acme")
+        assert (body["schema_version"], body["tenant_id"], body["agents"]) == (4, "acme", None)
         decoded = records.decode(record.value)
         assert decoded == record.record
         assert records.encode(decoded) == record.value
@@ -268,11 +268,14 @@ def test_records_carry_the_tenant_and_round_trip() -> None:
 
 
 def _as_version(value: bytes, version: int) -> dict[str, Any]:
-    """A record as an older writer wrote it: no contract fields before 3, no tenant before 2."""
+    """A record as an older writer wrote it: no agents before 4, no contract fields before
+    3, no tenant before 2."""
     body = json.loads(value)
     body["schema_version"] = version
-    for event in body.get("events", []):
-        del event["contract_version_id"], event["contract_findings"]
+    del body["agents"]
+    if version < 3:
+        for event in body.get("events", []):
+            del event["contract_version_id"], event["contract_findings"]
     if version < 2:
         del body["tenant_id"]
     return body  # type: ignore[no-any-return]
@@ -288,7 +291,7 @@ def test_version_2_records_are_read_as_checked_against_no_contract() -> None:
         update={"contract_version_id": "cv_1", "contract_findings": ("undeclared-dimension:x",)}
     )
     record = _packed(checked.model_copy(update={"events": (event, *checked.events[1:])}), "r")[0]
-    assert records.decode(record.value) == record.record  # version 3 keeps the check
+    assert records.decode(record.value) == record.record  # version 3 on keeps the check
     body = _as_version(record.value, 2)
     old = records.decode(json.dumps(body, separators=(",", ":")).encode())
     assert isinstance(old, records.BatchRecord) and old.schema_version == 2
@@ -338,3 +341,32 @@ def test_the_fast_writer_writes_what_the_fast_reader_takes() -> None:
             fast = records.decode_batch_fast(record.value)
             assert fast is not None and fast == record.record
             assert records.encode(fast) == record.value
+
+
+def test_version_4_records_carry_the_tokens_agents_and_version_3_is_still_read() -> None:
+    agents = frozenset({"support", "billing-triage"})
+    out = _packed(_tenant_batch("acme").model_copy(update={"agents": agents}), "r")
+    for record in out:
+        body = json.loads(record.value)
+        assert (body["schema_version"], body["agents"]) == (4, ["billing-triage", "support"])
+        decoded = records.decode(record.value)
+        assert decoded == record.record
+        assert decoded.agents == ("billing-triage", "support")  # type: ignore[union-attr]
+        assert records.encode(decoded) == record.value
+        old = records.decode(json.dumps(_as_version(record.value, 3)).encode())
+        assert (old.schema_version, old.agents) == (3, None)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (lambda b: {**b, "schema_version": 3}, "agents: not a field of schema_version 3"),
+        (lambda b: {k: v for k, v in b.items() if k != "agents"}, "agents: required"),
+        (lambda b: {**b, "agents": "billing-triage"}, "agents"),
+    ],
+)
+def test_the_agents_field_follows_the_version(edit: Any, reason: str) -> None:
+    for record in _packed(_tenant_batch("acme"), "r"):
+        value = json.dumps(edit(json.loads(record.value)), separators=(",", ":")).encode()
+        with pytest.raises(records.RecordError, match=reason):
+            records.decode(value)

@@ -1,0 +1,371 @@
+"""Identity owned by the agent: who may write an event id, and an emission stream, at
+the store edge (docs/security.md, "Event ids and streams have owners").
+
+- An event id belongs, per tenant, to the agent of its first write. A later write of
+  it must name that agent; one naming another agent is rejected, whatever the token
+  may write (one event id is one event, of one agent), and nothing of it is stored.
+  The receiver already refused agents the token may not write, so a token that may
+  not write the owner can never replace its event.
+- An emission stream belongs to the agents of the token that opened it (its first
+  receipt). A later span on it, an evaluation or a sentinel, valid or quarantined,
+  needs a token that may write every one of them (the same token, a rotated one, one
+  with more agents); from any other it is rejected and the stream gets no receipt.
+
+One commit (a group commit of the embedded writer, a batch of the sink) is checked
+at once:
+
+    lookup: one query for every key of the commit ─► decide, submission by submission
+      in the order received (the first to name a new key claims it) ─► claim the new
+      keys (one insert per table) ─► several writers: read the claims back, and where
+      another writer's claim came first, decide again against it
+
+A key's owner is its claim with the lowest `_block_number` (the store's insert order;
+migration 0009): once a writer has read its own claim back, no claim it has not seen
+can come before it, so two writers that claimed a key at once agree which one stands,
+and the loser stores nothing. One writer (an embedded chDB store, held by one process)
+skips the read-back. Claims are written before the rows they allow: a commit that
+fails after them leaves the keys claimed by the writer whose retry comes next.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ingest.store.clickhouse import ClickHouseStore, PreEscaped
+from ingest.store.errors import is_permanent
+from ingest.store.rows import ingest_version, ticks_ms
+from schemas.events import (
+    EVALUATION_SPAN,
+    SENTINEL_SPAN,
+    EmissionRecord,
+    EvaluationEvent,
+    QuarantineRecord,
+    ValidatedBatch,
+)
+from schemas.store import Store
+from schemas.tables import EVENT_OWNERS, STREAM_OWNERS
+
+# Every ownership rejection's reason starts with one of these (replay keeps them rejected).
+EVENT_OWNED = "holonograph.event.id: owned by another agent"
+STREAM_OWNED = "holonograph.emission.stream: owned by another token"
+
+Key = tuple[str, str]  # (tenant_id, event id or stream)
+
+
+@dataclass(frozen=True)
+class StreamOwner:
+    """The agents of the token that opened a stream (`any_agent`: it could write any)."""
+
+    any_agent: bool
+    agents: frozenset[str] = frozenset()
+
+    def describe(self) -> str:
+        if self.any_agent:
+            return "any agent"
+        return ", ".join(repr(a) for a in sorted(self.agents)) or "no agent"
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Who a write comes from, as ownership sees it: the agents its token may write
+    (`agents` None: any agent)."""
+
+    agents: frozenset[str] | None
+
+    def covers(self, owner: StreamOwner) -> bool:
+        """May write as the stream's opener: every agent the opener could write."""
+        if self.agents is None:
+            return True
+        return not owner.any_agent and owner.agents <= self.agents
+
+    def owner(self) -> StreamOwner:
+        if self.agents is None:
+            return StreamOwner(any_agent=True)
+        return StreamOwner(any_agent=False, agents=self.agents)
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One request's batch (embedded) or one record's (sink), with its writer: None for
+    a record written before ownership with no event to tell its token's agents by (its
+    streams are neither checked nor claimed). `order` is the place in its commit, as
+    `ingest_version` counts it."""
+
+    batch: ValidatedBatch
+    writer: Writer | None
+    received_at: dt.datetime
+    order: int = 0
+
+
+@dataclass
+class Owners:
+    """What the store says owns the keys of a commit, and what the commit claims."""
+
+    events: dict[Key, str] = field(default_factory=dict)
+    streams: dict[Key, StreamOwner] = field(default_factory=dict)
+    event_claims: dict[Key, list[Any]] = field(default_factory=dict)
+    stream_claims: dict[Key, list[Any]] = field(default_factory=dict)
+
+
+def check(store: Store, submissions: Sequence[Submission], *, verify: bool) -> list[ValidatedBatch]:
+    """Each submission's batch as it may be stored: spans rejected for ownership moved
+    to `quarantined` with the reason. Claims the new keys in `store` before returning;
+    `verify` (more than one writer) reads them back. Raises what the store raises."""
+    if not submissions:
+        return []
+    owners = lookup(store, _event_keys(submissions), _stream_keys(submissions))
+    checked = [decide(owners, s) for s in submissions]
+    if not (owners.event_claims or owners.stream_claims):
+        return checked
+    claim(store, owners)
+    if not verify:
+        return checked
+    stood = lookup(store, set(owners.event_claims), set(owners.stream_claims))
+    lost = {k for k, agent in stood.events.items() if owners.events.get(k) != agent} | {
+        k for k, owner in stood.streams.items() if owners.streams.get(k) != owner
+    }
+    if not lost:
+        return checked
+    known = Owners(
+        events={**owners.events, **stood.events}, streams={**owners.streams, **stood.streams}
+    )
+    return [decide(known, s) for s in submissions]
+
+
+# --- the decision ---------------------------------------------------------------------
+
+
+def decide(owners: Owners, submission: Submission) -> ValidatedBatch:
+    """Check one batch against `owners`, recording in `owners` what it claims."""
+    batch = submission.batch
+    tenant = batch.tenant_id
+    foreign = _foreign_streams(owners, submission)
+    version = ingest_version(submission.received_at, submission.order)
+    received = ticks_ms(submission.received_at)
+    rejected: list[QuarantineRecord] = []
+    refused_arrivals: set[tuple[str, int, str]] = set()
+    events: list[EvaluationEvent] = []
+    for event in batch.events:
+        stream = event.emission.stream
+        if stream in foreign:
+            rejected.append(_event_quarantine(event, foreign[stream]))
+            continue
+        key = (tenant, event.event_id)
+        owner = owners.events.get(key)
+        if owner is None:
+            owners.events[key] = event.agent_id
+            owners.event_claims[key] = [tenant, event.event_id, event.agent_id, received, version]
+        elif owner != event.agent_id:
+            rejected.append(
+                _event_quarantine(event, _event_reason(event, owner, submission.writer))
+            )
+            refused_arrivals.add((stream, event.emission.seq, event.event_id))
+            continue
+        events.append(event)
+    emissions: list[EmissionRecord] = []
+    for emission in batch.emissions:
+        if emission.stream in foreign:
+            if emission.kind == "sentinel" and not emission.quarantined:
+                rejected.append(_sentinel_quarantine(emission, foreign[emission.stream]))
+            continue  # an arrival on someone else's stream: no receipt at all
+        arrival = (emission.stream, emission.seq, emission.event_id)
+        if arrival in refused_arrivals and emission.kind == "evaluation":
+            # Arrived on the writer's own stream, invalid: as a rejection at the door.
+            emission = emission.model_copy(update={"quarantined": True, "event_id": ""})
+        emissions.append(emission)
+    if not (foreign or rejected):
+        return batch
+    quarantined = tuple(
+        q.model_copy(update={"reason": f"{q.reason}; {foreign[q.emission_stream]}"})
+        if q.emission_stream in foreign
+        else q
+        for q in batch.quarantined
+    )
+    return batch.model_copy(
+        update={
+            "events": tuple(events),
+            "emissions": tuple(emissions),
+            "quarantined": (*quarantined, *rejected),
+        }
+    )
+
+
+def _foreign_streams(owners: Owners, submission: Submission) -> dict[str, str]:
+    """The batch's streams its writer may not write, with the reason; claims the new
+    streams it records an arrival on."""
+    writer = submission.writer
+    if writer is None:
+        return {}
+    batch = submission.batch
+    tenant = batch.tenant_id
+    arrived = {e.stream for e in batch.emissions}
+    foreign: dict[str, str] = {}
+    for stream in _streams_of(batch):
+        key = (tenant, stream)
+        owner = owners.streams.get(key)
+        if owner is None:
+            if stream in arrived:
+                owners.streams[key] = mine = writer.owner()
+                owners.stream_claims[key] = [
+                    tenant, stream, mine.any_agent, sorted(mine.agents),
+                    ticks_ms(submission.received_at),
+                ]  # fmt: skip
+        elif not writer.covers(owner):
+            foreign[stream] = (
+                f"{STREAM_OWNED}: {stream!r} was opened by a token that may write"
+                f" {owner.describe()}; this token may not write as it"
+            )
+    return foreign
+
+
+def _streams_of(batch: ValidatedBatch) -> Iterator[str]:
+    seen: set[str] = set()
+    for stream in (
+        *(e.stream for e in batch.emissions),
+        *(e.emission.stream for e in batch.events),
+        *(q.emission_stream for q in batch.quarantined if q.emission_stream is not None),
+    ):
+        if stream not in seen:
+            seen.add(stream)
+            yield stream
+
+
+def _event_reason(event: EvaluationEvent, owner: str, writer: Writer | None) -> str:
+    head = f"{EVENT_OWNED}: {event.event_id!r} belongs to agent {owner!r}"
+    if writer is not None and writer.agents is not None and owner not in writer.agents:
+        return f"{head}, which this token may not write"
+    return f"{head}; a span naming agent {event.agent_id!r} cannot replace it"
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+
+def _event_quarantine(event: EvaluationEvent, reason: str) -> QuarantineRecord:
+    """The decoded event (the span's bytes are not at hand at commit time)."""
+    body = event.model_dump(mode="json")
+    resource = body.pop("resource_attributes")
+    return QuarantineRecord(
+        quarantine_id=_digest("owned", event.model_dump_json()),
+        reason=reason,
+        span_name=EVALUATION_SPAN,
+        trace_id=event.trace_id,
+        span_id=event.span_id,
+        emission_stream=event.emission.stream,
+        emission_seq=event.emission.seq,
+        attributes=body,
+        resource_attributes=resource,
+    )
+
+
+def _sentinel_quarantine(emission: EmissionRecord, reason: str) -> QuarantineRecord:
+    return QuarantineRecord(
+        quarantine_id=_digest("owned", emission.model_dump_json()),
+        reason=reason,
+        span_name=SENTINEL_SPAN,
+        trace_id="",
+        span_id="",
+        emission_stream=emission.stream,
+        emission_seq=emission.seq,
+        attributes=emission.model_dump(mode="json"),
+    )
+
+
+def _event_keys(submissions: Iterable[Submission]) -> set[Key]:
+    return {(s.batch.tenant_id, e.event_id) for s in submissions for e in s.batch.events}
+
+
+def _stream_keys(submissions: Iterable[Submission]) -> set[Key]:
+    return {
+        (s.batch.tenant_id, stream)
+        for s in submissions
+        if s.writer is not None
+        for stream in _streams_of(s.batch)
+    }
+
+
+# --- the store ------------------------------------------------------------------------
+
+_KEYS = (
+    "SELECT tenant_id, key FROM format(JSONCompactColumns,"
+    " 'tenant_id String, key String', {%s:String})"
+)
+_LOOKUP = (
+    f"SELECT 'event', tenant_id, event_id, argMin(agent_id, _block_number), false, []"
+    f" FROM {EVENT_OWNERS.qualified} WHERE (tenant_id, event_id) IN ({_KEYS % 'events'})"
+    " GROUP BY tenant_id, event_id"
+    " UNION ALL"
+    " SELECT 'stream', tenant_id, emission_stream, '', argMin(any_agent, _block_number),"
+    " argMin(agents, _block_number)"
+    f" FROM {STREAM_OWNERS.qualified} WHERE (tenant_id, emission_stream) IN ({_KEYS % 'streams'})"
+    " GROUP BY tenant_id, emission_stream"
+)
+
+
+def lookup(store: Store, events: set[Key], streams: set[Key]) -> Owners:
+    """The owners of `events` and `streams` the store holds: one query."""
+    owners = Owners()
+    if not events and not streams:
+        return owners
+    params = {"events": _keys(store, events), "streams": _keys(store, streams)}
+    for kind, tenant, key, agent, any_agent, agents in store.query(_LOOKUP, params).rows:
+        if kind == "event":
+            owners.events[(str(tenant), str(key))] = str(agent)
+        else:
+            owners.streams[(str(tenant), str(key))] = StreamOwner(
+                bool(any_agent), frozenset(str(a) for a in agents)
+            )
+    return owners
+
+
+def _keys(store: Store, keys: set[Key]) -> Any:
+    """The keys as one JSON parameter, escaped here when the store is ours (see
+    `PreEscaped`)."""
+    ordered = sorted(keys)
+    text = json.dumps([[t for t, _ in ordered], [k for _, k in ordered]])
+    return PreEscaped(text) if isinstance(store, ClickHouseStore) else text
+
+
+def claim(store: Store, owners: Owners) -> None:
+    """Insert the claims `decide` recorded. A claim the store refuses for good (a value
+    it cannot hold) is left out: the rows it would allow are refused the same way."""
+    for table, claims in (
+        (EVENT_OWNERS, owners.event_claims),
+        (STREAM_OWNERS, owners.stream_claims),
+    ):
+        rows = list(claims.values())
+        if rows:
+            _insert_keeping_good(store, table.qualified, rows, table.columns)
+
+
+def _insert_keeping_good(
+    store: Store, table: str, rows: list[list[Any]], columns: tuple[str, ...]
+) -> None:
+    try:
+        store.insert(table, rows, columns)
+    except Exception as err:
+        if not is_permanent(err):
+            raise
+        if len(rows) > 1:
+            middle = len(rows) // 2
+            _insert_keeping_good(store, table, rows[:middle], columns)
+            _insert_keeping_good(store, table, rows[middle:], columns)
+
+
+__all__ = [
+    "EVENT_OWNED",
+    "STREAM_OWNED",
+    "Owners",
+    "StreamOwner",
+    "Submission",
+    "Writer",
+    "check",
+    "claim",
+    "decide",
+    "lookup",
+]

@@ -1,0 +1,128 @@
+"""Identity owned by the agent, against a live embedded `serve` with bearer tokens: a
+token of the same tenant cannot replace another agent's event by reusing its id, nor
+write on another token's stream (a forged sentinel claiming loss, a final sentinel,
+events, even invalid spans); each is rejected in `partial_success` with its reason,
+quarantined, and the victim's rows and completeness stay as they were. The owner
+itself still re-sends (the latest version wins)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceResponse as PB2ExportTraceServiceResponse,
+)
+
+from ingest.store.clickhouse import ClickHouseStore
+from ingest.store.owners import STREAM_OWNED
+from tests.conftest import RunningReceiver
+from tests.ingest.edge.test_auth import grpc_call, http_call
+from tests.otel_emit import Dim, Item, Sentinel, export_request, record_spans
+from tests.ownership_cases import (
+    FORGERIES,
+    OPERATOR_TOKEN,
+    VICTIM,
+    VICTIM_EVENT,
+    VICTIM_TOKEN,
+    Forgery,
+    billing,
+    quarantined,
+    tokens_file,
+    victim_view,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.clickhouse]
+
+PartialSuccess = type(PB2ExportTraceServiceResponse().partial_success)
+
+
+@pytest.fixture
+def owned_receiver(store: ClickHouseStore, tmp_path: Path) -> Iterator[RunningReceiver]:
+    running = RunningReceiver(store, auth_tokens_file=tokens_file(tmp_path / "tokens.yaml"))
+    yield running
+    running.stop()
+
+
+def send(receiver: RunningReceiver, items: list[Item], token: str, seed: int) -> PartialSuccess:
+    payload = export_request(record_spans(items, seed=seed)).SerializeToString()
+    reply = grpc_call(receiver.grpc_endpoint, payload, token)
+    assert reply.code is grpc.StatusCode.OK, reply
+    return PB2ExportTraceServiceResponse.FromString(reply.body or b"").partial_success
+
+
+@pytest.mark.parametrize("forgery", FORGERIES, ids=lambda f: f.name)
+def test_a_forgery_is_rejected_with_its_reason_and_changes_nothing(
+    owned_receiver: RunningReceiver, forgery: Forgery
+) -> None:
+    store = owned_receiver.store
+    assert send(owned_receiver, VICTIM, VICTIM_TOKEN, seed=1).rejected_spans == 0
+    before = victim_view(store)
+    assert before["grades"] == [(VICTIM_EVENT, "correctness", True)]
+    assert before["stream"][:5] == ("open", 2, 0, 0, False)
+
+    partial = send(owned_receiver, forgery.items, forgery.token, seed=2)
+    assert partial.rejected_spans == len(forgery.items)
+    assert forgery.reason in partial.error_message
+    assert victim_view(store) == before
+    (row,) = quarantined(store)
+    assert row[1].startswith(forgery.reason)
+    if forgery.door_rejected:  # and it does not count as the victim's arrival either
+        assert f"; {STREAM_OWNED}: 'victim'" in row[1]
+
+
+def test_the_owner_resends_its_event_and_the_latest_version_wins(
+    owned_receiver: RunningReceiver,
+) -> None:
+    store = owned_receiver.store
+    send(owned_receiver, VICTIM, VICTIM_TOKEN, seed=1)
+    resend = [billing("victim", 0, event_id=VICTIM_EVENT, dims=[Dim("correctness", passed=False)])]
+    payload = export_request(record_spans(resend, seed=3)).SerializeToString()
+    answer = http_call(owned_receiver.http_endpoint, payload, VICTIM_TOKEN)
+    assert answer.status_code == 200
+    assert (
+        PB2ExportTraceServiceResponse.FromString(answer.content).partial_success.rejected_spans == 0
+    )
+    assert victim_view(store)["grades"] == [(VICTIM_EVENT, "correctness", False)]
+    assert quarantined(store) == []
+
+
+def test_a_token_that_may_write_every_agent_of_the_opener_continues_its_stream(
+    owned_receiver: RunningReceiver,
+) -> None:
+    store = owned_receiver.store
+    send(owned_receiver, VICTIM, VICTIM_TOKEN, seed=1)
+    final = [Sentinel("victim", 3, final=True)]
+    assert send(owned_receiver, final, OPERATOR_TOKEN, seed=4).rejected_spans == 0
+    assert victim_view(store)["stream"][:5] == ("closed-complete", 3, 0, 0, True)
+
+
+def test_streams_and_ids_are_claimed_per_tenant_and_once(owned_receiver: RunningReceiver) -> None:
+    store = owned_receiver.store
+    send(owned_receiver, VICTIM, VICTIM_TOKEN, seed=1)
+    send(owned_receiver, VICTIM, VICTIM_TOKEN, seed=1)  # a retry: nothing claimed twice
+    events = store.query(
+        "SELECT tenant_id, event_id, agent_id FROM holonograph.event_owners ORDER BY event_id"
+    ).rows
+    assert events == [("acme", VICTIM_EVENT, "billing-triage"),
+                      ("acme", "evt_victim_1", "billing-triage")]  # fmt: skip
+    streams = store.query(
+        "SELECT tenant_id, emission_stream, any_agent, agents FROM holonograph.stream_owners"
+    ).rows
+    assert streams == [("acme", "victim", False, ["billing-triage"])]
+
+
+def test_the_embedded_path_checks_ownership_with_one_lookup_per_commit(
+    owned_receiver: RunningReceiver,
+) -> None:
+    """Many spans in one request cost one query on the owner tables (and one claim
+    insert per table), not one per span."""
+    faulty = owned_receiver.faulty
+    items: list[Item] = [billing("bulk", seq) for seq in range(200)]
+    assert send(owned_receiver, items, VICTIM_TOKEN, seed=5).rejected_spans == 0
+    lookups = [q for q in faulty.queries if "holonograph.event_owners" in q]
+    assert len(lookups) == 1
+    claims = [c for c in faulty.insert_calls if c[0].endswith("_owners")]
+    assert claims == [("holonograph.event_owners", 200), ("holonograph.stream_owners", 1)]
