@@ -236,6 +236,19 @@ class SinkMetrics:
             "Buffered records given up at a rebalance (redelivered to the new owner).",
             registry=registry,
         )
+        self.partition_lag = Gauge(
+            "holonograph_sink_partition_lag",
+            "Records of a partition this member holds not yet in the store (log end minus"
+            " the next offset to commit).",
+            ["topic", "partition"],
+            registry=registry,
+        )
+        self.partition_idle = Gauge(
+            "holonograph_sink_partition_seconds_since_progress",
+            "Seconds since a held partition's lag last went down or reached zero.",
+            ["topic", "partition"],
+            registry=registry,
+        )
         self.owner_rejected = Counter(
             "holonograph_sink_ownership_rejected_spans",
             "Spans quarantined because another agent owns their event id, or another"

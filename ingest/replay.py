@@ -12,8 +12,12 @@ Replayed spans are checked against the contracts in force now (`contracts`), so 
 span a contract rejected lands once a new version allows it, recording that version.
 
 A replayed span keeps its tenant (the quarantine row's, or its letter's). Spans
-rejected because their token may not write their agent stay rejected: replay runs
-without the token, so it cannot vouch for the agent; the client must send them again.
+rejected because their token may not write their agent, or for ownership (another
+agent's event id, another token's stream: `ingest.store.owners`), stay rejected:
+replay runs without the token, so it cannot vouch for it; the client must send them
+again. A span from the quarantine table is written as the service writes (any agent of
+its tenant); one from a dead letter that names its token's agents (version 4), as that
+token.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from ingest.export.decode import to_key_values
 from ingest.export.principal import Principal
 from ingest.export.request import AGENT_REJECTED, validate_request
 from ingest.handoff.protocol import Handoff
+from ingest.store.owners import EVENT_OWNED, STREAM_OWNED
 from schemas.events import ValidatedBatch
 from schemas.records import BatchRecord, PoisonLetter, QuarantinedLetter, RecordError, decode
 from schemas.store import Store
@@ -73,31 +78,41 @@ def revalidate(
     resource: Mapping[str, Any],
     tenant_id: str,
     contracts: ContractBook | None = None,
+    agents: frozenset[str] | None = None,
 ) -> ValidatedBatch:
     """The span through today's decode and validation (and today's contracts), as a
-    one-span request of its tenant."""
+    one-span request of its tenant from a token that may write `agents` (None: any)."""
     resource_spans = PB2ResourceSpans()
     resource_spans.resource.attributes.extend(to_key_values(resource))
     resource_spans.scope_spans.add().spans.append(PB2Span.FromString(span_proto))
     request = PB2ExportTraceServiceRequest(resource_spans=[resource_spans])
     return validate_request(
-        request, source=SOURCE, principal=Principal(tenant_id=tenant_id), contracts=contracts
+        request,
+        source=SOURCE,
+        principal=Principal(tenant_id=tenant_id, agents=agents),
+        contracts=contracts,
     )
 
 
 NOT_REPLAYED_AGENT = "rejected for its token's agents: not replayed (the client must resend)"
+NOT_REPLAYED_OWNER = "rejected for ownership: not replayed (the client must resend)"
 
 
 async def _resubmit(
     handoff: Handoff[Any], span_proto: bytes, resource: Mapping[str, Any], receipt_id: str,
     tenant_id: str, reason: str, report: ReplayReport, contracts: ContractBook | None,
+    agents: frozenset[str] | None = None,
 ) -> None:  # fmt: skip
     if reason.startswith(AGENT_REJECTED):
         report.still_rejected += 1
         report.reasons[NOT_REPLAYED_AGENT] += 1
         return
+    if EVENT_OWNED in reason or STREAM_OWNED in reason:
+        report.still_rejected += 1
+        report.reasons[NOT_REPLAYED_OWNER] += 1
+        return
     try:
-        batch = revalidate(span_proto, resource, tenant_id, contracts)
+        batch = revalidate(span_proto, resource, tenant_id, contracts, agents)
     except PB2DecodeError:  # a span the decoder could not read when it arrived either
         report.still_rejected += 1
         report.reasons["span: not a decodable OTLP span"] += 1
@@ -228,9 +243,10 @@ async def replay_dead_letters(
                 report.skipped += 1
                 report.reasons["original span not kept"] += 1
                 continue
+            agents = None if letter.agents is None else frozenset(letter.agents)
             await _resubmit(
                 handoff, span.span_proto, span.resource_attributes, letter.receipt_id,
-                letter.tenant_id, span.reason, report, contracts,
+                letter.tenant_id, span.reason, report, contracts, agents,
             )  # fmt: skip
         elif isinstance(letter, PoisonLetter):
             await _replay_poison(letter, producer, report)

@@ -227,8 +227,21 @@ def encode(record: Record) -> bytes:
     same bytes from pre-serialized events); letters, rare and holding bytes, through
     `json_text`."""
     if isinstance(record, BatchRecord):
-        return record.__pydantic_serializer__.to_json(record)
-    return json_text(record).encode()
+        return record.__pydantic_serializer__.to_json(record, exclude=_not_of_version(record))
+    return json_text(record, exclude=_not_of_version(record)).encode()
+
+
+def _not_of_version(record: Record) -> dict[str, Any] | None:
+    """The fields a record of its version does not have (a record read as an older
+    version, written again: a refused record's letter, a replay)."""
+    if isinstance(record, PoisonLetter) or record.schema_version >= OWNER_VERSION:
+        return None
+    absent: dict[str, Any] = {"agents": True}
+    if record.schema_version < TENANT_VERSION:
+        absent["tenant_id"] = True
+    if isinstance(record, BatchRecord) and record.schema_version < CONTRACT_VERSION:
+        absent["events"] = {"__all__": dict.fromkeys(_CONTRACT_FIELDS, True)}
+    return absent
 
 
 def _rfc3339(value: dt.datetime) -> str:
@@ -237,9 +250,9 @@ def _rfc3339(value: dt.datetime) -> str:
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
-def json_text(model: BaseModel) -> str:
+def json_text(model: BaseModel, exclude: dict[str, Any] | None = None) -> str:
     """The JSON text of any model as it appears inside an encoded record."""
-    body = model.model_dump(mode="python")
+    body = model.model_dump(mode="python", exclude=exclude)
     return json.dumps(body, default=_default, separators=(",", ":"), ensure_ascii=False)
 
 

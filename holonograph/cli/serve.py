@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import sys
 from typing import Any
 
@@ -20,6 +19,7 @@ from holonograph.cli.options import (
     read_options,
     store_unavailable,
 )
+from holonograph.cli.stopping import Stopping
 from holonograph.jobs import periodic_jobs
 from ingest.service.config import ServeConfig, TLSVersion
 from ingest.service.gctune import tune_for_throughput
@@ -81,19 +81,24 @@ def announce(service: ReceiverService, as_json: bool) -> None:
 
 
 async def run_service(service: ReceiverService, as_json: bool = False) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stopping = Stopping(
+        service.config.stop_timeout_seconds,
+        "requests not yet answered get no answer (nothing was acknowledged: clients retry)",
+    )
+    stopping.install()
     try:
         await service.start()
     except BaseException:
         await service.stop()  # what did start (admin endpoint, published file) goes away
         raise
     announce(service, as_json)
-    await stop.wait()
+    await stopping.requested.wait()
     click.echo("stopping: finishing in-flight requests and flushing", err=True)
-    await service.stop()
+    margin = stopping.margin()
+    try:
+        await asyncio.wait_for(service.stop(grace_seconds=margin / 2), margin)
+    except TimeoutError:
+        stopping.expire()
     click.echo("stopped", err=True)
 
 
@@ -193,6 +198,13 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
 @click.option("--grpc-max-concurrent-rpcs", type=int, help="Open gRPC calls [512].")
 @click.option(
     "--grpc-max-streams-per-connection", type=int, help="Open gRPC calls on one connection [16]."
+)
+@click.option(
+    "--stop-timeout",
+    "stop_timeout_seconds",
+    type=float,
+    help="On SIGTERM/Ctrl-C, exit within this many seconds whatever the store or Kafka"
+    " is doing; a second signal exits at once [10].",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the listeners as one JSON object.")
 @read_options

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 from typing import Any
 
@@ -17,6 +16,7 @@ from holonograph.cli.options import (
     read_options,
     store_unavailable,
 )
+from holonograph.cli.stopping import Stopping
 from holonograph.jobs import periodic_jobs
 from ingest.service.config import SinkConfig
 from ingest.service.gctune import tune_for_throughput
@@ -33,30 +33,33 @@ def build_config(overrides: dict[str, Any]) -> SinkConfig:
 
 
 async def run_sink(service: SinkService) -> None:
-    loop = asyncio.get_running_loop()
-    stopping = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopping.set)
-    port = await service.start()
     config = service.config
+    stopping = Stopping(
+        config.stop_timeout_seconds, "records not yet committed stay in Kafka for the next sink"
+    )
+    stopping.install()
+    port = await service.start()
     kind = "embedded chDB" if is_embedded(service.store.url) else "ClickHouse server"
-    click.echo(f"kafka      {config.kafka} group {config.sink_group}")
+    member = f" as {config.sink_group_instance_id}" if config.sink_group_instance_id else ""
+    click.echo(f"kafka      {config.kafka} group {config.sink_group}{member}")
     click.echo(f"topics     {config.kafka_records_topic}, {config.kafka_dead_letter_topic}")
     click.echo(f"store      {service.store.display_url} ({kind})")
     click.echo(f"admin      listening on http://127.0.0.1:{port} (loopback only)")
     if config.metrics_port is not None:
         click.echo(f"metrics    listening on http://{config.host}:{service.metrics_port}/metrics")
     waiting = asyncio.ensure_future(service.wait())
-    stop_wait = asyncio.ensure_future(stopping.wait())
+    stop_wait = asyncio.ensure_future(stopping.requested.wait())
     await asyncio.wait({waiting, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
     if waiting.done():
         stop_wait.cancel()
-        await service.stop()
+        await service.stop(stopping.margin())
         waiting.result()  # raises SinkHalted when the brake tripped
         return
-    click.echo("stopping: flushing the batch held and committing", err=True)
-    await service.stop()
+    click.echo("stopping: writing the batch held and committing", err=True)
+    graceful = await service.stop(stopping.margin())
     waiting.cancel()
+    if not graceful:
+        stopping.expire()
     click.echo("stopped", err=True)
 
 
@@ -101,6 +104,26 @@ async def run_sink(service: SinkService) -> None:
     help="At most one log line per this many seconds summarising dead letters [60].",
 )
 @read_options
+@click.option(
+    "--group-instance-id",
+    "sink_group_instance_id",
+    metavar="ID",
+    help="Static group membership: a restart with the same ID takes its partitions back"
+    " at once; unique per member [off: dynamic].",
+)
+@click.option(
+    "--stall-seconds",
+    "sink_stall_seconds",
+    type=float,
+    help="Degraded on /readyz after this long with lag and no progress [15].",
+)
+@click.option(
+    "--stop-timeout",
+    "stop_timeout_seconds",
+    type=float,
+    help="On SIGTERM/Ctrl-C, exit within this many seconds whatever Kafka or the store"
+    " is doing; a second signal exits at once [10].",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 def sink_command(verbose: bool, **flags: Any) -> None:
     """Consume records from Kafka, write them to the store, commit offsets after."""

@@ -107,6 +107,9 @@ class ServiceSettings(KafkaSettings):
     read_max_memory_usage: int = Field(DEFAULT_READ_LIMITS.max_memory_usage, ge=0)
     read_max_rows_to_read: int = Field(DEFAULT_READ_LIMITS.max_rows_to_read, ge=0)
     read_max_result_rows: int = Field(DEFAULT_READ_LIMITS.max_result_rows, ge=0)
+    # After SIGTERM or Ctrl-C the process is gone within this long, whatever the broker
+    # or the store is doing (a second signal: at once); see holonograph/cli/stopping.py.
+    stop_timeout_seconds: float = Field(10.0, gt=0)
 
     def store_url(self) -> str:
         return store_url(self.store, self.data_dir)
@@ -210,6 +213,14 @@ class SinkConfig(ServiceSettings):
     sink_invalid_ratio_min_records: int = Field(100, gt=0)
     sink_max_invalid_run: int = Field(100, gt=0)
     sink_session_timeout_ms: int = Field(10_000, gt=0)
+    # Static group membership (Kafka's group.instance.id): a member restarted with the
+    # same id takes its partitions back without waiting for its old session to expire.
+    # Unique per member and stable across its restarts (a StatefulSet pod name); None:
+    # dynamic membership, and a restart waits for the session timeout.
+    sink_group_instance_id: str | None = Field(None, min_length=1, max_length=249)
+    # Partitions held with lag and no progress this long (or no assignment yet this long
+    # after joining): /readyz says degraded, and the log says which and why.
+    sink_stall_seconds: float = Field(15.0, gt=0)
 
     @model_validator(mode="after")
     def _needs_kafka(self) -> SinkConfig:

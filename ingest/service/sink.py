@@ -5,6 +5,11 @@ producer, the consume loop, and the same loopback admin endpoint as `serve`
 
 The broker may be absent at start: the service keeps trying to connect (readiness
 says so) instead of exiting, as a container orchestrator expects.
+
+Stopping is bounded (`stop_timeout_seconds`): the loop stops taking records, writes and
+commits what it holds, leaves the group; whatever of that the broker or the store has
+not finished by then is abandoned uncommitted, as a crash would leave it, for the
+next member to read again.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -81,6 +87,7 @@ class SinkService:
         self._admin: AdminEndpoint | None = None
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._watch: asyncio.Task[None] | None = None
         self._side: ClickHouseStore | None = None
 
     async def start(self) -> int:
@@ -92,7 +99,7 @@ class SinkService:
             StoreSessions(self.store.url, limits=self.config.read_limits()),
             self.metrics.exposition,
             self._readiness,
-            degraded=self.jobs.degraded,
+            degraded=self._degraded,
             workers=self.config.read_workers,
         )
         self.admin_port = await self._admin.start(self.config.admin_port)
@@ -103,6 +110,7 @@ class SinkService:
         if is_embedded(self.store.url):
             self._admin.publish(chdb_path(self.store.url))
         self._task = asyncio.create_task(self._run(), name="sink")
+        self._watch = asyncio.create_task(self._watch_liveness(), name="sink-liveness")
         # Jobs over the store this process owns, as `serve` runs them on the embedded path.
         self.jobs.start(self.job_store or self._side)
         self.rejections.start()
@@ -114,34 +122,80 @@ class SinkService:
         assert self._task is not None
         await asyncio.shield(self._task)
 
-    async def stop(self) -> None:
-        """Graceful: flush what is held, commit, leave the group, close the endpoint."""
+    async def stop(self, timeout: float | None = None) -> bool:
+        """Graceful: flush what is held, commit, leave the group, close the endpoint;
+        within `timeout` seconds (default `stop_timeout_seconds`). Past it, what is held
+        is abandoned uncommitted, as `abort` would; returns whether the stop was graceful."""
         self._stop.set()
+        limit = self.config.stop_timeout_seconds if timeout is None else timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        graceful = True
         try:
             if self._task is not None:
-                with contextlib.suppress(SinkHalted):
-                    await self._task
-        finally:  # the loop may have ended in an error (a refused producer): close anyway
-            await self._close_admin()
+                done, _ = await asyncio.wait({self._task}, timeout=limit * 0.8)
+                if done:
+                    with contextlib.suppress(SinkHalted):
+                        self._task.result()  # the loop's own error (a refused producer)
+                else:
+                    graceful = False
+                    held = self.sink.held() if self.sink is not None else 0
+                    log.warning(
+                        "sink did not stop within %gs: %d record(s) held stay uncommitted"
+                        " for the next member",
+                        limit * 0.8,
+                        held,
+                    )
+                    await _cancel(self._task, deadline)
+        finally:  # the loop may have ended in an error: close anyway
+            await self._close_admin(deadline)
+        return graceful
 
     async def abort(self) -> None:
         """As a crash would: drop everything held, commit nothing more."""
+        deadline = asyncio.get_running_loop().time() + self.config.stop_timeout_seconds
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, SinkHalted):
-                await self._task
-        await self._close_admin()
+            await _cancel(self._task, deadline)
+        await self._close_admin(deadline)
 
-    async def _close_admin(self) -> None:
-        await self.jobs.stop()
-        await self.rejections.stop()
-        await self.refusals.stop()
+    async def _close_admin(self, deadline: float | None = None) -> None:
+        """Each step bounded by `deadline` (loop time): a job or a store call that hangs
+        is left behind."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.config.stop_timeout_seconds if deadline is None else deadline
+
+        async def bounded(step: Awaitable[None], what: str) -> None:
+            try:
+                await asyncio.wait_for(step, max(0.1, end - loop.time()))
+            except TimeoutError:
+                log.warning("stopping: %s did not finish in time; left behind", what)
+
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        await bounded(self.jobs.stop(), "the periodic jobs")
+        await bounded(self.rejections.stop(), "the rejection log")
+        await bounded(self.refusals.stop(), "the ownership rejection log")
         if self._admin is not None:
-            await self._admin.stop()
+            await bounded(self._admin.stop(), "the admin endpoint")
             self._admin = None
         if self._side is not None:
-            await asyncio.to_thread(self._side.close)
+            await bounded(asyncio.to_thread(self._side.close), "the jobs' store connection")
             self._side = None
+
+    async def _watch_liveness(self) -> None:
+        """Look at the sink's progress often, so a stall is logged when it begins even
+        while nobody asks `/readyz` (and while the loop waits on a store that hangs)."""
+        period = min(self.config.sink_stall_seconds / 2, 5.0)
+        while True:
+            await asyncio.sleep(period)
+            if self.sink is not None:
+                self.sink.stalled()
+
+    def _degraded(self) -> str | None:
+        """Failing periodic jobs, and partitions that make no progress."""
+        problems = [self.jobs.degraded(), self.sink.stalled() if self.sink is not None else None]
+        return "; ".join(p for p in problems if p) or None
 
     def _holds_nothing(self) -> bool:
         """Idle for the allocator: no records held between consuming and committing."""
@@ -150,7 +204,8 @@ class SinkService:
     async def _run(self) -> None:
         config = self.config
         assert config.kafka
-        await self._until_connected(config.kafka)
+        if not await self._until_connected(config.kafka):
+            return
         producer = AIOKafkaProducer(
             bootstrap_servers=config.kafka,
             client_id=f"{config.kafka_client_id}-sink-dlq",
@@ -163,8 +218,12 @@ class SinkService:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=config.kafka,
             group_id=config.sink_group,
+            group_instance_id=config.sink_group_instance_id,
             client_id=f"{config.kafka_client_id}-sink",
             enable_auto_commit=False,
+            # A committed offset the log no longer has (a log restarted or truncated)
+            # resumes from the earliest record kept, never the latest: a record read
+            # twice collapses in the store, one skipped would be lost.
             auto_offset_reset="earliest",
             session_timeout_ms=config.sink_session_timeout_ms,
             heartbeat_interval_ms=max(100, config.sink_session_timeout_ms // 3),
@@ -193,6 +252,7 @@ class SinkService:
             clock=self.clock,
             on_idle=self.trimmer.soon,
             on_rejected=self.refusals.observe_rejected,
+            stall_seconds=config.sink_stall_seconds,
         )
         consumer.subscribe(list(config.topics().all()), listener=self.sink.listener())
         feed = await self._contract_feed(config.kafka)
@@ -230,10 +290,11 @@ class SinkService:
         await feed.start()
         return feed
 
-    async def _until_connected(self, bootstrap: str) -> None:
+    async def _until_connected(self, bootstrap: str) -> bool:
+        """False when asked to stop before the broker answered."""
         config = self.config
         delay = config.sink_retry_min_seconds
-        while True:
+        while not self._stop.is_set():
             try:
                 await ensure_topics(
                     bootstrap,
@@ -242,13 +303,15 @@ class SinkService:
                     config.kafka_timeout_ms,
                     config.kafka_client_id,
                 )
-                return
+                return True
             except (KafkaError, OSError, RuntimeError) as err:
                 log.warning(
                     "Kafka at %s not reachable (retrying in %.1fs): %s", bootstrap, delay, err
                 )
-                await asyncio.sleep(delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), delay)
                 delay = min(delay * 2, config.sink_retry_max_seconds)
+        return False
 
     async def _readiness(self) -> str | None:
         if self.halted:
@@ -262,3 +325,18 @@ class SinkService:
         except Exception as err:
             return f"store: {err}"
         return None
+
+
+async def _cancel(task: asyncio.Task[None], deadline: float) -> None:
+    """Cancel `task` and wait for it until `deadline` (loop time), cancelling again
+    when a cleanup step of its own waits on something that does not answer."""
+    loop = asyncio.get_running_loop()
+    while not task.done():
+        task.cancel()
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            log.warning("stopping: the consume loop did not end in time; left behind")
+            return
+        await asyncio.wait({task}, timeout=min(remaining, 1.0))
+    with contextlib.suppress(asyncio.CancelledError, SinkHalted, Exception):
+        task.result()

@@ -106,9 +106,12 @@ class Batch:
     opened_at: float
     items: list[Consumed] = field(default_factory=list)
     rows: int = 0
+    # The first offset held per partition: where its next commit starts from.
+    first: dict[TopicPartition, int] = field(default_factory=dict)
 
     def add(self, item: Consumed) -> None:
         self.items.append(item)
+        self.first.setdefault(item.tp, item.offset)
         if item.record is not None:
             self.rows += record_rows(item.record)
 
@@ -141,6 +144,7 @@ class Batch:
         kept = [i for i in self.items if i.tp not in gone]
         dropped = len(self.items) - len(kept)
         self.items = kept
+        self.first = {tp: offset for tp, offset in self.first.items() if tp not in gone}
         self.rows = sum(record_rows(i.record) for i in kept if i.record is not None)
         return dropped
 

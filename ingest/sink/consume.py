@@ -41,6 +41,7 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 from ingest.metrics import SinkMetrics
 from ingest.sink.batch import Batch, Consumed, DedupTokenStore, items_rows, items_token
 from ingest.sink.dlq import DeadLetterSink, PoisonBrake, SinkHalted
+from ingest.sink.liveness import Liveness
 from ingest.store import owners
 from ingest.store.errors import is_permanent, isolate, refusal
 from ingest.store.rows import write_rows
@@ -82,6 +83,7 @@ class Sink:
         clock: Clock = utc_now,
         on_idle: Callable[[], None] | None = None,
         on_rejected: Callable[[Sequence[QuarantineRecord]], None] | None = None,
+        stall_seconds: float = 15.0,
     ) -> None:
         self._consumer = consumer
         self._store = store
@@ -102,6 +104,7 @@ class Sink:
         self._on_rejected = on_rejected
         self._batch = Batch(monotonic())
         self._lock = asyncio.Lock()
+        self.liveness = Liveness(metrics, stall_seconds, monotonic)
         self.flushes = 0
         self.last_error: str | None = None
 
@@ -115,6 +118,10 @@ class Sink:
 
     def listener(self) -> ConsumerRebalanceListener:
         return _Rebalance(self)
+
+    def stalled(self) -> str | None:
+        """Why this member makes no progress (`ingest.sink.liveness`), or None."""
+        return self.liveness.stalled()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until `stop` is set (flushing what is held) or the brake trips."""
@@ -213,16 +220,28 @@ class Sink:
                 if stop.is_set():
                     return
                 self._pause()
-                # Polling while paused keeps group membership alive; partitions assigned
-                # meanwhile are not paused, so what they yield joins the batch.
-                fetched = await self._consumer.getmany(timeout_ms=int(delay * 1000))
-                for messages in fetched.values():
-                    for message in messages:
-                        await self._take(message)
+                await self._poll_paused(delay, stop)
+                if stop.is_set():
+                    return
                 delay = min(delay * 2, self._retry_max)
                 if not self._batch:  # a rebalance abandoned it meanwhile
                     self._resume()
                     return
+
+    async def _poll_paused(self, seconds: float, stop: asyncio.Event) -> None:
+        """Poll for `seconds` in short slices (a stop request is seen within one):
+        polling while paused keeps group membership alive; partitions assigned meanwhile
+        are not paused, so what they yield joins the batch."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + seconds
+        while not stop.is_set() and (left := until - loop.time()) > 0:
+            fetched = await self._consumer.getmany(
+                timeout_ms=max(1, int(min(left, STOP_LATENCY_SECONDS) * 1000))
+            )
+            for messages in fetched.values():
+                for message in messages:
+                    await self._take(message)
+            await self._observe_lag()
 
     async def _flush_once(self) -> None:
         async with self._lock:
@@ -363,9 +382,11 @@ class Sink:
             high = self._consumer.highwater(tp)
             if high is None:
                 continue
-            with contextlib.suppress(IllegalStateError):
-                position = await self._consumer.position(tp)
+            with contextlib.suppress(IllegalStateError, TimeoutError):
+                # A position still being reset waits for the broker: not here.
+                position = await asyncio.wait_for(self._consumer.position(tp), STOP_LATENCY_SECONDS)
                 lag[tp.topic] = lag.get(tp.topic, 0) + max(0, high - position)
+                self.liveness.observe(tp, self._batch.first.get(tp, position), high)
         for topic, value in lag.items():
             self._metrics.lag.labels(topic=topic).set(value)
 
@@ -375,7 +396,9 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
         self._sink = sink
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self._sink.liveness.revoked(revoked)
         await self._sink.revoked(set(revoked))
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         log.info("assigned %s", sorted(f"{tp.topic}:{tp.partition}" for tp in assigned))
+        self._sink.liveness.assigned(assigned)

@@ -370,3 +370,11 @@ def test_the_agents_field_follows_the_version(edit: Any, reason: str) -> None:
         value = json.dumps(edit(json.loads(record.value)), separators=(",", ":")).encode()
         with pytest.raises(records.RecordError, match=reason):
             records.decode(value)
+
+
+def test_a_record_read_as_an_older_version_is_written_again_as_that_version() -> None:
+    """A refused record's letter (and a replay) re-encodes what was decoded."""
+    for record in _packed(_tenant_batch("acme"), "r"):
+        for version in (1, 2, 3):
+            old = records.decode(json.dumps(_as_version(record.value, version)).encode())
+            assert records.decode(records.encode(old)) == old

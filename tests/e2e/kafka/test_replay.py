@@ -121,6 +121,7 @@ def validate_one(stream: str) -> records.BatchRecord:
     batch = validate_request(export_request(record_spans([Evaluation(stream, 0)], seed=9)))
     return records.BatchRecord(
         tenant_id="default",
+        agents=None,
         receipt_id="r-v2",
         received_at="2026-11-30T14:00:00Z",  # type: ignore[arg-type]
         stream=stream,

@@ -103,6 +103,7 @@ def _record(stream: str, seqs: range, poison: bool = False) -> records.BatchReco
         emissions[0] = emissions[0].model_copy(update={"event_time": YEAR_2500})
     return records.BatchRecord(
         tenant_id=DEFAULT_TENANT,
+        agents=None,
         receipt_id=f"r-{stream}",
         received_at=RECEIVED,
         stream=stream,
@@ -224,6 +225,7 @@ def test_a_dead_letter_the_store_refuses_is_skipped_not_dead_lettered_again(
     topics = _topics(broker, names)
     refused = records.QuarantinedLetter(
         tenant_id=DEFAULT_TENANT,
+        agents=None,
         receipt_id="r-q",
         received_at=RECEIVED,
         span=QuarantineRecord(
@@ -272,6 +274,7 @@ def test_sentinels_and_events_spoiled_past_validation_are_isolated_per_record(
     sentinel = validate_request(export_request(record_spans([Sentinel("neg", 0)], seed=2)))
     negative = records.BatchRecord(
         tenant_id=DEFAULT_TENANT,
+        agents=None,
         receipt_id="r-neg",
         received_at=RECEIVED,
         stream="neg",

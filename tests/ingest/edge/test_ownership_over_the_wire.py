@@ -7,6 +7,7 @@ itself still re-sends (the latest version wins)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse as PB2ExportTraceServiceResponse,
 )
 
+from ingest.export import validate
+from ingest.handoff.embedded import EmbeddedHandoff
+from ingest.replay import NOT_REPLAYED_OWNER, replay_quarantine
 from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.owners import STREAM_OWNED
 from tests.conftest import RunningReceiver
@@ -126,3 +130,32 @@ def test_the_embedded_path_checks_ownership_with_one_lookup_per_commit(
     assert len(lookups) == 1
     claims = [c for c in faulty.insert_calls if c[0].endswith("_owners")]
     assert claims == [("holonograph.event_owners", 200), ("holonograph.stream_owners", 1)]
+
+
+async def test_replay_leaves_ownership_rejections_rejected(
+    owned_receiver: RunningReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replay runs without the token: it cannot vouch for it, so a span rejected for
+    ownership stays rejected even once the reason it was quarantined for is fixed."""
+    store = owned_receiver.store
+    await asyncio.to_thread(send, owned_receiver, VICTIM, VICTIM_TOKEN, 1)
+    invalid, reuse = (f for f in FORGERIES if f.name in (
+        "invalid-span-on-the-victims-stream", "reuse-the-event-id-on-its-own-stream"))  # fmt: skip
+    for seed, forgery in enumerate((invalid, reuse), start=2):
+        await asyncio.to_thread(send, owned_receiver, forgery.items, forgery.token, seed)
+    before = victim_view(store)
+    original = validate._run_mode  # the fix: `staging` now means production
+    monkeypatch.setattr(
+        validate,
+        "_run_mode",
+        lambda attrs: (
+            "production" if attrs.get("holonograph.run_mode") == "staging" else original(attrs)
+        ),
+    )
+    handoff = EmbeddedHandoff(store, max_inflight_bytes=1 << 30)
+    try:
+        report = await replay_quarantine(store, handoff)
+    finally:
+        await handoff.close()
+    assert report.reasons == {NOT_REPLAYED_OWNER: 1, "original span not kept": 1}
+    assert victim_view(store) == before
