@@ -7,7 +7,9 @@ a partition's end offset is the last *batch's* base offset + 1, not the last
 record's offset + 1 (three records produced in one batch at offsets 3-5 report an
 end of 4), so a reader that stops at `end_offsets` (as `holonograph replay` does,
 correctly for Kafka) can stop early here: tests read until they have what they
-expect, under a deadline.
+expect, under a deadline. A fetch past the log end is answered with no records rather
+than OFFSET_OUT_OF_RANGE, and DeleteRecords is not supported, so a consumer's reset
+of an out-of-range offset can only be shown against Kafka.
 """
 
 from __future__ import annotations

@@ -254,7 +254,11 @@ class Sink:
         poison = batch.poison()
         if poison:
             await self._dead_letters.send(poison)
-        await self._own(batch)
+        try:
+            await self._own(batch)
+        except Exception:  # nothing is written unchecked: the batch is retried whole
+            self._metrics.batches.labels(result="error").inc()
+            raise
         rows = batch.table_rows()
         loop = asyncio.get_running_loop()
         started = loop.time()

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -136,8 +137,12 @@ def test_serve_kafka_stops_within_its_bound_with_a_request_waiting_on_the_broker
 
 
 def readyz(port: int) -> dict[str, Any]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as reply:
-        body: dict[str, Any] = json.loads(reply.read())
+    """The body of `/readyz`, 200 (ready, degraded) or 503 (not ready)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as reply:
+            body: dict[str, Any] = json.loads(reply.read())
+    except urllib.error.HTTPError as err:
+        body = json.loads(err.read())
     return body
 
 
@@ -231,6 +236,12 @@ def test_an_offset_the_log_does_not_have_resumes_from_the_earliest_record(
 ) -> None:
     """The group's committed offsets lie past the log's end (a log restarted or
     truncated under it): the sink reads from the earliest record kept, not the latest."""
+    if not broker.external:
+        pytest.skip(
+            "Tansu answers a fetch past the log end with no records, not OFFSET_OUT_OF_RANGE,"
+            " and has no DeleteRecords: run with HOLONOGRAPH_TEST_BACKEND=containers or"
+            " HOLONOGRAPH_TEST_KAFKA=host:port"
+        )
     produce(kafka_receiver, "kept", 12, seed=4)
     asyncio.run(
         _commit_past_the_end(broker.bootstrap, names["kafka_records_topic"],
