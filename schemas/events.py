@@ -9,6 +9,7 @@ delivery accounting; a span that fails validation yields a `QuarantineRecord`.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -157,6 +158,35 @@ class QuarantineRecord(_Model):
     resource_attributes: dict[str, Any] = Field(default_factory=dict)
     span_proto: bytes = b""
     source: str = "receiver"
+
+
+def decoded_quarantine(item: EvaluationEvent | EmissionRecord, reason: str) -> QuarantineRecord:
+    """A span rejected after decoding (at the store edge, where its bytes are no longer
+    at hand), as the quarantine keeps it: the decoded event (or emission) as its
+    attributes, nothing to replay, and a digest of that content as its id."""
+    body = item.model_dump(mode="json")
+    if isinstance(item, EvaluationEvent):
+        return QuarantineRecord(
+            quarantine_id=hashlib.sha256(item.model_dump_json().encode()).hexdigest(),
+            reason=reason,
+            span_name=EVALUATION_SPAN,
+            trace_id=item.trace_id,
+            span_id=item.span_id,
+            emission_stream=item.emission.stream,
+            emission_seq=item.emission.seq,
+            attributes=body,
+            resource_attributes=body.pop("resource_attributes"),
+        )
+    return QuarantineRecord(
+        quarantine_id=hashlib.sha256(item.model_dump_json().encode()).hexdigest(),
+        reason=reason,
+        span_name=SENTINEL_SPAN if item.kind == "sentinel" else EVALUATION_SPAN,
+        trace_id="",
+        span_id="",
+        emission_stream=item.stream,
+        emission_seq=item.seq,
+        attributes=body,
+    )
 
 
 class ValidatedBatch(_Model):

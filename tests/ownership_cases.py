@@ -16,10 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceResponse as PB2ExportTraceServiceResponse,
+)
+
 from ingest.store.owners import EVENT_OWNED, STREAM_OWNED
 from processors.completeness.job import Selection, read_report
 from schemas.store import Store
-from tests.otel_emit import Dim, Evaluation, Item, Sentinel
+from tests.ingest.edge.test_auth import grpc_call
+from tests.otel_emit import Dim, Evaluation, Item, Sentinel, export_request, record_spans
 
 TENANT = "acme"
 VICTIM_TOKEN = "tok-acme-billing-victim-1"
@@ -148,3 +154,13 @@ def quarantined(store: Store) -> list[tuple[str, str]]:
         {"t": TENANT},
     ).rows
     return [(str(s), str(r)) for s, r in rows]
+
+
+def send(grpc_endpoint: str, items: list[Item], token: str, seed: int) -> tuple[int, str]:
+    """`items` as one OTLP/gRPC request with `token`: the rejected spans and the message
+    of the answer's partial success."""
+    payload = export_request(record_spans(items, seed=seed)).SerializeToString()
+    reply = grpc_call(grpc_endpoint, payload, token)
+    assert reply.code is grpc.StatusCode.OK, reply
+    partial = PB2ExportTraceServiceResponse.FromString(reply.body or b"").partial_success
+    return int(partial.rejected_spans), str(partial.error_message)

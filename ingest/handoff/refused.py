@@ -15,16 +15,14 @@ decoded event (or emission) as its attributes, without span bytes to replay.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from collections.abc import Sequence
 
 from schemas.events import (
-    EVALUATION_SPAN,
-    SENTINEL_SPAN,
     EmissionRecord,
     EvaluationEvent,
     QuarantineRecord,
     ValidatedBatch,
+    decoded_quarantine,
 )
 
 
@@ -82,19 +80,7 @@ def refused_unit(unit: ValidatedBatch, text: str, received_at: dt.datetime) -> V
         for e in unit.emissions
     )
     if unit.events:
-        event = unit.events[0]
-        body = event.model_dump(mode="json")
-        record = QuarantineRecord(
-            quarantine_id=_digest(event.model_dump_json()),
-            reason=text,
-            span_name=EVALUATION_SPAN,
-            trace_id=event.trace_id,
-            span_id=event.span_id,
-            emission_stream=event.emission.stream,
-            emission_seq=event.emission.seq,
-            attributes=body,
-            resource_attributes=body.pop("resource_attributes"),
-        )
+        record = decoded_quarantine(unit.events[0], text)
     elif unit.quarantined:  # a rejection the store would not record: keep its reason only
         original = unit.quarantined[0]
         record = original.model_copy(
@@ -106,17 +92,7 @@ def refused_unit(unit: ValidatedBatch, text: str, received_at: dt.datetime) -> V
             }
         )
     else:
-        emission = unit.emissions[0]
-        record = QuarantineRecord(
-            quarantine_id=_digest(emission.model_dump_json()),
-            reason=text,
-            span_name=SENTINEL_SPAN if emission.kind == "sentinel" else EVALUATION_SPAN,
-            trace_id="",
-            span_id="",
-            emission_stream=emission.stream,
-            emission_seq=emission.seq,
-            attributes=emission.model_dump(mode="json"),
-        )
+        record = decoded_quarantine(unit.emissions[0], text)
     return _unit(unit, emissions=arrived, quarantined=(record,))
 
 
@@ -132,7 +108,3 @@ def stored_batch(
         emissions=tuple(e for part in parts for e in part.emissions),
         quarantined=tuple(q for part in parts for q in part.quarantined),
     )
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()

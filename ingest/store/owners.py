@@ -30,7 +30,6 @@ fails after them leaves the keys claimed by the writer whose retry comes next.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -40,12 +39,11 @@ from ingest.store.clickhouse import ClickHouseStore, PreEscaped
 from ingest.store.errors import is_permanent
 from ingest.store.rows import ingest_version, ticks_ms
 from schemas.events import (
-    EVALUATION_SPAN,
-    SENTINEL_SPAN,
     EmissionRecord,
     EvaluationEvent,
     QuarantineRecord,
     ValidatedBatch,
+    decoded_quarantine,
 )
 from schemas.store import Store
 from schemas.tables import EVENT_OWNERS, STREAM_OWNERS
@@ -153,7 +151,7 @@ def decide(owners: Owners, submission: Submission) -> ValidatedBatch:
     for event in batch.events:
         stream = event.emission.stream
         if stream in foreign:
-            rejected.append(_event_quarantine(event, foreign[stream]))
+            rejected.append(decoded_quarantine(event, foreign[stream]))
             continue
         key = (tenant, event.event_id)
         owner = owners.events.get(key)
@@ -162,7 +160,7 @@ def decide(owners: Owners, submission: Submission) -> ValidatedBatch:
             owners.event_claims[key] = [tenant, event.event_id, event.agent_id, received, version]
         elif owner != event.agent_id:
             rejected.append(
-                _event_quarantine(event, _event_reason(event, owner, submission.writer))
+                decoded_quarantine(event, _event_reason(event, owner, submission.writer))
             )
             refused_arrivals.add((stream, event.emission.seq, event.event_id))
             continue
@@ -171,7 +169,7 @@ def decide(owners: Owners, submission: Submission) -> ValidatedBatch:
     for emission in batch.emissions:
         if emission.stream in foreign:
             if emission.kind == "sentinel" and not emission.quarantined:
-                rejected.append(_sentinel_quarantine(emission, foreign[emission.stream]))
+                rejected.append(decoded_quarantine(emission, foreign[emission.stream]))
             continue  # an arrival on someone else's stream: no receipt at all
         arrival = (emission.stream, emission.seq, emission.event_id)
         if arrival in refused_arrivals and emission.kind == "evaluation":
@@ -240,40 +238,6 @@ def _event_reason(event: EvaluationEvent, owner: str, writer: Writer | None) -> 
     if writer is not None and writer.agents is not None and owner not in writer.agents:
         return f"{head}, which this token may not write"
     return f"{head}; a span naming agent {event.agent_id!r} cannot replace it"
-
-
-def _digest(*parts: str) -> str:
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
-
-
-def _event_quarantine(event: EvaluationEvent, reason: str) -> QuarantineRecord:
-    """The decoded event (the span's bytes are not at hand at commit time)."""
-    body = event.model_dump(mode="json")
-    resource = body.pop("resource_attributes")
-    return QuarantineRecord(
-        quarantine_id=_digest("owned", event.model_dump_json()),
-        reason=reason,
-        span_name=EVALUATION_SPAN,
-        trace_id=event.trace_id,
-        span_id=event.span_id,
-        emission_stream=event.emission.stream,
-        emission_seq=event.emission.seq,
-        attributes=body,
-        resource_attributes=resource,
-    )
-
-
-def _sentinel_quarantine(emission: EmissionRecord, reason: str) -> QuarantineRecord:
-    return QuarantineRecord(
-        quarantine_id=_digest("owned", emission.model_dump_json()),
-        reason=reason,
-        span_name=SENTINEL_SPAN,
-        trace_id="",
-        span_id="",
-        emission_stream=emission.stream,
-        emission_seq=emission.seq,
-        attributes=emission.model_dump(mode="json"),
-    )
 
 
 def _event_keys(submissions: Iterable[Submission]) -> set[Key]:

@@ -8,24 +8,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceResponse as PB2ExportTraceServiceResponse,
-)
 
 from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.owners import STREAM_OWNED
 from tests.e2e.kafka.conftest import Broker, KafkaReceiver, RunningSink
 from tests.e2e.kafka.helpers import count, wait_until
-from tests.ingest.edge.test_auth import grpc_call
-from tests.otel_emit import Item, export_request, record_spans
 from tests.ownership_cases import (
     FORGERIES,
     VICTIM,
     VICTIM_EVENT,
     VICTIM_TOKEN,
     quarantined,
+    send,
     tokens_file,
     victim_view,
 )
@@ -42,24 +37,15 @@ def token_receiver(
     running.stop()
 
 
-def send(receiver: KafkaReceiver, items: list[Item], token: str, seed: int) -> int:
-    """The request's rejected spans as the receiver answers them."""
-    payload = export_request(record_spans(items, seed=seed)).SerializeToString()
-    reply = grpc_call(receiver.grpc_endpoint, payload, token)
-    assert reply.code is grpc.StatusCode.OK, reply
-    answer = PB2ExportTraceServiceResponse.FromString(reply.body or b"")
-    return int(answer.partial_success.rejected_spans)
-
-
 def test_every_forgery_through_kafka_is_quarantined_by_the_sink_and_changes_nothing(
     token_receiver: KafkaReceiver, sink: RunningSink, store: ClickHouseStore
 ) -> None:
-    assert send(token_receiver, VICTIM, VICTIM_TOKEN, seed=1) == 0
+    assert send(token_receiver.grpc_endpoint, VICTIM, VICTIM_TOKEN, seed=1)[0] == 0
     wait_until(lambda: count(store, "emission_receipts") == 3, what="the victim's spans stored")
     before = victim_view(store)
     assert before["grades"] == [(VICTIM_EVENT, "correctness", True)]
     for seed, forgery in enumerate(FORGERIES, start=2):
-        rejected = send(token_receiver, forgery.items, forgery.token, seed)
+        rejected, _ = send(token_receiver.grpc_endpoint, forgery.items, forgery.token, seed)
         assert rejected == (len(forgery.items) if forgery.door_rejected else 0), forgery.name
         wait_until(
             lambda f=forgery: any(  # type: ignore[misc]

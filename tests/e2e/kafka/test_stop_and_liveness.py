@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
 import threading
 import time
 import urllib.error
@@ -32,6 +31,7 @@ from ingest.store.clickhouse import ClickHouseStore
 from tests.e2e.kafka.conftest import Broker, KafkaReceiver, RunningSink
 from tests.e2e.kafka.helpers import count, wait_until
 from tests.e2e.kafka.test_cli_processes import Process, _count, _kafka_flags
+from tests.holonograph.cli.test_stopping import stop as signalled
 from tests.ingest.helpers import grpc_export
 from tests.otel_emit import Evaluation, export_request, record_spans
 
@@ -60,18 +60,6 @@ def sink_process(
     )  # fmt: skip
 
 
-def signalled(process: subprocess.Popen[str], *signals: signal.Signals) -> tuple[float, int, str]:
-    """Send `signals` (0.3 s apart); the seconds from the first to the exit, the exit code
-    and stderr."""
-    started = time.monotonic()
-    for n, sig in enumerate(signals):
-        if n:
-            time.sleep(0.3)
-        process.send_signal(sig)
-    _, stderr = process.communicate(timeout=60)
-    return time.monotonic() - started, process.returncode, stderr
-
-
 @pytest.fixture
 def paused(broker: Broker) -> Iterator[Broker]:
     """The broker, to pause; resumed whatever the test does."""
@@ -89,7 +77,8 @@ def test_sink_stops_within_its_bound_while_the_broker_is_stopped_and_loses_nothi
     wait_until(lambda: _count(data_dir) == 20, timeout=60, what="the first records stored")
     produce(kafka_receiver, "during", 20, seed=2)  # acknowledged; maybe not yet committed
     paused.pause()
-    seconds, code, stderr = signalled(first.process, signal.SIGTERM)
+    seconds, _, stderr = signalled(first.process, signal.SIGTERM)
+    code = first.process.returncode
     assert seconds <= STOP_TIMEOUT + SLACK, stderr
     assert code in (0, 130), stderr
     assert f"stopping (at most {STOP_TIMEOUT:g}s" in stderr
@@ -110,7 +99,8 @@ def test_a_second_ctrl_c_exits_at_once(
 ) -> None:
     sink = sink_process(paused, names, tmp_path / "sink-data", "--stop-timeout", "60")
     paused.pause()
-    seconds, code, stderr = signalled(sink.process, signal.SIGINT, signal.SIGINT)
+    seconds, _, stderr = signalled(sink.process, signal.SIGINT, signal.SIGINT)
+    code = sink.process.returncode
     assert seconds <= 0.3 + SLACK, stderr
     assert code == 130
     assert "SIGINT again: exiting now; records not yet committed stay in Kafka" in stderr
@@ -131,7 +121,8 @@ def test_serve_kafka_stops_within_its_bound_with_a_request_waiting_on_the_broker
     waiting = threading.Thread(target=grpc_export, args=(endpoint, payload), daemon=True)
     waiting.start()
     time.sleep(0.5)  # the request is in the receiver, waiting for acks
-    seconds, code, stderr = signalled(serve.process, signal.SIGTERM)
+    seconds, _, stderr = signalled(serve.process, signal.SIGTERM)
+    code = serve.process.returncode
     assert seconds <= STOP_TIMEOUT + SLACK, stderr
     assert code in (0, 130), stderr
 

@@ -11,7 +11,6 @@ import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse as PB2ExportTraceServiceResponse,
@@ -23,7 +22,7 @@ from ingest.replay import NOT_REPLAYED_OWNER, replay_quarantine
 from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.owners import STREAM_OWNED
 from tests.conftest import RunningReceiver
-from tests.ingest.edge.test_auth import grpc_call, http_call
+from tests.ingest.edge.test_auth import http_call
 from tests.otel_emit import Dim, Item, Sentinel, export_request, record_spans
 from tests.ownership_cases import (
     FORGERIES,
@@ -34,13 +33,12 @@ from tests.ownership_cases import (
     Forgery,
     billing,
     quarantined,
+    send,
     tokens_file,
     victim_view,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.clickhouse]
-
-PartialSuccess = type(PB2ExportTraceServiceResponse().partial_success)
 
 
 @pytest.fixture
@@ -50,26 +48,19 @@ def owned_receiver(store: ClickHouseStore, tmp_path: Path) -> Iterator[RunningRe
     running.stop()
 
 
-def send(receiver: RunningReceiver, items: list[Item], token: str, seed: int) -> PartialSuccess:
-    payload = export_request(record_spans(items, seed=seed)).SerializeToString()
-    reply = grpc_call(receiver.grpc_endpoint, payload, token)
-    assert reply.code is grpc.StatusCode.OK, reply
-    return PB2ExportTraceServiceResponse.FromString(reply.body or b"").partial_success
-
-
 @pytest.mark.parametrize("forgery", FORGERIES, ids=lambda f: f.name)
 def test_a_forgery_is_rejected_with_its_reason_and_changes_nothing(
     owned_receiver: RunningReceiver, forgery: Forgery
 ) -> None:
     store = owned_receiver.store
-    assert send(owned_receiver, VICTIM, VICTIM_TOKEN, seed=1).rejected_spans == 0
+    assert send(owned_receiver.grpc_endpoint, VICTIM, VICTIM_TOKEN, seed=1)[0] == 0
     before = victim_view(store)
     assert before["grades"] == [(VICTIM_EVENT, "correctness", True)]
     assert before["stream"][:5] == ("open", 2, 0, 0, False)
 
-    partial = send(owned_receiver, forgery.items, forgery.token, seed=2)
-    assert partial.rejected_spans == len(forgery.items)
-    assert forgery.reason in partial.error_message
+    rejected, message = send(owned_receiver.grpc_endpoint, forgery.items, forgery.token, seed=2)
+    assert rejected == len(forgery.items)
+    assert forgery.reason in message
     assert victim_view(store) == before
     (row,) = quarantined(store)
     assert row[1].startswith(forgery.reason)
@@ -81,7 +72,7 @@ def test_the_owner_resends_its_event_and_the_latest_version_wins(
     owned_receiver: RunningReceiver,
 ) -> None:
     store = owned_receiver.store
-    send(owned_receiver, VICTIM, VICTIM_TOKEN, seed=1)
+    send(owned_receiver.grpc_endpoint, VICTIM, VICTIM_TOKEN, seed=1)
     resend = [billing("victim", 0, event_id=VICTIM_EVENT, dims=[Dim("correctness", passed=False)])]
     payload = export_request(record_spans(resend, seed=3)).SerializeToString()
     answer = http_call(owned_receiver.http_endpoint, payload, VICTIM_TOKEN)
@@ -97,16 +88,18 @@ def test_a_token_that_may_write_every_agent_of_the_opener_continues_its_stream(
     owned_receiver: RunningReceiver,
 ) -> None:
     store = owned_receiver.store
-    send(owned_receiver, VICTIM, VICTIM_TOKEN, seed=1)
+    send(owned_receiver.grpc_endpoint, VICTIM, VICTIM_TOKEN, seed=1)
     final = [Sentinel("victim", 3, final=True)]
-    assert send(owned_receiver, final, OPERATOR_TOKEN, seed=4).rejected_spans == 0
+    assert send(owned_receiver.grpc_endpoint, final, OPERATOR_TOKEN, seed=4)[0] == 0
     assert victim_view(store)["stream"][:5] == ("closed-complete", 3, 0, 0, True)
 
 
 def test_streams_and_ids_are_claimed_per_tenant_and_once(owned_receiver: RunningReceiver) -> None:
     store = owned_receiver.store
-    send(owned_receiver, VICTIM, VICTIM_TOKEN, seed=1)
-    send(owned_receiver, VICTIM, VICTIM_TOKEN, seed=1)  # a retry: nothing claimed twice
+    send(owned_receiver.grpc_endpoint, VICTIM, VICTIM_TOKEN, seed=1)
+    send(
+        owned_receiver.grpc_endpoint, VICTIM, VICTIM_TOKEN, seed=1
+    )  # a retry: nothing claimed twice
     events = store.query(
         "SELECT tenant_id, event_id, agent_id FROM holonograph.event_owners ORDER BY event_id"
     ).rows
@@ -125,7 +118,7 @@ def test_the_embedded_path_checks_ownership_with_one_lookup_per_commit(
     insert per table), not one per span."""
     faulty = owned_receiver.faulty
     items: list[Item] = [billing("bulk", seq) for seq in range(200)]
-    assert send(owned_receiver, items, VICTIM_TOKEN, seed=5).rejected_spans == 0
+    assert send(owned_receiver.grpc_endpoint, items, VICTIM_TOKEN, seed=5)[0] == 0
     lookups = [q for q in faulty.queries if "holonograph.event_owners" in q]
     assert len(lookups) == 1
     claims = [c for c in faulty.insert_calls if c[0].endswith("_owners")]
@@ -138,11 +131,13 @@ async def test_replay_leaves_ownership_rejections_rejected(
     """Replay runs without the token: it cannot vouch for it, so a span rejected for
     ownership stays rejected even once the reason it was quarantined for is fixed."""
     store = owned_receiver.store
-    await asyncio.to_thread(send, owned_receiver, VICTIM, VICTIM_TOKEN, 1)
+    await asyncio.to_thread(send, owned_receiver.grpc_endpoint, VICTIM, VICTIM_TOKEN, 1)
     invalid, reuse = (f for f in FORGERIES if f.name in (
         "invalid-span-on-the-victims-stream", "reuse-the-event-id-on-its-own-stream"))  # fmt: skip
     for seed, forgery in enumerate((invalid, reuse), start=2):
-        await asyncio.to_thread(send, owned_receiver, forgery.items, forgery.token, seed)
+        await asyncio.to_thread(
+            send, owned_receiver.grpc_endpoint, forgery.items, forgery.token, seed
+        )
     before = victim_view(store)
     original = validate._run_mode  # the fix: `staging` now means production
     monkeypatch.setattr(

@@ -20,7 +20,7 @@ from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.owners import EVENT_OWNED, STREAM_OWNED, StreamOwner, Submission, Writer
 from schemas import records
 from schemas.events import ValidatedBatch
-from schemas.store import QueryResult, Store
+from schemas.store import Store
 from schemas.tables import EVENT_OWNERS
 from testkit.faulty_store import FaultyStore
 from tests.otel_emit import Evaluation, Item, Sentinel, export_request, record_spans
@@ -96,20 +96,13 @@ def test_the_first_submission_claims_and_the_next_is_checked_against_it(
     assert store.query(f"SELECT count() FROM {EVENT_OWNERS.qualified}").scalar() == 1
 
 
-class RivalFirst:
+class RivalFirst(FaultyStore):
     """A store on which another writer's claim of the same key lands just before ours
     (both looked the key up and found nothing)."""
 
     def __init__(self, inner: Store, rival: list[Any]) -> None:
-        self._inner = inner
-        self.url = inner.url
+        super().__init__(inner)
         self._rival: list[Any] | None = rival
-
-    def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
-        return self._inner.query(sql, parameters)
-
-    def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> None:
-        self._inner.command(sql, parameters)
 
     def insert(
         self,
@@ -119,12 +112,9 @@ class RivalFirst:
         settings: Mapping[str, Any] | None = None,
     ) -> None:
         if table == EVENT_OWNERS.qualified and self._rival is not None:
-            self._inner.insert(table, [self._rival], column_names)
+            super().insert(table, [self._rival], column_names)
             self._rival = None
-        self._inner.insert(table, rows, column_names, settings)
-
-    def close(self) -> None:
-        self._inner.close()
+        super().insert(table, rows, column_names, settings)
 
 
 def test_two_writers_claiming_one_id_at_once_agree_which_claim_stands(
