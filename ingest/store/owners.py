@@ -16,15 +16,17 @@ at once:
 
     lookup: one query for every key of the commit ─► decide, submission by submission
       in the order received (the first to name a new key claims it) ─► claim the new
-      keys (one insert per table) ─► several writers: read the claims back, and where
-      another writer's claim came first, decide again against it
+      streams (one insert) ─► several writers: claim the new event ids too, read the
+      claims back, and where another writer's claim came first, decide again against it
 
-A key's owner is its claim with the lowest `_block_number` (the store's insert order;
-migration 0009): once a writer has read its own claim back, no claim it has not seen
-can come before it, so two writers that claimed a key at once agree which one stands,
-and the loser stores nothing. One writer (an embedded chDB store, held by one process)
-skips the read-back. Claims are written before the rows they allow: a commit that
-fails after them leaves the keys claimed by the writer whose retry comes next.
+Every event row written claims its id (the view `event_owners_mv` of migration 0009,
+in the same insert), so one writer needs no claim of its own for ids: the next commit
+sees the last one's. A key's owner is its claim with the lowest `_block_number` (the
+store's insert order): once a writer has read its own claim back, no claim it has not
+seen can come before it, so two writers that claimed a key at once agree which one
+stands, and the loser stores nothing. One writer (an embedded chDB store, held by one
+process) skips the read-back. Claims are written before the rows they allow: a commit
+that fails after them leaves the keys claimed by the writer whose retry comes next.
 """
 
 from __future__ import annotations
@@ -112,12 +114,15 @@ class Owners:
 
 def check(store: Store, submissions: Sequence[Submission], *, verify: bool) -> list[ValidatedBatch]:
     """Each submission's batch as it may be stored: spans rejected for ownership moved
-    to `quarantined` with the reason. Claims the new keys in `store` before returning;
-    `verify` (more than one writer) reads them back. Raises what the store raises."""
+    to `quarantined` with the reason. Claims the new streams in `store` before returning;
+    with `verify` (more than one writer), the new event ids too, and reads the claims
+    back. Raises what the store raises."""
     if not submissions:
         return []
     owners = lookup(store, _event_keys(submissions), _stream_keys(submissions))
     checked = [decide(owners, s) for s in submissions]
+    if not verify:  # the event rows will claim their ids as they are written
+        owners.event_claims.clear()
     if not (owners.event_claims or owners.stream_claims):
         return checked
     claim(store, owners)

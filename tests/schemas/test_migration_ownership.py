@@ -1,7 +1,8 @@
 """Migration 0009 on a store that holds events written before ownership: every event id
 gets the agent of its earliest stored version, every stream with events the agents of
 those events, per tenant; the checks then hold against those rows as against new ones;
-and a crash at any step converges, with no claim twice, when the migration runs again."""
+rows written afterwards claim their ids, whatever writes them; and a crash at any step
+converges, with no claim twice, when the migration runs again."""
 
 from __future__ import annotations
 
@@ -92,6 +93,9 @@ def test_the_migration_fills_ownership_from_the_rows_stored(store: ClickHouseSto
     assert [m.version for m in apply_migrations(store, OWNERSHIP)] == [9]
     assert owner_rows(store) == EXPECTED
     assert apply_migrations(store, OWNERSHIP) == []
+    store.command(OLD_ROWS[0].replace("'evt_1'", "'evt_after'"))  # a writer older than 0009
+    claims = [row[:3] for row in owner_rows(store)["events"] if row[1] == "evt_after"]
+    assert claims == [("acme", "evt_after", "billing-triage")]
 
 
 def test_versions_merged_before_the_migration_leave_the_latest_ones_agent(
@@ -145,7 +149,7 @@ def test_rerunning_after_a_crash_at_any_step_converges(store: ClickHouseStore) -
     counting = CrashingStore(store)
     apply_migrations(counting, OWNERSHIP)
     steps = counting.writes
-    assert steps == 7  # the database and its bookkeeping, two tables, two fills, the record
+    assert steps == 9  # the database, its bookkeeping, two tables, three fills, a view, the record
     for at in range(steps):
         old_store(store)
         with pytest.raises(Crash):

@@ -18,6 +18,7 @@ from ingest.sink.batch import Consumed
 from ingest.store import owners
 from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.owners import EVENT_OWNED, STREAM_OWNED, StreamOwner, Submission, Writer
+from ingest.store.rows import TableRows, write_rows
 from schemas import records
 from schemas.events import ValidatedBatch
 from schemas.store import Store
@@ -67,6 +68,8 @@ def test_keys_of_any_content_round_trip(store: ClickHouseStore, wrapped: bool) -
 def test_the_first_submission_claims_and_the_next_is_checked_against_it(
     store: ClickHouseStore,
 ) -> None:
+    """With `verify` (writers side by side) the check claims new ids itself; one writer
+    leaves that to the rows it writes (`test_an_event_row_claims_its_id_whoever_writes_it`)."""
     first = batch([agent("billing-triage", "s", 0, event_id="evt_1")], BILLING)
     # In the same commit: the other token reuses the id on its stream and writes on "s".
     second = batch(
@@ -74,7 +77,7 @@ def test_the_first_submission_claims_and_the_next_is_checked_against_it(
          Sentinel("s", 2, final=True)],
         OTHER, seed=2,
     )  # fmt: skip
-    kept, checked = owners.check(store, [submission(first), submission(second, 1)], verify=False)
+    kept, checked = owners.check(store, [submission(first), submission(second, 1)], verify=True)
     assert kept is first
     assert [e.event_id for e in checked.events] == []
     reasons = [q.reason for q in checked.quarantined]
@@ -91,7 +94,7 @@ def test_the_first_submission_claims_and_the_next_is_checked_against_it(
             },
         )
     )
-    again = owners.check(store, [submission(first)], verify=False)
+    again = owners.check(store, [submission(first)], verify=True)
     assert again == [first]
     assert store.query(f"SELECT count() FROM {EVENT_OWNERS.qualified}").scalar() == 1
 
@@ -183,3 +186,22 @@ def test_a_records_writer_is_its_tokens_agents_or_from_before_ownership_its_even
     assert kept is old_sentinel.batch  # written before ownership: not checked, not claimed
     assert [q.reason.startswith(STREAM_OWNED) for q in rejected.quarantined] == [True]
     assert [q.reason.startswith(STREAM_OWNED) for q in also_rejected.quarantined] == [True]
+
+
+def test_an_event_row_claims_its_id_whoever_writes_it(store: ClickHouseStore) -> None:
+    """A writer on its own claims no id before writing: the row does (migration 0009's
+    view), even one a writer older than ownership inserts without any check."""
+    first = batch([agent("billing-triage", "s", 0, event_id="evt_row")], BILLING)
+    assert owners.check(store, [submission(first)], verify=False) == [first]
+    assert owners.lookup(store, {("acme", "evt_row")}, set()).events == {}
+    rows = TableRows()
+    rows.add(first, "r1", AT)
+    write_rows(store, rows)  # no check at all, as before ownership
+    assert owners.lookup(store, {("acme", "evt_row")}, set()).events == {
+        ("acme", "evt_row"): "billing-triage"
+    }
+    (checked,) = owners.check(
+        store, [submission(batch([agent("other-agent", "o", 0, event_id="evt_row")], OTHER))],
+        verify=False,
+    )  # fmt: skip
+    assert checked.events == () and checked.quarantined[0].reason.startswith(EVENT_OWNED)
