@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import datetime as dt
+import functools
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -269,9 +270,10 @@ class EmbeddedHandoff:
             Submission(b, Writer(b.agents), received_at, p.order)
             for p, b in zip(taken, batches, strict=True)
         ]
-        checked = await asyncio.to_thread(
+        check = functools.partial(
             owners.check, self._store, submissions, verify=self._verify_claims
         )
+        checked = await asyncio.get_running_loop().run_in_executor(self._committer, check)
         for pending, batch in zip(taken, checked, strict=True):
             pending.batch = batch
 
