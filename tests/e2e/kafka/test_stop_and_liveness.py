@@ -201,8 +201,11 @@ def test_a_killed_and_restarted_sink_is_degraded_until_it_catches_up(
     finally:
         restarted.faulty.release()
         restarted.stop()
-    # The restarted member did not wait for its dead session to expire first.
-    assert assigned_after < int(session) / 1000, (assigned_after, seen)
+    # The restarted member did not wait for its dead session to expire first: that wait
+    # and a join round after it take at least 1.5 sessions on Tansu (its own join alone
+    # about 0.8), and at least one on Kafka (where a static rejoin is at once).
+    limit = (1.0 if broker.external else 1.3) * int(session) / 1000
+    assert assigned_after < limit, (assigned_after, seen)
     assert caught_up < 10.0, (caught_up, seen)
 
 
