@@ -5,7 +5,9 @@ One tenant, `acme`, three tokens: the victim's may write only `billing-triage`, 
 attacker's only `other-agent`, the operator's any agent. `VICTIM` is what the victim
 sends first (an event, a second one, a sentinel: a gap-free stream); each `Forgery` is
 what a token then sends to change it, and `victim_view(store)` is what must stay as it
-was. `tokens_file` writes the three tokens as the receiver reads them.
+was. `tokens_file` writes the three tokens as the receiver reads them. Every forgery
+but the invalid span is an all-valid request, which the receiver's hot path takes
+(`HotPathSpy` shows it did).
 """
 
 from __future__ import annotations
@@ -17,14 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse as PB2ExportTraceServiceResponse,
 )
 
+from ingest.export import handler
+from ingest.export.fast import FastBatch
 from ingest.store.owners import EVENT_OWNED, STREAM_OWNED
 from processors.completeness.job import Selection, read_report
 from schemas.store import Store
-from tests.ingest.edge.test_auth import grpc_call
+from tests.ingest.edge.test_auth import grpc_call, http_call
 from tests.otel_emit import Dim, Evaluation, Item, Sentinel, export_request, record_spans
 
 TENANT = "acme"
@@ -156,11 +161,34 @@ def quarantined(store: Store) -> list[tuple[str, str]]:
     return [(str(s), str(r)) for s, r in rows]
 
 
-def send(grpc_endpoint: str, items: list[Item], token: str, seed: int) -> tuple[int, str]:
-    """`items` as one OTLP/gRPC request with `token`: the rejected spans and the message
-    of the answer's partial success."""
+def send(endpoint: str, items: list[Item], token: str, seed: int) -> tuple[int, str]:
+    """`items` as one OTLP request with `token`, over gRPC to `host:port` or over HTTP
+    (protobuf) to `http://host:port`: the rejected spans and the message of the
+    answer's partial success."""
     payload = export_request(record_spans(items, seed=seed)).SerializeToString()
-    reply = grpc_call(grpc_endpoint, payload, token)
-    assert reply.code is grpc.StatusCode.OK, reply
-    partial = PB2ExportTraceServiceResponse.FromString(reply.body or b"").partial_success
+    if endpoint.startswith("http://"):
+        answer = http_call(endpoint, payload, token)
+        assert answer.status_code == 200, answer.text
+        body = answer.content
+    else:
+        reply = grpc_call(endpoint, payload, token)
+        assert reply.code is grpc.StatusCode.OK, reply
+        body = reply.body or b""
+    partial = PB2ExportTraceServiceResponse.FromString(body).partial_success
     return int(partial.rejected_spans), str(partial.error_message)
+
+
+class HotPathSpy:
+    """What the receiver's export handler made of each request it decoded in this
+    process: a `FastBatch` (the hot path) or None (the reference path)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.taken: list[bool] = []
+        original = handler.fast_batch
+
+        def spied(*args: Any, **kwargs: Any) -> FastBatch | None:
+            found = original(*args, **kwargs)
+            self.taken.append(found is not None)
+            return found
+
+        monkeypatch.setattr(handler, "fast_batch", spied)

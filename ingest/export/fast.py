@@ -24,7 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -254,6 +254,15 @@ class FastBatch:
             receipt[RECEIPT_ID_AT] = receipt_id
             receipt[RECEIVED_AT] = received
             rows.receipts.append(receipt)
+
+    def identities(self) -> Iterator[tuple[str, str]]:
+        """(event id, agent id) of each event, for the ownership check."""
+        for row in self.events:
+            yield row[1], row[3]
+
+    def streams(self) -> list[str]:
+        """The streams of the batch, in order: every span has an arrival on its stream."""
+        return list(dict.fromkeys(row[1] for row in self.receipts))
 
     def materialize(self) -> ValidatedBatch:
         """The same request as the reference path validates it (models and all)."""

@@ -264,11 +264,10 @@ class EmbeddedHandoff:
 
     async def _own(self, taken: list[_Pending], received_at: dt.datetime) -> None:
         """Ownership of event ids and streams (`ingest.store.owners`), one lookup for the
-        whole commit: what a request may not write moves to its quarantine."""
-        batches = [p.models() for p in taken]
+        whole commit: what a request may not write moves to its quarantine (a hot-path
+        batch is checked on its rows, and becomes its models only then)."""
         submissions = [
-            Submission(b, Writer(b.agents), received_at, p.order)
-            for p, b in zip(taken, batches, strict=True)
+            Submission(p.batch, Writer(p.batch.agents), received_at, p.order) for p in taken
         ]
         check = functools.partial(
             owners.check, self._store, submissions, verify=self._verify_claims

@@ -45,7 +45,7 @@ from ingest.sink.liveness import Liveness
 from ingest.store import owners
 from ingest.store.errors import is_permanent, isolate, refusal
 from ingest.store.rows import write_rows
-from schemas.events import QuarantineRecord
+from schemas.events import QuarantineRecord, ValidatedBatch
 from schemas.records import (
     BatchRecord,
     PoisonLetter,
@@ -289,6 +289,7 @@ class Sink:
         )
         rejected: list[QuarantineRecord] = []
         for (index, submission), result in zip(checking, results, strict=True):
+            assert isinstance(result, ValidatedBatch)  # a record's batch is its models
             changed = result is not submission.batch
             batch.items[index] = dataclasses.replace(
                 batch.items[index], checked=result if changed else None

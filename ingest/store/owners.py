@@ -34,9 +34,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ingest.export.fast import FastBatch
 from ingest.store.clickhouse import ClickHouseStore, PreEscaped
 from ingest.store.errors import is_permanent
 from ingest.store.rows import ingest_version, ticks_ms
@@ -89,14 +90,17 @@ class Writer:
         return StreamOwner(any_agent=False, agents=self.agents)
 
 
+Batch = ValidatedBatch | FastBatch
+
+
 @dataclass(frozen=True)
 class Submission:
-    """One request's batch (embedded) or one record's (sink), with its writer: None for
-    a record written before ownership with no event to tell its token's agents by (its
-    streams are neither checked nor claimed). `order` is the place in its commit, as
-    `ingest_version` counts it."""
+    """One request's batch (embedded: a hot-path `FastBatch` too) or one record's (sink),
+    with its writer: None for a record written before ownership with no event to tell
+    its token's agents by (its streams are neither checked nor claimed). `order` is the
+    place in its commit, as `ingest_version` counts it."""
 
-    batch: ValidatedBatch
+    batch: Batch
     writer: Writer | None
     received_at: dt.datetime
     order: int = 0
@@ -112,11 +116,11 @@ class Owners:
     stream_claims: dict[Key, list[Any]] = field(default_factory=dict)
 
 
-def check(store: Store, submissions: Sequence[Submission], *, verify: bool) -> list[ValidatedBatch]:
+def check(store: Store, submissions: Sequence[Submission], *, verify: bool) -> list[Batch]:
     """Each submission's batch as it may be stored: spans rejected for ownership moved
-    to `quarantined` with the reason. Claims the new streams in `store` before returning;
-    with `verify` (more than one writer), the new event ids too, and reads the claims
-    back. Raises what the store raises."""
+    to `quarantined` with the reason (a `FastBatch` stays one when none is). Claims the
+    new streams in `store` before returning; with `verify` (more than one writer), the
+    new event ids too, and reads the claims back. Raises what the store raises."""
     if not submissions:
         return []
     owners = lookup(store, _event_keys(submissions), _stream_keys(submissions))
@@ -143,13 +147,18 @@ def check(store: Store, submissions: Sequence[Submission], *, verify: bool) -> l
 # --- the decision ---------------------------------------------------------------------
 
 
-def decide(owners: Owners, submission: Submission) -> ValidatedBatch:
-    """Check one batch against `owners`, recording in `owners` what it claims."""
+def decide(owners: Owners, submission: Submission) -> Batch:
+    """Check one batch against `owners`, recording in `owners` what it claims. A hot-path
+    batch that may be stored whole is checked on its rows and stays one; any other is
+    checked, and rejected from, on its models (the reference path's batch)."""
     batch = submission.batch
+    if isinstance(batch, FastBatch):
+        if _fast_stands(owners, submission, batch):
+            return batch
+        batch = batch.materialize()
+        submission = replace(submission, batch=batch)
     tenant = batch.tenant_id
     foreign = _foreign_streams(owners, submission)
-    version = ingest_version(submission.received_at, submission.order)
-    received = ticks_ms(submission.received_at)
     rejected: list[QuarantineRecord] = []
     refused_arrivals: set[tuple[str, int, str]] = set()
     events: list[EvaluationEvent] = []
@@ -161,8 +170,7 @@ def decide(owners: Owners, submission: Submission) -> ValidatedBatch:
         key = (tenant, event.event_id)
         owner = owners.events.get(key)
         if owner is None:
-            owners.events[key] = event.agent_id
-            owners.event_claims[key] = [tenant, event.event_id, event.agent_id, received, version]
+            _claim_event(owners, key, event.agent_id, submission)
         elif owner != event.agent_id:
             rejected.append(
                 decoded_quarantine(event, _event_reason(event, owner, submission.writer))
@@ -198,6 +206,47 @@ def decide(owners: Owners, submission: Submission) -> ValidatedBatch:
     )
 
 
+def _fast_stands(owners: Owners, submission: Submission, batch: FastBatch) -> bool:
+    """Whether nothing of a hot-path batch is rejected (`decide`'s outcome on its models,
+    from its rows: no event id repeats in it and every stream has an arrival); if so,
+    records in `owners` what it claims, as `decide` would."""
+    writer, tenant = submission.writer, batch.tenant_id
+    streams = [(tenant, stream) for stream in batch.streams()]
+    if writer is not None:
+        for key in streams:
+            owner = owners.streams.get(key)
+            if owner is not None and not writer.covers(owner):
+                return False
+    identities = [((tenant, event_id), agent) for event_id, agent in batch.identities()]
+    for key, agent in identities:
+        first = owners.events.get(key)
+        if first is not None and first != agent:
+            return False
+    if writer is not None:
+        for key in streams:
+            if key not in owners.streams:
+                _claim_stream(owners, key, writer, submission)
+    for key, agent in identities:
+        if key not in owners.events:
+            _claim_event(owners, key, agent, submission)
+    return True
+
+
+def _claim_event(owners: Owners, key: Key, agent: str, submission: Submission) -> None:
+    received_at = submission.received_at
+    owners.events[key] = agent
+    owners.event_claims[key] = [
+        *key, agent, ticks_ms(received_at), ingest_version(received_at, submission.order),
+    ]  # fmt: skip
+
+
+def _claim_stream(owners: Owners, key: Key, writer: Writer, submission: Submission) -> None:
+    owners.streams[key] = mine = writer.owner()
+    owners.stream_claims[key] = [
+        *key, mine.any_agent, sorted(mine.agents), ticks_ms(submission.received_at),
+    ]  # fmt: skip
+
+
 def _foreign_streams(owners: Owners, submission: Submission) -> dict[str, str]:
     """The batch's streams its writer may not write, with the reason; claims the new
     streams it records an arrival on."""
@@ -205,19 +254,15 @@ def _foreign_streams(owners: Owners, submission: Submission) -> dict[str, str]:
     if writer is None:
         return {}
     batch = submission.batch
-    tenant = batch.tenant_id
+    assert isinstance(batch, ValidatedBatch)
     arrived = {e.stream for e in batch.emissions}
     foreign: dict[str, str] = {}
     for stream in _streams_of(batch):
-        key = (tenant, stream)
+        key = (batch.tenant_id, stream)
         owner = owners.streams.get(key)
         if owner is None:
             if stream in arrived:
-                owners.streams[key] = mine = writer.owner()
-                owners.stream_claims[key] = [
-                    tenant, stream, mine.any_agent, sorted(mine.agents),
-                    ticks_ms(submission.received_at),
-                ]  # fmt: skip
+                _claim_stream(owners, key, writer, submission)
         elif not writer.covers(owner):
             foreign[stream] = (
                 f"{STREAM_OWNED}: {stream!r} was opened by a token that may write"
@@ -226,7 +271,10 @@ def _foreign_streams(owners: Owners, submission: Submission) -> dict[str, str]:
     return foreign
 
 
-def _streams_of(batch: ValidatedBatch) -> Iterator[str]:
+def _streams_of(batch: Batch) -> Iterator[str]:
+    if isinstance(batch, FastBatch):
+        yield from batch.streams()
+        return
     seen: set[str] = set()
     for stream in (
         *(e.stream for e in batch.emissions),
@@ -246,7 +294,16 @@ def _event_reason(event: EvaluationEvent, owner: str, writer: Writer | None) -> 
 
 
 def _event_keys(submissions: Iterable[Submission]) -> set[Key]:
-    return {(s.batch.tenant_id, e.event_id) for s in submissions for e in s.batch.events}
+    return {(s.batch.tenant_id, event_id) for s in submissions for event_id, _ in _ids(s.batch)}
+
+
+def _ids(batch: Batch) -> Iterator[tuple[str, str]]:
+    """(event id, agent id) of each event of a batch."""
+    if isinstance(batch, FastBatch):
+        yield from batch.identities()
+    else:
+        for event in batch.events:
+            yield event.event_id, event.agent_id
 
 
 def _stream_keys(submissions: Iterable[Submission]) -> set[Key]:

@@ -1,7 +1,8 @@
 """Identity owned by the agent on the scale-out path: `serve --kafka` has no store, so
-it answers a forgery as it answers any valid span, and the sink, checking the records
-(version 4 carries the token's agents) against the owners in the store, quarantines it
-with the reason; the victim's rows and completeness stay as they were."""
+it answers a forgery as it answers any valid span (packed by the hot path, as every
+all-valid request is), and the sink, checking the records (version 4 carries the
+token's agents) against the owners in the store, quarantines it with the reason; the
+victim's rows and completeness stay as they were."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tests.ownership_cases import (
     VICTIM,
     VICTIM_EVENT,
     VICTIM_TOKEN,
+    HotPathSpy,
     quarantined,
     send,
     tokens_file,
@@ -38,8 +40,12 @@ def token_receiver(
 
 
 def test_every_forgery_through_kafka_is_quarantined_by_the_sink_and_changes_nothing(
-    token_receiver: KafkaReceiver, sink: RunningSink, store: ClickHouseStore
+    token_receiver: KafkaReceiver,
+    sink: RunningSink,
+    store: ClickHouseStore,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    spy = HotPathSpy(monkeypatch)
     assert send(token_receiver.grpc_endpoint, VICTIM, VICTIM_TOKEN, seed=1)[0] == 0
     wait_until(lambda: count(store, "emission_receipts") == 3, what="the victim's spans stored")
     before = victim_view(store)
@@ -55,6 +61,8 @@ def test_every_forgery_through_kafka_is_quarantined_by_the_sink_and_changes_noth
             what=f"the sink to quarantine {forgery.name}",
         )
         assert victim_view(store) == before, forgery.name
+    # the valid forgeries travelled as hot-path records (carrying the token's agents)
+    assert spy.taken == [True] + [not f.door_rejected for f in FORGERIES]
     assert len(quarantined(store)) == sum(len(f.items) for f in FORGERIES)
     metrics = sink.service.metrics.exposition().decode()
     rejected_by_sink = sum(len(f.items) for f in FORGERIES if not f.door_rejected)

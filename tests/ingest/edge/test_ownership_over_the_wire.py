@@ -31,6 +31,7 @@ from tests.ownership_cases import (
     VICTIM_EVENT,
     VICTIM_TOKEN,
     Forgery,
+    HotPathSpy,
     billing,
     quarantined,
     send,
@@ -48,17 +49,31 @@ def owned_receiver(store: ClickHouseStore, tmp_path: Path) -> Iterator[RunningRe
     running.stop()
 
 
-@pytest.mark.parametrize("forgery", FORGERIES, ids=lambda f: f.name)
+# Every forgery over gRPC; the cross-agent overwrite and the forged sentinel over HTTP too.
+OVER_HTTP = ("reuse-the-event-id-on-its-own-stream", "forged-sentinel-claiming-998-dropped")
+CASES = [pytest.param(f, "grpc", id=f"{f.name}-grpc") for f in FORGERIES] + [
+    pytest.param(f, "http", id=f"{f.name}-http") for f in FORGERIES if f.name in OVER_HTTP
+]
+
+
+@pytest.mark.parametrize(("forgery", "transport"), CASES)
 def test_a_forgery_is_rejected_with_its_reason_and_changes_nothing(
-    owned_receiver: RunningReceiver, forgery: Forgery
+    owned_receiver: RunningReceiver,
+    forgery: Forgery,
+    transport: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     store = owned_receiver.store
-    assert send(owned_receiver.grpc_endpoint, VICTIM, VICTIM_TOKEN, seed=1)[0] == 0
+    endpoint = owned_receiver.grpc_endpoint if transport == "grpc" else owned_receiver.http_endpoint
+    spy = HotPathSpy(monkeypatch)
+    assert send(endpoint, VICTIM, VICTIM_TOKEN, seed=1)[0] == 0
     before = victim_view(store)
     assert before["grades"] == [(VICTIM_EVENT, "correctness", True)]
     assert before["stream"][:5] == ("open", 2, 0, 0, False)
 
-    rejected, message = send(owned_receiver.grpc_endpoint, forgery.items, forgery.token, seed=2)
+    rejected, message = send(endpoint, forgery.items, forgery.token, seed=2)
+    # both took the hot path, but for an invalid span, which the reference rejects
+    assert spy.taken == [True, not forgery.door_rejected]
     assert rejected == len(forgery.items)
     assert forgery.reason in message
     assert victim_view(store) == before

@@ -1,7 +1,8 @@
 """The ownership check on a real store: keys of any content round-trip, the first
 submission of a commit claims what is new and the rest are checked against it, two
 writers claiming one key at once agree which claim stands, and what cannot be told
-(a record older than ownership with no events) is neither checked nor claimed."""
+(a record older than ownership with no events) is neither checked nor claimed. A
+request that takes the hot path (a `FastBatch`) is decided exactly as its models are."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 from aiokafka.structs import TopicPartition
 
+from ingest.export.fast import FastBatch, fast_batch
 from ingest.export.principal import Principal
 from ingest.export.request import validate_request
 from ingest.sink.batch import Consumed
@@ -31,17 +33,25 @@ pytestmark = pytest.mark.clickhouse
 AT = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
 BILLING = Principal(tenant_id="acme", agents=frozenset({"billing-triage"}))
 OTHER = Principal(tenant_id="acme", agents=frozenset({"other-agent"}))
+OPERATOR = Principal(tenant_id="acme")  # any agent
 
 
 def batch(items: list[Item], principal: Principal, seed: int = 1) -> ValidatedBatch:
     return validate_request(export_request(record_spans(items, seed=seed)), principal=principal)
 
 
+def fast(items: list[Item], principal: Principal, seed: int = 1) -> FastBatch:
+    """The same request as `batch`, as the receiver's hot path takes it."""
+    taken = fast_batch(export_request(record_spans(items, seed=seed)), principal)
+    assert taken is not None, "an all-valid request takes the hot path"
+    return taken
+
+
 def agent(name: str, stream: str, seq: int, **kwargs: Any) -> Evaluation:
     return Evaluation(stream, seq, extra={"holonograph.agent.id": name}, **kwargs)
 
 
-def submission(b: ValidatedBatch, order: int = 0) -> Submission:
+def submission(b: ValidatedBatch | FastBatch, order: int = 0) -> Submission:
     return Submission(b, Writer(b.agents), AT, order)
 
 
@@ -120,12 +130,14 @@ class RivalFirst(FaultyStore):
         super().insert(table, rows, column_names, settings)
 
 
+@pytest.mark.parametrize("make", [batch, fast], ids=["reference", "hot-path"])
 def test_two_writers_claiming_one_id_at_once_agree_which_claim_stands(
-    store: ClickHouseStore,
+    store: ClickHouseStore, make: Any
 ) -> None:
     rival = ["acme", "evt_race", "other-agent", 0, 1]
-    mine = batch([agent("billing-triage", "s", 0, event_id="evt_race")], BILLING)
+    mine = make([agent("billing-triage", "s", 0, event_id="evt_race")], BILLING)
     (checked,) = owners.check(RivalFirst(store, rival), [submission(mine)], verify=True)
+    assert isinstance(checked, ValidatedBatch)
     assert checked.events == ()
     (rejection,) = checked.quarantined
     assert rejection.reason.startswith(f"{EVENT_OWNED}: 'evt_race' belongs to agent 'other-agent'")
@@ -205,3 +217,64 @@ def test_an_event_row_claims_its_id_whoever_writes_it(store: ClickHouseStore) ->
         verify=False,
     )  # fmt: skip
     assert checked.events == () and checked.quarantined[0].reason.startswith(EVENT_OWNED)
+
+
+# One commit, in arrival order: the victim's stream and event, every attack on them
+# (all valid requests, so all take the hot path), the owner's re-send and an any-agent
+# token continuing the stream.
+ATTACKS: list[tuple[list[Item], Principal]] = [
+    ([agent("billing-triage", "s", 0, event_id="evt_1"), agent("billing-triage", "s", 1),
+      Sentinel("s", 2, counters={"offered": 2, "delivered": 2, "dropped": 0})], BILLING),
+    ([agent("other-agent", "mine", 0, event_id="evt_1")], OTHER),
+    ([Sentinel("s", 3, counters={"offered": 1000, "delivered": 2, "dropped": 998})], OTHER),
+    ([Sentinel("s", 4, final=True)], OTHER),
+    ([agent("other-agent", "s", 5), agent("other-agent", "mine", 1)], OTHER),
+    ([agent("other-agent", "any", 0, event_id="evt_1")], OPERATOR),
+    ([agent("billing-triage", "s", 6, event_id="evt_1")], BILLING),
+    ([Sentinel("s", 7, final=True)], OPERATOR),
+]  # fmt: skip
+
+
+def _decided(make: Any, known: owners.Owners) -> list[ValidatedBatch | FastBatch]:
+    return [
+        owners.decide(known, Submission(make(items, p, seed), Writer(p.agents), AT, order))
+        for order, (seed, (items, p)) in enumerate(enumerate(ATTACKS, start=1))
+    ]
+
+
+def test_a_hot_path_batch_is_decided_exactly_as_its_models_are() -> None:
+    """The cross-agent overwrite and the forged sentinels are rejected whichever path a
+    request took, with the same reasons and claims; a batch nothing of which is
+    rejected stays a `FastBatch` (the hot path is kept)."""
+    by_models, on_rows = owners.Owners(), owners.Owners()
+    reference, got = _decided(batch, by_models), _decided(fast, on_rows)
+    assert on_rows == by_models
+    assert [isinstance(g, FastBatch) for g in got] == [
+        True, False, False, False, False, False, True, True
+    ]  # fmt: skip
+    for expected, decided in zip(reference, got, strict=True):
+        assert (decided.materialize() if isinstance(decided, FastBatch) else decided) == expected
+    rejected = [q.reason.split(":")[0] for b in reference for q in b.quarantined]
+    assert rejected == [
+        "holonograph.event.id", *["holonograph.emission.stream"] * 3,
+        "holonograph.event.id",
+    ]  # fmt: skip
+    assert [e.stream for e in reference[4].emissions] == ["mine"]  # its own stream kept
+
+
+def test_a_hot_path_batch_claims_on_the_store_and_the_next_is_checked_against_it(
+    store: ClickHouseStore,
+) -> None:
+    first = fast(ATTACKS[0][0], BILLING)
+    assert owners.check(store, [submission(first)], verify=True) == [first]
+    assert owners.lookup(store, {("acme", "evt_1")}, {("acme", "s")}) == owners.Owners(
+        events={("acme", "evt_1"): "billing-triage"},
+        streams={("acme", "s"): StreamOwner(False, frozenset({"billing-triage"}))},
+    )
+    overwrite, forged = fast(ATTACKS[1][0], OTHER, 2), fast(ATTACKS[2][0], OTHER, 3)
+    for checked in owners.check(
+        store, [submission(overwrite), submission(forged, 1)], verify=False
+    ):
+        assert isinstance(checked, ValidatedBatch)
+        assert checked.events == () and len(checked.quarantined) == 1
+        assert [e.stream for e in checked.emissions if not e.quarantined] == []
