@@ -101,7 +101,7 @@ def test_a_second_ctrl_c_exits_at_once(
     paused.pause()
     seconds, _, stderr = signalled(sink.process, signal.SIGINT, signal.SIGINT)
     code = sink.process.returncode
-    assert seconds <= 0.3 + SLACK, stderr
+    assert seconds <= SLACK, stderr
     assert code == 130
     assert "SIGINT again: exiting now; records not yet committed stay in Kafka" in stderr
 
@@ -116,11 +116,21 @@ def test_serve_kafka_stops_within_its_bound_with_a_request_waiting_on_the_broker
         4,
     )  # fmt: skip
     endpoint = f"127.0.0.1:{serve.port('OTLP/gRPC')}"
+    admin = serve.port("admin")
     paused.pause()
     payload = export_request(record_spans([Evaluation("stuck", 0)])).SerializeToString()
     waiting = threading.Thread(target=grpc_export, args=(endpoint, payload), daemon=True)
     waiting.start()
-    time.sleep(0.5)  # the request is in the receiver, waiting for acks
+
+    def waiting_for_acks() -> bool:
+        with urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=5) as reply:
+            text = reply.read().decode()
+        return any(
+            line.startswith("holonograph_kafka_inflight_bytes ") and float(line.split()[1]) > 0
+            for line in text.splitlines()
+        )
+
+    wait_until(waiting_for_acks, timeout=30, what="the request in the receiver, waiting for acks")
     seconds, _, stderr = signalled(serve.process, signal.SIGTERM)
     code = serve.process.returncode
     assert seconds <= STOP_TIMEOUT + SLACK, stderr
