@@ -20,11 +20,12 @@ from ingest.export import validate
 from ingest.handoff.embedded import EmbeddedHandoff
 from ingest.replay import NOT_REPLAYED_OWNER, replay_quarantine
 from ingest.store.clickhouse import ClickHouseStore
-from ingest.store.owners import STREAM_OWNED
+from ingest.store.owners import EVENT_OWNED, STREAM_OWNED
 from tests.conftest import RunningReceiver
 from tests.ingest.edge.test_auth import http_call
 from tests.otel_emit import Dim, Item, Sentinel, export_request, record_spans
 from tests.ownership_cases import (
+    ATTACKER_TOKEN,
     FORGERIES,
     OPERATOR_TOKEN,
     VICTIM,
@@ -33,6 +34,7 @@ from tests.ownership_cases import (
     Forgery,
     HotPathSpy,
     billing,
+    other,
     quarantined,
     send,
     tokens_file,
@@ -149,15 +151,19 @@ async def test_replay_leaves_ownership_rejections_rejected(
     owned_receiver: RunningReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Replay runs without the token: it cannot vouch for it, so a span rejected for
-    ownership stays rejected even once the reason it was quarantined for is fixed."""
+    ownership stays rejected even once the reason it was quarantined for is fixed; and a
+    replayed span passes the same check as any write (an invalid span that reused the
+    victim's event id, quarantined for being invalid, is rejected for ownership once
+    the fix makes it valid)."""
     store = owned_receiver.store
     await asyncio.to_thread(send, owned_receiver.grpc_endpoint, VICTIM, VICTIM_TOKEN, 1)
     invalid, reuse = (f for f in FORGERIES if f.name in (
         "invalid-span-on-the-victims-stream", "reuse-the-event-id-on-its-own-stream"))  # fmt: skip
-    for seed, forgery in enumerate((invalid, reuse), start=2):
-        await asyncio.to_thread(
-            send, owned_receiver.grpc_endpoint, forgery.items, forgery.token, seed
-        )
+    invalid_reuse = [other("attacker", 1, event_id=VICTIM_EVENT, run_mode="staging")]
+    sent = [(invalid.items, invalid.token), (reuse.items, reuse.token),
+            (invalid_reuse, ATTACKER_TOKEN)]  # fmt: skip
+    for seed, (items, token) in enumerate(sent, start=2):
+        await asyncio.to_thread(send, owned_receiver.grpc_endpoint, items, token, seed)
     before = victim_view(store)
     original = validate._run_mode  # the fix: `staging` now means production
     monkeypatch.setattr(
@@ -172,5 +178,10 @@ async def test_replay_leaves_ownership_rejections_rejected(
         report = await replay_quarantine(store, handoff)
     finally:
         await handoff.close()
-    assert report.reasons == {NOT_REPLAYED_OWNER: 1, "original span not kept": 1}
+    owned = (
+        f"{EVENT_OWNED}: {VICTIM_EVENT!r} belongs to agent 'billing-triage';"
+        " a span naming agent 'other-agent' cannot replace it"
+    )
+    assert report.reasons == {NOT_REPLAYED_OWNER: 1, "original span not kept": 1, owned: 1}
+    assert (report.replayed, report.still_rejected) == (0, 2)
     assert victim_view(store) == before
