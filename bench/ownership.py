@@ -6,10 +6,10 @@ Each commit is `--requests-per-commit` requests of `--batch` spans (the bench pa
 one agent, one stream per request). Timed apart, in CPU and wall seconds: the check
 (one lookup, then the claims of the new ids; `--verify` adds the read-back several
 writers do) and the commit's write. Requests take the receiver's hot path (a
-`FastBatch`, checked on its rows). Ids are the payload's, which sort after the
-claimed ones as time-ordered ids do, or with `--random-ids` spread uniformly among
-them (the worst case for the lookup: a granule per id; these requests are rewritten
-as models, so they take the reference path).
+`FastBatch`, checked on its rows), or with `--path reference` its models. Ids are
+the payload's, which sort after the claimed ones as time-ordered ids do, or with
+`--random-ids` spread uniformly among them (the worst case for the lookup: a granule
+per id; these requests are rewritten as models, so they take the reference path).
 
 Run as `python -m bench.ownership --batch 512 --requests-per-commit 4 --commits 10`;
 prints one JSON line.
@@ -29,7 +29,13 @@ from bench.payload import PayloadSpec, RequestFactory
 
 
 def measure(
-    batch: int, per_commit: int, commits: int, owned: int, random_ids: bool, verify: bool
+    batch: int,
+    per_commit: int,
+    commits: int,
+    owned: int,
+    random_ids: bool,
+    verify: bool,
+    path: str = "fast",
 ) -> dict[str, Any]:
     from ingest.export.decode import parse_protobuf
     from ingest.export.fast import FastBatch, fast_batch
@@ -68,7 +74,8 @@ def measure(
                     n = commit * per_commit + r
                     request = parse_protobuf(factory.body(n))
                     writer = owners.Writer(principal.agents)
-                    fast = None if random_ids else fast_batch(request, principal)
+                    hot = path == "fast" and not random_ids
+                    fast = fast_batch(request, principal) if hot else None
                     if fast is not None:
                         spans += len(fast.receipts)
                         submissions.append(owners.Submission(fast, writer, at, r))
@@ -106,6 +113,7 @@ def measure(
         "owned": owned,
         "randomIds": random_ids,
         "verify": verify,
+        "path": "reference" if random_ids else path,
         "spans": spans,
         "checkCpuMicrosPerSpan": round(cpu["check"] / spans * 1e6, 2),
         "writeCpuMicrosPerSpan": round(cpu["write"] / spans * 1e6, 2),
@@ -123,10 +131,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--owned", type=int, default=1_000_000)
     parser.add_argument("--random-ids", action="store_true")
     parser.add_argument("--verify", action="store_true")
+    parser.add_argument("--path", choices=["fast", "reference"], default="fast")
     args = parser.parse_args(argv)
     result = measure(
         args.batch, args.requests_per_commit, args.commits, args.owned, args.random_ids,
-        args.verify,
+        args.verify, args.path,
     )  # fmt: skip
     print(json.dumps(result))
 

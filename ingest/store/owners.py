@@ -159,6 +159,7 @@ def decide(owners: Owners, submission: Submission) -> Batch:
         submission = replace(submission, batch=batch)
     tenant = batch.tenant_id
     foreign = _foreign_streams(owners, submission)
+    stamps = _stamps(submission)
     rejected: list[QuarantineRecord] = []
     refused_arrivals: set[tuple[str, int, str]] = set()
     events: list[EvaluationEvent] = []
@@ -170,7 +171,7 @@ def decide(owners: Owners, submission: Submission) -> Batch:
         key = (tenant, event.event_id)
         owner = owners.events.get(key)
         if owner is None:
-            _claim_event(owners, key, event.agent_id, submission)
+            _claim_event(owners, key, event.agent_id, stamps)
         elif owner != event.agent_id:
             rejected.append(
                 decoded_quarantine(event, _event_reason(event, owner, submission.writer))
@@ -226,18 +227,22 @@ def _fast_stands(owners: Owners, submission: Submission, batch: FastBatch) -> bo
         for key in streams:
             if key not in owners.streams:
                 _claim_stream(owners, key, writer, submission)
+    stamps = _stamps(submission)
     for key, agent in identities:
         if key not in owners.events:
-            _claim_event(owners, key, agent, submission)
+            _claim_event(owners, key, agent, stamps)
     return True
 
 
-def _claim_event(owners: Owners, key: Key, agent: str, submission: Submission) -> None:
+def _stamps(submission: Submission) -> tuple[int, int]:
+    """An event claim's receipt time and version: its submission's."""
     received_at = submission.received_at
+    return ticks_ms(received_at), ingest_version(received_at, submission.order)
+
+
+def _claim_event(owners: Owners, key: Key, agent: str, stamps: tuple[int, int]) -> None:
     owners.events[key] = agent
-    owners.event_claims[key] = [
-        *key, agent, ticks_ms(received_at), ingest_version(received_at, submission.order),
-    ]  # fmt: skip
+    owners.event_claims[key] = [*key, agent, *stamps]
 
 
 def _claim_stream(owners: Owners, key: Key, writer: Writer, submission: Submission) -> None:
