@@ -14,7 +14,6 @@ from aiokafka import AIOKafkaProducer
 from click.testing import CliRunner
 
 from holonograph.cli import cli
-from ingest.export import validate
 from ingest.handoff.embedded import EmbeddedHandoff
 from ingest.handoff.kafka import KafkaHandoff
 from ingest.replay import ReplayReport, replay_dead_letters, replay_quarantine
@@ -24,23 +23,15 @@ from schemas import records
 from tests.conftest import RunningReceiver
 from tests.e2e.kafka.conftest import Broker, KafkaReceiver, RunningSink
 from tests.e2e.kafka.helpers import count, wait_until
-from tests.ingest.helpers import grpc_export
+from tests.ingest.helpers import accept_run_mode_alias, grpc_export
 from tests.otel_emit import Evaluation, export_request, record_spans
 
 pytestmark = [pytest.mark.clickhouse]
 
-ALIASES = {"prod": "production"}
-
 
 def _accept_alias(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fix: the contract now accepts `prod` as an alias of `production`."""
-    original = validate._run_mode
-
-    def fixed(attrs: dict[str, Any]) -> str:
-        value = attrs.get("holonograph.run_mode")
-        return ALIASES[value] if value in ALIASES else original(attrs)
-
-    monkeypatch.setattr(validate, "_run_mode", fixed)
+    accept_run_mode_alias(monkeypatch, "prod")
 
 
 def _payload(stream: str) -> bytes:

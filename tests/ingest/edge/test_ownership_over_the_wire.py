@@ -16,13 +16,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse as PB2ExportTraceServiceResponse,
 )
 
-from ingest.export import validate
 from ingest.handoff.embedded import EmbeddedHandoff
 from ingest.replay import NOT_REPLAYED_OWNER, replay_quarantine
 from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.owners import EVENT_OWNED, STREAM_OWNED
 from tests.conftest import RunningReceiver
 from tests.ingest.edge.test_auth import http_call
+from tests.ingest.helpers import accept_run_mode_alias
 from tests.otel_emit import Dim, Item, Sentinel, export_request, record_spans
 from tests.ownership_cases import (
     ATTACKER_TOKEN,
@@ -165,14 +165,7 @@ async def test_replay_leaves_ownership_rejections_rejected(
     for seed, (items, token) in enumerate(sent, start=2):
         await asyncio.to_thread(send, owned_receiver.grpc_endpoint, items, token, seed)
     before = victim_view(store)
-    original = validate._run_mode  # the fix: `staging` now means production
-    monkeypatch.setattr(
-        validate,
-        "_run_mode",
-        lambda attrs: (
-            "production" if attrs.get("holonograph.run_mode") == "staging" else original(attrs)
-        ),
-    )
+    accept_run_mode_alias(monkeypatch, "staging")  # the fix
     handoff = EmbeddedHandoff(store, max_inflight_bytes=1 << 30)
     try:
         report = await replay_quarantine(store, handoff)

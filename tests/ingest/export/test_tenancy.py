@@ -17,7 +17,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
 
-from ingest.export import validate
 from ingest.export.handler import ExportOutcome
 from ingest.export.principal import Principal
 from ingest.export.request import AGENT_REJECTED
@@ -29,7 +28,7 @@ from processors.completeness.job import Selection, read_report, recompute_comple
 from processors.series.cells import SeriesQuery, event_count, fetch_cells
 from schemas.events import ValidatedBatch
 from tests.conftest import RunningReceiver
-from tests.ingest.helpers import grpc_export
+from tests.ingest.helpers import accept_run_mode_alias, grpc_export
 from tests.otel_emit import Dim, Evaluation, Sentinel, export_request, record_spans
 
 pytestmark = [pytest.mark.e2e, pytest.mark.clickhouse]
@@ -295,14 +294,7 @@ async def test_replay_keeps_the_tenant_and_leaves_agent_rejections_rejected(
         export_as, receiver, export_request(record_spans(items)), token
     )
     assert outcome.rejected_spans == 2
-    original = validate._run_mode  # the fix: `prod` now means production
-    monkeypatch.setattr(
-        validate,
-        "_run_mode",
-        lambda attrs: (
-            "production" if attrs.get("holonograph.run_mode") == "prod" else original(attrs)
-        ),
-    )
+    accept_run_mode_alias(monkeypatch, "prod")  # the fix
     store = receiver.store
     handoff = EmbeddedHandoff(store, max_inflight_bytes=1 << 30)
     try:
