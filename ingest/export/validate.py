@@ -45,7 +45,12 @@ MARKER_PREFIX = "holonograph.marker."
 _SUBSTRATE_CUT = len(SUBSTRATE_PREFIX)
 _MARKER_CUT = len(MARKER_PREFIX)
 
-_EVALUATION_KEYS = frozenset(
+# The Guide's W3C Baggage keys, as a BaggageSpanProcessor copies them onto a worker's
+# spans: other spellings of two span attributes, read by the same rules.
+RUN_MODE_BAGGAGE = "holonograph.runmode"
+CORRELATION_BAGGAGE = "holonograph.correlation-id"
+_BAGGAGE_KEYS = frozenset({RUN_MODE_BAGGAGE, CORRELATION_BAGGAGE})
+_EVALUATION_KEYS = _BAGGAGE_KEYS | frozenset(
     {
         "holonograph.event.id",
         "holonograph.surface.id",
@@ -277,11 +282,30 @@ def _dimensions(span: PB2Span) -> list[dict[str, Any]]:
     return results
 
 
+def _spelled(attrs: dict[str, Any], key: str, baggage: str) -> tuple[str | None, str]:
+    """A string attribute that may also come in its baggage spelling: (the key that
+    carries it, None when neither does; its value). Both present must agree: two
+    different run modes (or correlation ids) on one span leave nothing to trust."""
+    if baggage not in attrs:  # the usual span: one lookup more
+        return (key if key in attrs else None), _string(attrs, key)
+    other = _string(attrs, baggage)
+    if key not in attrs:
+        return baggage, other
+    value = _string(attrs, key)
+    if value != other:
+        raise SpanRejected(f"{baggage}: {other!r} differs from {key} {value!r}")
+    return key, value
+
+
 def _run_mode(attrs: dict[str, Any]) -> str:
-    run_mode = _string(attrs, "holonograph.run_mode", required=True)
+    key, run_mode = _spelled(attrs, "holonograph.run_mode", RUN_MODE_BAGGAGE)
+    if key is None:
+        raise SpanRejected("holonograph.run_mode: missing")
+    if not run_mode:
+        raise SpanRejected(f"{key}: empty")
     if run_mode not in RUN_MODES:
         allowed = "|".join(sorted(RUN_MODES))
-        raise SpanRejected(f"holonograph.run_mode: {run_mode!r} is not one of {allowed}")
+        raise SpanRejected(f"{key}: {run_mode!r} is not one of {allowed}")
     return run_mode
 
 
@@ -341,7 +365,7 @@ def evaluation_event(
     lens_version = _string(attrs, "holonograph.lens.version")
     light_source_id = _string(attrs, "holonograph.light_source.id")
     cohort_tags = _strings(attrs, "holonograph.cohort_tags")
-    correlation_id = _string(attrs, "holonograph.correlation.id")
+    _, correlation_id = _spelled(attrs, "holonograph.correlation.id", CORRELATION_BAGGAGE)
     timestamp = _timestamp(span, attrs)
     columns, markers, extras = _open_ended(attrs)
     return EvaluationEvent.model_validate(
