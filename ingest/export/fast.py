@@ -40,8 +40,10 @@ from ingest.export.request import validate_request
 from ingest.export.salvage import is_salvaged
 from ingest.export.validate import (
     _EVALUATION_KEYS,
+    CORRELATION_BAGGAGE,
     MARKER_PREFIX,
     PREFIX,
+    RUN_MODE_BAGGAGE,
     SUBSTRATE_PREFIX,
     SpanRejected,
     _rfc3339,
@@ -357,6 +359,20 @@ def _decode(
                 receipts.append(receipt)
 
 
+def _spelled(attrs: dict[str, Any], key: str, baggage: str) -> Any:
+    """An attribute that may come in its baggage spelling too (`validate._spelled`):
+    either one alone, or both the same; `_Slow` for two that differ."""
+    value = attrs.get(key)
+    if baggage not in attrs:  # the usual span: one lookup more
+        return value
+    other = attrs[baggage]
+    if key not in attrs:
+        return other
+    if type(other) is not type(value) or other != value:
+        raise _Slow
+    return value
+
+
 def _evaluation(
     tenant: str, span: Any, attrs: dict[str, Any], resource_json: str, batch: FastBatch
 ) -> tuple[list[Any], dict[str, Any]]:
@@ -366,7 +382,7 @@ def _evaluation(
     trace_id, span_id = _ids(span)
     stream, seq, final = _ordinal(attrs)
     get = attrs.get
-    run_mode = get("holonograph.run_mode")
+    run_mode = _spelled(attrs, "holonograph.run_mode", RUN_MODE_BAGGAGE)
     if type(run_mode) is not str or run_mode not in RUN_MODES:
         raise _Slow
     surface_id = get("holonograph.surface.id")
@@ -379,7 +395,7 @@ def _evaluation(
     elif provenance not in PROVENANCES:
         raise _Slow
     agent_id = _str(get("holonograph.agent.id"))
-    correlation_id = _str(get("holonograph.correlation.id"))
+    correlation_id = _str(_spelled(attrs, "holonograph.correlation.id", CORRELATION_BAGGAGE))
     lens_version = _str(get("holonograph.lens.version"))
     light_source_id = _str(get("holonograph.light_source.id"))
     requested = _str(get("holonograph.light_source.requested"))

@@ -129,3 +129,33 @@ def test_the_baggage_spellings_are_read_fail_closed(receiver: RunningReceiver) -
         receiver.store.query("SELECT emission_seq, reason FROM holonograph.quarantine FINAL").rows
     )
     assert quarantined == REASONS
+
+
+def test_a_request_of_valid_spans_reads_the_baggage_spellings_too(
+    receiver: RunningReceiver,
+) -> None:
+    """Each span alone in its request: an all-valid one takes the hot path
+    (`ingest.export.fast`), which reads the spellings as the reference does."""
+    alone = [
+        worker_span(10, {"holonograph.runmode": "eval", "holonograph.correlation-id": "call-10"}),
+        worker_span(11, {"holonograph.runmode": "eval"}, **{"holonograph.run_mode": "production"}),
+        worker_span(
+            12,
+            {"holonograph.correlation-id": "call-1"},
+            **{"holonograph.run_mode": "test", "holonograph.correlation.id": "call-2"},
+        ),
+    ]
+    rejected = []
+    for span in record(alone):
+        reply = grpc_export(receiver.grpc_endpoint, export_request([span]).SerializeToString())
+        assert reply.code is grpc.StatusCode.OK
+        rejected.append(reply.response().partial_success.rejected_spans)
+    assert rejected == [0, 1, 1]
+    stored = receiver.store.query(
+        "SELECT event_id, run_mode, correlation_id FROM holonograph.evaluation_events FINAL"
+    ).rows
+    assert stored == [("evt_bag_10", "eval", "call-10")]
+    quarantined = receiver.store.query(
+        "SELECT emission_seq FROM holonograph.quarantine FINAL ORDER BY emission_seq"
+    ).rows
+    assert quarantined == [(11,), (12,)]

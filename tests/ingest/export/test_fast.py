@@ -141,6 +141,7 @@ OPTIONAL = [
     "holonograph.sdk.name", "holonograph.sdk.version", "holonograph.timestamp",
     "holonograph.substrate.prompt_hash", "holonograph.marker.user_message",
     "holonograph.custom.thing", "other.attribute", "holonograph.emission.final",
+    "holonograph.runmode", "holonograph.correlation-id",
 ]  # fmt: skip
 GOOD = {
     "holonograph.provenance": st.sampled_from(["production-state", "exploratory-state", ""]),
@@ -234,6 +235,32 @@ def test_what_the_reference_must_judge_is_left_to_it(items: list[Evaluation]) ->
     request = _request(*items)
     assert fast_batch(request) is None
     assert not assert_same(request)
+
+
+@pytest.mark.parametrize(
+    ("run_mode", "extra", "hot"),
+    [
+        pytest.param(None, {"holonograph.runmode": "eval"}, True, id="run-mode-as-baggage"),
+        pytest.param("eval", {"holonograph.runmode": "eval"}, True, id="run-mode-twice-agreeing"),
+        pytest.param("test", {"holonograph.correlation-id": "call-7"}, True,
+                     id="correlation-as-baggage"),
+        pytest.param("test", {"holonograph.correlation-id": "c", "holonograph.correlation.id": "c"},
+                     True, id="correlation-twice-agreeing"),
+        pytest.param("production", {"holonograph.runmode": "eval"}, False, id="two-run-modes"),
+        pytest.param("test", {"holonograph.correlation-id": "a", "holonograph.correlation.id": "b"},
+                     False, id="two-correlation-ids"),
+        pytest.param("test", {"holonograph.correlation-id": 12}, False, id="baggage-wrong-type"),
+        pytest.param(None, {"holonograph.runmode": "staging"}, False, id="baggage-unknown-mode"),
+    ],
+)  # fmt: skip
+def test_the_baggage_spellings_are_read_as_the_reference_reads_them(
+    run_mode: str | None, extra: dict[str, Any], hot: bool
+) -> None:
+    """The Guide's baggage keys: the hot path reads them as the span attributes they
+    spell (the reference's rows), and leaves two that differ to the reference."""
+    request = _request(Evaluation("a", 0, run_mode=run_mode, extra=extra))
+    assert assert_same(request) is hot
+    assert bool(validate_request(request).quarantined) is not hot
 
 
 def test_an_agent_the_token_may_not_write_is_left_to_the_reference() -> None:
