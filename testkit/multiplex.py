@@ -5,7 +5,7 @@ Each call of a surface lands on a primary vendor and observers (one event each,
 sharing the call's correlation id, `multiplex_role` primary/observer), graded on a
 pass/fail dimension (`correctness`) and a scored one (`helpfulness`):
 
-- `primary` passes with probability `base`; scores ~ N(3, 1);
+- `primary` passes with probability `base`; scores ~ N(3, 1) (+ `score_offset`);
 - `better` is correlated with the primary on the same call: where the primary passed
   it passes with `keep`, where it failed with `rescue`, so its true rate is
   base * keep + (1 - base) * rescue; its score is the primary's + `score_gain` + noise;
@@ -54,6 +54,7 @@ class MultiplexSpec:
     lost: tuple[int, ...] = ()
     with_better: bool = True
     tenant_id: str = DEFAULT_TENANT
+    score_offset: float = 0.0  # added to every score (1e8: where a one-pass variance fails)
 
     @property
     def better_rate(self) -> float:
@@ -101,11 +102,11 @@ def generate(spec: MultiplexSpec, seed: int) -> list[Call]:
     for i in range(spec.calls + spec.fallbacks):
         fallback = i >= spec.calls
         a_pass = bool(rng.random() < spec.base)
-        a_score = float(rng.normal(3.0, 1.0))
+        a_score = spec.score_offset + float(rng.normal(3.0, 1.0))
         b_pass = bool(rng.random() < (spec.keep if a_pass else spec.rescue))
         b_score = a_score + spec.score_gain + float(rng.normal(0.0, 0.5))
         c_pass = bool(rng.random() < spec.base)
-        c_score = float(rng.normal(3.0, 1.0))
+        c_score = spec.score_offset + float(rng.normal(3.0, 1.0))
         c_draw = rng.random()
         outcomes = []
         if not fallback:

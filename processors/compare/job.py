@@ -2,7 +2,9 @@
 them here.
 
 Intervals are at 95%: a pass rate's is Wilson's (honest near 0 and 1 and for small
-counts), a mean score's and a paired mean difference's use Student's t. Paired
+counts), a paired difference of pass rates Newcombe's hybrid score interval for paired
+proportions (its coverage holds at 30 calls), a mean score's and a paired mean
+difference's use Student's t on a variance ClickHouse computes stably. Paired
 pass/fail differences are tested with McNemar's exact test (the two-sided binomial
 test of improved against regressed calls at 1/2), paired score differences with the
 paired t-test. A report holds a family of paired comparisons (every observer against
@@ -101,27 +103,24 @@ def wilson(passes: int, n: int, z: float = _Z) -> Interval | None:
     return Interval(estimate=p, ci_low=max(0.0, centre - half), ci_high=min(1.0, centre + half))
 
 
-def t_interval(total: float, squares: float, n: int) -> Interval | None:
-    """Mean with a Student-t interval from a count, a sum and a sum of squares."""
+def t_interval(mean: float, variance: float, n: int) -> Interval | None:
+    """Mean with a Student-t interval from a count, the mean and the sample variance
+    (computed stably: from a sum of squares, n mean^2 cancels for large scores)."""
     from scipy import special  # what scipy.stats.t calls, without importing scipy.stats
 
-    if n < 2:  # one value has no spread to build an interval from
+    if n < 2 or not math.isfinite(variance):  # one value has no spread to build on
         return None
-    mean = total / n
-    variance = max(squares - n * mean * mean, 0.0) / (n - 1)
-    half = float(special.stdtrit(n - 1, 0.5 + LEVEL / 2)) * math.sqrt(variance / n)
+    half = float(special.stdtrit(n - 1, 0.5 + LEVEL / 2)) * math.sqrt(max(variance, 0.0) / n)
     return Interval(estimate=mean, ci_low=mean - half, ci_high=mean + half)
 
 
-def paired_t_p(total: float, squares: float, n: int) -> float | None:
+def paired_t_p(mean: float, variance: float, n: int) -> float | None:
     """Two-sided p-value of the paired t-test that the mean difference is 0."""
     from scipy import special
 
-    if n < 2:
+    if n < 2 or not math.isfinite(variance):
         return None
-    mean = total / n
-    variance = max(squares - n * mean * mean, 0.0) / (n - 1)
-    if variance == 0.0:
+    if variance <= 0.0:
         return 1.0 if mean == 0.0 else 0.0
     t = mean / math.sqrt(variance / n)
     return float(2 * special.stdtr(n - 1, -abs(t)))  # Student's t survival function
@@ -138,15 +137,31 @@ def mcnemar_exact(improved: int, regressed: int) -> float:
     return min(1.0, 2.0 * tail)
 
 
-def paired_rate_difference(improved: int, regressed: int, n: int) -> Interval | None:
-    """Observer minus primary pass rate on paired calls, with the Wald interval of a
-    paired difference of proportions (its variance counts only discordant calls)."""
+def paired_rate_difference(both: int, improved: int, regressed: int, n: int) -> Interval | None:
+    """Observer minus primary pass rate on `n` paired calls (`both` passed on both sides,
+    `improved`: only the observer, `regressed`: only the primary), with Newcombe's
+    hybrid score interval for paired proportions (Newcombe 1998, Statistics in
+    Medicine 17:2635, method 10): each rate's Wilson interval, combined through the
+    calls' phi correlation (its numerator ad - bc shrunk by n/2 towards 0 when
+    positive). Its coverage holds at small n where the Wald interval's does not
+    (`bench/PAIRED_INTERVAL_RESULTS.md`), and it never has zero width when some calls
+    differ."""
     if n <= 0:
         return None
-    d = (improved - regressed) / n
-    variance = max((improved + regressed) / n - d * d, 0.0) / n
-    half = _Z * math.sqrt(variance)
-    return Interval(estimate=d, ci_low=max(-1.0, d - half), ci_high=min(1.0, d + half))
+    neither = n - both - improved - regressed
+    p1, p2 = (both + improved) / n, (both + regressed) / n
+    observer, primary = wilson(both + improved, n), wilson(both + regressed, n)
+    assert observer is not None and primary is not None
+    l1, u1, l2, u2 = observer.ci_low, observer.ci_high, primary.ci_low, primary.ci_high
+    product = float(both + improved) * (neither + regressed) * (both + regressed)
+    product *= neither + improved
+    cross = float(both) * neither - float(improved) * regressed
+    shrunk = cross - n / 2 if cross > n / 2 else min(cross, 0.0)
+    phi = shrunk / math.sqrt(product) if product > 0 else 0.0
+    d = p1 - p2
+    low = d - math.sqrt(max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0))
+    high = d + math.sqrt(max((p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2, 0))
+    return Interval(estimate=d, ci_low=max(-1.0, low), ci_high=min(1.0, high))
 
 
 # --- the job
@@ -269,11 +284,7 @@ def _group_dimension(
             pass_rate=wilson(passes, graded),
         )
     graded = int(row["graded_score"]) if row else 0
-    mean = (
-        t_interval(float(row["score_sum"] or 0), float(row["score_sq"] or 0), graded)
-        if row
-        else None
-    )
+    mean = t_interval(_float(row["score_mean"]), _float(row["score_var"]), graded) if row else None
     return GroupDimension(
         dimension_id=dimension_id, kind=kind, graded=graded, missing=events - graded, mean=mean
     )
@@ -324,12 +335,12 @@ def _pair(r: dict[str, Any], kind: OutcomeKind) -> PairedComparison:
         int(r[f"{k}_{suffix}"]) for k in ("paired", "improved", "regressed")
     )
     if kind == "pass-fail":
-        difference = paired_rate_difference(improved, regressed, paired)
+        difference = paired_rate_difference(int(r["both_pf"]), improved, regressed, paired)
         p_value: float | None = mcnemar_exact(improved, regressed) if paired else None
     else:
-        total, squares = float(r["diff_sum"] or 0), float(r["diff_sq"] or 0)
-        difference = t_interval(total, squares, paired)
-        p_value = paired_t_p(total, squares, paired)
+        mean, variance = _float(r["diff_mean"]), _float(r["diff_var"])
+        difference = t_interval(mean, variance, paired)
+        p_value = paired_t_p(mean, variance, paired)
     return PairedComparison(
         dimension_id=str(r["dimension_id"]),
         kind=kind,
@@ -350,6 +361,11 @@ def _pair(r: dict[str, Any], kind: OutcomeKind) -> PairedComparison:
         p_value=p_value,
         significant=False,  # judged over the whole family (`judged`)
     )
+
+
+def _float(value: Any) -> float:
+    """An aggregate's value; NaN where it had no rows (NULL)."""
+    return math.nan if value is None else float(value)
 
 
 def _number(value: Any) -> float | None:

@@ -53,14 +53,16 @@ def group_events_sql(group: str) -> str:
 
 
 def group_outcomes_sql(group: str) -> str:
-    """Per group x dimension: graded counts, passes, score sums."""
+    """Per group x dimension: graded counts, passes, the scores' mean and variance (the
+    numerically stable one: a sum of squares less n mean^2 cancels to nothing for
+    scores like 1e8 +- 0.1)."""
     return f"""
         SELECT {group} AS grp, dimension_id,
                countIf(passed IS NOT NULL) AS graded_pf,
                countIf(passed) AS passes,
                countIf(score IS NOT NULL) AS graded_score,
-               sum(score) AS score_sum,
-               sum(score * score) AS score_sq
+               avg(score) AS score_mean,
+               varSampStable(score) AS score_var
         FROM {EVALUATION_DIMENSIONS.qualified} FINAL
         WHERE {SERIES_FILTER} AND {_DIMENSION_FILTER}
         GROUP BY grp, dimension_id ORDER BY grp, dimension_id
@@ -116,8 +118,9 @@ def paired_sql(group: str) -> str:
     group, each paired with that observer group's outcome on the same call. A call
     where the observer has no event, or an event without the dimension, is missing
     for the observer; likewise for the primary. Both the pass/fail and the score
-    statistics are returned; the caller reads the dimension's kind. The outcome columns
-    are Nullable, so a row the LEFT JOIN does not find reads NULL: missing."""
+    statistics are returned (score differences as mean and stable variance); the
+    caller reads the dimension's kind. The outcome columns are Nullable, so a row the
+    LEFT JOIN does not find reads NULL: missing."""
     return f"""
         WITH {_calls_cte(group)},
         pairs AS (
@@ -159,6 +162,7 @@ def paired_sql(group: str) -> str:
         SELECT dimension_id, p_grp, o_grp,
                count() AS calls,
                countIf(pp IS NOT NULL AND op IS NOT NULL) AS paired_pf,
+               countIf(op AND pp) AS both_pf,
                countIf(op AND NOT pp) AS improved_pf,
                countIf(pp AND NOT op) AS regressed_pf,
                countIf(pp IS NULL AND op IS NOT NULL) AS missing_primary_pf,
@@ -167,8 +171,8 @@ def paired_sql(group: str) -> str:
                countIf(ps IS NOT NULL AND os IS NOT NULL) AS paired_score,
                countIf(os > ps) AS improved_score,
                countIf(os < ps) AS regressed_score,
-               sumIf(os - ps, ps IS NOT NULL AND os IS NOT NULL) AS diff_sum,
-               sumIf((os - ps) * (os - ps), ps IS NOT NULL AND os IS NOT NULL) AS diff_sq,
+               avgIf(os - ps, ps IS NOT NULL AND os IS NOT NULL) AS diff_mean,
+               varSampStableIf(os - ps, ps IS NOT NULL AND os IS NOT NULL) AS diff_var,
                countIf(ps IS NULL AND os IS NOT NULL) AS missing_primary_score,
                countIf(ps IS NOT NULL AND os IS NULL) AS missing_observer_score,
                countIf(ps IS NULL AND os IS NULL) AS missing_both_score

@@ -4,12 +4,22 @@ by a known margin on the same calls, one with missing outcomes, fallback calls."
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 
+import numpy as np
 import pytest
 from scipy import stats
 
 from ingest.store.clickhouse import ClickHouseStore
-from processors.compare.job import CompareRequest, compare, holm, judged, mcnemar_exact, wilson
+from processors.compare.job import (
+    CompareRequest,
+    compare,
+    holm,
+    judged,
+    mcnemar_exact,
+    paired_rate_difference,
+    wilson,
+)
 from schemas.compare import CompareReport, Missing, PairedComparison
 from testkit import multiplex
 from testkit.multiplex import BETTER, GAPPY, PRIMARY, Call, MultiplexSpec
@@ -174,3 +184,75 @@ def test_two_tests_near_alpha_are_not_a_finding_together() -> None:
     family = [pair("a", 0.03), pair("b", 0.04)]
     assert [p.significant for p in judged(family, 0.05, "holm")] == [False, False]
     assert [p.significant for p in judged(family, 0.05, "none")] == [True, True]
+
+
+def _tables(n: int) -> np.ndarray:
+    """Every paired 2x2 table of n calls: (both passed, only the observer, only the
+    primary, neither)."""
+    rows = [
+        (a, b, c, n - a - b - c)
+        for a, b, c in itertools.product(range(n + 1), repeat=3)
+        if a + b + c <= n
+    ]
+    return np.array(rows)
+
+
+def test_the_paired_difference_interval_covers_at_30_calls_and_is_never_a_point() -> None:
+    """Exact coverage (every table of 30 calls, weighted by its multinomial probability)
+    at least 0.93 wherever the vendors' true rates and agreement put it, and an
+    interval of positive width on every table where some call differs."""
+    tables = _tables(30)
+    intervals = np.array(
+        [
+            (iv.ci_low, iv.ci_high)
+            for iv in (paired_rate_difference(a, b, c, 30) for a, b, c, _ in tables)
+            if iv is not None
+        ]
+    )
+    differ = tables[:, 1] + tables[:, 2] > 0
+    assert np.all(intervals[differ, 1] - intervals[differ, 0] > 1e-9)
+    for both, only_observer, only_primary in (
+        (0.68, 0.02, 0.02),  # equal vendors that agree on nearly every call
+        (0.60, 0.20, 0.05),  # the observer better by 0.15
+        (0.80, 0.01, 0.10),  # the primary better, rarely worse
+        (0.45, 0.05, 0.05),  # near one half
+        (0.90, 0.05, 0.00),  # near the top, one-sided disagreement
+    ):
+        p = np.array([both, only_observer, only_primary, 1 - both - only_observer - only_primary])
+        truth = only_observer - only_primary
+        weight = np.exp(stats.multinomial.logpmf(tables, 30, p))
+        covered = (intervals[:, 0] <= truth + 1e-12) & (truth - 1e-12 <= intervals[:, 1])
+        assert float(np.sum(weight * covered)) >= 0.93, (p, float(np.sum(weight * covered)))
+
+
+def test_the_paired_difference_interval_is_newcombes() -> None:
+    interval = paired_rate_difference(20, 6, 2, 30)
+    assert interval is not None and interval.estimate == pytest.approx(4 / 30)
+    # Newcombe's method 10 by hand: the Wilson limits of 26/30 and 22/30 (4 places), phi of the
+    # table with ad - bc = 20*2 - 6*2 = 28 shrunk by n/2 = 15.
+    l1, u1 = 0.7032, 0.9469
+    l2, u2 = 0.5555, 0.8582
+    phi = (28 - 15) / np.sqrt(26 * 4 * 22 * 8)
+    p1, p2 = 26 / 30, 22 / 30
+    low = p1 - p2 - np.sqrt((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2)
+    high = p1 - p2 + np.sqrt((p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2)
+    assert (interval.ci_low, interval.ci_high) == pytest.approx((low, high), abs=2e-4)
+    assert paired_rate_difference(0, 0, 0, 0) is None
+    assert paired_rate_difference(0, 30, 0, 30) is not None
+
+
+def test_score_intervals_hold_for_large_scores(store: ClickHouseStore) -> None:
+    """Scores near 1e8: a variance from the sum of squares less n mean^2 would be
+    rounding noise (or zero); the stable one matches the two-pass variance."""
+    spec = MultiplexSpec(score_offset=1e8, fallbacks=0, lost=())
+    report, calls = _run(store, spec)
+    scores = np.array(
+        [o.score for c in calls if (o := c.of(PRIMARY)) is not None and o.score is not None]
+    )
+    groups = {g.group: g for g in report.groups}
+    (helpfulness,) = [d for d in groups[PRIMARY].dimensions if d.dimension_id == "helpfulness"]
+    assert helpfulness.mean is not None and helpfulness.graded == scores.size
+    half = stats.t.ppf(0.975, scores.size - 1) * scores.std(ddof=1) / np.sqrt(scores.size)
+    assert helpfulness.mean.estimate == pytest.approx(scores.mean(), rel=1e-12)
+    width = helpfulness.mean.ci_high - helpfulness.mean.ci_low
+    assert width == pytest.approx(2 * half, rel=1e-6)
