@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import Field
 
 from schemas.analysis import Interval, Model
+from schemas.routing import FallbackRule
 
 CompareBy = Literal["light-source", "lens"]  # or "substrate:<column>"
 COMPARE_BY: tuple[CompareBy, ...] = ("light-source", "lens")
@@ -47,8 +48,9 @@ class GroupDimension(Model):
 
 class GroupSummary(Model):
     """Every event of one group in the window. `as_primary` counts multiplex calls this
-    group answered as primary, `fallbacks` those of them where it stood in for the
-    surface's usual primary (the group most often primary in the window)."""
+    group answered as primary; `fallbacks` the calls it answered as primary (multiplex
+    or not) that fell back: served by a light source other than the primary of the
+    routing in force (`schemas.routing`; a version rollover is never one)."""
 
     group: str
     events: int
@@ -98,6 +100,21 @@ class PairedComparison(Model):
     adjusted_p_value: float | None = None
 
 
+class FallbackRate(Model):
+    """Calls whose declared primary (`rule` routing: the first entry of the routing in
+    force for the surface and run mode; `requested`: no routing in force, the primary
+    event's requested id) was answered by `answered_by` instead (a routing entry, else
+    the served id): `fallbacks` of `calls` (every call with that declared primary), the
+    rate with its 95% Wilson interval."""
+
+    declared_primary: str
+    answered_by: str
+    rule: FallbackRule
+    calls: int
+    fallbacks: int
+    rate: Interval
+
+
 class CompareParameters(Model):
     by: str
     dimension_id: str | None
@@ -120,6 +137,7 @@ class CompareReport(Model):
     usual_primary: str | None
     groups: list[GroupSummary]
     paired: list[PairedComparison]
+    fallbacks: list[FallbackRate] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
     @property

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,6 +126,23 @@ def find_version(
 ) -> ContractVersion | None:
     rows = store.query(_ONE, {"tenant": tenant_id, "agent": agent_id, "version": version}).rows
     return _version(rows[0]) if rows else None
+
+
+def versions_by_id(
+    store: Store, keys: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], ContractVersion]:
+    """The versions named by (tenant, version id), as the events that were checked
+    against them record them; ids the store does not hold are left out."""
+    wanted = sorted(set(keys))
+    if not wanted:
+        return {}
+    rows = store.query(
+        f"SELECT {_COLUMNS} FROM {CONTRACTS.qualified} FINAL"
+        " WHERE has({keys:Array(Tuple(String, String))}, (tenant_id, version_id))",
+        {"keys": wanted},
+    ).rows
+    found = [_version(r) for r in rows]
+    return {(v.tenant_id, v.version_id): v for v in found}
 
 
 def history(store: Store, tenant_id: str, agent_id: str) -> list[ContractVersion]:

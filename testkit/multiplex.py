@@ -13,7 +13,7 @@ pass/fail dimension (`correctness`) and a scored one (`helpfulness`):
   dimensions ungraded on `ungraded` of its calls and sends no event at all on
   `absent` of them: missing outcomes, not failures;
 - `fallbacks` extra calls where the primary was unavailable: `better` answers as
-  primary, `gappy` observes.
+  primary (recording `fallback_requested` as asked for, when given), `gappy` observes.
 
 Events go into one emission stream per vendor with ordinals in call order; `lost`
 ordinals of the primary's stream are left out (events the client lost), so
@@ -55,6 +55,10 @@ class MultiplexSpec:
     with_better: bool = True
     tenant_id: str = DEFAULT_TENANT
     score_offset: float = 0.0  # added to every score (1e8: where a one-pass variance fails)
+    # The contract version the events record having been checked against ('' none), and
+    # what a fallback's primary event records as requested (None: its own id).
+    contract_version_id: str = ""
+    fallback_requested: str | None = None
 
     @property
     def better_rate(self) -> float:
@@ -156,6 +160,7 @@ _EVENT_COLUMNS = EVALUATION_EVENTS.pick(
     "substrate", "cohort_tags", "multiplex_role", "latency_ms", "cost_usd", "tokens_input",
     "tokens_output", "sdk_name", "sdk_version", "dimension_ids", "emission_stream",
     "emission_seq", "emission_final", "resource_attributes", "extras", "ingested_at",
+    "contract_version_id",
 )  # fmt: skip
 _DIMENSION_COLUMNS = EVALUATION_DIMENSIONS.pick(
     "tenant_id", "event_id", "dimension_id", "passed", "score", "surface_id", "agent_id",
@@ -183,9 +188,12 @@ def seed(store: Store, spec: MultiplexSpec, seed_value: int) -> Seeded:
             if o.vendor == PRIMARY and seq in spec.lost:
                 continue
             event_id = f"{call.correlation_id}-{o.vendor.split('/')[0]}"
+            requested = o.vendor
+            if call.fallback and o.role == "primary" and spec.fallback_requested is not None:
+                requested = spec.fallback_requested
             layers = [
                 spec.surface_id, "billing-triage", call.correlation_id, "production",
-                "production-state", call.timestamp, "lv_1", o.vendor, o.vendor,
+                "production-state", call.timestamp, "lv_1", o.vendor, requested,
                 {"region": "eu", "prompt_hash": "ph_1"}, [f"multiplex.role={o.role}"],
             ]  # fmt: skip
             events.append(
@@ -193,7 +201,7 @@ def seed(store: Store, spec: MultiplexSpec, seed_value: int) -> Seeded:
                     spec.tenant_id, event_id, *layers, o.role, o.latency_ms,
                     o.cost_usd, o.tokens_input, o.tokens_output, "testkit", "1",
                     ["correctness", "helpfulness"] if o.passed is not None else [],
-                    stream, seq, False, "{}", "{}", ingested,
+                    stream, seq, False, "{}", "{}", ingested, spec.contract_version_id,
                 ]
             )  # fmt: skip
             if o.passed is not None:

@@ -187,6 +187,21 @@ def render(report: CompareReport) -> str:
                 rows,
             )
         )  # fmt: skip
+    if report.fallbacks:
+        out += ["", "fallbacks (calls whose declared primary did not answer):"]
+        rows = [
+            [
+                f.declared_primary,
+                f.answered_by,
+                f.rule,
+                f"{f.fallbacks}/{f.calls}",
+                _interval(f.rate, digits=4),
+            ]
+            for f in report.fallbacks
+        ]
+        out.append(
+            format_table(["declared primary", "answered by", "rule", "calls", "rate [95%]"], rows)
+        )
     out += [f"note: {n}" for n in report.notes]
     found = report.significant
     level = f"alpha {report.parameters.alpha:g}" + (

@@ -10,7 +10,8 @@ diagnostic `column=value` cohort tag outside the column's declared `values[]`; a
 dimension whose outcome contradicts its declared type (`score`: the outcome has a
 score; `boolean`: it has `passed` and no score). Flagged (accepted, stored with the
 finding): an undeclared dimension, cohort-tag key or substrate column, a light source
-outside the surface's routings for the event's run mode, a surface the contract does
+outside the surface's routings for the event's run mode (`schemas.routing`: a version
+of a routed light source, or one requested as it, is routed), a surface the contract does
 not declare, no contract at all. Flags are about the contract being behind the code,
 which the operator fixes by registering a new version; a rejection is the data
 breaking a promise the contract made.
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from ingest.export.validate import SpanRejected
 from schemas.contracts import ContractVersion, Surface
 from schemas.events import RUN_MODES, EvaluationEvent
+from schemas.routing import entry_answered
 
 # Every contract rejection starts so: `quarantine --reason contract` finds them all.
 CONTRACT_REJECTED = "contract"
@@ -234,8 +236,12 @@ def _undeclared(rules: _Rules, event: EvaluationEvent) -> list[str]:
             findings.append(f"{UNDECLARED_TAG}:{key}")
     columns = rules.columns
     findings += [f"{UNDECLARED_COLUMN}:{c}" for c in event.substrate.columns if c not in columns]
-    light_source = event.light_source.id
-    if light_source and light_source not in rules.routed[event.run_mode]:
+    light_source, routed = event.light_source.id, rules.routed[event.run_mode]
+    if (
+        light_source
+        and light_source not in routed
+        and entry_answered(routed, light_source, event.light_source.requested) is None
+    ):  # a version of a routed light source, or requested as one, is routed
         findings.append(f"{UNROUTED_LIGHT_SOURCE}:{light_source}")
     return findings
 

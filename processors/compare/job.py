@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ from schemas.compare import (
     CompareParameters,
     CompareReport,
     Correction,
+    FallbackRate,
     GroupDimension,
     GroupSummary,
     Missing,
@@ -37,6 +39,8 @@ from schemas.compare import (
     PairedComparison,
     Quantiles,
 )
+from schemas.registry import versions_by_id
+from schemas.routing import Answer, primary_answer, routing_in_force
 from schemas.store import Store
 
 LEVEL = 0.95
@@ -174,7 +178,8 @@ def compare(store: Store, request: CompareRequest) -> CompareReport:
     kinds = _dimension_kinds(store, params)
     usual = store.query(sql.usual_primary_sql(group), params).rows
     usual_primary = str(usual[0][0]) if usual else None
-    groups = _groups(store, params, group, kinds, usual_primary)
+    answers = _primary_answers(store, request, params, group)
+    groups = _groups(store, params, group, kinds, answers)
     totals = store.query(sql.multiplex_totals_sql(group), params).rows
     calls, without_primary = (int(totals[0][0]), int(totals[0][1])) if totals else (0, 0)
     paired = _paired(store, params, group, kinds) if kinds else []
@@ -208,6 +213,7 @@ def compare(store: Store, request: CompareRequest) -> CompareReport:
         usual_primary=usual_primary,
         groups=groups,
         paired=paired,
+        fallbacks=fallback_rates(answers),
         notes=notes,
     )
 
@@ -227,12 +233,16 @@ def _groups(
     params: dict[str, Any],
     group: str,
     kinds: dict[str, OutcomeKind],
-    usual_primary: str | None,
+    answers: list[tuple[str, Answer, int]],
 ) -> list[GroupSummary]:
     outcomes: dict[tuple[str, str], dict[str, Any]] = {
         (str(r["grp"]), str(r["dimension_id"])): r
         for r in store.query(sql.group_outcomes_sql(group), params).dicts()
     }
+    fell_back: dict[str, int] = defaultdict(int)
+    for name, answer, calls in answers:
+        if answer.fallback:
+            fell_back[name] += calls
     out = []
     for r in store.query(sql.group_events_sql(group), params).dicts():
         name, events = str(r["grp"]), int(r["events"])
@@ -257,15 +267,56 @@ def _groups(
                 tokens_per_evaluation=tokens / with_tokens if with_tokens else None,
                 as_primary=int(r["as_primary"]),
                 as_observer=int(r["as_observer"]),
-                fallbacks=0,
+                fallbacks=fell_back.get(name, 0),
                 dimensions=dimensions,
             )
         )
-    if usual_primary is not None:
-        out = [
-            g.model_copy(update={"fallbacks": g.as_primary}) if g.group != usual_primary else g
-            for g in out
-        ]
+    return out
+
+
+def _primary_answers(
+    store: Store, request: CompareRequest, params: dict[str, Any], group: str
+) -> list[tuple[str, Answer, int]]:
+    """(group, how its primary events stand to the routing in force, calls) per row of
+    `primaries_sql`. The routing in force is the one of the contract version each event
+    was checked against at ingest (`contract_version_id`), for its surface and run mode;
+    an event checked against none (or a version without a routing for it) is judged by
+    its requested id."""
+    rows = store.query(sql.primaries_sql(group), params).rows
+    versions = versions_by_id(store, {(str(r[0]), str(r[1])) for r in rows if r[1]})
+    out = []
+    for tenant, version_id, run_mode, served, requested, name, calls in rows:
+        version = versions.get((str(tenant), str(version_id)))
+        surface = version.contract.surface(request.surface_id) if version else None
+        routing = routing_in_force(surface, str(run_mode))
+        out.append((str(name), primary_answer(routing, str(served), str(requested)), int(calls)))
+    return out
+
+
+def fallback_rates(answers: list[tuple[str, Answer, int]]) -> list[FallbackRate]:
+    """Per (declared primary -> the light source that answered instead): the share of
+    the declared primary's calls that fell back to it, with a Wilson interval."""
+    calls: dict[tuple[str, str], int] = defaultdict(int)
+    fell_back: dict[tuple[str, str, str], int] = defaultdict(int)
+    for _, answer, n in answers:
+        calls[answer.declared, answer.rule] += n
+        if answer.fallback:
+            fell_back[answer.declared, answer.rule, answer.answered] += n
+    out = []
+    for (declared, rule, answered), n in sorted(fell_back.items()):
+        total = calls[declared, rule]
+        rate = wilson(n, total)
+        assert rate is not None
+        out.append(
+            FallbackRate(
+                declared_primary=declared,
+                answered_by=answered,
+                rule=rule,  # type: ignore[arg-type]
+                calls=total,
+                fallbacks=n,
+                rate=rate,
+            )
+        )
     return out
 
 

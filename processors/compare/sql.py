@@ -52,6 +52,21 @@ def group_events_sql(group: str) -> str:
     """
 
 
+def primaries_sql(group: str) -> str:
+    """The events that answered a call as its primary (multiplex role `primary`, or no
+    role: a call one vendor answered), per tenant, contract version they were checked
+    against, run mode, served and requested id and group: what decides a fallback
+    (`schemas.routing`), a few rows however many calls."""
+    return f"""
+        SELECT tenant_id, contract_version_id, run_mode, light_source_id,
+               light_source_requested, {group} AS grp, count() AS calls
+        FROM {EVALUATION_EVENTS.qualified} FINAL
+        WHERE {SERIES_FILTER} AND multiplex_role IN ('primary', '')
+        GROUP BY tenant_id, contract_version_id, run_mode, light_source_id,
+                 light_source_requested, grp
+    """
+
+
 def group_outcomes_sql(group: str) -> str:
     """Per group x dimension: graded counts, passes, the scores' mean and variance (the
     numerically stable one: a sum of squares less n mean^2 cancels to nothing for

@@ -11,12 +11,15 @@ counts. Python only compares those small aggregates with the contract.
 How events map to items: a dimension is an id in `dimension_ids`; a substrate column a
 key of `substrate`, or a cohort tag `column=value` whose column the surface declares
 (the Guide's diagnostic columns are set that way); any other cohort tag counts by its
-key (the part before `=`, or the whole bare tag); the light source is
-`light_source_id`. An event belongs to the agent by its agent id, or, without one, when
-its surface is one the agent's contract declares. A routing with `activeRunModes`
-declares its light sources only for the run modes the surface's events in the window
-carry (an observer routed in eval and production is not missing from a window of test
-traffic, and is undeclared there if it answers).
+key (the part before `=`, or the whole bare tag); a light source is the declared routing
+entry the event answered for (`schemas.routing`: its served id, a version of it, or its
+requested id; the most specific entry when several match), else its served id, so an
+alias routing (`openai/gpt-5`) is observed in events served as `openai/gpt-5/2026-05` or
+requested as `openai/gpt-5`. An event belongs to the agent by its agent id, or, without
+one, when its surface is one the agent's contract declares. A routing with
+`activeRunModes` declares its light sources only for the run modes the surface's events
+in the window carry (an observer routed in eval and production is not missing from a
+window of test traffic, and is undeclared there if it answers).
 
 A gap is an item declared and not observed, observed and not declared, a quiet
 declared or inventoried surface, an undeclared observed surface, or an inventoried
@@ -37,6 +40,7 @@ from processors.analysis_events import record_event
 from processors.topology.inventory import LatestInventory, latest_inventories
 from schemas.contracts import ContractVersion, Surface
 from schemas.registry import active_version
+from schemas.routing import entry_answered
 from schemas.store import Store
 from schemas.tables import EVALUATION_EVENTS
 from schemas.times import from_store_time, rfc3339, to_store_time
@@ -76,7 +80,8 @@ FROM (
                                             concat(surface_id, '\\x1f', splitByChar('=', t)[1])),
                'column', 'tag'),
             splitByChar('=', t)[1]), cohort_tags),
-        if(light_source_id = '', [], [('lightSource', light_source_id)])
+        if(light_source_id = '', [],
+           [('lightSource', concat(light_source_id, '\\x1f', light_source_requested))])
     )) AS items
     FROM {EVALUATION_EVENTS.qualified} FINAL
     WHERE {_AGENT_EVENTS}
@@ -229,6 +234,35 @@ def declared_items(
     }
 
 
+def by_entry(entries: set[str], seen: dict[str, Seen]) -> dict[str, Seen]:
+    """Observed light sources (keyed served id, U+001F, requested id) under the declared
+    entry each answered for, the most specific first; one matching none stays under its
+    served id."""
+    ordered = sorted(entries, key=lambda e: (-len(e), e))
+    out: dict[str, Seen] = {}
+    for key, s in seen.items():
+        served, _, requested = key.partition("\x1f")
+        item = entry_answered(ordered, served, requested) or served
+        out[item] = _merged(out[item], s) if item in out else s
+    return out
+
+
+def _merged(a: Seen, b: Seen) -> Seen:
+    def first(x: dt.datetime | None, y: dt.datetime | None) -> dt.datetime | None:
+        return min(x, y) if x and y else x or y
+
+    def last(x: dt.datetime | None, y: dt.datetime | None) -> dt.datetime | None:
+        return max(x, y) if x and y else x or y
+
+    return Seen(
+        a.events + b.events,
+        first(a.first_seen, b.first_seen),
+        last(a.last_seen, b.last_seen),
+        a.events_before + b.events_before,
+        last(a.last_before, b.last_before),
+    )
+
+
 def _when(value: Any) -> dt.datetime | None:
     """A store time; None where an `-IfOrNull` aggregate had no rows."""
     return None if value is None else from_store_time(value)
@@ -377,6 +411,7 @@ def _surface_entry(
     }
     retirements: list[dict[str, Any]] = []
     declared = declared_items(surface, events.run_modes if events is not None else None)
+    seen = {**seen, "lightSource": by_entry(declared["lightSource"], seen.get("lightSource", {}))}
     for kind in KINDS:
         lattice, retired = _lattice(declared[kind], seen.get(kind, {}), examples, own)
         entry[FIELD[kind]] = lattice

@@ -145,6 +145,12 @@ def test_each_flag_kind_is_stored_and_counted(
             Evaluation("strm_f", 7, extra={"holonograph.agent.id": "other-agent"}),
             # no agent id: the only contract declaring the surface
             Evaluation("strm_f", 8, dims=[Dim("correctness", score=0.1)]),
+            # a version of a routed light source, and one requested as it: both routed
+            conforming(9, **{"holonograph.light_source.id": "anthropic/claude-sonnet-5/2026-05"}),
+            conforming(10, **{"holonograph.light_source.id": "sonnet-5-0513",
+                              "holonograph.light_source.requested": "anthropic/claude-sonnet-5"}),
+            # a prefix not at a / boundary is another light source
+            conforming(11, **{"holonograph.light_source.id": "anthropic/claude-sonnet-5x"}),
         ]
     )  # fmt: skip
     assert export_grpc(receiver.grpc_endpoint, spans) is SpanExportResult.SUCCESS
@@ -158,6 +164,9 @@ def test_each_flag_kind_is_stored_and_counted(
         "evt_strm_f_6": (version, ["undeclared-surface:summarize"]),
         "evt_strm_f_7": ("", ["no-contract"]),
         "evt_strm_f_8": (version, []),
+        "evt_strm_c_9": (version, []),
+        "evt_strm_c_10": (version, []),
+        "evt_strm_c_11": (version, ["unrouted-light-source:anthropic/claude-sonnet-5x"]),
     }
     assert reasons(store) == {}
     counted = {
@@ -167,7 +176,7 @@ def test_each_flag_kind_is_stored_and_counted(
     }  # fmt: skip
     assert counted == {
         "undeclared-cohort-tag": 1, "undeclared-dimension": 1, "undeclared-substrate-column": 1,
-        "unrouted-light-source": 2, "undeclared-surface": 1, "no-contract": 1,
+        "unrouted-light-source": 3, "undeclared-surface": 1, "no-contract": 1,
     }  # fmt: skip
 
 

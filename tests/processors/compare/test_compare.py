@@ -3,6 +3,7 @@ by a known margin on the same calls, one with missing outcomes, fallback calls."
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import itertools
 
@@ -21,6 +22,8 @@ from processors.compare.job import (
     wilson,
 )
 from schemas.compare import CompareReport, Missing, PairedComparison
+from schemas.contracts import parse_contract
+from schemas.registry import register
 from testkit import multiplex
 from testkit.multiplex import BETTER, GAPPY, PRIMARY, Call, MultiplexSpec
 
@@ -110,8 +113,29 @@ def test_missing_outcomes_are_counted_as_missing_never_as_failures(
     assert report.calls_without_primary == len(SPEC.lost)
 
 
+def _routed(store: ClickHouseStore, spec: MultiplexSpec) -> MultiplexSpec:
+    """`spec` with its events checked against a registered contract routing the
+    surface to PRIMARY, then BETTER, then GAPPY."""
+    contract = parse_contract(
+        {
+            "agentId": "billing-triage",
+            "surfaces": [
+                {
+                    "id": spec.surface_id,
+                    "routings": [
+                        {"surfaceId": spec.surface_id, "lightSourceId": [PRIMARY, BETTER, GAPPY]}
+                    ],
+                }
+            ],
+        }
+    )
+    version = register(store, "default", contract, SINCE).version
+    return dataclasses.replace(spec, contract_version_id=version.version_id)
+
+
 def test_a_fallback_is_attributed_to_the_vendor_that_answered(store: ClickHouseStore) -> None:
-    report, _ = _run(store)
+    spec = _routed(store, SPEC)
+    report, _ = _run(store, spec)
     groups = {g.group: g for g in report.groups}
     assert report.usual_primary == PRIMARY
     assert groups[PRIMARY].as_primary == SPEC.calls - len(SPEC.lost)
@@ -122,6 +146,31 @@ def test_a_fallback_is_attributed_to_the_vendor_that_answered(store: ClickHouseS
     fallback = _pair(report, "correctness", BETTER, GAPPY)
     assert fallback.calls == SPEC.fallbacks
     assert all(p.primary != PRIMARY for p in report.paired if p.calls == SPEC.fallbacks)
+    (rate,) = report.fallbacks
+    calls = SPEC.calls - len(SPEC.lost) + SPEC.fallbacks
+    assert (rate.declared_primary, rate.answered_by, rate.rule) == (PRIMARY, BETTER, "routing")
+    assert (rate.fallbacks, rate.calls) == (SPEC.fallbacks, calls)
+    assert rate.rate.estimate == pytest.approx(SPEC.fallbacks / calls)
+    assert rate.rate.ci_low < SPEC.fallbacks / calls < rate.rate.ci_high
+
+
+def test_without_a_contract_a_fallback_is_a_primary_not_served_as_requested(
+    store: ClickHouseStore,
+) -> None:
+    # The fallback calls record the primary as asked for; BETTER answered.
+    report, _ = _run(store, dataclasses.replace(SPEC, fallback_requested=PRIMARY))
+    (rate,) = report.fallbacks
+    assert (rate.declared_primary, rate.answered_by, rate.rule) == (PRIMARY, BETTER, "requested")
+    assert (rate.fallbacks, rate.calls) == (SPEC.fallbacks, SPEC.calls - len(SPEC.lost) + 20)
+    assert {g.group: g.fallbacks for g in report.groups}[BETTER] == SPEC.fallbacks
+
+
+def test_calls_served_as_requested_are_no_fallbacks(store: ClickHouseStore) -> None:
+    """Without a contract, a vendor answering as itself is no fallback, however rarely
+    it is primary (the old rule counted every call of a non-usual primary)."""
+    report, _ = _run(store)
+    assert report.fallbacks == []
+    assert all(g.fallbacks == 0 for g in report.groups)
 
 
 def test_equal_vendors_are_not_called_different(store: ClickHouseStore) -> None:

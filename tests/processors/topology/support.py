@@ -17,7 +17,8 @@ SINCE = dt.datetime(2026, 7, 1, tzinfo=dt.UTC)
 UNTIL = dt.datetime(2026, 7, 8, tzinfo=dt.UTC)
 EVENT_COLUMNS = EVALUATION_EVENTS.pick(
     "tenant_id", "event_id", "surface_id", "agent_id", "run_mode", "provenance", "timestamp",
-    "light_source_id", "substrate", "cohort_tags", "dimension_ids", "emission_stream",
+    "light_source_id", "light_source_requested", "substrate", "cohort_tags", "dimension_ids",
+    "emission_stream",
     "emission_seq", "ingested_at",
 )  # fmt: skip
 DIMENSION_COLUMNS = EVALUATION_DIMENSIONS.pick(
@@ -36,6 +37,7 @@ class Event:
     tags: Sequence[str] = ()
     substrate: Mapping[str, str] = field(default_factory=dict)
     light_source: str = ""
+    requested: str = ""
     agent: str = "billing-triage"
     tenant: str = DEFAULT_TENANT
     run_mode: str = "production"
@@ -51,7 +53,8 @@ def insert_events(store: Store, events: Sequence[Event]) -> None:
         ts = e.at.replace(tzinfo=None)
         rows.append(
             [e.tenant, event_id, e.surface, e.agent, e.run_mode, "production-state", ts,
-             e.light_source, dict(e.substrate), list(e.tags), list(e.dims), "stream-1", seq, now]
+             e.light_source, e.requested, dict(e.substrate), list(e.tags), list(e.dims),
+             "stream-1", seq, now]
         )  # fmt: skip
         for dim_id, (passed, score) in e.dims.items():
             dims.append(

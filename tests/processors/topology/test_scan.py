@@ -268,6 +268,46 @@ def test_routings_declare_their_light_sources_only_in_their_active_run_modes(
     assert report["gaps"] == 2
 
 
+def test_alias_routings_are_observed_in_their_served_versions(tmp_path: Path) -> None:
+    """A routing naming an alias (`openai/gpt-5`) is observed in events served as a
+    version of it, or requested as it under another served id: no false gap either
+    way. A prefix that is not at a `/` boundary is another light source."""
+    contract = {
+        "agentId": "billing-triage",
+        "surfaces": [
+            {"id": "triage", "dimensions": [{"id": "handoff", "type": "boolean"}],
+             "routings": [{"surfaceId": "triage", "lightSourceId": [SONNET, "openai/gpt-5"]}]},
+            {"id": "mini", "dimensions": [{"id": "handoff", "type": "boolean"}],
+             "routings": [{"surfaceId": "mini", "lightSourceId": "openai/gpt-5"}]},
+        ],
+    }  # fmt: skip
+    ok = {"handoff": (True, None)}
+    path = tmp_path / "store"
+    with migrated_store(path) as store:
+        register(store, "default", parse_contract(contract), SINCE - DAY)
+        insert_events(store, [
+            Event("triage", SINCE + DAY, ok, light_source=f"{SONNET}/2026-05", requested=SONNET),
+            Event("triage", SINCE + DAY, ok, light_source="openai/gpt-5/2026-05",
+                  requested="openai/gpt-5"),
+            Event("triage", SINCE + 2 * DAY, ok, light_source="openai/gpt-5/2026-10",
+                  requested="openai/gpt-5"),
+            # the alias served under an id of another shape, recorded as requested
+            Event("triage", SINCE + 3 * DAY, ok, light_source="gpt-5-0513",
+                  requested="openai/gpt-5"),
+            # not a version of openai/gpt-5: its own light source
+            Event("mini", SINCE + DAY, ok, light_source="openai/gpt-5-mini"),
+        ])  # fmt: skip
+    _, report = scan(path)
+    light = {s["id"]: s["lightSources"] for s in report["surfaces"]}
+    assert ids(light["triage"]["declaredNotObserved"]) == []
+    assert ids(light["triage"]["observedNotDeclared"]) == []
+    observed = {e["id"]: e["count"] for e in light["triage"]["declaredAndObserved"]["examples"]}
+    assert observed == {SONNET: 1, "openai/gpt-5": 3}
+    assert ids(light["mini"]["declaredNotObserved"]) == ["openai/gpt-5"]
+    assert ids(light["mini"]["observedNotDeclared"]) == ["openai/gpt-5-mini"]
+    assert report["gaps"] == 2
+
+
 def test_an_agent_without_a_contract_fails_the_gate(data_dir: Path) -> None:
     done = invoke(
         "scan", "--agent", "nobody", "--since", "2026-07-01T00:00:00Z",
