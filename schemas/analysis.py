@@ -33,6 +33,8 @@ Verdict = Literal["insufficient-data", "delivery-biased", "confounded", "viable"
 VERDICTS: tuple[Verdict, ...] = ("insufficient-data", "delivery-biased", "confounded", "viable")
 LifecycleStatus = Literal["lock", "pin", "supersede", "discard"]
 Bucket = Literal["hour", "day"]
+Role = Literal["primary", "observer", "all"]
+ROLES: tuple[Role, ...] = ("primary", "observer", "all")
 
 
 class Model(BaseModel):
@@ -42,6 +44,23 @@ class Model(BaseModel):
         """JSON-ready dict; datetimes as RFC 3339 UTC (`...Z`), naive ones read as UTC."""
         out: dict[str, Any] = jsoncodec.plain(self.model_dump(by_alias=True))
         return out
+
+
+class SeriesRead(Model):
+    """Which events a series took on its surface (`processors.series.cells`): `role`
+    primary (what the agent used: events with multiplex role `primary`, a fallback
+    counting for the vendor that answered, and events without a role), observer, or
+    all (every event, blended: only on request); `light_source` narrows it to one light
+    source. `multiplexed`: the surface carried multiplex roles in the window; `events`
+    taken and `left_out` (the other events the filters would have read); `observers`:
+    the observer light sources there are, each its own series."""
+
+    role: Role = "primary"
+    light_source: str | None = None
+    multiplexed: bool = False
+    events: int = 0
+    left_out: int = 0
+    observers: list[str] = []
 
 
 class TimeWindow(Model):
@@ -98,16 +117,78 @@ class Contrast(Model):
     strata: int
 
 
+ObserverVerdict = Literal["vendor", "shared", "inconclusive"]
+
+
+class ObserverControl(Model):
+    """The observers on the primary's own calls as a control (a paired within-call
+    contrast): per call (correlation id) the primary's outcome less the mean of its
+    observers', stepped across the change window. `vendor`: the contrast moved the
+    shift's way (one-sided `contrast_p_value` at `level`, carrying at least half the
+    shift) while the observers did not (`observer_p_value` above 0.05): the primary's
+    vendor moved. `shared`: the observers moved the same way (at `level`) and the
+    contrast carries less than half the shift: the calls' inputs moved, not the
+    vendor. Steps are GLS estimates on each series' own AR(1) noise, calibrated on
+    placebo windows (`processors.drift.corroborate`)."""
+
+    observers: list[str]
+    calls_before: int
+    calls_after: int
+    primary_step: float
+    observer_step: float
+    contrast: float
+    contrast_ci_low: float
+    contrast_ci_high: float
+    contrast_p_value: float
+    observer_p_value: float
+    level: float
+    test: str = "paired within-call contrast: GLS step, AR(1) noise, placebo-calibrated t"
+    verdict: ObserverVerdict
+
+
 class Corroboration(Model):
     alias: str
     surfaces_checked: list[str]
     corroborating_surfaces: list[str]
     p_values: dict[str, float]
     required: int = 1  # corroborating surfaces needed for a silent-vendor label
+    observers: ObserverControl | None = None  # the primary's own calls, when multiplexed
 
     @property
     def corroborated(self) -> bool:
-        return self.required > 0 and len(self.corroborating_surfaces) >= self.required
+        """Evidence of a silent vendor change: the observers on the same calls say so,
+        or enough siblings moved and the observers do not say the inputs moved."""
+        verdict = self.observers.verdict if self.observers is not None else None
+        if verdict == "vendor":
+            return True
+        siblings = self.required > 0 and len(self.corroborating_surfaces) >= self.required
+        return siblings and verdict != "shared"
+
+    def reason(self) -> str:
+        """Why a silent-vendor label was given (or, `shortfall`, was not)."""
+        found = []
+        if self.corroborating_surfaces:
+            found.append(", ".join(self.corroborating_surfaces))
+        if self.observers is not None and self.observers.verdict == "vendor":
+            found.append(
+                f"observers on the same calls unchanged ({', '.join(self.observers.observers)};"
+                f" within-call contrast {self.observers.contrast:+.3f})"
+            )
+        return f"silent change behind {self.alias}: {'; '.join(found)}"
+
+    def shortfall(self) -> str:
+        if self.observers is not None and self.observers.verdict == "shared":
+            return (
+                f"the observers on the same calls moved too ({self.observers.observer_step:+.3f}):"
+                " the calls' inputs changed, not the primary's vendor"
+            )
+        if not self.corroborating_surfaces:
+            return "no corroboration"
+        return (
+            f"too little corroboration: {len(self.corroborating_surfaces)} of"
+            f" {len(self.surfaces_checked)} surfaces behind {self.alias} moved"
+            f" ({self.required} needed)"
+        )
 
 
 class CohortMix(Model):
@@ -255,6 +336,7 @@ class DriftReport(Model):
     dimensions: list[DimensionSummary]
     parameters: DriftParameters
     notes: list[str] = []
+    series: SeriesRead = Field(default_factory=SeriesRead)
 
 
 class VarianceReading(Model):
@@ -285,6 +367,8 @@ class VarianceReading(Model):
     q_statistic: float | None
     method: str
     created_at: dt.datetime
+    # Readings stored before series selection read every event of the surface.
+    series: SeriesRead = Field(default_factory=lambda: SeriesRead(role="all"))
 
 
 class StratumReading(Model):

@@ -42,6 +42,16 @@ def answers_for(entry: str, served: str, requested: str = "") -> bool:
     return serves_as(entry, served) or (bool(entry) and requested == entry)
 
 
+def answers_for_sql(entry: str, served: str, requested: str) -> str:
+    """`answers_for` as a ClickHouse boolean expression: `entry` a query parameter's
+    placeholder (`{light_source:String}`), `served` and `requested` column names. The
+    same rule as the function (tests run both on one table of cases)."""
+    return (
+        f"(notEmpty({entry}) AND ({served} = {entry}"
+        f" OR startsWith({served}, concat({entry}, '/')) OR {requested} = {entry}))"
+    )
+
+
 def entry_answered(entries: Iterable[str], served: str, requested: str = "") -> str | None:
     """The entry of `entries` the event answered for, None when none: the served id
     decides first (the first entry it is, or is a version of); the requested id only

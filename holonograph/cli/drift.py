@@ -19,10 +19,12 @@ from holonograph.cli.options import (
     provenance_filter,
     provenance_option,
     run_mode_option,
+    series_options,
     store_options,
 )
 from holonograph.cli.tenants import tenant_option, tenant_or_exit
 from processors.drift.job import DriftRequest, analyse, persist_drift
+from processors.series.cells import SelectionError
 from schemas.analysis import Bucket, ChangePoint, DriftReport
 
 
@@ -43,6 +45,7 @@ from schemas.analysis import Bucket, ChangePoint, DriftReport
 )
 @run_mode_option
 @provenance_option
+@series_options
 @click.option("--alpha", type=float, default=0.02, show_default=True, help="False-alarm rate.")
 @click.option("--permutations", type=click.IntRange(min=19), default=199, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -59,6 +62,8 @@ def drift_command(
     delta_threshold: float,
     run_modes: tuple[str, ...],
     provenances: tuple[str, ...],
+    role: str,
+    light_source: str,
     alpha: float,
     permutations: int,
     seed: int,
@@ -73,8 +78,13 @@ def drift_command(
     window, each with its source, evidence and confidence window, plus the bracketed
     windows to read before acting.
 
+    On a multiplexed surface the series is the primary's (what the agent used) unless
+    --role / --light-source asks for an observer's (each its own series) or for all
+    events; the JSON's `series` says which was read.
+
     Exit 0: no change point, or only noise; 1: a change point attributed to substrate,
-    light source or lens; 2: usage; 3: store unavailable. A series too short to test
+    light source or lens; 2: usage (among it: --role observer on a surface with several
+    observers and no --light-source); 3: store unavailable. A series too short to test
     is reported as such (JSON: `dimensions[].tested` false, with a note), not as no
     change."""
     provenances_read = provenance_filter(provenances)
@@ -91,6 +101,8 @@ def drift_command(
             alpha=alpha,
             permutations=permutations,
             seed=seed,
+            role=role,  # type: ignore[arg-type]
+            light_source=light_source,
         )
     except ValueError as err:
         click.echo(f"error: {err}", err=True)
@@ -101,6 +113,9 @@ def drift_command(
         run = analyse(store, request)
         if not no_save:
             persist_drift(store, run.report, lambda: dt.datetime.now(dt.UTC))
+    except SelectionError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(EXIT_USAGE)
     finally:
         store.close()
     if plot_path:
@@ -131,7 +146,16 @@ def _headline(report: DriftReport) -> str:
         )
     else:
         found = f"{len(report.change_points)} change point(s)"
-    return f"surface {report.surface_id}: {report.event_count} events, {found}, run {report.run_id}"
+    series = report.series
+    which = ""
+    if series.multiplexed or series.role != "primary" or series.light_source:
+        which = f" ({series.role} series" + (
+            f" of {series.light_source})" if series.light_source else ")"
+        )
+    return (
+        f"surface {report.surface_id}{which}: {report.event_count} events, {found},"
+        f" run {report.run_id}"
+    )
 
 
 def render(report: DriftReport) -> str:

@@ -19,6 +19,7 @@ from ingest.store.limits import DEFAULT_READ_LIMITS, LimitRequest
 from ingest.store.url import DEFAULT_DATA_DIR, StoreURLError
 from ingest.store.url import store_url as resolve_store_url
 from schemas import jsoncodec
+from schemas.analysis import Role
 from schemas.events import Provenance, RunMode
 from schemas.store import Store
 from schemas.times import rfc3339
@@ -36,6 +37,27 @@ def run_mode_option(func: F) -> F:
     """`--run-mode` (repeatable): only events of these run modes; none given, every mode."""
     return click.option(
         "--run-mode", "run_modes", multiple=True, type=choice_of(RunMode), help="Only these modes."
+    )(func)
+
+
+def series_options(func: F) -> F:
+    """`--role` and `--light-source`: which series of a multiplexed surface to read
+    (`processors.series.cells.SELECTION_FILTER`)."""
+    func = click.option(
+        "--light-source",
+        "light_source",
+        default="",
+        metavar="ID",
+        help="Only events that answered for this light source (served as it, a version of"
+        " it, or requested as it).",
+    )(func)
+    return click.option(
+        "--role",
+        type=choice_of(Role),
+        default="primary",
+        show_default=True,
+        help="On a multiplexed surface: what the agent used (primary, with events without a"
+        " role), the observers, or all events blended.",
     )(func)
 
 

@@ -16,11 +16,13 @@ from holonograph.cli.options import (
     open_store_or_exit,
     provenance_filter,
     provenance_option,
+    series_options,
     store_options,
 )
 from holonograph.cli.tenants import tenant_option, tenant_or_exit
 from processors.report.gather import ReportRequest, gather, steps, surfaces_in_window
 from processors.report.html import render
+from processors.series.cells import SelectionError
 
 
 @click.command("report")
@@ -36,6 +38,7 @@ from processors.report.html import render
 )
 @click.option("--as-of", "as_of", type=RFC3339(), help="Judge stream status at T (default: now).")
 @provenance_option
+@series_options
 @tenant_option
 @store_options
 def report_command(
@@ -45,6 +48,8 @@ def report_command(
     out: str,
     as_of: dt.datetime | None,
     provenances: tuple[str, ...],
+    role: str,
+    light_source: str,
     tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
@@ -54,8 +59,10 @@ def report_command(
     fetched, figures inline): per surface the pass rate over time beside the
     completeness lower bound of each hour, change points labelled by source from the
     latest stored drift run, variance verdicts, the vendor comparison of `compare`;
-    stream health as `completeness` reports it, and rejected spans. Progress goes to
-    stderr on a terminal; --json prints where the page went and what it holds.
+    stream health as `completeness` reports it, and rejected spans. On a multiplexed
+    surface the pass rates are the primary's (what the agent used) unless --role or
+    --light-source asks for another series. Progress goes to stderr on a terminal;
+    --json prints where the page went and what it holds.
 
     Exit 0: written; 2: usage; 3: store unavailable."""
     provenances_read = provenance_filter(provenances)
@@ -66,6 +73,8 @@ def report_command(
             as_of=as_of or dt.datetime.now(dt.UTC),
             surface_id=surface_id,
             provenances=provenances_read,
+            role=role,  # type: ignore[arg-type]
+            light_source=light_source,
         )
     except ValueError as err:
         raise click.UsageError(str(err)) from None
@@ -83,6 +92,8 @@ def report_command(
                 data = gather(store, request, surfaces, lambda step: bar.update(1))
         else:
             data = gather(store, request, surfaces, lambda step: None)
+    except SelectionError as err:
+        raise CommandFailed(str(err), EXIT_USAGE) from None
     finally:
         store.close()
     page = render(data)

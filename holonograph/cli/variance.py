@@ -19,9 +19,11 @@ from holonograph.cli.options import (
     provenance_filter,
     provenance_option,
     run_mode_option,
+    series_options,
     store_options,
 )
 from holonograph.cli.tenants import tenant_option, tenant_or_exit
+from processors.series.cells import SelectionError
 from processors.variance.decompose import DecomposeRequest, decompose, load_reading, persist_reading
 from processors.variance.verdict import LifecycleError, evaluate, lifecycle, persist_evaluation
 from schemas.analysis import Bucket, LifecycleStatus, VarianceEvaluation
@@ -41,6 +43,7 @@ def variance_group() -> None:
 @click.option("--bucket", type=choice_of(Bucket), default="hour", show_default=True)
 @run_mode_option
 @provenance_option
+@series_options
 @tenant_option
 @store_options
 def decompose_command(
@@ -51,6 +54,8 @@ def decompose_command(
     bucket: str,
     run_modes: tuple[str, ...],
     provenances: tuple[str, ...],
+    role: str,
+    light_source: str,
     tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
@@ -70,10 +75,15 @@ def decompose_command(
         run_modes,
         provenance_filter(provenances),
         tenant_id=tenant_or_exit(store, tenant),
+        role=role,  # type: ignore[arg-type]
+        light_source=light_source,
     )
     try:
         reading = decompose(store, request, utc_now())
         persist_reading(store, reading)
+    except SelectionError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(EXIT_USAGE)
     finally:
         store.close()
     out = reading.to_json()
@@ -84,6 +94,7 @@ def decompose_command(
     _table(
         {
             "eventId": out["eventId"],
+            "series": _series(out["series"]),
             "buckets": out["buckets"],
             "events": out["events"],
             "clusters": out["clusters"],
@@ -176,6 +187,11 @@ def lifecycle_command(
         emit_json(record.to_json())
     else:
         _table(record.to_json())
+
+
+def _series(series: dict[str, Any]) -> str:
+    source = f" of {series['lightSource']}" if series["lightSource"] else ""
+    return f"{series['role']}{source} ({series['events']} events, {series['leftOut']} left out)"
 
 
 def _table(values: dict[str, Any]) -> None:

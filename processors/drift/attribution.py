@@ -95,10 +95,7 @@ def decide(
     if starting:
         return _recorded(starting, corroboration if corroborated else None)
     if corroboration is not None and corroborated:
-        surfaces = ", ".join(corroboration.corroborating_surfaces)
-        return Label(
-            "light source", True, f"silent change behind {corroboration.alias}: {surfaces}", None
-        )
+        return Label("light source", True, corroboration.reason(), None)
     near = [c for c in recorded if c.layer is not None]
     if near:
         first = min(near, key=lambda c: c.timing.p_value)
@@ -145,13 +142,7 @@ def _recorded(starting: list[ChangeEvidence], corroboration: Corroboration | Non
 
 
 def _uncorroborated(corroboration: Corroboration | None) -> str:
-    if corroboration is None or not corroboration.corroborating_surfaces:
-        return "no corroboration"
-    return (
-        f"too little corroboration: {len(corroboration.corroborating_surfaces)} of"
-        f" {len(corroboration.surfaces_checked)} surfaces behind {corroboration.alias} moved"
-        f" ({corroboration.required} needed)"
-    )
+    return "no corroboration" if corroboration is None else corroboration.shortfall()
 
 
 def _single(source: LayerSource, contrasts: list[Contrast | None], delta: float) -> Label:

@@ -17,19 +17,27 @@ A fitted noise model can still understate the noise (a month holds few memory le
 of slow wander, a day-bucket month only 30 points), so each z is also set against the
 same test at placebo windows of the sibling's own series, with the tested step taken
 out: when those vary more than a standard normal, the z is shrunk by their spread.
+
+On a multiplexed surface the best control is on the primary's own calls: the observers
+answered the very same inputs. The paired within-call contrast (per call, the primary's
+outcome less its observers') is stepped across the change window by the same test:
+a primary shift the observers on the same calls do not share is evidence that the
+primary's vendor moved, and one they share is evidence that the inputs did
+(`observer_control`, `schemas.analysis.ObserverControl`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from processors.drift.attribution import Corroborate
 from processors.series import changepoint as cp
-from processors.series.cells import SeriesQuery, fetch_alias_series
+from processors.series.cells import PairedCalls, SeriesQuery, fetch_alias_series
 from processors.series.cycle import PERIODS, fit_cycle, rates_without
-from schemas.analysis import Corroboration
+from schemas.analysis import Corroboration, ObserverControl, ObserverVerdict
 from schemas.store import Store
 
 PLACEBOS = 60  # placebo windows (at most) a sibling's z is calibrated on
@@ -51,6 +59,7 @@ class CorroborationConfig:
 class Sibling:
     n: np.ndarray
     x: np.ndarray  # pass rate per grid row, cycle removed (0 where a bucket is empty)
+    unit: float | None = None  # per-event variance; None: a pass rate's p(1 - p)
 
 
 @dataclass(frozen=True)
@@ -98,19 +107,20 @@ def without_cycle(n: np.ndarray, k: np.ndarray, period: int) -> np.ndarray:
     return rates_without(fit_cycle(n, k, period), n, k)
 
 
-def sibling(n: np.ndarray, k: np.ndarray, period: int = 0) -> Sibling:
-    """A sibling surface's series on the grid, its cycle removed."""
-    return Sibling(n, without_cycle(n, k, period))
+def sibling(n: np.ndarray, k: np.ndarray, period: int = 0, unit: float | None = None) -> Sibling:
+    """A sibling surface's series on the grid, its cycle removed (`k`: outcome sums;
+    `unit`: the per-event variance when the outcome is not a pass/fail)."""
+    return Sibling(n, without_cycle(n, k, period), unit)
 
 
-def noise_of(n: np.ndarray, x: np.ndarray) -> SiblingNoise:
+def noise_of(n: np.ndarray, x: np.ndarray, unit_variance: float | None = None) -> SiblingNoise:
     """The noise model of a sibling's buckets with events: AR(1) wander when its memory
     is resolved, else independent with the deviations' whole variance."""
     present = n > 0
     if present.sum() < 3:
-        return SiblingNoise(cp.NoiseModel(0.0), 0.25)
+        return SiblingNoise(cp.NoiseModel(0.0), 0.25 if unit_variance is None else unit_variance)
     series = cp.BucketSeries(n[present], x[present] * n[present])
-    unit = cp.within_variance(series)
+    unit = cp.within_variance(series) if unit_variance is None else unit_variance
     noise = cp.estimate_noise(series, unit)
     if not noise.correlated:  # memory unresolved (or none): take the whole variance
         noise = cp.NoiseModel(cp.marginal_spread2(series, unit))
@@ -124,17 +134,46 @@ def step_p_value(
     window [lo, hi] (grid rows). Its noise is modelled with the step taken out (a real
     step read as wander would hide itself), and its z shrunk by the placebo windows'
     spread (`placebo_scale`). None when there is too little data to say."""
+    tested = step_test(sib, lo, hi, cfg)
+    if tested is None:
+        return None
+    return tested.p_value(delta)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A series' step across a change window: estimate, calibrated standard error (the
+    GLS one times the placebo scale) and the t test's degrees of freedom."""
+
+    step: float
+    se: float
+    dof: int
+
+    def p_value(self, delta: float) -> float:
+        """One-sided, in `delta`'s direction."""
+        from scipy import special  # scipy.stats.t's own function; importing stats costs seconds
+
+        z = self.step / self.se
+        return float(special.stdtr(self.dof, -(z if delta >= 0 else -z)))  # t survival
+
+    def interval(self, level: float = 0.95) -> tuple[float, float]:
+        from scipy import special
+
+        half = float(special.stdtrit(self.dof, 0.5 + level / 2)) * self.se
+        return self.step - half, self.step + half
+
+
+def step_test(sib: Sibling, lo: int, hi: int, cfg: CorroborationConfig) -> Step | None:
+    """The step of `sib` across [lo, hi] (`step_p_value`), None when too thin."""
     sides = _sides(sib.n, lo, hi, cfg)
     if sides is None:
         return None
     after = np.arange(len(sib.n)) > hi
     rough = _mean(sib, sides[1]) - _mean(sib, sides[0])
-    noise = noise_of(sib.n, sib.x - rough * after)
+    noise = noise_of(sib.n, sib.x - rough * after, sib.unit)
     step, se, dof = gls_step(sib, sib.x, noise, sides, hi)
-    z = step / se / placebo_scale(sib, sib.x - step * after, noise, lo, hi, cfg)
-    from scipy import special  # scipy.stats.t's own function; importing stats costs seconds
-
-    return float(special.stdtr(dof, -(z if delta >= 0 else -z)))  # Student's t survival
+    scale = placebo_scale(sib, sib.x - step * after, noise, lo, hi, cfg)
+    return Step(step, se * scale, dof)
 
 
 def _sides(
@@ -200,3 +239,77 @@ def placebo_scale(
     if len(z2) < MIN_PLACEBOS:
         return 1.0
     return max(1.0, float(np.sqrt(np.median(z2) / cp.MEDIAN_CHI2_1)))
+
+
+OBSERVERS_UNCHANGED = 0.05  # the observers "did not move" when their step is not significant here
+CARRIES = 0.5  # the within-call contrast must carry at least this share of the shift
+
+
+def observer_control(
+    calls: PairedCalls, observers: list[str], cfg: CorroborationConfig, period: int = 0
+) -> Callable[[int, int, float], ObserverControl | None]:
+    """A test, per change window [lo, hi] of the primary series, of the paired
+    within-call contrast: the primary's outcome less its observers' on the same calls,
+    stepped across the window like a sibling (GLS on its own AR(1) noise, its z set
+    against placebo windows), and the observers' own step. The verdict (vendor /
+    shared / inconclusive) is `ObserverControl`'s; None when either side of the window
+    holds too few paired calls."""
+    n = calls.n
+    contrast = sibling(n, calls.d, period, PairedCalls.unit_variance(n, calls.d, calls.dd))
+    observed = sibling(n, calls.o, period, PairedCalls.unit_variance(n, calls.o, calls.oo))
+    primary = sibling(n, calls.p, period, PairedCalls.unit_variance(n, calls.p, calls.pp))
+
+    def check(lo: int, hi: int, delta: float) -> ObserverControl | None:
+        sides = _sides(n, lo, hi, cfg)
+        steps = [step_test(s, lo, hi, cfg) for s in (contrast, observed, primary)]
+        if sides is None or any(s is None for s in steps):
+            return None
+        d, o, p = (s for s in steps if s is not None)
+        p_contrast, p_observer = d.p_value(delta), o.p_value(delta)
+        carries = np.sign(d.step) == np.sign(delta) and abs(d.step) >= CARRIES * abs(delta)
+        verdict: ObserverVerdict = "inconclusive"
+        if p_contrast <= cfg.level and carries and p_observer > OBSERVERS_UNCHANGED:
+            verdict = "vendor"
+        elif p_observer <= cfg.level and not carries:
+            verdict = "shared"
+        low, high = d.interval()
+        return ObserverControl(
+            observers=observers,
+            calls_before=int(n[sides[0]].sum()),
+            calls_after=int(n[sides[1]].sum()),
+            primary_step=p.step,
+            observer_step=o.step,
+            contrast=d.step,
+            contrast_ci_low=low,
+            contrast_ci_high=high,
+            contrast_p_value=p_contrast,
+            observer_p_value=p_observer,
+            level=cfg.level,
+            verdict=verdict,
+        )
+
+    return check
+
+
+def with_observers(
+    corroborate: Corroborate, control: Callable[[int, int, float], ObserverControl | None]
+) -> Corroborate:
+    """`corroborate` (the siblings behind the alias) with the observer control added to
+    its evidence; the silent-vendor decision reads both (`Corroboration.corroborated`)."""
+
+    def check(alias: str, lo: int, hi: int, delta: float) -> Corroboration | None:
+        found = corroborate(alias, lo, hi, delta)
+        observed = control(lo, hi, delta)
+        if observed is None:
+            return found
+        if found is None:
+            found = Corroboration(
+                alias=alias,
+                surfaces_checked=[],
+                corroborating_surfaces=[],
+                p_values={},
+                required=0,
+            )
+        return found.model_copy(update={"observers": observed})
+
+    return check

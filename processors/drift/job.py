@@ -1,12 +1,14 @@
 """Drift attribution job: change points of a surface's outcome series, each labelled with
 the layer it came from, plus the windows where labels should not be trusted.
 
-Pipeline: cells aggregated in ClickHouse (`series.cells`) -> change points calibrated on
-the series itself (`changepoint`) -> attribution from recorded layer values and the
-change events recorded for the surface (`attribution`, `recorded`) -> brackets (sparse
-buckets, delivery loss, availability, confounded, unattributed, cohort mix) -> a report
-shaped like the Guide's `POST /lens/attribute`, persisted to `drift_change_points` and
-`analysis_events`.
+Pipeline: cells aggregated in ClickHouse (`series.cells`: on a multiplexed surface the
+primary's series by default, an observer's on request, never a blend unless asked) ->
+change points calibrated on the series itself (`changepoint`) -> attribution from
+recorded layer values and the change events recorded for the surface (`attribution`,
+`recorded`; the observers on the same calls as the control of a silent vendor change,
+`corroborate.observer_control`) -> brackets (sparse buckets, delivery loss,
+availability, confounded, unattributed, cohort mix) -> a report shaped like the Guide's
+`POST /lens/attribute`, persisted to `drift_change_points` and `analysis_events`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from processors.drift.attribution import Corroborate, attribute
-from processors.drift.corroborate import CorroborationConfig, alias_corroborator
+from processors.drift.corroborate import (
+    CorroborationConfig,
+    alias_corroborator,
+    observer_control,
+    with_observers,
+)
 from processors.drift.evidence import AttributionConfig
 from processors.drift.persist import persist_drift
 from processors.drift.recorded import Cite, availability_brackets, fetch_recorded, no_citations
@@ -33,6 +40,8 @@ from processors.series.cells import (
     dimension_kinds,
     event_count,
     fetch_cells,
+    fetch_paired_calls,
+    read_selection,
 )
 from processors.series.cycle import PERIODS, Cycle, fit_cycle, sums_without
 from processors.series.delivery import fetch_loss_windows, staleness_note
@@ -45,6 +54,8 @@ from schemas.analysis import (
     DriftReport,
     Effect,
     NoiseModel,
+    Role,
+    SeriesRead,
     TimeWindow,
 )
 from schemas.store import Store
@@ -70,6 +81,8 @@ class DriftRequest:
     corroboration_neighbourhood: int = 72
     attribution: AttributionConfig = field(default_factory=AttributionConfig)
     tenant_id: str | None = None  # None: every tenant in the store
+    role: Role = "primary"  # which series of a multiplexed surface (`series.cells`)
+    light_source: str = ""
 
     def __post_init__(self) -> None:
         if self.bucket not in BUCKETS:
@@ -89,6 +102,8 @@ class DriftRequest:
             self.provenances,
             self.run_modes,
             self.tenant_id,
+            self.role,
+            self.light_source,
         )
 
     def parameters(self) -> DriftParameters:
@@ -142,8 +157,10 @@ def run_drift(store: Store, request: DriftRequest, run_id: str | None = None) ->
 
 
 def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> DriftRun:
-    """`run_drift` plus the per-dimension series behind the report (for plotting)."""
+    """`run_drift` plus the per-dimension series behind the report (for plotting).
+    SelectionError when the series asked for is several (`read_selection`)."""
     query = request.query()
+    selection = read_selection(store, query)
     grid = bucket_grid(request.since, request.until, request.bucket)
     attribution = dataclasses.replace(request.attribution, delta_threshold=request.delta_threshold)
     corroborate = alias_corroborator(store, query, request.corroboration())
@@ -162,9 +179,15 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
     for dimension_id, binary in dimension_kinds(store, query).items():
         series = build_series(grid, fetch_cells(store, query, dimension_id, binary), binary)
         brackets += sparse_brackets(series, request.sparse_min_events, dimension_id)
-        found, trace = analyse_dimension(
-            series, dimension_id, request, attribution, corroborate, cite
-        )
+        checks = corroborate
+        if request.role == "primary" and selection.observers:  # the same calls' observers
+            calls = fetch_paired_calls(store, query, dimension_id, binary)
+            if calls.n.sum() > 0:
+                control = observer_control(
+                    calls, selection.observers, request.corroboration(), PERIODS[request.bucket]
+                )
+                checks = with_observers(corroborate, control)
+        found, trace = analyse_dimension(series, dimension_id, request, attribution, checks, cite)
         if trace is not None:
             traces[dimension_id] = trace
         points += [p for p, _ in found]
@@ -174,6 +197,7 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
         if not summary.tested:
             notes.append(too_short_note(summary, request))
     brackets += delivery_brackets(store, query, notes)
+    notes += selection_notes(selection)
     if not summaries:
         notes.append("no outcomes recorded for this surface, window and filter")
     report = DriftReport(
@@ -189,8 +213,27 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
         dimensions=summaries,
         parameters=request.parameters(),
         notes=notes,
+        series=selection,
     )
     return DriftRun(report, traces)
+
+
+def selection_notes(selection: SeriesRead) -> list[str]:
+    """What an operator reading a multiplexed surface's series should know."""
+    if not selection.multiplexed:
+        return []
+    if selection.role == "all":
+        return [
+            "series: every event of a multiplexed surface, primary and observers blended"
+            " (--role primary or --role observer reads one vendor's series)"
+        ]
+    observers = ", ".join(selection.observers) or "none"
+    return [
+        f"series: role {selection.role}"
+        + (f", light source {selection.light_source}" if selection.light_source else "")
+        + f" of a multiplexed surface ({selection.left_out} other event(s) left out;"
+        f" observers: {observers})"
+    ]
 
 
 def delivery_brackets(store: Store, query: SeriesQuery, notes: list[str]) -> list[BracketedWindow]:

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from processors.compare.job import CompareRequest, compare
 from processors.completeness.job import Selection, read_report
 from processors.quarantine import QuarantineReport, QuarantineSelection, read_quarantine
-from processors.series.cells import SERIES_FILTER, SeriesQuery
+from processors.series.cells import SELECTION_FILTER, SERIES_FILTER, SeriesQuery, read_selection
+from schemas.analysis import ROLES, Role, SeriesRead
 from schemas.changelog import ChangeQuery, list_changes
 from schemas.changes import ChangeEvent
 from schemas.compare import CompareReport
@@ -40,10 +41,14 @@ class ReportRequest:
     surface_id: str | None = None
     tenant_id: str | None = None
     provenances: tuple[str, ...] = ("production-state",)
+    role: Role = "primary"  # the pass-rate series of a multiplexed surface (`series.cells`)
+    light_source: str = ""
 
     def __post_init__(self) -> None:
         if self.until <= self.since:
             raise ValueError("--until must be after --since")
+        if self.role not in ROLES:
+            raise ValueError(f"--role must be one of {', '.join(ROLES)}")
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,7 @@ class SurfaceSection:
     changes: list[ChangeEvent] = field(default_factory=list)  # recorded change events
     verdicts: list[Verdict] = field(default_factory=list)
     comparison: CompareReport | None = None
+    selection: SeriesRead | None = None  # which events the pass-rate series took
 
 
 @dataclass
@@ -123,7 +129,8 @@ def surfaces_in_window(store: Store, request: ReportRequest) -> list[str]:
 def gather(
     store: Store, request: ReportRequest, surfaces: list[str], progress: Progress
 ) -> ReportData:
-    """Reads every section; `progress` is called once per step with what comes next."""
+    """Reads every section; `progress` is called once per step with what comes next.
+    SelectionError when a surface's series asked for is several observers."""
     progress("delivery completeness")
     completeness = read_report(
         store,
@@ -153,6 +160,7 @@ def gather(
     for surface_id in surfaces:
         section = SurfaceSection(surface_id)
         progress(f"{surface_id}: pass rates")
+        section.selection = read_selection(store, _series_query(request, surface_id))
         section.series = _hourly(store, request, surface_id, bounds)
         progress(f"{surface_id}: change points")
         section.marks = _marks(store, request, surface_id)
@@ -184,25 +192,31 @@ def gather(
     )
 
 
+def _series_query(request: ReportRequest, surface_id: str) -> SeriesQuery:
+    return SeriesQuery(
+        surface_id=surface_id,
+        since=request.since,
+        until=request.until,
+        provenances=request.provenances,
+        tenant_id=request.tenant_id,
+        role=request.role,
+        light_source=request.light_source,
+    )
+
+
 def _hourly(
     store: Store,
     request: ReportRequest,
     surface_id: str,
     bounds: dict[tuple[str, dt.datetime], float],
 ) -> dict[str, list[HourPoint]]:
-    query = SeriesQuery(
-        surface_id=surface_id,
-        since=request.since,
-        until=request.until,
-        provenances=request.provenances,
-        tenant_id=request.tenant_id,
-    )
+    query = _series_query(request, surface_id)
     rows = store.query(
         f"""
         SELECT dimension_id, toStartOfHour(timestamp) AS hour, count() AS graded,
                countIf(passed) AS passes
         FROM {EVALUATION_DIMENSIONS.qualified} FINAL
-        WHERE {SERIES_FILTER} AND passed IS NOT NULL
+        WHERE {SERIES_FILTER} {SELECTION_FILTER} AND passed IS NOT NULL
         GROUP BY dimension_id, hour ORDER BY dimension_id, hour
         """,
         query.params(),
@@ -218,7 +232,8 @@ def _hourly(
 
 def _marks(store: Store, request: ReportRequest, surface_id: str) -> list[ChangeMark]:
     """Change points and bracketed windows of the latest drift run over this surface
-    that overlap the window."""
+    and series (role, light source; a run stored before series selection counts as the
+    primary's) that overlap the window."""
     rows = store.query(
         f"""
         SELECT dimension_id, toString(kind), ifNull(change_time, window_from), window_to,
@@ -229,7 +244,15 @@ def _marks(store: Store, request: ReportRequest, surface_id: str) -> list[Change
           AND run_id = (
               SELECT argMax(run_id, run_at) FROM {DRIFT_CHANGE_POINTS.qualified} FINAL
               WHERE ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
-                AND surface_id = {{surface:String}})
+                AND surface_id = {{surface:String}}
+                AND run_id IN (
+                    SELECT event_id FROM {ANALYSIS_EVENTS.qualified} FINAL
+                    WHERE kind = 'drift-run' AND surface_id = {{surface:String}}
+                      AND ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
+                      AND if(JSONExtractString(payload, 'series', 'role') = '', 'primary',
+                             JSONExtractString(payload, 'series', 'role')) = {{role:String}}
+                      AND JSONExtractString(payload, 'series', 'lightSource')
+                          = {{light_source:String}}))
           AND window_to > {{since:DateTime64(3, 'UTC')}}
           AND window_from < {{until:DateTime64(3, 'UTC')}}
         ORDER BY 3, dimension_id
@@ -239,6 +262,8 @@ def _marks(store: Store, request: ReportRequest, surface_id: str) -> list[Change
             "surface": surface_id,
             "since": to_store_time(request.since),
             "until": to_store_time(request.until),
+            "role": request.role,
+            "light_source": request.light_source,
         },
     ).rows
     return [

@@ -157,9 +157,27 @@ def _rejections(data: ReportData) -> str:
     return "".join(html)
 
 
+def _selection(section: SurfaceSection) -> str:
+    """Which events the pass rates took, on a multiplexed surface (or on request)."""
+    read = section.selection
+    if read is None or not (read.multiplexed or read.role != "primary" or read.light_source):
+        return ""
+    source = f" of {read.light_source}" if read.light_source else ""
+    observers = ", ".join(read.observers) or "none"
+    key = f"series/{section.surface_id}"
+    return (
+        f'<p class="muted">Pass rates of the <b data-metric="{escape(key)}/role">'
+        f"{escape(read.role)}</b> series{escape(source)}: "
+        f'<span data-metric="{escape(key)}/events">{read.events}</span> events,'
+        f' <span data-metric="{escape(key)}/leftOut">{read.left_out}</span> other events'
+        f" of the multiplexed surface left out (observers: {escape(observers)}).</p>"
+    )
+
+
 def _surface(data: ReportData, section: SurfaceSection) -> str:
     sid = section.surface_id
     html = [f'<h2 id="surface-{escape(sid)}">Surface {escape(sid)}</h2>']
+    html.append(_selection(section))
     for dimension_id, points in section.series.items():
         marks = [m for m in section.marks if m.dimension_id == dimension_id]
         html.append(f"<h3>{escape(dimension_id)}: pass rate and completeness lower bound</h3>")

@@ -11,25 +11,62 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from processors.series.changepoint import BucketSeries
+from schemas.analysis import ROLES, Role, SeriesRead
+from schemas.routing import answers_for_sql
 from schemas.store import Store
+from schemas.tables import EVALUATION_EVENTS
 from schemas.times import to_store_time
 
 BUCKETS = {"hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1)}
 # Fixed SQL fragments chosen by name (never user text).
 BUCKET_SQL = {"hour": "toStartOfHour(timestamp)", "day": "toStartOfDay(timestamp)"}
 
-SERIES_FILTER = """
+_WINDOW = """
     ({tenant:String} = '' OR tenant_id = {tenant:String})
     AND surface_id = {surface:String}
     AND timestamp >= {since:DateTime64(3, 'UTC')} AND timestamp < {until:DateTime64(3, 'UTC')}
+"""
+SERIES_FILTER = (
+    _WINDOW
+    + """
     AND (empty({provenances:Array(String)}) OR has({provenances:Array(String)}, provenance))
     AND (empty({run_modes:Array(String)}) OR has({run_modes:Array(String)}, run_mode))
+"""
+)
+
+_LIGHT_SOURCE = answers_for_sql(
+    "{light_source:String}", "light_source_id", "light_source_requested"
+)
+
+# Which events a series takes on a multiplexed surface (`SeriesQuery.role`), for a
+# query over `evaluation_dimensions` (which has no role column: the role is the event's,
+# read from `evaluation_events` as a set in ClickHouse). `primary`: what the agent used,
+# the events with role `primary` (a fallback's primary event is the vendor that
+# answered) and those without a role; `observer`: the events with role `observer`;
+# `all`: every event. `light_source` narrows to the events that answered for one light
+# source (`schemas.routing.answers_for`: served as it or a version of it, or requested as
+# it). The set holds the events the role leaves out (primary) or takes (observer).
+SELECTION_FILTER = f"""
+    AND ({{role:String}} = 'all' OR ((tenant_id, event_id) IN (
+        SELECT tenant_id, event_id FROM {EVALUATION_EVENTS.qualified} FINAL
+        WHERE {_WINDOW}
+          AND (multiplex_role = 'observer'
+               OR ({{role:String}} = 'primary' AND multiplex_role NOT IN ('', 'primary')))
+    )) = ({{role:String}} = 'observer'))
+    AND ({{light_source:String}} = '' OR {_LIGHT_SOURCE})
+"""
+
+# The same selection on `evaluation_events` itself (a role column of its own).
+_ROLE_TAKEN = """
+    ({role:String} = 'all'
+     OR ({role:String} = 'observer' AND multiplex_role = 'observer')
+     OR ({role:String} = 'primary' AND multiplex_role IN ('', 'primary')))
 """
 
 
@@ -47,6 +84,12 @@ class SeriesQuery:
     provenances: tuple[str, ...] = ("production-state",)
     run_modes: tuple[str, ...] = ()
     tenant_id: str | None = None
+    role: Role = "primary"  # on a multiplexed surface: which events (`SELECTION_FILTER`)
+    light_source: str = ""  # '' every light source the role takes
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}")
 
     def params(self) -> dict[str, Any]:
         return {
@@ -57,6 +100,8 @@ class SeriesQuery:
             "provenances": list(self.provenances),
             "run_modes": list(self.run_modes),
             "dimension": self.dimension_id or "",
+            "role": self.role,
+            "light_source": self.light_source,
         }
 
 
@@ -93,7 +138,7 @@ def dimension_kinds(store: Store, query: SeriesQuery) -> dict[str, bool]:
         SELECT dimension_id, countIf(passed IS NOT NULL) AS booleans,
                countIf(score IS NOT NULL) AS scores
         FROM holonograph.evaluation_dimensions FINAL
-        WHERE {SERIES_FILTER}
+        WHERE {SERIES_FILTER} {SELECTION_FILTER}
           AND ({{dimension:String}} = '' OR dimension_id = {{dimension:String}})
         GROUP BY dimension_id ORDER BY dimension_id
     """
@@ -113,7 +158,8 @@ def fetch_cells(store: Store, query: SeriesQuery, dimension_id: str, binary: boo
                {"countIf(passed)" if binary else "sum(score)"} AS y,
                {"countIf(passed)" if binary else "sum(score * score)"} AS yy
         FROM holonograph.evaluation_dimensions FINAL
-        WHERE {SERIES_FILTER} AND dimension_id = {{dimension:String}} AND {outcome}
+        WHERE {SERIES_FILTER} {SELECTION_FILTER}
+          AND dimension_id = {{dimension:String}} AND {outcome}
         GROUP BY bucket_start, lens_version, light_source_id, light_source_requested,
                  substrate_sorted, run_mode, cohort
         ORDER BY bucket_start
@@ -139,9 +185,45 @@ def fetch_cells(store: Store, query: SeriesQuery, dimension_id: str, binary: boo
 def event_count(store: Store, query: SeriesQuery) -> int:
     sql = f"""
         SELECT uniqExact(tenant_id, event_id) FROM holonograph.evaluation_dimensions FINAL
-        WHERE {SERIES_FILTER} AND ({{dimension:String}} = '' OR dimension_id = {{dimension:String}})
+        WHERE {SERIES_FILTER} {SELECTION_FILTER}
+          AND ({{dimension:String}} = '' OR dimension_id = {{dimension:String}})
     """
     return int(store.query(sql, query.params()).scalar() or 0)
+
+
+class SelectionError(ValueError):
+    """The series asked for is not one series (several observers, none chosen)."""
+
+
+def read_selection(store: Store, query: SeriesQuery) -> SeriesRead:
+    """Which events the query's series takes on its surface and window (filters as the
+    series), what it leaves out, and the observer light sources there are (requested
+    id, else served id). `--role observer` on a surface with several observers and no
+    `--light-source` would average vendors: SelectionError naming them."""
+    source = "light_source_requested != '', light_source_requested, light_source_id"
+    sql = f"""
+        SELECT countIf({_ROLE_TAKEN} AND ({{light_source:String}} = '' OR {_LIGHT_SOURCE})),
+               count(), countIf(multiplex_role != ''),
+               arraySort(groupUniqArrayIf(if({source}), multiplex_role = 'observer'))
+        FROM {EVALUATION_EVENTS.qualified} FINAL
+        WHERE {SERIES_FILTER}
+    """
+    taken, events, with_role, observers = store.query(sql, query.params()).rows[0]
+    read = SeriesRead(
+        role=query.role,
+        light_source=query.light_source or None,
+        multiplexed=int(with_role) > 0,
+        events=int(taken),
+        left_out=int(events) - int(taken),
+        observers=[str(o) for o in observers],
+    )
+    if query.role == "observer" and not query.light_source and len(read.observers) > 1:
+        raise SelectionError(
+            f"surface {query.surface_id} has {len(read.observers)} observer light sources"
+            f" ({', '.join(read.observers)}): each is its own series, choose one with"
+            " --light-source"
+        )
+    return read
 
 
 def bucket_grid(since: dt.datetime, until: dt.datetime, bucket: str) -> list[dt.datetime]:
@@ -224,3 +306,69 @@ def layer_names(cells: Iterable[Cell]) -> list[str]:
     """The layer columns the cells vary over: lens, light source, each substrate key."""
     keys = sorted({k for c in cells for k, _ in c.substrate})
     return ["lens_version", "light_source_id", *[f"substrate:{k}" for k in keys]]
+
+
+@dataclass(frozen=True)
+class PairedCalls:
+    """Per grid row, the multiplex calls of the primary series that observers answered
+    too (the same correlation id): how many, and the sums over them of the primary's
+    outcome `p`, the observers' mean outcome `o` (and `oo` of its square) and of their
+    difference `d` = p - o (and `dd`). A call's row is its primary event's bucket."""
+
+    n: np.ndarray
+    p: np.ndarray
+    o: np.ndarray
+    oo: np.ndarray
+    d: np.ndarray
+    dd: np.ndarray
+    pp: np.ndarray
+
+    @staticmethod
+    def unit_variance(n: np.ndarray, y: np.ndarray, yy: np.ndarray) -> float:
+        """Pooled within-row variance per call of an outcome from its sums."""
+        rows = n > 1
+        dof = float(np.sum(n[rows] - 1.0))
+        ss = float(np.sum(yy[rows] - y[rows] ** 2 / n[rows]))
+        return max(ss / dof, 1e-9) if dof > 0 else 0.25
+
+
+def fetch_paired_calls(
+    store: Store, query: SeriesQuery, dimension_id: str, binary: bool
+) -> PairedCalls:
+    """The primary series' calls paired with their observers (`PairedCalls`), per
+    bucket of the grid, aggregated in ClickHouse: calls first (one row per correlation
+    id and side), then buckets."""
+    value = "toFloat64(passed)" if binary else "score"
+    outcome = "passed IS NOT NULL" if binary else "score IS NOT NULL"
+    primary = query if query.role == "primary" else replace(query, role="primary")
+    sql = f"""
+        SELECT bucket_start, count() AS calls, sum(p), sum(o), sum(o * o), sum(p - o),
+               sum((p - o) * (p - o)), sum(p * p)
+        FROM (
+            SELECT tenant_id, correlation_id, min({BUCKET_SQL[query.bucket]}) AS bucket_start,
+                   avg({value}) AS p
+            FROM holonograph.evaluation_dimensions FINAL
+            WHERE {SERIES_FILTER} {SELECTION_FILTER}
+              AND dimension_id = {{dimension:String}} AND {outcome} AND correlation_id != ''
+            GROUP BY tenant_id, correlation_id
+        ) AS primaries
+        INNER JOIN (
+            SELECT tenant_id, correlation_id, avg({value}) AS o
+            FROM holonograph.evaluation_dimensions FINAL
+            WHERE {SERIES_FILTER}
+              AND dimension_id = {{dimension:String}} AND {outcome} AND correlation_id != ''
+              AND (tenant_id, event_id) IN (
+                  SELECT tenant_id, event_id FROM {EVALUATION_EVENTS.qualified} FINAL
+                  WHERE {_WINDOW} AND multiplex_role = 'observer')
+            GROUP BY tenant_id, correlation_id
+        ) AS observers USING (tenant_id, correlation_id)
+        GROUP BY bucket_start ORDER BY bucket_start
+    """
+    grid = bucket_grid(query.since, query.until, query.bucket)
+    position = {b: i for i, b in enumerate(grid)}
+    sums = np.zeros((7, len(grid)))
+    for bucket, *values in store.query(sql, primary.params() | {"dimension": dimension_id}).rows:
+        if bucket in position:
+            sums[:, position[bucket]] += np.array(values, dtype=np.float64)
+    n, p, o, oo, d, dd, pp = sums
+    return PairedCalls(n, p, o, oo, d, dd, pp)

@@ -28,8 +28,15 @@ from numpy.typing import NDArray
 from scipy import optimize, stats
 
 from processors.analysis_events import record_event
-from processors.series.cells import BUCKET_SQL, SERIES_FILTER, SeriesQuery, dimension_kinds
-from schemas.analysis import Interval, VarianceReading
+from processors.series.cells import (
+    BUCKET_SQL,
+    SELECTION_FILTER,
+    SERIES_FILTER,
+    SeriesQuery,
+    dimension_kinds,
+    read_selection,
+)
+from schemas.analysis import Interval, Role, VarianceReading
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
 from schemas.tables import VARIANCE_READINGS
@@ -125,7 +132,8 @@ def fetch_clustered(store: Store, query: SeriesQuery, binary: bool) -> Clustered
                    (tenant_id, if(correlation_id = '', event_id, correlation_id)) AS cluster,
                    toFloat64(count()) AS m, sum({value}) AS k, sum({value} * {value}) AS kk
             FROM holonograph.evaluation_dimensions FINAL
-            WHERE {SERIES_FILTER} AND dimension_id = {{dimension:String}} AND {outcome}
+            WHERE {SERIES_FILTER} {SELECTION_FILTER}
+              AND dimension_id = {{dimension:String}} AND {outcome}
             GROUP BY bucket_start, cluster
         )
         GROUP BY bucket_start ORDER BY bucket_start
@@ -185,6 +193,8 @@ class DecomposeRequest:
     provenances: tuple[str, ...] = ("production-state",)
     level: float = 0.95
     tenant_id: str | None = None  # None: every tenant in the store
+    role: Role = "primary"  # which series of a multiplexed surface (`series.cells`)
+    light_source: str = ""
 
     def query(self) -> SeriesQuery:
         return SeriesQuery(
@@ -196,12 +206,15 @@ class DecomposeRequest:
             self.provenances,
             self.run_modes,
             self.tenant_id,
+            self.role,
+            self.light_source,
         )
 
 
 def decompose(store: Store, request: DecomposeRequest, now: dt.datetime) -> VarianceReading:
     """The reading; with fewer than two buckets its variances are NaN (and `evaluate`
-    says insufficient-data)."""
+    says insufficient-data). SelectionError when the series asked for is several."""
+    selection = read_selection(store, request.query())
     kinds = dimension_kinds(store, request.query())
     binary = kinds.get(request.dimension_id, True)
     data = fetch_clustered(store, request.query(), binary)
@@ -235,6 +248,7 @@ def decompose(store: Store, request: DecomposeRequest, now: dt.datetime) -> Vari
         q_statistic=result.q if result else None,
         method=METHOD,
         created_at=now,
+        series=selection,
     )
 
 

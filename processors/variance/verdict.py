@@ -70,6 +70,8 @@ def _query(reading: VarianceReading) -> SeriesQuery:
         tuple(reading.provenances),
         tuple(reading.run_modes),
         reading.tenant_id,
+        reading.series.role,
+        reading.series.light_source or "",
     )
 
 

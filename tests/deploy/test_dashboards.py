@@ -426,11 +426,19 @@ def test_pass_rate_sits_beside_its_known_completeness_bound(seeded: dict[str, An
         for o in c.outcomes
         if o.passed is not None
     ]
-    stored = [o for o in hour0 if o.vendor != PRIMARY] + [
+    primary = [
         o for i, o in enumerate(o for o in hour0 if o.vendor == PRIMARY) if i not in SPEC.lost
     ]
+    observers = [o for o in hour0 if o.vendor != PRIMARY]
     assert first["time"] == SINCE.replace(tzinfo=None)
-    assert first["pass_rate"] == pytest.approx(sum(o.passed for o in stored) / len(stored))
+    # By default what the agent used: the primary's events, never the observers'.
+    assert first["pass_rate"] == pytest.approx(sum(o.passed for o in primary) / len(primary))
+    for role, outcomes in (("observer", observers), ("all", primary + observers)):
+        (row, *_) = _run(
+            seeded, "evaluations", "Pass rate with completeness lower bound",
+            surface=[SPEC.surface_id], dimension=["correctness"], role=role,
+        )  # fmt: skip
+        assert row["pass_rate"] == pytest.approx(sum(o.passed for o in outcomes) / len(outcomes))
     report: CompletenessReport = seeded["completeness"]
     window = next(
         w

@@ -4,26 +4,44 @@ from __future__ import annotations
 
 import pytest
 
+from ingest.store.clickhouse import ClickHouseStore
 from schemas.contracts import Routing, Surface
-from schemas.routing import answers_for, entry_answered, primary_answer, routing_in_force
-
-
-@pytest.mark.parametrize(
-    ("entry", "served", "requested", "expected"),
-    [
-        ("acme/m", "acme/m", "", True),  # the entry itself
-        ("acme/m", "acme/m/2026-05", "", True),  # a version of it
-        ("acme/m", "acme/m/2026-10/eu", "", True),
-        ("acme/m", "acme/mini", "", False),  # a prefix, but not at a / boundary
-        ("acme/m", "acme/m-2026-05", "", False),
-        ("acme/m/2026-05", "acme/m", "", False),  # the entry is more specific
-        ("openai/gpt-5", "gpt-5-2026-05-13", "openai/gpt-5", True),  # requested as it
-        ("openai/gpt-5", "gpt-5-2026-05-13", "openai/gpt-4", False),
-        ("", "", "", False),  # an empty entry answers for nothing
-    ],
+from schemas.routing import (
+    answers_for,
+    answers_for_sql,
+    entry_answered,
+    primary_answer,
+    routing_in_force,
 )
+
+CASES = [
+    ("acme/m", "acme/m", "", True),  # the entry itself
+    ("acme/m", "acme/m/2026-05", "", True),  # a version of it
+    ("acme/m", "acme/m/2026-10/eu", "", True),
+    ("acme/m", "acme/mini", "", False),  # a prefix, but not at a / boundary
+    ("acme/m", "acme/m-2026-05", "", False),
+    ("acme/m/2026-05", "acme/m", "", False),  # the entry is more specific
+    ("openai/gpt-5", "gpt-5-2026-05-13", "openai/gpt-5", True),  # requested as it
+    ("openai/gpt-5", "gpt-5-2026-05-13", "openai/gpt-4", False),
+    ("", "", "", False),  # an empty entry answers for nothing
+    ("", "acme/m", "", False),
+]
+
+
+@pytest.mark.parametrize(("entry", "served", "requested", "expected"), CASES)
 def test_answers_for(entry: str, served: str, requested: str, expected: bool) -> None:
     assert answers_for(entry, served, requested) is expected
+
+
+@pytest.mark.clickhouse
+def test_the_sql_rendering_is_the_same_rule(store: ClickHouseStore) -> None:
+    """The series' `--light-source` filter runs the rule in ClickHouse: same answers."""
+    expression = answers_for_sql("{entry:String}", "{served:String}", "{requested:String}")
+    for entry, served, requested, expected in CASES:
+        found = store.query(
+            f"SELECT {expression}", {"entry": entry, "served": served, "requested": requested}
+        ).scalar()
+        assert bool(found) is expected, (entry, served, requested)
 
 
 def test_the_served_id_decides_before_the_requested_one() -> None:

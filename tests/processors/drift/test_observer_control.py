@@ -1,0 +1,94 @@
+"""The observers on the primary's own calls as the control of a silent vendor change:
+a primary shift they do not share is the primary's vendor; one they share is the
+calls' inputs. Seeded multiplex surfaces (`testkit.multiplex_series`) with known truth,
+no sibling surface behind the alias."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import pytest
+
+from ingest.store.clickhouse import ClickHouseStore
+from processors.drift.job import DriftRequest, run_drift
+from processors.series.cells import SelectionError
+from schemas.analysis import DriftReport
+from testkit.multiplex_series import MultiplexSurface, generate, write_rows
+
+pytestmark = pytest.mark.clickhouse
+
+BASE = MultiplexSurface(
+    buckets=336, calls=(30, 40), change_at=168, recorded=False, fallback=0.0, tau=0.02, rho=0.5
+)
+
+
+def _drift(store: ClickHouseStore, spec: MultiplexSurface, **kw: object) -> DriftReport:
+    write_rows(store, spec, generate(spec, seed=5), dt.datetime(2026, 6, 1))
+    request = DriftRequest(spec.surface_id, spec.start, spec.until, **kw)  # type: ignore[arg-type]
+    return run_drift(store, request)
+
+
+def test_a_shift_the_observers_do_not_share_is_the_primary_vendor(
+    store: ClickHouseStore,
+) -> None:
+    spec = dataclasses.replace(BASE, primary_rate=(0.85, 0.72))
+    report = _drift(store, spec)
+    (point,) = report.change_points
+    assert point.effect.delta == pytest.approx(-0.13, abs=0.03)
+    assert (point.source, point.confident) == ("light source", True)
+    assert point.layer_changes == []  # nothing recorded changed: a silent change
+    assert point.corroboration is not None and point.corroboration.surfaces_checked == []
+    control = point.corroboration.observers
+    assert control is not None and control.verdict == "vendor"
+    assert control.observers == [spec.observer]
+    assert control.calls_before > 1000 and control.calls_after > 1000
+    assert control.contrast == pytest.approx(-0.13, abs=0.04)
+    assert control.contrast_ci_low < -0.13 < control.contrast_ci_high
+    assert control.contrast_p_value < 0.01 and control.observer_p_value > 0.05
+    assert "observers on the same calls unchanged" in point.reason
+    assert report.bracketed_windows == [] or all(
+        b.reason != "unattributed" for b in report.bracketed_windows
+    )
+
+
+def test_a_shift_the_observers_share_is_the_inputs_not_the_vendor(
+    store: ClickHouseStore,
+) -> None:
+    spec = dataclasses.replace(BASE, primary_rate=(0.85, 0.72), observer_rate=(0.80, 0.67))
+    report = _drift(store, spec)
+    (point,) = report.change_points
+    assert point.source == "substrate" and point.confident is False
+    assert point.corroboration is not None
+    control = point.corroboration.observers
+    assert control is not None and control.verdict == "shared"
+    assert control.observer_step == pytest.approx(-0.13, abs=0.04)
+    assert abs(control.contrast) < 0.05
+    assert "observers on the same calls moved too" in point.reason
+    assert [b.reason for b in report.bracketed_windows] == ["unattributed"]
+
+
+def test_the_observer_series_has_no_observer_control_and_sees_no_change(
+    store: ClickHouseStore,
+) -> None:
+    spec = dataclasses.replace(BASE, primary_rate=(0.85, 0.72))
+    report = _drift(store, spec, role="observer")
+    assert report.change_points == []
+    assert report.series.role == "observer" and report.series.observers == [spec.observer]
+
+
+def test_several_observers_are_several_series(store: ClickHouseStore) -> None:
+    spec = dataclasses.replace(BASE, buckets=48, change_at=24)
+    other = dataclasses.replace(
+        spec, observer="gamma/q", observer_served="gamma/q/1", id_prefix="g"
+    )
+    write_rows(store, spec, generate(spec, seed=1), dt.datetime(2026, 6, 1))
+    write_rows(store, other, generate(other, seed=2)[:50], dt.datetime(2026, 6, 1))
+    request = DriftRequest(spec.surface_id, spec.start, spec.until, role="observer")
+    with pytest.raises(SelectionError, match=r"2 observer light sources \(beta/o, gamma/q\)"):
+        run_drift(store, request)
+    named = run_drift(store, dataclasses.replace(request, light_source="gamma/q"))
+    assert named.series.light_source == "gamma/q"
+    assert named.event_count == sum(
+        1 for c in generate(other, seed=2)[:50] for e in c.events if e.role == "observer"
+    )
