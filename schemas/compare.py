@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from schemas.analysis import Interval, Model
+from schemas.analysis import Interval, Model, Role
 from schemas.routing import FallbackRule
 
 CompareBy = Literal["light-source", "lens"]  # or "substrate:<column>"
@@ -123,6 +123,7 @@ class CompareParameters(Model):
     alpha: float
     level: float = 0.95
     correction: Correction = "holm"
+    role: Role = "all"  # the events the per-group readings took (`CompareRequest.group_role`)
 
 
 class CompareReport(Model):

@@ -23,7 +23,7 @@ from holonograph.cli.options import (
 )
 from holonograph.cli.tenants import tenant_option, tenant_or_exit
 from processors.compare.job import CompareRequest, compare
-from schemas.analysis import Interval
+from schemas.analysis import Interval, Role
 from schemas.compare import CompareReport, Correction, GroupDimension
 
 
@@ -52,6 +52,13 @@ from schemas.compare import CompareReport, Correction, GroupDimension
     show_default=True,
     help="Adjust the paired tests' p-values for their number (holm) or not (none).",
 )
+@click.option(
+    "--role",
+    type=choice_of(Role),
+    default=None,
+    help="The events the per-group readings take on a multiplexed surface (default: all"
+    " with --by light-source, where a group is one vendor; else primary).",
+)
 @run_mode_option
 @provenance_option
 @tenant_option
@@ -64,6 +71,7 @@ def compare_command(
     by: str,
     alpha: float,
     correction: Correction,
+    role: Role | None,
     run_modes: tuple[str, ...],
     provenances: tuple[str, ...],
     tenant: str | None,
@@ -96,6 +104,7 @@ def compare_command(
             provenances=provenances_read,
             alpha=alpha,
             correction=correction,
+            role=role,
         )
     except ValueError as err:
         raise click.UsageError(str(err)) from None

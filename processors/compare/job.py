@@ -25,7 +25,7 @@ from typing import Any
 
 from processors.compare import sql
 from processors.series.cells import SeriesQuery
-from schemas.analysis import Interval
+from schemas.analysis import Interval, Role
 from schemas.compare import (
     COMPARE_BY,
     CompareParameters,
@@ -63,6 +63,7 @@ class CompareRequest:
     alpha: float = 0.05
     tenant_id: str | None = None
     correction: Correction = "holm"
+    role: Role | None = None  # the per-group readings' events; None: `group_role`
 
     def __post_init__(self) -> None:
         if self.until <= self.since:
@@ -73,6 +74,17 @@ class CompareRequest:
             self.by.startswith("substrate:") and self.by.split(":", 1)[1].strip()
         ):
             raise ValueError("--by must be light-source, lens or substrate:<column>")
+
+    @property
+    def group_role(self) -> Role:
+        """Which events the per-group readings take: every event when a group is one
+        light source (nothing of two vendors is averaged), else what the agent used (a
+        lens version or substrate value would otherwise blend the primary's events with
+        the observers'); `role` overrides. The fallbacks and the paired comparison read
+        the roles themselves."""
+        if self.role is not None:
+            return self.role
+        return "all" if self.by == "light-source" else "primary"
 
     @property
     def group_column(self) -> str:
@@ -88,6 +100,7 @@ class CompareRequest:
             provenances=self.provenances,
             run_modes=self.run_modes,
             tenant_id=self.tenant_id,
+            role=self.group_role,
         )
         key = self.by.split(":", 1)[1] if self.by.startswith("substrate:") else ""
         return {**series.params(), "substrate_key": key}
@@ -206,6 +219,7 @@ def compare(store: Store, request: CompareRequest) -> CompareReport:
             provenances=list(request.provenances),
             alpha=request.alpha,
             correction=request.correction,
+            role=request.group_role,
         ),
         events=sum(g.events for g in groups),
         multiplex_calls=calls,

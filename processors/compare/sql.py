@@ -9,7 +9,7 @@ a substrate column's name binds as a parameter.
 
 from __future__ import annotations
 
-from processors.series.cells import SERIES_FILTER
+from processors.series.cells import ROLE_TAKEN, SELECTION_FILTER, SERIES_FILTER
 from schemas.tables import EVALUATION_DIMENSIONS, EVALUATION_EVENTS
 
 LIGHT_SOURCE = "light_source_id"
@@ -32,7 +32,8 @@ def dimension_kinds_sql() -> str:
 
 
 def group_events_sql(group: str) -> str:
-    """Per group: events, latency quantiles, cost, tokens and its multiplex roles."""
+    """Per group: events (of the groups' role, `CompareRequest.group_role`), latency
+    quantiles, cost, tokens and its multiplex roles."""
     return f"""
         SELECT {group} AS grp,
                count() AS events,
@@ -47,7 +48,7 @@ def group_events_sql(group: str) -> str:
                countIf(correlation_id != '' AND multiplex_role = 'primary') AS as_primary,
                countIf(correlation_id != '' AND multiplex_role = 'observer') AS as_observer
         FROM {EVALUATION_EVENTS.qualified} FINAL
-        WHERE {SERIES_FILTER}
+        WHERE {SERIES_FILTER} AND {ROLE_TAKEN}
         GROUP BY grp ORDER BY grp
     """
 
@@ -79,7 +80,7 @@ def group_outcomes_sql(group: str) -> str:
                avg(score) AS score_mean,
                varSampStable(score) AS score_var
         FROM {EVALUATION_DIMENSIONS.qualified} FINAL
-        WHERE {SERIES_FILTER} AND {_DIMENSION_FILTER}
+        WHERE {SERIES_FILTER} {SELECTION_FILTER} AND {_DIMENSION_FILTER}
         GROUP BY grp, dimension_id ORDER BY grp, dimension_id
     """
 

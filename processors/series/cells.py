@@ -62,8 +62,8 @@ SELECTION_FILTER = f"""
     AND ({{light_source:String}} = '' OR {_LIGHT_SOURCE})
 """
 
-# The same selection on `evaluation_events` itself (a role column of its own).
-_ROLE_TAKEN = """
+# The role part of the selection on `evaluation_events` itself (a role column of its own).
+ROLE_TAKEN = """
     ({role:String} = 'all'
      OR ({role:String} = 'observer' AND multiplex_role = 'observer')
      OR ({role:String} = 'primary' AND multiplex_role IN ('', 'primary')))
@@ -202,7 +202,7 @@ def read_selection(store: Store, query: SeriesQuery) -> SeriesRead:
     `--light-source` would average vendors: SelectionError naming them."""
     source = "light_source_requested != '', light_source_requested, light_source_id"
     sql = f"""
-        SELECT countIf({_ROLE_TAKEN} AND ({{light_source:String}} = '' OR {_LIGHT_SOURCE})),
+        SELECT countIf({ROLE_TAKEN} AND ({{light_source:String}} = '' OR {_LIGHT_SOURCE})),
                count(), countIf(multiplex_role != ''),
                arraySort(groupUniqArrayIf(if({source}), multiplex_role = 'observer'))
         FROM {EVALUATION_EVENTS.qualified} FINAL

@@ -184,11 +184,28 @@ def test_equal_vendors_are_not_called_different(store: ClickHouseStore) -> None:
     )
 
 
-def test_grouping_by_a_substrate_column_pools_the_vendors(store: ClickHouseStore) -> None:
+def test_grouping_by_a_substrate_column_reads_what_the_agent_used(
+    store: ClickHouseStore,
+) -> None:
+    """A group that is not one vendor (a substrate value, a lens version) would average
+    the primary's events with the observers': by default it takes the primary's."""
     report, calls = _run(store, by="substrate:region")
     assert [g.group for g in report.groups] == ["eu"]
-    assert report.groups[0].events == sum(len(c.outcomes) for c in calls) - len(SPEC.lost)
+    assert report.parameters.role == "primary"
+    primaries = sum(1 for c in calls for o in c.outcomes if o.role == "primary")
+    assert report.groups[0].events == primaries - len(SPEC.lost)
     assert report.paired == []  # one group: nothing to pair
+    pooled = compare(
+        store,
+        CompareRequest(
+            surface_id=SPEC.surface_id, since=SINCE, until=UNTIL, by="substrate:region",
+            role="all",
+        ),
+    )  # fmt: skip
+    assert pooled.parameters.role == "all"
+    assert pooled.groups[0].events == sum(len(c.outcomes) for c in calls) - len(SPEC.lost)
+    by_vendor = compare(store, CompareRequest(surface_id=SPEC.surface_id, since=SINCE, until=UNTIL))
+    assert by_vendor.parameters.role == "all"  # a light source is one vendor: every event
 
 
 def test_the_interval_and_test_helpers_match_their_references() -> None:
