@@ -14,16 +14,24 @@ jobs (`run_drift`, `decompose`) over the store and scores them against the truth
   0.05, with and without a daily cycle, read in hour and day buckets, four surfaces per
   alias): series with any confident non-noise change point, and the power left for
   recorded shifts (minimum detectable shift per regime);
-- rollouts of a layer over 6 hours to 7 days: detection and attribution accuracy.
+- rollouts of a layer over 6 hours to 7 days: detection and attribution accuracy;
+- a multiplex regime (`testkit.multiplex_series`: a primary and one observer per call,
+  1 % fallbacks, with and without wander of the inputs both vendors share): the
+  primary's served-version rollover and a silent change of its vendor (primary moves,
+  observer not), a shift of the inputs (both move) and no change; label and
+  effect-size accuracy of the primary's series, the blend a role-blind series would
+  read, and change points on the observer's own series.
 
     python bench/drift_accuracy.py                 # small: a few minutes on 2 cores
     python bench/drift_accuracy.py --scale full    # the full-size run
     python bench/drift_accuracy.py --noise 40 --singles 3 ...   # explicit sizes
+    python bench/drift_accuracy.py --only-multiplex --multiplex 3  # that regime alone
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import itertools
 import json
@@ -43,6 +51,7 @@ import numpy as np
 from processors.drift.job import DriftRequest, run_drift
 from processors.variance.decompose import DecomposeRequest, decompose
 from schemas.analysis import DriftReport
+from testkit import multiplex_series
 from testkit.scenarios import Change, SurfaceSpec, generate, write_cells
 
 START = dt.datetime(2026, 6, 1)
@@ -63,6 +72,7 @@ SCALES = {
         "wander": 1,
         "wander_steps": 2,
         "rollouts": 1,
+        "multiplex": 2,
     },
     "full": {
         "noise": 100,
@@ -75,6 +85,7 @@ SCALES = {
         "wander": 10,  # alias groups of 4 per regime: 40 series, enough to tell 5 % from 8 %
         "wander_steps": 5,
         "rollouts": 3,
+        "multiplex": 8,
     },
 }
 # (rho per hour, spread, daily-cycle amplitude); each read in hour and in day buckets.
@@ -84,6 +95,17 @@ WANDER_SHIFTS = (0.05, 0.10, 0.15, 0.20)
 ROLLOUTS = (6, 24, 48, 168)
 ROLLOUT_SHIFTS = (0.05, 0.10)
 DETECTABLE_RECALL = 0.8  # the minimum detectable shift: smallest shift found this often
+# The multiplex regime: (kind, the primary's drops, the observer's drop as a share of it,
+# replicates as a multiple of --multiplex); each under no wander and under the inputs'
+# shared wander (tau, rho). No change gets more series: a false-alarm rate needs them.
+MULTIPLEX_CASES = (
+    ("rollover", (0.05, 0.10, 0.20), 0.0, 1),
+    ("silent-vendor", (0.10, 0.20), 0.0, 1),
+    ("shared-inputs", (0.10, 0.20), 1.0, 1),
+    ("no-change", (0.0,), 0.0, 5),
+)
+MULTIPLEX_NOISE = ((0.0, 0.0), (0.02, 0.9))
+MULTIPLEX_EXPECTED = {"rollover": "light source", "silent-vendor": "light source"}
 
 
 @dataclass
@@ -241,7 +263,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     for key in sizes:
         if getattr(args, key, None) is not None:
             sizes[key] = getattr(args, key)
-    groups = build_cases(sizes, args.seed, args.buckets)
+    args.multiplex_replicates = sizes.pop("multiplex", 0)
+    groups = [] if args.only_multiplex else build_cases(sizes, args.seed, args.buckets)
     workdir = Path(args.store_dir or tempfile.mkdtemp(prefix="drift-bench-"))
     store = open_store(f"chdb://{workdir}")
     apply_migrations(store)
@@ -250,6 +273,11 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     until = START + dt.timedelta(hours=args.buckets)
     load_seconds = events_loaded = 0.0
     try:
+        if args.multiplex_replicates:
+            run_multiplex(store, args, stats, counts)
+        if args.only_multiplex:
+            return {"sizes": {"multiplex": args.multiplex_replicates}, "buckets": args.buckets,
+                    "seed": args.seed, "multiplex": summarise_multiplex(stats, counts)}  # fmt: skip
         for batch in batches(groups, args.batch):
             for table in TABLES:
                 store.command(f"TRUNCATE TABLE holonograph.{table}")
@@ -270,7 +298,10 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         store.close()
         if not args.store_dir:
             shutil.rmtree(workdir, ignore_errors=True)
-    return summarise(stats, counts, sizes, load_seconds, events_loaded, args)
+    result = summarise(stats, counts, sizes, load_seconds, events_loaded, args)
+    if args.multiplex_replicates:
+        result["multiplex"] = summarise_multiplex(stats, counts)
+    return result
 
 
 def score(store, case: Case, args, stats, counts) -> None:  # type: ignore[no-untyped-def]
@@ -376,6 +407,136 @@ def score_lossy(report: DriftReport, case: Case, counts: dict[str, float]) -> No
               if any(a <= p.timestamp.replace(tzinfo=None) <= b for a, b in loss)]  # fmt: skip
     counts["lossy_with_points"] += bool(report.change_points)
     counts["lossy_points_outside"] += len(report.change_points) - len(inside)
+
+
+def multiplex_cases(replicates: int, buckets: int, seed: int) -> list[tuple[str, float, str, Any]]:
+    """(kind, shift, noise label, spec) of the multiplex regime; the change at a random
+    bucket of the middle 80 %."""
+    rng = np.random.default_rng(seed + 7)
+    out = []
+    count = itertools.count()
+    for (kind, shifts, shared, times), (tau, rho) in itertools.product(
+        MULTIPLEX_CASES, MULTIPLEX_NOISE
+    ):
+        for shift, _ in itertools.product(shifts, range(replicates * times)):
+            at = int(rng.integers(buckets // 10, buckets - buckets // 10))
+            spec = multiplex_series.MultiplexSurface(
+                surface_id=f"mx-{kind}-{next(count)}", start=START.replace(tzinfo=dt.UTC),
+                buckets=buckets, change_at=at, recorded=kind == "rollover",
+                primary_rate=(0.85, 0.85 - shift), observer_rate=(0.80, 0.80 - shared * shift),
+                tau=tau, rho=rho,
+            )  # fmt: skip
+            out.append((kind, shift, f"tau={tau} rho={rho}", spec))
+    return out
+
+
+def run_multiplex(store, args, stats, counts) -> None:  # type: ignore[no-untyped-def]
+    """Load and score the multiplex regime, a batch of surfaces at a time."""
+    cases = multiplex_cases(args.multiplex_replicates, args.buckets, args.seed)
+    ingested = START + dt.timedelta(hours=args.buckets + 24)
+    for start in range(0, len(cases), max(args.batch // 5, 1)):
+        batch = cases[start : start + max(args.batch // 5, 1)]
+        for table in TABLES:
+            store.command(f"TRUNCATE TABLE holonograph.{table}")
+        t0 = time.perf_counter()
+        for _, _, _, spec in batch:
+            calls = multiplex_series.generate(spec, args.seed)
+            stats["mx_events"].append(multiplex_series.write_rows(store, spec, calls, ingested))
+        stats["mx_load_seconds"].append(time.perf_counter() - t0)
+        for kind, shift, noise, spec in batch:
+            score_multiplex(store, kind, shift, noise, spec, args, stats, counts)
+        print(f"  {start + len(batch)} multiplex surfaces scored", file=sys.stderr, flush=True)
+
+
+def score_multiplex(store, kind, shift, noise, spec, args, stats, counts) -> None:  # type: ignore[no-untyped-def]
+    """Per (kind, shift, noise): the primary's series (detected at the change, label,
+    effect error), the blend (`--role all`) and the observer's own series."""
+    request = DriftRequest(spec.surface_id, spec.start, spec.until, seed=args.seed)
+    t0 = time.perf_counter()
+    primary = run_drift(store, request)
+    stats["mx_runtime"].append(time.perf_counter() - t0)
+    observer = run_drift(store, dataclasses.replace(request, role="observer"))
+    blended = run_drift(store, dataclasses.replace(request, role="all"))
+    key = f"mx|{kind}|{shift:.2f}|{noise}"
+    counts[f"{key}|n"] += 1
+    truth = [Change(spec.change_at, -shift, ("silent",))]
+    counts[f"{key}|observer_points"] += bool(observer.change_points)
+    counts[f"{key}|vendor_labels"] += any(p.source == "light source" for p in primary.change_points)
+    if kind == "no-change":
+        counts[f"{key}|any"] += bool(primary.change_points)
+        counts[f"{key}|confident"] += any(
+            p.confident and p.source != "noise" for p in primary.change_points
+        )
+        return
+    pairs, extra = match(primary, truth)
+    counts[f"{key}|detected"] += bool(pairs)
+    counts[f"{key}|extra"] += extra
+    if pairs:
+        point = pairs[0][1]
+        expected = MULTIPLEX_EXPECTED.get(kind)
+        right = (
+            point.source == expected and point.confident
+            if expected
+            else point.source != "light source" and not point.confident
+        )
+        counts[f"{key}|label_ok"] += right
+        stats[f"{key}|effect_error"].append(abs(point.effect.delta + shift))
+        counts[f"{key}|covered"] += point.effect.ci_low <= -shift <= point.effect.ci_high
+        observed = point.corroboration.observers if point.corroboration else None
+        counts[f"{key}|verdict_{observed.verdict if observed else 'none'}"] += 1
+    blend, _ = match(blended, truth)
+    if blend:
+        stats[f"{key}|blend_delta"].append(blend[0][1].effect.delta)
+    counts[f"{key}|observer_detected"] += bool(match(observer, truth)[0])
+
+
+def summarise_multiplex(stats, counts) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    def ratio(a: float, b: float) -> float | None:
+        return round(a / b, 4) if b else None
+
+    rows = {}
+    for (kind, shifts, _, _), (tau, rho) in itertools.product(MULTIPLEX_CASES, MULTIPLEX_NOISE):
+        for shift in shifts:
+            key = f"mx|{kind}|{shift:.2f}|tau={tau} rho={rho}"
+            n = counts[f"{key}|n"]
+            if not n:
+                continue
+            detected = counts[f"{key}|detected"]
+            row: dict[str, object] = {
+                "cases": int(n),
+                "observer_series_with_points": ratio(counts[f"{key}|observer_points"], n),
+                "primary_vendor_labels": ratio(counts[f"{key}|vendor_labels"], n),
+            }
+            if kind == "no-change":
+                row["primary_any_change_point"] = ratio(counts[f"{key}|any"], n)
+                row["primary_confident_non_noise"] = ratio(counts[f"{key}|confident"], n)
+            else:
+                errors = stats[f"{key}|effect_error"]
+                blends = stats[f"{key}|blend_delta"]
+                row.update(
+                    detected=ratio(detected, n),
+                    label_accuracy=ratio(counts[f"{key}|label_ok"], detected),
+                    effect_abs_error_mean=round(float(np.mean(errors)), 4) if errors else None,
+                    effect_ci_coverage=ratio(counts[f"{key}|covered"], detected),
+                    blended_delta_mean=round(float(np.mean(blends)), 4) if blends else None,
+                    extra_points=int(counts[f"{key}|extra"]),
+                    observer_verdicts={
+                        v: int(counts[f"{key}|verdict_{v}"])
+                        for v in ("vendor", "shared", "inconclusive", "none")
+                        if counts[f"{key}|verdict_{v}"]
+                    },
+                )
+                if kind == "shared-inputs":
+                    row["observer_detected"] = ratio(counts[f"{key}|observer_detected"], n)
+            rows[f"{kind} {shift:.2f} tau={tau} rho={rho}"] = row
+    runtime = stats["mx_runtime"]
+    return {
+        "cases": rows,
+        "surfaces": len(runtime),
+        "events_loaded": int(sum(stats["mx_events"])),
+        "load_seconds": round(float(sum(stats["mx_load_seconds"])), 1),
+        "drift_seconds_per_surface_mean": round(float(np.mean(runtime)), 3) if runtime else None,
+    }
 
 
 def summarise(stats, counts, sizes, load_seconds, events, args) -> dict[str, object]:  # type: ignore[no-untyped-def]
@@ -616,6 +777,7 @@ def markdown(result: dict[str, Any]) -> str:
                   f" {rt['events_loaded']} events took {rt['load_seconds']} s;"
                   f" wall {result.get('wall_seconds')} s.", ""]  # fmt: skip
     lines += regime_markdown(result)
+    lines += multiplex_markdown(result)
     if "detector_false_alarm_rate" in result:
         lines += ["| tau | in-memory series | with any change point | rate | variance CI coverage"
                   " |", "|---|---|---|---|---|"]  # fmt: skip
@@ -663,6 +825,51 @@ def regime_markdown(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def multiplex_markdown(result: dict[str, Any]) -> list[str]:
+    mx = result.get("multiplex")
+    if not mx:
+        return []
+    lines = [
+        "| multiplex case (primary drop; noise of the inputs) | cases | detected"
+        " | label accuracy | primary's effect error | its 95 % CI covers | blended delta"
+        " (--role all) | observer series with points | primary labelled light source |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for case, m in mx["cases"].items():
+        if "detected" not in m:
+            continue
+        lines.append(
+            f"| {case} | {m['cases']} | {m['detected']} | {m['label_accuracy']}"
+            f" | {m['effect_abs_error_mean']} | {m['effect_ci_coverage']}"
+            f" | {m['blended_delta_mean']} | {m['observer_series_with_points']}"
+            f" | {m['primary_vendor_labels']} |"
+        )
+    lines += [
+        "",
+        "| multiplex, no change (noise of the inputs) | cases | primary: any change point"
+        " | primary: confident non-noise (target <= 0.05) | observer: any change point"
+        " | primary labelled light source |",
+        "|---|---|---|---|---|---|",
+    ]
+    for case, m in mx["cases"].items():
+        if "detected" in m:
+            continue
+        c = m["primary_confident_non_noise"]
+        lines.append(
+            f"| {case} | {m['cases']} | {m['primary_any_change_point']}"
+            f" | {c} {'met' if (c or 0) <= 0.05 else 'MISSED'}"
+            f" | {m['observer_series_with_points']} | {m['primary_vendor_labels']} |"
+        )
+    lines += [
+        "",
+        f"{mx['surfaces']} multiplex surfaces, {mx['events_loaded']} events loaded in"
+        f" {mx['load_seconds']} s; drift (primary series) {mx['drift_seconds_per_surface_mean']}"
+        " s per surface.",
+        "",
+    ]
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", choices=sorted(SCALES), default="small")
@@ -678,6 +885,9 @@ def main() -> None:
         help="also run the detector alone on this many in-memory noise series per tau",
     )  # fmt: skip
     parser.add_argument("--skip-store", action="store_true", help="only the in-memory check")
+    parser.add_argument(
+        "--only-multiplex", action="store_true", help="only the multiplex regime (--multiplex N)"
+    )
     parser.add_argument("--markdown", help="render a results JSON file as markdown and exit")
     args = parser.parse_args()
     if args.markdown:
