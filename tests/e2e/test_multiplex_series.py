@@ -188,6 +188,13 @@ def test_variance_and_the_report_read_the_primary_by_default(
     assert primary["series"]["role"] == "primary" and observer["series"]["role"] == "observer"
     assert primary["mean"] == pytest.approx(0.75, abs=0.02)
     assert observer["mean"] == pytest.approx(0.80, abs=0.02)
+    # The verdict reads the reading's own series again: the primary's moved with its
+    # version rollover, the observer's did not.
+    code, verdict = run(path, "variance", "evaluate", "--target-event-id", primary["eventId"])
+    assert (code, verdict["verdict"]) == (1, "confounded")
+    assert "light_source_id" in verdict["checks"]["varyingLayers"]
+    code, verdict = run(path, "variance", "evaluate", "--target-event-id", observer["eventId"])
+    assert (code, verdict["verdict"]) == (0, "viable"), verdict
     page = tmp_path / "report.html"
     written = CliRunner().invoke(
         cli,
