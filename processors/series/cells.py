@@ -4,7 +4,9 @@ Every read goes through `evaluation_dimensions FINAL` (one row per (tenant, even
 dimension, whatever the event's timestamp), filtered to one tenant or all, and comes
 back grouped: one *cell* per (bucket, layer values) with its event count and
 pass count (or score sum and sum of squares). A month of hourly traffic is a few
-thousand cells however many events it holds; raw events never reach Python.
+thousand cells however many events it holds; raw events never reach Python. On a
+multiplexed surface a series is one role's events (`SELECTION_FILTER`: by default the
+primary's, what the agent used), never a blend of vendors unless asked for.
 """
 
 from __future__ import annotations
@@ -73,8 +75,8 @@ ROLE_TAKEN = """
 @dataclass(frozen=True)
 class SeriesQuery:
     """What to read: one surface (and dimension), a UTC window, a bucket width, the
-    run-mode / provenance filter (empty tuple = no filter) and the tenant (None: every
-    tenant)."""
+    run-mode / provenance filter (empty tuple = no filter), the tenant (None: every
+    tenant) and, on a multiplexed surface, the role and light source of the series."""
 
     surface_id: str
     since: dt.datetime
