@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,6 +55,7 @@ from schemas.analysis import (
     DriftReport,
     Effect,
     NoiseModel,
+    ObserverControl,
     Role,
     SeriesRead,
     TimeWindow,
@@ -181,12 +183,9 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
         brackets += sparse_brackets(series, request.sparse_min_events, dimension_id)
         checks = corroborate
         if request.role == "primary" and selection.observers:  # the same calls' observers
-            calls = fetch_paired_calls(store, query, dimension_id, binary)
-            if calls.n.sum() > 0:
-                control = observer_control(
-                    calls, selection.observers, request.corroboration(), PERIODS[request.bucket]
-                )
-                checks = with_observers(corroborate, control)
+            checks = with_observers(
+                corroborate, paired_control(store, request, selection, dimension_id, binary)
+            )
         found, trace = analyse_dimension(series, dimension_id, request, attribution, checks, cite)
         if trace is not None:
             traces[dimension_id] = trace
@@ -216,6 +215,26 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
         series=selection,
     )
     return DriftRun(report, traces)
+
+
+def paired_control(
+    store: Store, request: DriftRequest, selection: SeriesRead, dimension_id: str, binary: bool
+) -> Callable[[int, int, float], ObserverControl | None]:
+    """The observer control of one dimension, its paired calls read from the store the
+    first time a change point needs it (most series have none to explain)."""
+    built: list[Callable[[int, int, float], ObserverControl | None]] = []
+
+    def check(lo: int, hi: int, delta: float) -> ObserverControl | None:
+        if not built:
+            calls = fetch_paired_calls(store, request.query(), dimension_id, binary)
+            built.append(
+                observer_control(
+                    calls, selection.observers, request.corroboration(), PERIODS[request.bucket]
+                )
+            )
+        return built[0](lo, hi, delta)
+
+    return check
 
 
 def selection_notes(selection: SeriesRead) -> list[str]:
