@@ -24,6 +24,7 @@ from schemas.tables import (
     CHANGE_EVENTS,
     DRIFT_CHANGE_POINTS,
     EVALUATION_DIMENSIONS,
+    VARIANCE_READINGS,
 )
 from schemas.times import from_store_time, to_store_time
 
@@ -282,7 +283,9 @@ def _marks(store: Store, request: ReportRequest, surface_id: str) -> list[Change
 
 
 def _verdicts(store: Store, request: ReportRequest, surface_id: str) -> list[Verdict]:
-    """The newest variance verdict of each dimension of the surface."""
+    """The newest variance verdict of each dimension of the surface, on a reading of the
+    report's series (a reading stored before series selection counts as the primary's;
+    a verdict whose reading is not in the store is kept)."""
     rows = store.query(
         f"""
         SELECT dimension_id, verdict, created_at
@@ -290,6 +293,14 @@ def _verdicts(store: Store, request: ReportRequest, surface_id: str) -> list[Ver
         WHERE ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
           AND kind = 'variance-evaluate' AND surface_id = {{surface:String}}
           AND created_at < {{until:DateTime64(3, 'UTC')}}
+          AND target_event_id NOT IN (
+              SELECT event_id FROM {VARIANCE_READINGS.qualified} FINAL
+              WHERE ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
+                AND surface_id = {{surface:String}}
+                AND (if(JSONExtractString(payload, 'series', 'role') = '', 'primary',
+                        JSONExtractString(payload, 'series', 'role')) != {{role:String}}
+                     OR JSONExtractString(payload, 'series', 'lightSource')
+                        != {{light_source:String}}))
         ORDER BY created_at DESC
         LIMIT 1 BY dimension_id
         """,
@@ -297,6 +308,8 @@ def _verdicts(store: Store, request: ReportRequest, surface_id: str) -> list[Ver
             "tenant": request.tenant_id or "",
             "surface": surface_id,
             "until": to_store_time(request.until),
+            "role": request.role,
+            "light_source": request.light_source,
         },
     ).rows
     return sorted(

@@ -198,9 +198,13 @@ def test_variance_and_the_report_read_the_primary_by_default(
     page = tmp_path / "report.html"
     written = CliRunner().invoke(
         cli,
-        ["report", *WINDOW, *SURFACE, "--as-of", "2026-05-31T00:00:00Z", "--data-dir",
-         str(path), "--out", str(page)],
+        # until after the verdicts (made now): the report shows verdicts made in its window
+        ["report", "--since", "2026-05-01T00:00:00Z", "--until", "2030-01-01T00:00:00Z",
+         *SURFACE, "--as-of", "2026-05-31T00:00:00Z", "--data-dir", str(path), "--out",
+         str(page)],
     )  # fmt: skip
     assert written.exit_code == 0, written.output
     html = page.read_text()
     assert f'data-metric="series/{SPEC.surface_id}/role">primary<' in html
+    # The primary's verdict, though the observer's reading was evaluated after it.
+    assert f'data-metric="variance/{SPEC.surface_id}/{SPEC.dimension_id}">confounded<' in html
