@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from holonograph.cli import cli
 from ingest.store.clickhouse import ClickHouseStore
 from processors.drift.job import DriftRequest, run_drift
 from processors.series.cells import SelectionError
 from schemas.analysis import DriftReport
+from testkit.backends import migrated_store
 from testkit.multiplex_series import MultiplexSurface, generate, write_rows
 
 pytestmark = pytest.mark.clickhouse
@@ -92,3 +96,23 @@ def test_several_observers_are_several_series(store: ClickHouseStore) -> None:
     assert named.event_count == sum(
         1 for c in generate(other, seed=2)[:50] for e in c.events if e.role == "observer"
     )
+
+
+def test_the_cli_refuses_to_average_observers(tmp_path: Path) -> None:
+    spec = dataclasses.replace(BASE, buckets=24, change_at=12)
+    other = dataclasses.replace(
+        spec, observer="gamma/q", observer_served="gamma/q/1", id_prefix="g"
+    )
+    with migrated_store(tmp_path / "store") as store:
+        write_rows(store, spec, generate(spec, seed=1)[:40], dt.datetime(2026, 6, 1))
+        write_rows(store, other, generate(other, seed=2)[:40], dt.datetime(2026, 6, 1))
+    args = ["drift", "--surface", spec.surface_id, "--since", "2026-05-01T00:00:00Z",
+            "--until", "2026-05-02T00:00:00Z", "--data-dir", str(tmp_path / "store"),
+            "--no-save"]  # fmt: skip
+    refused = CliRunner().invoke(cli, [*args, "--role", "observer"])
+    assert refused.exit_code == 2
+    assert "2 observer light sources (beta/o, gamma/q)" in refused.output
+    assert "--light-source" in refused.output
+    named = CliRunner().invoke(cli, [*args, "--role", "observer", "--light-source", "beta/o"])
+    assert named.exit_code == 0, named.output
+    assert "(observer series of beta/o)" in named.output
