@@ -21,6 +21,7 @@ from pydantic import AwareDatetime, Field, StringConstraints, field_validator, m
 
 from schemas.analysis import LayerSource
 from schemas.contracts import Id, Model
+from schemas.routing import serves_as
 
 OperatorKind = Literal["deploy", "prompt", "config", "lens", "model", "vendor", "other"]
 GovernanceKind = Literal["contract", "fixture", "variance-lifecycle", "topology-scan", "lesson"]
@@ -69,8 +70,9 @@ def store_moment(value: dt.datetime) -> dt.datetime:
 def serves(light_source_id: str, served: set[str]) -> bool:
     """Does a mark of `light_source_id` cover a surface whose events name the ids in
     `served` (served and requested)? An id matches itself and its versions (the mark is
-    a prefix at a `/` boundary: `openai/gpt-5` covers `openai/gpt-5/2026-05`)."""
-    return any(s == light_source_id or s.startswith(light_source_id + "/") for s in served)
+    a prefix at a `/` boundary: `openai/gpt-5` covers `openai/gpt-5/2026-05`: the rule
+    of `schemas.routing`)."""
+    return any(serves_as(light_source_id, s) for s in served)
 
 
 class _Scoped(Model):

@@ -72,10 +72,12 @@ def test_recorded_scan_through_a_running_serve(served: tuple[Path, ServeProcess]
     assert [d["id"] for d in surface["dimensions"]["observedNotDeclared"]["examples"]] == ["tone"]
     assert surface["cohortTags"]["declaredNotObserved"]["count"] == 0
     assert surface["substrateColumns"]["declaredNotObserved"]["examples"] == ["severity"]
-    assert [x["id"] for x in surface["lightSources"]["observedNotDeclared"]["examples"]] == [
-        "openai/gpt-5/2026-05"
-    ]
-    assert report["coverage"] == {"declared": 9, "observed": 5, "ratio": round(5 / 9, 6)}
+    # Served as a version of the routed alias: observed as openai/gpt-5, no false gap.
+    light = surface["lightSources"]
+    assert light["observedNotDeclared"]["count"] == 0
+    assert [x["id"] for x in light["declaredAndObserved"]["examples"]] == ["openai/gpt-5"]
+    assert light["declaredNotObserved"]["examples"] == ["anthropic/claude-sonnet-5"]
+    assert report["coverage"] == {"declared": 9, "observed": 6, "ratio": round(6 / 9, 6)}
     assert [i["consumerId"] for i in report["inventories"]] == [
         "billing-triage-agent", "billing-triage-router"
     ]  # fmt: skip
@@ -90,7 +92,7 @@ def test_recorded_scan_through_a_running_serve(served: tuple[Path, ServeProcess]
         " FROM holonograph.analysis_events FINAL WHERE kind = 'topology-scan'",
     )  # fmt: skip
     assert rows.returncode == 0, rows.stderr
-    assert json.loads(rows.stdout) == [{"event_id": report["scanId"], "coverage": round(5 / 9, 6)}]
+    assert json.loads(rows.stdout) == [{"event_id": report["scanId"], "coverage": round(6 / 9, 6)}]
 
     bootstrap = holonograph(
         "topology", "bootstrap", "--surface", "classify-intent", "--since",
