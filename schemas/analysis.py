@@ -155,14 +155,22 @@ class Corroboration(Model):
     observers: ObserverControl | None = None  # the primary's own calls, when multiplexed
 
     @property
+    def verdict(self) -> ObserverVerdict | None:
+        """The observer control's verdict, None when there was none."""
+        return self.observers.verdict if self.observers is not None else None
+
+    @property
+    def siblings_moved(self) -> bool:
+        """Enough other surfaces behind the alias moved, and the observers on the same
+        calls do not say the inputs did: what no change of this surface alone explains."""
+        enough = self.required > 0 and len(self.corroborating_surfaces) >= self.required
+        return enough and self.verdict != "shared"
+
+    @property
     def corroborated(self) -> bool:
         """Evidence of a silent vendor change: the observers on the same calls say so,
         or enough siblings moved and the observers do not say the inputs moved."""
-        verdict = self.observers.verdict if self.observers is not None else None
-        if verdict == "vendor":
-            return True
-        siblings = self.required > 0 and len(self.corroborating_surfaces) >= self.required
-        return siblings and verdict != "shared"
+        return self.verdict == "vendor" or self.siblings_moved
 
     def reason(self) -> str:
         """Why a silent-vendor label was given (or, `shortfall`, was not)."""

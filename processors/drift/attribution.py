@@ -16,7 +16,8 @@ cells of `series.cells`), never from a guess:
    `cohort-mix`), or the shift starts at a change the operator's system recorded
    (`recorded`: deploy, prompt, config -> substrate; contract, fixture, lens -> lens;
    model, vendor, availability -> light source; confident only when its timing test
-   passes), or other surfaces on the same model alias moved in the same window (a
+   passes and neither the alias's other surfaces nor the observers on the same calls
+   contradict it), or other surfaces on the same model alias moved in the same window (a
    silent vendor change: `light source`), or nothing does (bracket `unattributed`).
    Recorded changes in the window are listed on every change point, explained or not.
 4. A shift smaller than the practical threshold is `noise`.
@@ -90,11 +91,10 @@ def decide(
         return _separate(changes, contrasts, raw.delta, sources)
     if mix is not None and explains_shift(mix, raw.delta):
         return Label("substrate", False, "cohort or run-mode mix changed", "cohort-mix")
-    corroborated = corroboration is not None and corroboration.corroborated
     starting = [c for c in recorded if c.layer is not None and c.timing.starts_here]
     if starting:
-        return _recorded(starting, corroboration if corroborated else None)
-    if corroboration is not None and corroborated:
+        return _recorded(starting, corroboration)
+    if corroboration is not None and corroboration.corroborated:
         return Label("light source", True, corroboration.reason(), None)
     near = [c for c in recorded if c.layer is not None]
     if near:
@@ -121,24 +121,39 @@ def _named(change: ChangeEvidence) -> str:
 
 
 def _recorded(starting: list[ChangeEvidence], corroboration: Corroboration | None) -> Label:
-    """The shift starts at recorded changes: their layer, when they agree (and the
-    alias's other surfaces did not move, which a change of this surface's layer other
-    than its vendor cannot explain); else confounded."""
+    """The shift starts at recorded changes: their layer, when they agree and the
+    controls do not contradict it; else confounded. A change of this surface's lens or
+    substrate does not explain the alias's other surfaces moving too; a vendor or model
+    change does not explain the observers on the same calls moving as much (the calls'
+    inputs did). Observers that did not move contradict neither: the change reached the
+    primary's answers only (a prompt that suits one model and not another)."""
     layers = sorted({c.layer for c in starting if c.layer}, key=lambda s: PRECEDENCE[s])
     named = "; ".join(_named(c) for c in starting)
-    if len(layers) == 1 and (corroboration is None or layers[0] == "light source"):
-        return Label(layers[0], True, f"starts at a recorded change: {named}", None)
-    if len(layers) == 1:
-        alias = corroboration.alias if corroboration else ""
+    if len(layers) > 1:
+        both = " + ".join(layers)
         return Label(
-            layers[0], False,
-            f"confounded: starts at {named}, and other surfaces behind {alias} moved too",
+            layers[0], False, f"confounded: {both} changes recorded at the shift: {named}",
             "confounded",
         )  # fmt: skip
-    both = " + ".join(layers)
-    return Label(
-        layers[0], False, f"confounded: {both} changes recorded at the shift: {named}", "confounded"
-    )
+    (layer,) = layers
+    against = _contradicted(layer, corroboration)
+    if against:
+        return Label(layer, False, f"confounded: starts at {named}, but {against}", "confounded")
+    reason = f"starts at a recorded change: {named}"
+    if corroboration is not None and corroboration.verdict == "vendor":
+        reason += "; the observers on the same calls did not move"
+    return Label(layer, True, reason, None)
+
+
+def _contradicted(layer: LayerSource, corroboration: Corroboration | None) -> str | None:
+    """What the controls say against a shift starting at a change of `layer`."""
+    if corroboration is None:
+        return None
+    if layer != "light source" and corroboration.siblings_moved:
+        return f"other surfaces behind {corroboration.alias} moved too"
+    if layer == "light source" and corroboration.verdict == "shared":
+        return "the observers on the same calls moved too (the calls' inputs changed)"
+    return None
 
 
 def _uncorroborated(corroboration: Corroboration | None) -> str:

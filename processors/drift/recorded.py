@@ -1,7 +1,8 @@
 """Recorded changes as evidence (docs/changes.md): the change events of a surface over
 a drift run's window (`schemas.changelog`: its own, its agents' agent-wide ones, the
-tenant-wide ones, availability marks of the light sources that served it), which of
-them a change point's window holds, and whether the shift starts at each.
+tenant-wide ones, availability marks of the light sources that served the series read:
+on a multiplexed surface, one role's), which of them a change point's window holds, and
+whether the shift starts at each.
 
 The timing test of a change at time t against a change point:
 
@@ -26,13 +27,14 @@ is tested at its start (the drop) and its end (the recovery).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from processors.series.cells import Series, SeriesQuery
+from processors.series.cells import Series, SeriesQuery, series_light_sources
 from processors.series.changepoint import ChangePoint as RawChangePoint
 from schemas.analysis import BracketedWindow, ChangeEvidence, Timing
 from schemas.changelog import (
@@ -96,6 +98,9 @@ def fetch_recorded(store: Store, query: SeriesQuery) -> Recorded | None:
         return None
     tenant, surface = query.tenant_id, query.surface_id
     scope = surface_scope(store, tenant, surface, query.since, query.until)
+    # Marks of the light sources that served the series read: on a multiplexed surface
+    # an observer's outage does not touch the primary's series.
+    scope = dataclasses.replace(scope, light_sources=series_light_sources(store, query))
     changes = list_changes(store, ChangeQuery(tenant, query.since, query.until, surface), scope)
     marks = list_changes(
         store,

@@ -228,6 +228,20 @@ def read_selection(store: Store, query: SeriesQuery) -> SeriesRead:
     return read
 
 
+def series_light_sources(store: Store, query: SeriesQuery) -> frozenset[str]:
+    """The light sources (served and requested ids) of the events the query's series
+    takes: on a multiplexed surface the primary's series holds its fallbacks' vendors
+    but not an observer that only observed, the observer's series that observer's."""
+    sql = f"""
+        SELECT arrayFilter(x -> x != '', arrayDistinct(arrayConcat(
+                   groupUniqArray(light_source_id), groupUniqArray(light_source_requested))))
+        FROM {EVALUATION_EVENTS.qualified}
+        WHERE {SERIES_FILTER} AND {ROLE_TAKEN}
+          AND ({{light_source:String}} = '' OR {_LIGHT_SOURCE})
+    """
+    return frozenset(str(s) for s in store.query(sql, query.params()).rows[0][0])
+
+
 def bucket_grid(since: dt.datetime, until: dt.datetime, bucket: str) -> list[dt.datetime]:
     """Bucket starts (naive UTC) covering [since, until)."""
     step = BUCKETS[bucket]

@@ -1,7 +1,9 @@
 """The observers on the primary's own calls as the control of a silent vendor change:
 a primary shift they do not share is the primary's vendor; one they share is the
 calls' inputs. Seeded multiplex surfaces (`testkit.multiplex_series`) with known truth,
-no sibling surface behind the alias."""
+no sibling surface behind the alias; with recorded changes, the controls and the
+change's timing read together, and availability marks of the series' own light
+sources."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from ingest.store.clickhouse import ClickHouseStore
 from processors.drift.job import DriftRequest, run_drift
 from processors.series.cells import SelectionError
 from schemas.analysis import DriftReport
+from schemas.changelog import mark_availability, record_change
+from schemas.changes import AvailabilityMark, ChangeRecord
 from testkit.backends import migrated_store
 from testkit.multiplex_series import MultiplexSurface, generate, write_rows
 
@@ -116,3 +120,83 @@ def test_the_cli_refuses_to_average_observers(tmp_path: Path) -> None:
     named = CliRunner().invoke(cli, [*args, "--role", "observer", "--light-source", "beta/o"])
     assert named.exit_code == 0, named.output
     assert "(observer series of beta/o)" in named.output
+
+
+# --- recorded changes on a multiplexed surface (docs/changes.md) ---------------------
+
+HOUR = dt.timedelta(hours=1)
+
+
+def _record(store: ClickHouseStore, spec: MultiplexSurface, kind: str, at: dt.datetime) -> None:
+    change = ChangeRecord.model_validate(
+        {"surfaceId": spec.surface_id, "kind": kind, "at": at, "description": f"a {kind}"}
+    )
+    record_change(store, spec.tenant_id, change, at)
+
+
+def _mark(store: ClickHouseStore, light_source: str, start: dt.datetime, hours: int) -> None:
+    mark = AvailabilityMark.model_validate(
+        {"mode": "paired", "lightSourceId": light_source, "unreachableFrom": start,
+         "unreachableUntil": start + hours * HOUR, "reason": "vendor-outage"}
+    )  # fmt: skip
+    mark_availability(store, "default", mark, start + hours * HOUR)
+
+
+def test_a_deploy_the_primary_shift_starts_at_is_substrate_though_the_observers_did_not_move(
+    store: ClickHouseStore,
+) -> None:
+    """The observers on the same calls not moving does not contradict a recorded deploy
+    (a prompt can suit one model and not another): substrate, confident, both cited."""
+    spec = dataclasses.replace(BASE, primary_rate=(0.85, 0.72))
+    _record(store, spec, "deploy", spec.start + spec.change_at * HOUR)
+    report = _drift(store, spec)
+    (point,) = report.change_points
+    assert (point.source, point.confident) == ("substrate", True), point.reason
+    assert "starts at a recorded change: deploy" in point.reason
+    assert "the observers on the same calls did not move" in point.reason
+    (cited,) = point.change_events
+    assert cited.kind == "deploy" and cited.timing.starts_here
+    assert point.corroboration is not None and point.corroboration.verdict == "vendor"
+    assert point.effect.delta == pytest.approx(-0.13, abs=0.03)  # the primary's own shift
+    assert [b.reason for b in report.bracketed_windows] == []
+
+
+def test_a_vendor_change_the_observers_on_the_same_calls_shared_is_confounded(
+    store: ClickHouseStore,
+) -> None:
+    """A recorded vendor change does not explain the observers moving as much on the
+    same calls (their inputs did): confounded, not a confident light-source label."""
+    spec = dataclasses.replace(BASE, primary_rate=(0.85, 0.72), observer_rate=(0.80, 0.67))
+    _record(store, spec, "vendor", spec.start + spec.change_at * HOUR)
+    report = _drift(store, spec)
+    (point,) = report.change_points
+    assert (point.source, point.confident) == ("light source", False), point.reason
+    assert point.reason.startswith("confounded: starts at vendor")
+    assert "the observers on the same calls moved too" in point.reason
+    assert [c.kind for c in point.change_events] == ["vendor"]
+    assert [b.reason for b in report.bracketed_windows] == ["confounded"]
+
+
+def test_an_availability_mark_brackets_the_series_its_light_source_served(
+    store: ClickHouseStore,
+) -> None:
+    """An observer's outage is no window of the primary's series (the observer answered
+    none of its calls: no fallbacks here) but is one of the observer's series; an
+    outage of the primary's alias is one of the primary's series, not the observer's."""
+    spec = dataclasses.replace(BASE, buckets=72, change_at=36)
+    write_rows(store, spec, generate(spec, seed=2), dt.datetime(2026, 6, 1))
+    _mark(store, spec.observer, spec.start + 10 * HOUR, 3)
+    _mark(store, spec.primary, spec.start + 40 * HOUR, 2)
+
+    def windows(role: str) -> list[tuple[int, str]]:
+        request = DriftRequest(spec.surface_id, spec.start, spec.until, role=role)  # type: ignore[arg-type]
+        brackets = run_drift(store, request).bracketed_windows
+        return [
+            ((b.from_.replace(tzinfo=dt.UTC) - spec.start) // HOUR, b.detail)
+            for b in brackets
+            if b.reason == "availability"
+        ]
+
+    assert windows("primary") == [(40, f"{spec.primary} marked unavailable: vendor-outage")]
+    assert windows("observer") == [(10, f"{spec.observer} marked unavailable: vendor-outage")]
+    assert [at for at, _ in windows("all")] == [10, 40]
