@@ -20,7 +20,17 @@ from tests.otel_emit import Evaluation, export_grpc, export_request, record_span
 
 pytestmark = [pytest.mark.kafka, pytest.mark.clickhouse, pytest.mark.e2e]
 
-RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED}
+# The codes OTLP/gRPC clients retry (the specification's list; RESOURCE_EXHAUSTED with a
+# retry delay): a receiver stopping mid-request may cancel the call it can no longer answer.
+RETRYABLE = {
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.ABORTED,
+    grpc.StatusCode.OUT_OF_RANGE,
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DATA_LOSS,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+}
 
 
 def _payload(stream: str, start: int = 0, n: int = 3) -> bytes:
