@@ -135,8 +135,12 @@ def _local_failure(err: BaseException) -> CommandFailed | None:
             "another process holds the port, or the address is not this host's: stop it,"
             " or pick another port (0 picks a free one)",
         )
-    if _is(err, "ingest.store.clickhouse", "StoreURLError"):
-        return CommandFailed(one_line(err), EXIT_USAGE)
+    if _is(err, "ingest.store.url", "StoreURLError"):
+        return CommandFailed(
+            f"invalid store URL {one_line(err)}",
+            EXIT_USAGE,
+            "--store chdb:///path or http(s)://host:8123, or --data-dir DIR",
+        )
     if _is(err, "ingest.edge.tls", "TlsError") or _is(err, "ingest.edge.auth", "TokensFileError"):
         return CommandFailed(f"invalid configuration: {one_line(err)}", EXIT_USAGE)
     if isinstance(err, OSError) and err.filename is not None:

@@ -16,7 +16,7 @@ from holonograph.cli.errors import EXIT_USAGE as EXIT_USAGE
 from holonograph.cli.errors import CommandFailed, expected_failure, one_line
 from ingest.redact import RedactingFormatter, redact, redact_url
 from ingest.store.limits import DEFAULT_READ_LIMITS, LimitRequest
-from ingest.store.url import DEFAULT_DATA_DIR, StoreURLError
+from ingest.store.url import DEFAULT_DATA_DIR
 from ingest.store.url import store_url as resolve_store_url
 from schemas import jsoncodec
 from schemas.analysis import Role
@@ -143,14 +143,13 @@ def open_store_or_exit(
     tenant: str | None = None,
     limits: LimitRequest | None = None,
 ) -> Store:
-    """The store named by the options; any failure to reach it is exit 3 (a bad URL: 2)."""
+    """The store named by the options; any failure to reach it is exit 3 (a bad URL: 2,
+    through the one error path)."""
     from holonograph import storeaccess
 
+    url = resolve_store_url(store_url, data_dir)  # StoreURLError: exit 2 (cli.errors)
     try:
-        url = resolve_store_url(store_url, data_dir)
         return storeaccess.connect(url, write=write, tenant=tenant, limits=limits)
-    except StoreURLError as err:
-        raise click.UsageError(str(err)) from None
     except FileNotFoundError as err:  # no store there yet
         raise CommandFailed(one_line(err), EXIT_UNAVAILABLE) from None
     except Exception as err:

@@ -171,3 +171,22 @@ def test_help_documents_the_exit_codes_and_lists_every_command() -> None:
     for name in COMMANDS:
         assert f" {name} " in text
         assert cli.get_command(None, name).name == name  # type: ignore[arg-type, union-attr]
+
+
+def test_a_bad_store_url_is_a_usage_error_in_one_line() -> None:
+    """The rule names `ingest.store.url.StoreURLError` (where the class lives): a usage
+    error, exit 2, never reported as a bug."""
+    from holonograph.cli.errors import translate
+    from ingest.store.url import StoreURLError
+
+    failure = translate(StoreURLError("'ftp://nowhere': use chdb:///path or http(s)://host:8123"))
+    assert failure.exit_code == 2
+    for args in (["query", "SELECT 1"], ["conformance", "list"], ["completeness"]):
+        result = CliRunner().invoke(cli, [*args, "--store", "ftp://nowhere"])
+        assert result.exit_code == 2, result.output
+        assert_clear(
+            result.stderr,
+            "error: invalid store URL 'ftp://nowhere': use chdb:///path or http(s)://host:8123",
+        )
+        assert result.stderr.splitlines()[1].startswith("hint: --store chdb:///path")
+        assert len(result.stderr.splitlines()) == 2
