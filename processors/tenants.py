@@ -7,6 +7,7 @@ tenant would silently mix customers, so `resolve_tenant` refuses and lists them.
 
 from __future__ import annotations
 
+from processors.jobs import JobError
 from schemas.store import Store
 from schemas.tables import (
     CHANGE_EVENTS,
@@ -28,13 +29,16 @@ TENANT_TABLES = (
 )
 
 
-class TenantAmbiguous(ValueError):
+class TenantAmbiguous(JobError, ValueError):
     """No tenant was named and the store holds several."""
 
     def __init__(self, tenants: list[str]) -> None:
         self.tenants = tenants
         super().__init__(
-            f"the store holds {len(tenants)} tenants ({', '.join(tenants)}): name one with --tenant"
+            f"the store holds {len(tenants)} tenants ({', '.join(tenants)}):"
+            " name one with --tenant",
+            "tenant_ambiguous",
+            details={"tenants": tenants},
         )
 
 

@@ -10,7 +10,11 @@ either is taken to be UTC already, never local time.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
 # What services and jobs are given instead of reading the wall clock themselves, so
 # tests can set the time.
@@ -36,3 +40,52 @@ def from_store_time(value: dt.datetime) -> dt.datetime:
 def rfc3339(moment: dt.datetime) -> str:
     """`2026-07-01T09:00:00Z`: a moment in UTC to the second, for log lines and messages."""
     return from_store_time(moment).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def parse_utc(text: str) -> dt.datetime:
+    """An RFC 3339 time with its offset (`Z` or `+hh:mm`), or a bare date (the Guide's
+    `2026-06-01`: midnight UTC), as aware UTC; `ValueError` names what is wrong. A time
+    without an offset is refused: it would be read in some unknown zone."""
+    value = text.strip()
+    if _DATE_ONLY.match(value):
+        try:
+            return dt.datetime.fromisoformat(value).replace(tzinfo=dt.UTC)
+        except ValueError:
+            raise ValueError(f"{text!r} is not a date") from None
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not an RFC 3339 time") from None
+    if parsed.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset (write it as ...Z)")
+    return parsed.astimezone(dt.UTC)
+
+
+def _utc(value: Any) -> Any:
+    if isinstance(value, str):
+        return parse_utc(value)
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            raise ValueError("a time needs its UTC offset")
+        return value.astimezone(dt.UTC)
+    return value
+
+
+# A request's time: RFC 3339 with an offset or a bare date, held as aware UTC, written
+# back as RFC 3339 UTC (`...Z`).
+UtcTime = Annotated[
+    dt.datetime,
+    BeforeValidator(_utc),
+    PlainSerializer(lambda moment: moment.isoformat().replace("+00:00", "Z"), return_type=str),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "description": "RFC 3339 with an offset (2026-06-01T00:00:00Z), or a date"
+            " (2026-06-01: midnight UTC)",
+            "anyOf": [{"format": "date-time"}, {"format": "date"}],
+        }
+    ),
+]

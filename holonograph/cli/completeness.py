@@ -5,38 +5,17 @@ the `stream_status` and `completeness_windows` tables."""
 
 from __future__ import annotations
 
-import datetime as dt
-import sys
-from collections.abc import Sequence
-from typing import cast
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import click
 
-from holonograph.cli.options import (
-    EXIT_FINDING,
-    EXIT_UNAVAILABLE,
-    RFC3339,
-    emit_json,
-    format_table,
-    open_store_or_exit,
-    store_options,
-)
-from holonograph.cli.tenants import tenant_option, tenant_or_exit
-from processors.completeness.job import (
-    CompletenessConfig,
-    Selection,
-    last_refresh,
-    read_report,
-    recompute_completeness,
-)
+from holonograph.cli.jobs import Rendering, request_from, request_option, run_command
+from holonograph.cli.options import format_table, store_options
+from holonograph.cli.tenants import tenant_option
+from processors.completeness.job import JOB, Report, Request
 from schemas import jsoncodec
-from schemas.completeness import (
-    BUCKETS,
-    Bucket,
-    CompletenessReport,
-    GapRange,
-    StreamAccounting,
-)
+from schemas.completeness import CompletenessReport, GapRange, StreamAccounting
 from schemas.times import from_store_time
 
 
@@ -135,16 +114,6 @@ def render_text(report: CompletenessReport, limit: int) -> str:
     return "\n".join(lines)
 
 
-def with_refresh_age(
-    report: CompletenessReport, refreshed_at: dt.datetime | None, refresh_seconds: float
-) -> CompletenessReport:
-    """The report with when its stored tables were refreshed, stale past two periods."""
-    stale = refreshed_at is None or (
-        report.as_of - from_store_time(refreshed_at)
-    ).total_seconds() > (2 * refresh_seconds)
-    return report.model_copy(update={"tables_refreshed_at": refreshed_at, "tables_stale": stale})
-
-
 def refreshed_line(report: CompletenessReport) -> str:
     return f"tables stream_status, completeness_windows refreshed {_when(report)}"
 
@@ -173,100 +142,61 @@ def stale_warning(report: CompletenessReport, refresh_seconds: float) -> str:
     )
 
 
-def is_finding(report: CompletenessReport) -> bool:
-    """Loss, a dead stream or a client reporting more drops than gaps."""
-    return any(s.missing or s.status == "dead" or s.loss.mismatch for s in report.streams)
+def _text(limit: int) -> Callable[[Report], str]:
+    def text(run: Report) -> str:
+        report = run.completeness
+        body = (
+            render_text(report, limit) if report.streams else "no emission streams in the selection"
+        )
+        return body if report.tables_stale else f"{body}\n\n{refreshed_line(report)}"
+
+    return text
+
+
+def _notes(run: Report) -> list[str]:
+    notes = []
+    if run.refreshed is not None:
+        summary = run.refreshed
+        notes.append(f"refreshed {summary.streams} stream(s) in {summary.duration_ms:.0f} ms")
+    if run.completeness.tables_stale:
+        notes.append(f"warning: {stale_warning(run.completeness, run.refresh_interval_seconds)}")
+    return notes
 
 
 @click.command("completeness")
-@click.option("--since", type=RFC3339(), help="Streams with events at or after T (RFC 3339).")
-@click.option("--until", type=RFC3339(), help="... and before T.")
-@click.option("--stream", help="Only this emission stream.")
-@click.option("--surface", help="Only streams that carried this surface, and its windows.")
-@click.option("--bucket", type=click.Choice(BUCKETS), default="hour", show_default=True)
-@click.option("--as-of", "as_of", type=RFC3339(), help="Evaluate status at T (default: now).")
-@click.option(
-    "--sentinel-interval-ms",
-    type=click.IntRange(min=1),
-    default=30_000,
-    show_default=True,
-    help="Interval assumed for streams that never reported one.",
-)
-@click.option(
-    "--dead-after",
-    type=click.FloatRange(min=0, min_open=True),
-    default=3.0,
-    show_default=True,
-    help="A stream without final, silent this many intervals, is dead.",
-)
+@request_option(Request, "since", "--since")
+@request_option(Request, "until", "--until")
+@request_option(Request, "stream", "--stream")
+@request_option(Request, "surface_id", "--surface")
+@request_option(Request, "bucket", "--bucket")
+@request_option(Request, "as_of", "--as-of")
+@request_option(Request, "sentinel_interval_ms", "--sentinel-interval-ms")
+@request_option(Request, "dead_after", "--dead-after")
 @click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True)
-@click.option("--refresh", is_flag=True, help="Also rewrite stream_status/completeness_windows.")
-@click.option(
+@request_option(Request, "refresh", "--refresh")
+@request_option(
+    Request,
+    "refresh_interval_seconds",
     "--refresh-interval",
-    "refresh_seconds",
     envvar="HOLONOGRAPH_STATUS_REFRESH_SECONDS",
-    type=click.FloatRange(min=0, min_open=True),
-    default=60.0,
-    show_default=True,
-    help="Seconds between the tables' refreshes by serve/sink; older than twice: warn.",
 )
 @tenant_option
 @store_options
 def completeness_command(
-    since: dt.datetime | None,
-    until: dt.datetime | None,
-    stream: str | None,
-    surface: str | None,
-    bucket: str,
-    as_of: dt.datetime | None,
-    sentinel_interval_ms: int,
-    dead_after: float,
     limit: int,
-    refresh: bool,
-    refresh_seconds: float,
     tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
+    **flags: Any,
 ) -> None:
     """Per-stream delivery accounting (lossy and dead first) and biased windows.
 
     Exit 0: nothing lost; 1: loss, a dead stream, or reported drops exceeding the
     observed gaps; 2: usage; 3: store unavailable."""
-    if since and until and since >= until:
-        raise click.BadParameter("--since must be before --until", param_hint="--since")
-    now = as_of or dt.datetime.now(dt.UTC)
-    config = CompletenessConfig(
-        default_sentinel_interval_ms=sentinel_interval_ms, dead_after_intervals=dead_after
-    )
-    store = open_store_or_exit(store_url, data_dir, write=refresh)
-    tenant = tenant_or_exit(store, tenant)
-    selection = Selection(tenant=tenant, stream=stream, surface=surface, since=since, until=until)
-    try:
-        if refresh:
-            summary = recompute_completeness(store, now, config)
-            click.echo(
-                f"refreshed {summary.streams} stream(s) in {summary.duration_ms:.0f} ms", err=True
-            )
-        report = read_report(store, now, selection, cast(Bucket, bucket), config)
-        report = with_refresh_age(report, last_refresh(store), refresh_seconds)
-    except Exception as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(EXIT_UNAVAILABLE)
-    finally:
-        store.close()
-    if report.tables_stale:
-        click.echo(f"warning: {stale_warning(report, refresh_seconds)}", err=True)
-    if as_json:
-        emit_json(report.model_dump(by_alias=True))
-    elif not report.streams:
-        click.echo("no emission streams in the selection")
-    else:
-        click.echo(render_text(report, limit))
-    if not as_json and not report.tables_stale:
-        click.echo(f"\n{refreshed_line(report)}")
-    if is_finding(report):
-        sys.exit(EXIT_FINDING)
+    request = request_from(Request, {**flags, "tenant": tenant})
+    rendering = Rendering(_text(limit), _notes)
+    run_command(JOB, request, rendering, store_url=store_url, data_dir=data_dir, as_json=as_json)
 
 
 def register(group: click.Group) -> None:

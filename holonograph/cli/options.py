@@ -22,7 +22,7 @@ from schemas import jsoncodec
 from schemas.analysis import Role
 from schemas.events import Provenance, RunMode
 from schemas.store import Store
-from schemas.times import rfc3339
+from schemas.times import parse_utc, rfc3339
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -142,14 +142,15 @@ def open_store_or_exit(
     write: bool = False,
     tenant: str | None = None,
     limits: LimitRequest | None = None,
+    migrate: bool = True,
 ) -> Store:
     """The store named by the options; any failure to reach it is exit 3 (a bad URL: 2,
-    through the one error path)."""
+    through the one error path). `migrate`: see `storeaccess.connect`."""
     from holonograph import storeaccess
 
     url = resolve_store_url(store_url, data_dir)  # StoreURLError: exit 2 (cli.errors)
     try:
-        return storeaccess.connect(url, write=write, tenant=tenant, limits=limits)
+        return storeaccess.connect(url, write=write, tenant=tenant, limits=limits, migrate=migrate)
     except FileNotFoundError as err:  # no store there yet
         raise CommandFailed(one_line(err), EXIT_UNAVAILABLE) from None
     except Exception as err:
@@ -209,14 +210,10 @@ def parse_time(value: str | None) -> dt.datetime | None:
     """RFC 3339 -> aware UTC datetime (a bare date is midnight UTC)."""
     if value is None:
         return None
-    text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
     try:
-        parsed = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not an RFC 3339 time") from None
-    if parsed.tzinfo is None:
-        raise click.BadParameter(f"{value!r} has no UTC offset (write it as ...Z)")
-    return parsed.astimezone(dt.UTC)
+        return parse_utc(value)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
 
 
 class RFC3339(click.ParamType):  # type: ignore[type-arg]

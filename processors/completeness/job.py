@@ -20,13 +20,14 @@ Two ways to read it:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from processors.completeness.sql import (
     MARK_DEAD_WHERE,
@@ -38,6 +39,7 @@ from processors.completeness.sql import (
     SURFACE_WINDOWS_SELECT,
     ZERO_STALE,
 )
+from processors.jobs import Job, JobRequest
 from schemas.completeness import (
     Bucket,
     CompletenessReport,
@@ -49,8 +51,13 @@ from schemas.completeness import (
     StreamAccounting,
 )
 from schemas.store import Store
-from schemas.tables import COMPLETENESS_REFRESHES, COMPLETENESS_WINDOWS, STREAM_STATUS
-from schemas.times import from_store_time, to_store_time
+from schemas.tables import (
+    COMPLETENESS_REFRESHES,
+    COMPLETENESS_WINDOWS,
+    DATABASE,
+    STREAM_STATUS,
+)
+from schemas.times import Clock, UtcTime, from_store_time, to_store_time
 
 
 class CompletenessConfig(BaseModel):
@@ -343,28 +350,33 @@ def _insert_stream_windows(store: Store, where: str, params: dict[str, Any]) -> 
 
 
 def _zero_stale(store: Store, params: dict[str, Any]) -> None:
-    store.command(ZERO_STALE.format(columns=COMPLETENESS_WINDOWS.column_list()), params)
+    sql = ZERO_STALE.format(
+        columns=COMPLETENESS_WINDOWS.column_list(),
+        windows_table=COMPLETENESS_WINDOWS.qualified,
+        status_table=STREAM_STATUS.qualified,
+    )
+    store.command(sql, params)
 
 
 def _insert_surface_windows(store: Store, full: bool, params: dict[str, Any]) -> None:
     """Surface rows from the stored stream rows, for the buckets and surfaces this
     refresh touched (all of them on a full recompute)."""
-    windows = "(SELECT * FROM holonograph.completeness_windows FINAL WHERE scope = 'stream'"
+    windows = f"(SELECT * FROM {COMPLETENESS_WINDOWS.qualified} FINAL WHERE scope = 'stream'"
     surface_where = "has({buckets:Array(String)}, toString(w.bucket))"
     if not full:
         windows += (
             " AND (tenant_id, bucket, bucket_start) IN (SELECT tenant_id, bucket, bucket_start"
-            " FROM holonograph.completeness_windows"
+            f" FROM {COMPLETENESS_WINDOWS.qualified}"
             " WHERE scope = 'stream' AND version = {version:UInt64})"
         )
         surface_where += (
             " AND (w.tenant_id, s_surface) IN (SELECT tenant_id, arrayJoin(surfaces)"
-            " FROM holonograph.stream_status WHERE version = {version:UInt64})"
+            f" FROM {STREAM_STATUS.qualified} WHERE version = {{version:UInt64}})"
         )
     select = SURFACE_WINDOWS_SELECT.format(
         windows=windows + ")",
-        statuses="(SELECT tenant_id, emission_stream, surfaces"
-        " FROM holonograph.stream_status FINAL)",
+        statuses=f"(SELECT tenant_id, emission_stream, surfaces"
+        f" FROM {STREAM_STATUS.qualified} FINAL)",
         surface_where=surface_where,
     )
     store.command(
@@ -423,7 +435,7 @@ def _shard_clauses(store: Store, config: CompletenessConfig) -> list[tuple[str, 
 def _next_version(store: Store) -> int:
     """Wall-clock nanoseconds, but always above the last refresh's versions (it used
     `version` and `version + 1`), so a clock step back cannot let old rows win."""
-    last = store.query("SELECT max(version) FROM holonograph.completeness_refreshes").scalar()
+    last = store.query(f"SELECT max(version) FROM {COMPLETENESS_REFRESHES.qualified}").scalar()
     return max(time.time_ns(), int(last or 0) + 2)
 
 
@@ -456,7 +468,7 @@ def _refresh(
     step("surface_windows", _insert_surface_windows, mode == "full", params)
     streams = int(
         store.query(
-            "SELECT count() FROM holonograph.stream_status WHERE version = {version:UInt64}",
+            f"SELECT count() FROM {STREAM_STATUS.qualified} WHERE version = {{version:UInt64}}",
             params,
         ).scalar()
         or 0
@@ -464,7 +476,7 @@ def _refresh(
     begun = time.perf_counter()
     marked = mark_dead_streams(store, now, version + 1)
     dead = store.query(
-        "SELECT count() FROM holonograph.stream_status FINAL WHERE status = 'dead'"
+        f"SELECT count() FROM {STREAM_STATUS.qualified} FINAL WHERE status = 'dead'"
     ).scalar()
     steps["mark_dead"] = round((time.perf_counter() - begun) * 1000, 3)
     duration_ms = (time.perf_counter() - started) * 1000
@@ -527,7 +539,7 @@ def refresh_stream_status(
     now = from_store_time(now)
     row = store.query(
         "SELECT max(now), maxIf(now, mode = 'full'), count()"
-        " FROM holonograph.completeness_refreshes"
+        f" FROM {COMPLETENESS_REFRESHES.qualified}"
     ).rows[0]
     last, last_full, runs = row
     if not runs or now - from_store_time(last_full) >= config.full_every:
@@ -543,7 +555,7 @@ def stored_streams(
     store: Store, stream: str | None = None, tenant: str | None = None
 ) -> list[StreamAccounting]:
     """`stream_status` as last refreshed (lossy and dead first), of one tenant or all."""
-    sql = "SELECT * FROM holonograph.stream_status FINAL WHERE 1"
+    sql = f"SELECT * FROM {STREAM_STATUS.qualified} FINAL WHERE 1"
     params: dict[str, Any] = {}
     if tenant is not None:
         sql += " AND tenant_id = {tenant:String}"
@@ -566,7 +578,7 @@ def stored_windows(
     """`completeness_windows` as last refreshed (of one tenant, or all), for later jobs
     that weigh their samples: rows with `offered = 0` (zeroed or empty) are left out."""
     rows = store.query(
-        "SELECT * FROM holonograph.completeness_windows FINAL"
+        f"SELECT * FROM {COMPLETENESS_WINDOWS.qualified} FINAL"
         " WHERE bucket = {bucket:String} AND offered > 0"
         " AND ({tenant:String} = '' OR tenant_id = {tenant:String})"
         " AND ({scope:String} = '' OR scope = {scope:String})"
@@ -586,10 +598,110 @@ def stored_windows(
 def last_refresh(store: Store) -> dt.datetime | None:
     """When the completeness job last rewrote its windows (None: never, or no record)."""
     exists = store.query(
-        "SELECT count() FROM system.tables"
-        " WHERE database = 'holonograph' AND name = 'completeness_refreshes'"
+        "SELECT count() FROM system.tables WHERE database = {db:String} AND name = {name:String}",
+        {"db": DATABASE, "name": COMPLETENESS_REFRESHES.name},
     ).scalar()
     if not exists:
         return None
-    value = store.query("SELECT max(now), count() FROM holonograph.completeness_refreshes").rows[0]
+    value = store.query(f"SELECT max(now), count() FROM {COMPLETENESS_REFRESHES.qualified}").rows[0]
     return value[0] if value[1] else None
+
+
+# ---------------------------------------------------------------- the job (processors.jobs)
+
+
+class Request(JobRequest):
+    """`holonograph completeness` and `POST /holonograph/completeness`: which streams to
+    account for, and as of when."""
+
+    since: UtcTime | None = Field(None, description="Streams with events at or after T.")
+    until: UtcTime | None = Field(None, description="... and before T.")
+    stream: str | None = Field(None, min_length=1, description="Only this emission stream.")
+    surface_id: str | None = Field(
+        None, min_length=1, description="Only streams that carried this surface, and its windows."
+    )
+    bucket: Bucket = Field("hour", description="Window size of the biased windows.")
+    as_of: UtcTime | None = Field(None, description="Evaluate status at T (default: now).")
+    sentinel_interval_ms: int = Field(
+        30_000, gt=0, description="Interval assumed for streams that never reported one."
+    )
+    dead_after: float = Field(
+        3.0, gt=0, description="A stream without final, silent this many intervals, is dead."
+    )
+    refresh: bool = Field(False, description="Also rewrite stream_status/completeness_windows.")
+    refresh_interval_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds between the tables' refreshes by serve/sink; older than twice: warn.",
+    )
+
+    @model_validator(mode="after")
+    def _window(self) -> Request:
+        if self.since is not None and self.until is not None and self.since >= self.until:
+            raise ValueError("since must be before until")
+        return self
+
+    def persists(self) -> bool:
+        return self.refresh
+
+
+@dataclass(frozen=True)
+class Report:
+    """The completeness read, and what its refresh needs (`persist`) and did."""
+
+    completeness: CompletenessReport
+    config: CompletenessConfig
+    refresh_interval_seconds: float
+    refreshed: RefreshSummary | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.completeness.model_dump(by_alias=True)
+
+
+def with_refresh_age(
+    report: CompletenessReport, refreshed_at: dt.datetime | None, refresh_seconds: float
+) -> CompletenessReport:
+    """The report with when its stored tables were refreshed, stale past two periods."""
+    stale = refreshed_at is None or (
+        report.as_of - from_store_time(refreshed_at)
+    ).total_seconds() > (2 * refresh_seconds)
+    return report.model_copy(update={"tables_refreshed_at": refreshed_at, "tables_stale": stale})
+
+
+def run(store: Store, request: Request, clock: Clock) -> Report:
+    """Per-stream accounting and windows of the selection, read live (read-only)."""
+    now = request.as_of or clock()
+    config = CompletenessConfig(
+        default_sentinel_interval_ms=request.sentinel_interval_ms,
+        dead_after_intervals=request.dead_after,
+    )
+    selection = Selection(
+        tenant=request.tenant,
+        stream=request.stream,
+        surface=request.surface_id,
+        since=request.since,
+        until=request.until,
+    )
+    read = read_report(store, now, selection, request.bucket, config)
+    read = with_refresh_age(read, last_refresh(store), request.refresh_interval_seconds)
+    return Report(read, config, request.refresh_interval_seconds)
+
+
+def persist(store: Store, report: Report) -> Report:
+    """The refresh: rewrite `stream_status` and `completeness_windows` (every stream, as
+    of the report's time), then say so in the report."""
+    summary = recompute_completeness(store, report.completeness.as_of, report.config)
+    read = with_refresh_age(
+        report.completeness, last_refresh(store), report.refresh_interval_seconds
+    )
+    return dataclasses.replace(report, completeness=read, refreshed=summary)
+
+
+def finding(report: Report) -> bool:
+    """Loss, a dead stream or a client reporting more drops than gaps."""
+    return any(
+        s.missing or s.status == "dead" or s.loss.mismatch for s in report.completeness.streams
+    )
+
+
+JOB = Job("completeness", Request, CompletenessReport, run, persist, finding)

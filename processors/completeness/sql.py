@@ -7,11 +7,13 @@ A stream is (tenant, stream): every window, group and join is per tenant.
 
 from __future__ import annotations
 
-RECEIPT_STREAMS = "SELECT tenant_id, emission_stream FROM holonograph.emission_receipts WHERE"
+from schemas.tables import EMISSION_RECEIPTS, EMISSION_RECORDS, STREAM_STATUS
+
+RECEIPT_STREAMS = f"SELECT tenant_id, emission_stream FROM {EMISSION_RECEIPTS.qualified} WHERE"
 
 
 # One row per received (stream, seq) with the size of the gap just below it.
-RECORDS = """
+RECORDS = f"""
 records AS (
     SELECT
         tenant_id AS tenant,
@@ -36,8 +38,8 @@ records AS (
             PARTITION BY tenant_id, emission_stream ORDER BY emission_seq
             ROWS BETWEEN 1 PRECEDING AND CURRENT ROW
         ) - 1 AS gap_before
-    FROM holonograph.emission_records
-    WHERE {where}
+    FROM {EMISSION_RECORDS.qualified}
+    WHERE {{where}}
 )"""
 
 
@@ -157,29 +159,29 @@ GROUP BY tenant_id, bucket, s_surface, bucket_start"""
 # A stream row this refresh did not rewrite (its records moved to another bucket)
 # is zeroed rather than left stale.
 ZERO_STALE = """
-INSERT INTO holonograph.completeness_windows ({columns})
+INSERT INTO {windows_table} ({columns})
 SELECT tenant_id, bucket, scope, surface_id, emission_stream, bucket_start,
     0, 0, 0, 0, 0, 1., false, 0, 0, map(), map(), {{version:UInt64}}, now64(3, 'UTC')
-FROM holonograph.completeness_windows FINAL
+FROM {windows_table} FINAL
 WHERE scope = 'stream' AND version < {{version:UInt64}}
     AND has({{buckets:Array(String)}}, toString(bucket))
     AND (tenant_id, emission_stream) IN (
-        SELECT tenant_id, emission_stream FROM holonograph.stream_status
+        SELECT tenant_id, emission_stream FROM {status_table}
         WHERE version = {{version:UInt64}})"""
 
 
-MARK_DEAD_WHERE = """
-FROM holonograph.stream_status FINAL
+MARK_DEAD_WHERE = f"""
+FROM {STREAM_STATUS.qualified} FINAL
 WHERE status = 'open' AND toUnixTimestamp64Milli(last_seen_at) + dead_after_ms
-    < toUnixTimestamp64Milli({now:DateTime64(3, 'UTC')})"""
+    < toUnixTimestamp64Milli({{now:DateTime64(3, 'UTC')}})"""
 
 
-SHARD_BOUNDS = """
+SHARD_BOUNDS = f"""
 SELECT min((tenant_id, emission_stream)) AS lower FROM (
     SELECT tenant_id, emission_stream, n, sum(n) OVER (
         ORDER BY tenant_id, emission_stream
         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto
     FROM (SELECT tenant_id, emission_stream, count() AS n
-          FROM holonograph.emission_receipts GROUP BY tenant_id, emission_stream))
-GROUP BY intDiv(upto - n, {rows_per_shard:UInt64})
+          FROM {EMISSION_RECEIPTS.qualified} GROUP BY tenant_id, emission_stream))
+GROUP BY intDiv(upto - n, {{rows_per_shard:UInt64}})
 ORDER BY lower"""

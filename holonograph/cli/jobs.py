@@ -1,0 +1,212 @@
+"""A job's command is its flags plus a renderer (`processors.jobs`, `holonograph.runner`).
+
+    @click.command("completeness")
+    @request_option(Request, "since", "--since")      # type, default, help: the field's
+    ...
+    @tenant_option
+    @store_options
+    def completeness_command(tenant, store_url, data_dir, as_json, **flags):
+        request = request_from(Request, flags)          # exit 2 naming the flag
+        run_command(JOB, request, Rendering(text), tenant=tenant, ...)
+
+`run_command` is the runner's CLI caller: the tenant (`--tenant`, else the store's
+only one), run, persist, then `report.to_json()` with --json (the HTTP API's body,
+byte for byte the same document) or the renderer's text, the renderer's notes on
+stderr, and exit 1 when `job.finding(report)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import sys
+import types
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import annotated_types
+import click
+from pydantic import ValidationError
+from pydantic_core import PydanticUndefined
+
+from holonograph.cli.errors import EXIT_FINDING, EXIT_USAGE, CommandFailed
+from holonograph.cli.options import RFC3339, emit_json, open_store_or_exit
+from holonograph.runner import execute, scope
+from processors.jobs import Job, JobError, JobRequest, Report
+from schemas.store import Store
+from schemas.times import utc_now
+
+F = TypeVar("F", bound=Callable[..., Any])
+RequestT = TypeVar("RequestT", bound=JobRequest)
+ReportT = TypeVar("ReportT", bound=Report)
+
+
+def _bare(annotation: Any) -> tuple[Any, bool]:
+    """The annotation without `| None` and `Annotated[...]`, and whether it is a
+    repeatable (tuple or list) of its item type."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            (annotation,) = [a for a in typing.get_args(annotation) if a is not type(None)]
+        elif origin in (tuple, list):
+            item = typing.get_args(annotation)[0]
+            return _bare(item)[0], True
+        else:
+            return annotation, False
+
+
+def _param_type(annotation: Any, metadata: list[Any]) -> click.ParamType[Any] | None:
+    if typing.get_origin(annotation) is typing.Literal:
+        return click.Choice([str(a) for a in typing.get_args(annotation)])
+    if annotation is dt.datetime:
+        return RFC3339()
+    if annotation in (int, float):
+        bounds: dict[str, Any] = {}
+        for item in metadata:
+            if isinstance(item, annotated_types.Ge):
+                bounds["min"] = item.ge
+            elif isinstance(item, annotated_types.Gt):
+                bounds.update(min=item.gt, min_open=True)
+            elif isinstance(item, annotated_types.Le):
+                bounds["max"] = item.le
+            elif isinstance(item, annotated_types.Lt):
+                bounds.update(max=item.lt, max_open=True)
+        if annotation is int:
+            return click.IntRange(**bounds) if bounds else click.INT
+        return click.FloatRange(**bounds) if bounds else click.FLOAT
+    return None
+
+
+def request_option(
+    request: type[JobRequest], name: str, *decls: str, **overrides: Any
+) -> Callable[[F], F]:
+    """A click option for the field `name` of a job's Request, its value passed under
+    the field's name: its type, range, choices and help come from the field, and so
+    does its default (shown in the help; the flag itself defaults to unset, so the
+    model's default is the one that applies). A bool field is an on/off flag."""
+    info = request.model_fields[name]
+    annotation, repeatable = _bare(info.annotation)
+    default = None if info.default is PydanticUndefined else info.default
+    text = info.description or ""
+    options: dict[str, Any] = {"help": text}
+    if annotation is bool:
+        options.update(is_flag=True, default=None)
+    else:
+        options["type"] = _param_type(annotation, info.metadata)
+        if repeatable:
+            options["multiple"] = True
+        elif default is not None:
+            options["show_default"] = str(default)
+    options.update(overrides)
+    return click.option(*decls, name, **options)
+
+
+def request_from(request: type[RequestT], flags: Mapping[str, Any]) -> RequestT:
+    """The Request from the flags given (by field name; unset ones take the model's
+    default), or exit 2 naming each flag whose value the model refuses."""
+    given = {k: v for k, v in flags.items() if k in request.model_fields and v not in (None, ())}
+    try:
+        return request.model_validate(given)
+    except ValidationError as err:
+        raise CommandFailed(_problems(err), EXIT_USAGE) from None
+
+
+def _problems(err: ValidationError) -> str:
+    ctx = click.get_current_context(silent=True)
+    flags = {p.name: p.opts[0] for p in (ctx.command.params if ctx else []) if p.opts}
+    problems = []
+    for error in err.errors():
+        message = error["msg"].removeprefix("Value error, ")
+        where = ".".join(str(part) for part in error["loc"])
+        name = str(error["loc"][0]) if error["loc"] else ""
+        problems.append(f"{flags.get(name, where)}: {message}" if where else message)
+    return "; ".join(problems)
+
+
+@dataclass(frozen=True)
+class Rendering(Generic[ReportT]):
+    """How a command shows its job's report without --json: `text` on stdout, and
+    `notes` (warnings, what a write did) on stderr, with --json too."""
+
+    text: Callable[[ReportT], str]
+    notes: Callable[[ReportT], Iterable[str]] = field(default=lambda report: ())
+
+
+class CommandStores:
+    """The runner's `StoreAccess` for a command: the store `--store`/`--data-dir` names,
+    through its owner's admin endpoint while `serve` or `sink` holds it; any failure to
+    reach it is exit 3 (a bad URL: 2). Each connection is opened once per command (and
+    the store migrated once), and closed by `close`."""
+
+    def __init__(self, store_url: str | None, data_dir: str | None) -> None:
+        self._url = store_url
+        self._dir = data_dir
+        self._open: dict[tuple[bool, str | None], Store] = {}
+
+    def _store(self, write: bool, tenant: str | None) -> Store:
+        key = (write, tenant)
+        if key not in self._open:
+            self._open[key] = open_store_or_exit(
+                self._url, self._dir, write=write, tenant=tenant, migrate=not self._open
+            )
+        return self._open[key]
+
+    @contextlib.contextmanager
+    def reading(self, tenant: str | None) -> Iterator[Store]:
+        yield self._store(False, tenant)
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[Store]:
+        yield self._store(True, None)
+
+    def close(self) -> None:
+        opened, self._open = self._open, {}
+        for store in opened.values():
+            store.close()
+
+
+def report_of(
+    job: Job[RequestT, ReportT],
+    request: RequestT,
+    store_url: str | None,
+    data_dir: str | None,
+) -> ReportT:
+    """The runner for a command: scope, run, persist; a request the job refuses is
+    exit 2 with its message and hint."""
+    stores = CommandStores(store_url, data_dir)
+    try:
+        return execute(job, scope(job, request, stores), stores, utc_now)
+    except JobError as err:
+        raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
+    finally:
+        stores.close()
+
+
+def run_command(
+    job: Job[RequestT, ReportT],
+    request: RequestT,
+    rendering: Rendering[ReportT],
+    *,
+    store_url: str | None,
+    data_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Run `job` for `request` (its tenant: `request.tenant`, else the store's only one),
+    show the report, and exit 1 when it is a finding."""
+    report = report_of(job, request, store_url, data_dir)
+    show(report, rendering, as_json)
+    if job.finding(report):
+        sys.exit(EXIT_FINDING)
+
+
+def show(report: Report, rendering: Rendering[Any], as_json: bool) -> None:
+    for note in rendering.notes(report):
+        click.echo(note, err=True)
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        click.echo(rendering.text(report))

@@ -1,0 +1,66 @@
+"""The one runner of every job (`processors.jobs`): open the store, scope it to the
+request's tenant, run, persist, and hand the report back to the caller, which renders
+it (the CLI as text or --json, the HTTP API as the same JSON) and decides the exit
+code or status from `job.finding`.
+
+    scope(job, request, stores)    the tenant: the request's, else the store's only one
+    execute(job, request, stores)  run on a read-only connection scoped to that tenant,
+                                   then persist on a writing one when the request asks
+
+`StoreAccess` is how a caller reaches its store: the CLI through `--store` (or the
+owner's admin endpoint while `serve` holds it), the receiver through its own sessions
+on its read executor. The runner imports neither: it is the wiring's, so the CLI,
+the HTTP API and the scheduler run one code path.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, TypeVar
+
+from processors.jobs import Job, JobRequest, Report
+from processors.tenants import resolve_tenant
+from schemas.events import DEFAULT_TENANT
+from schemas.store import Store
+from schemas.times import Clock, utc_now
+
+RequestT = TypeVar("RequestT", bound=JobRequest)
+ReportT = TypeVar("ReportT", bound=Report)
+
+
+class StoreAccess(Protocol):
+    """A read-only connection seeing only `tenant`'s rows (None: every tenant's), and a
+    writing one; each is closed when its block ends."""
+
+    def reading(self, tenant: str | None) -> AbstractContextManager[Store]: ...
+
+    def writing(self) -> AbstractContextManager[Store]: ...
+
+
+def scope(job: Job[RequestT, Any], request: RequestT, stores: StoreAccess) -> RequestT:
+    """`request` for its tenant: the one it names, else the store's only tenant (several:
+    `TenantAmbiguous`); on a store with no tenant yet, none, or the default tenant for
+    a job that writes a tenant's records (`job.owner_tenant`)."""
+    if request.tenant is not None:
+        return request
+    with stores.reading(None) as store:
+        tenant = resolve_tenant(store, None)
+    if tenant is None and job.owner_tenant:
+        tenant = DEFAULT_TENANT
+    return request.for_tenant(tenant)
+
+
+def execute(
+    job: Job[RequestT, ReportT],
+    request: RequestT,
+    stores: StoreAccess,
+    clock: Clock = utc_now,
+) -> ReportT:
+    """The job's report for a scoped `request`: `run` on a read-only connection that
+    sees only the request's tenant, then `persist` on a writing one if it `persists()`."""
+    with stores.reading(request.tenant) as store:
+        report = job.run(store, request, clock)
+    if request.persists():
+        with stores.writing() as store:
+            report = job.persist(store, report)
+    return report
