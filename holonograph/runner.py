@@ -18,7 +18,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
-from processors.jobs import Job, JobRequest, Report
+from processors.jobs import NO_STORE, Job, JobRequest, Report
 from processors.tenants import resolve_tenant
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
@@ -41,7 +41,7 @@ def scope(job: Job[RequestT, Any], request: RequestT, stores: StoreAccess) -> Re
     """`request` for its tenant: the one it names, else the store's only tenant (several:
     `TenantAmbiguous`); on a store with no tenant yet, none, or the default tenant for
     a job that writes a tenant's records (`job.owner_tenant`)."""
-    if request.tenant is not None:
+    if request.tenant is not None or not job.uses_store:
         return request
     with stores.reading(None) as store:
         tenant = resolve_tenant(store, None)
@@ -57,7 +57,10 @@ def execute(
     clock: Clock = utc_now,
 ) -> ReportT:
     """The job's report for a scoped `request`: `run` on a read-only connection that
-    sees only the request's tenant, then `persist` on a writing one if it `persists()`."""
+    sees only the request's tenant, then `persist` on a writing one if it `persists()`.
+    A job that uses no store opens none."""
+    if not job.uses_store:
+        return job.run(NO_STORE, request, clock)
     with stores.reading(request.tenant) as store:
         report = job.run(store, request, clock)
     if request.persists():

@@ -33,7 +33,7 @@ from pydantic.json_schema import SkipJsonSchema
 from schemas.store import Store
 from schemas.times import Clock
 
-__all__ = ["Job", "JobError", "JobRequest", "NotFound", "Report"]
+__all__ = ["NO_STORE", "Job", "JobError", "JobRequest", "NotFound", "Report", "saves_nothing"]
 
 
 class JobRequest(BaseModel):
@@ -108,7 +108,8 @@ class Job(Generic[RequestT, ReportT]):
     """One job's parts. `document` is the type of `report.to_json()` (a pydantic model
     or a TypedDict): the OpenAPI document's response schema is generated from it.
     `owner_tenant`: on a store that holds no tenant yet the job runs for the default
-    tenant (it writes records a tenant owns) rather than for none."""
+    tenant (it writes records a tenant owns) rather than for none. `uses_store` False:
+    `run` reads nothing (the runner opens no store and passes `NO_STORE`)."""
 
     name: str
     request: type[RequestT]
@@ -117,3 +118,21 @@ class Job(Generic[RequestT, ReportT]):
     persist: Callable[[Store, ReportT], ReportT]
     finding: Callable[[ReportT], bool] = field(default=lambda report: False)
     owner_tenant: bool = False
+    uses_store: bool = True
+
+
+class _NoStore:
+    """The store of a job that reads none: any use is a bug in the job."""
+
+    url = ""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("this job declared uses_store=False but used the store")
+
+    query = command = insert = _refuse
+
+    def close(self) -> None:
+        return None
+
+
+NO_STORE: Store = _NoStore()

@@ -16,7 +16,8 @@ from typing import Any, NoReturn
 import click
 from pydantic import ValidationError
 
-from holonograph.cli.errors import CommandFailed
+from holonograph.cli.jobs import Rendering, report_of, request_from, request_option, run_command
+from holonograph.cli.jobs import show as show_report
 from holonograph.cli.options import (
     EXIT_FINDING,
     EXIT_USAGE,
@@ -29,17 +30,10 @@ from holonograph.cli.options import (
 )
 from holonograph.cli.tenants import owner_or_exit, tenant_option
 from processors.conformance import approve as approval
-from processors.conformance.check import (
-    MAX_PAGE_SIZE,
-    CheckResult,
-    FixtureNotFound,
-    Window,
-    check_fixture,
-    check_stored,
-    check_surface,
-    list_results,
-)
-from processors.conformance.derive import derive
+from processors.conformance import check as checking
+from processors.conformance import derive as deriving
+from processors.conformance.check import CheckResult, Window, list_results
+from processors.conformance.derive import Derivation
 from processors.conformance.suite import (
     RecordedSource,
     ResolvedFixture,
@@ -59,11 +53,9 @@ from processors.conformance.suite import (
 from schemas.conformance import (
     MAX_RECORDED_EVENTS,
     VERDICT_ORDER,
-    ApprovalRequest,
     Fixture,
     RejectionRequest,
     Suite,
-    SurfaceInput,
 )
 from schemas.store import Store
 
@@ -112,27 +104,27 @@ def conformance() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")
 def derive_command(surface_file: str, output: str | None, as_json: bool) -> None:
     """Propose one candidate fixture per rule of SURFACE_FILE (surfaceId, tools, rules)."""
-    surface = _validate(SurfaceInput, _document(surface_file), surface_file)
-    result = derive(surface)
+    request = _validate(deriving.Request, _document(surface_file), surface_file)
+    (result,) = report_of(deriving.JOB, [request], None, None)
     if output:
         Path(output).write_text(json.dumps(result.to_json(), indent=2, ensure_ascii=False) + "\n")
-    if as_json:
-        emit_json(result.to_json())
-        return
+    show_report(result, Rendering(_derivation_text), as_json)
+
+
+def _derivation_text(result: Derivation) -> str:
     rows = [
         [c.rule_id, c.enforceability, c.fixture.fixture_id if c.fixture else "-", c.rule]
         for c in result.candidates
     ]
-    click.echo(format_table(["rule", "enforceability", "fixture", "text"], rows))
-    click.echo("")
+    lines = [format_table(["rule", "enforceability", "fixture", "text"], rows), ""]
     for c in result.candidates:
         if c.explanation:
-            click.echo(f"{c.rule_id}: {c.explanation}")
-        for caveat in c.caveats:
-            click.echo(f"  caveat: {caveat}")
-    click.echo(f"\ncoverage: {result.coverage_line}")
+            lines.append(f"{c.rule_id}: {c.explanation}")
+        lines += [f"  caveat: {caveat}" for caveat in c.caveats]
+    lines.append(f"\ncoverage: {result.coverage_line}")
     for repair in result.needs_repair:
-        click.echo(f"needs repair {repair.rule_id}: {repair.why}\n  rephrase: {repair.rephrase}")
+        lines.append(f"needs repair {repair.rule_id}: {repair.why}\n  rephrase: {repair.rephrase}")
+    return "\n".join(lines)
 
 
 # --- approve / reject / list ------------------------------------------------------------
@@ -213,7 +205,7 @@ def _decide(
         raise click.UsageError("--approver is required (who takes responsibility)")
     if action == "reject" and not comment:
         raise click.UsageError("--comment is required to reject")
-    model = ApprovalRequest if action == "approve" else RejectionRequest
+    model = approval.Request if action == "approve" else RejectionRequest
     requests = [
         _validate(
             model,
@@ -229,13 +221,16 @@ def _decide(
         )
         for fx in fixtures
     ]
-    store = open_store_or_exit(store_url, data_dir, write=True)
-    owner = owner_or_exit(store, tenant)
-    try:
-        write = approval.approve if action == "approve" else approval.reject
-        outcomes = [write(store, r, tenant_id=owner) for r in requests]
-    finally:
-        store.close()
+    if action == "approve":
+        scoped = [r.for_tenant(tenant) for r in requests]
+        outcomes = report_of(approval.JOB, scoped, store_url, data_dir)
+    else:
+        store = open_store_or_exit(store_url, data_dir, write=True)
+        owner = owner_or_exit(store, tenant)
+        try:
+            outcomes = [approval.reject(store, r, tenant_id=owner) for r in requests]
+        finally:
+            store.close()
     if as_json:
         emit_json([o.to_json() for o in outcomes])
         return
@@ -316,7 +311,7 @@ def list_command(
 # --- check ------------------------------------------------------------------------------
 
 
-def _check_rows(results: list[CheckResult]) -> list[list[Any]]:
+def _check_rows(results: tuple[CheckResult, ...]) -> list[list[Any]]:
     return [
         [r.fixture.fixture_id, r.fixture_version or "inline", r.verdict, r.events_checked]
         + [r.counts[v] for v in VERDICT_ORDER]
@@ -325,94 +320,51 @@ def _check_rows(results: list[CheckResult]) -> list[list[Any]]:
     ]
 
 
+Check = checking.Request
+
+
 @conformance.command("check")
-@click.option("--fixture-id", help="A live (approved) fixture.")
+@request_option(Check, "fixture_id", "--fixture-id")
 @click.option("--fixture", "fixture_file", help="An inline fixture file (not yet approved).")
-@click.option("--surface", help="Every live fixture of this surface (or a surface filter).")
-@click.option("--since", type=RFC3339(), help="Window start, inclusive (default until - 24h).")
-@click.option("--until", type=RFC3339(), help="Window end, exclusive (default now).")
-@run_mode_option
-@click.option("--offset", default=0, show_default=True, type=click.IntRange(min=0))
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(0, MAX_PAGE_SIZE))
-@click.option("--verdict", "page_verdicts", multiple=True, type=click.Choice(VERDICT_ORDER),
-              help="Breakdown shows only these verdicts.")  # fmt: skip
-@click.option("--no-persist", is_flag=True, help="Do not record the result.")
+@request_option(Check, "surface_id", "--surface")
+@request_option(Check, "since", "--since")
+@request_option(Check, "until", "--until")
+@request_option(Check, "run_modes", "--run-mode")
+@request_option(Check, "offset", "--offset")
+@request_option(Check, "limit", "--limit")
+@request_option(Check, "verdicts", "--verdict")
+@request_option(Check, "persist", "--persist/--no-persist")
 @tenant_option
 @store_options
 def check_command(
-    fixture_id: str | None,
     fixture_file: str | None,
-    surface: str | None,
-    since: dt.datetime | None,
-    until: dt.datetime | None,
-    run_modes: tuple[str, ...],
-    offset: int,
-    limit: int,
-    page_verdicts: tuple[str, ...],
-    no_persist: bool,
     tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
+    **flags: Any,
 ) -> None:
     """Check fixtures over a window; exit 1 when a top-level verdict is fail, 2 when
     the surface has no live fixture (nothing would be checked)."""
-    if sum(x is not None for x in (fixture_id, fixture_file)) > 1 or not (
-        fixture_id or fixture_file or surface
-    ):
-        raise click.UsageError("give --fixture-id, --fixture FILE, or --surface")
     inline = _validate(Fixture, _document(fixture_file), fixture_file) if fixture_file else None
-    options: dict[str, Any] = {
-        "since": since,
-        "until": until,
-        "run_modes": run_modes,
-        "page_offset": offset,
-        "page_size": limit,
-        "page_verdicts": page_verdicts,
-        "persist": not no_persist,
-    }
-    store = open_store_or_exit(store_url, data_dir, write=not no_persist)
-    options["tenant_id"] = owner_or_exit(store, tenant)
-    try:
-        if inline is not None:
-            results = [check_fixture(store, inline, surface_id=surface, **options)]
-        elif fixture_id:
-            results = [check_stored(store, fixture_id, surface_id=surface, **options)]
-        else:
-            assert surface is not None
-            results = check_surface(store, surface, **options)
-    except (FixtureNotFound, ValueError) as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(EXIT_USAGE)
-    finally:
-        store.close()
-    if not results:  # a gate that checked nothing must not pass
-        raise CommandFailed(
-            f"no live fixture for surface {surface}: nothing was checked",
-            EXIT_USAGE,
-            "approve one with `holonograph conformance approve`; see them with"
-            " `holonograph conformance list --surface`",
-        )
-    if as_json:
-        emit_json(
-            results[0].to_json() if (inline or fixture_id) else [r.to_json() for r in results]
-        )
-    else:
-        _print_check(results)
-    if any(r.verdict == "fail" for r in results):
-        sys.exit(EXIT_FINDING)
+    request = request_from(Check, {**flags, "fixture": inline, "tenant": tenant})
+    rendering = Rendering(_check_text)
+    run_command(
+        checking.JOB, request, rendering, store_url=store_url, data_dir=data_dir, as_json=as_json
+    )
 
 
-def _print_check(results: list[CheckResult]) -> None:
+def _check_text(report: checking.Report) -> str:
+    results = report.results
     window = results[0].window
-    click.echo(f"window {window.since.isoformat()} .. {window.until.isoformat()}")
+    lines = [f"window {window.since.isoformat()} .. {window.until.isoformat()}"]
     columns = ["fixture", "version", "verdict", "events", *VERDICT_ORDER, "evaluable"]
-    click.echo(format_table(columns, _check_rows(results)))
+    lines.append(format_table(columns, _check_rows(results)))
     for r in results:
         if r.events:
             first, last = r.page_offset + 1, r.page_offset + len(r.events)
-            click.echo(f"\n{r.fixture.fixture_id}: events {first}..{last}")
-            click.echo(
+            lines.append(f"\n{r.fixture.fixture_id}: events {first}..{last}")
+            lines.append(
                 format_table(
                     ["event", "timestamp", "verdict", "when", "assertions"],
                     [
@@ -427,6 +379,7 @@ def _print_check(results: list[CheckResult]) -> None:
                     ],
                 )
             )
+    return "\n".join(lines)
 
 
 @conformance.command("results")

@@ -22,7 +22,7 @@ import datetime as dt
 import sys
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -85,22 +85,20 @@ def request_option(
     request: type[JobRequest], name: str, *decls: str, **overrides: Any
 ) -> Callable[[F], F]:
     """A click option for the field `name` of a job's Request, its value passed under
-    the field's name: its type, range, choices and help come from the field, and so
-    does its default (shown in the help; the flag itself defaults to unset, so the
-    model's default is the one that applies). A bool field is an on/off flag."""
+    the field's name: its type, range, choices, help and default all come from the
+    field. A bool field is an on/off flag."""
     info = request.model_fields[name]
     annotation, repeatable = _bare(info.annotation)
     default = None if info.default is PydanticUndefined else info.default
-    text = info.description or ""
-    options: dict[str, Any] = {"help": text}
+    options: dict[str, Any] = {"help": info.description or ""}
     if annotation is bool:
-        options.update(is_flag=True, default=None)
+        options.update(is_flag=True, default=bool(default))
     else:
         options["type"] = _param_type(annotation, info.metadata)
         if repeatable:
             options["multiple"] = True
         elif default is not None:
-            options["show_default"] = str(default)
+            options.update(default=default, show_default=True)
     options.update(overrides)
     return click.option(*decls, name, **options)
 
@@ -171,15 +169,15 @@ class CommandStores:
 
 def report_of(
     job: Job[RequestT, ReportT],
-    request: RequestT,
+    requests: Sequence[RequestT],
     store_url: str | None,
     data_dir: str | None,
-) -> ReportT:
-    """The runner for a command: scope, run, persist; a request the job refuses is
-    exit 2 with its message and hint."""
+) -> list[ReportT]:
+    """The runner for a command, one report per request on the same connections: scope,
+    run, persist; a request the job refuses is exit 2 with its message and hint."""
     stores = CommandStores(store_url, data_dir)
     try:
-        return execute(job, scope(job, request, stores), stores, utc_now)
+        return [execute(job, scope(job, r, stores), stores, utc_now) for r in requests]
     except JobError as err:
         raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     finally:
@@ -197,7 +195,7 @@ def run_command(
 ) -> None:
     """Run `job` for `request` (its tenant: `request.tenant`, else the store's only one),
     show the report, and exit 1 when it is a finding."""
-    report = report_of(job, request, store_url, data_dir)
+    (report,) = report_of(job, [request], store_url, data_dir)
     show(report, rendering, as_json)
     if job.finding(report):
         sys.exit(EXIT_FINDING)

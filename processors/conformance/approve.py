@@ -19,8 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict
+
 from processors.conformance.suite import FixtureLookup, ResolvedFixture
-from schemas.conformance import ApprovalRequest, Fixture, RejectionRequest
+from processors.jobs import Job, JobRequest
+from schemas.conformance import ApprovalRequest, Enforceability, Fixture, RejectionRequest
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
 from schemas.tables import CONFORMANCE_FIXTURES
@@ -202,7 +206,7 @@ def live_fixtures(
     return [r for r in list_fixtures(store, surface_id, tenant_id=tenant_id) if r.live]
 
 
-def _write(
+def plan(
     store: Store,
     fixture: Fixture,
     action: Action,
@@ -213,6 +217,8 @@ def _write(
     new_id: Callable[[], str],
     tenant_id: str,
 ) -> Outcome:
+    """What recording `action` on `fixture` would do (read-only): the record in force
+    when it already says so (`created` False), else the next version's record."""
     previous = history(store, fixture.fixture_id, tenant_id)
     digest = fixture_digest(fixture)
     if previous:
@@ -235,10 +241,17 @@ def _write(
         recorded_at=clock().astimezone(dt.UTC),
         tenant_id=tenant_id,
     )
-    row = [getattr(record, c) for c in CONFORMANCE_FIXTURES.columns[:-3]]
-    row += [canonical_json(fixture), digest, record.recorded_at]
-    store.insert(CONFORMANCE_FIXTURES.qualified, [row], CONFORMANCE_FIXTURES.columns)
     return Outcome(record, created=True)
+
+
+def record_outcome(store: Store, outcome: Outcome) -> Outcome:
+    """Write the record `plan` made (nothing when it was already in force)."""
+    if outcome.created:
+        record = outcome.record
+        row = [getattr(record, c) for c in CONFORMANCE_FIXTURES.columns[:-3]]
+        row += [canonical_json(record.fixture), record.fixture_digest, record.recorded_at]
+        store.insert(CONFORMANCE_FIXTURES.qualified, [row], CONFORMANCE_FIXTURES.columns)
+    return outcome
 
 
 def approve(
@@ -251,7 +264,7 @@ def approve(
 ) -> Outcome:
     """Commit a fixture as the next version of its id in the tenant (a no-op if
     already live as is)."""
-    return _write(
+    outcome = plan(
         store,
         request.fixture,
         "approved",
@@ -262,6 +275,7 @@ def approve(
         new_id,
         tenant_id,
     )
+    return record_outcome(store, outcome)
 
 
 def reject(
@@ -273,7 +287,7 @@ def reject(
     tenant_id: str = DEFAULT_TENANT,
 ) -> Outcome:
     """Record that an approver turned a fixture down, with why; retires a live one."""
-    return _write(
+    outcome = plan(
         store,
         request.fixture,
         "rejected",
@@ -284,3 +298,57 @@ def reject(
         new_id,
         tenant_id,
     )
+    return record_outcome(store, outcome)
+
+
+# --- the job (processors.jobs): POST /lens/conformance/fixtures ------------------------
+
+
+class Request(ApprovalRequest, JobRequest):
+    """The Guide's POST /lens/conformance/fixtures body: who approves which fixture."""
+
+    def persists(self) -> bool:
+        return True
+
+
+Report = Outcome
+
+
+def run(store: Store, request: Request, clock: Clock) -> Outcome:
+    """The approval this request records: the next version, or the record already in
+    force with this content (`created` False)."""
+    return plan(
+        store,
+        request.fixture,
+        "approved",
+        request.approver_id,
+        request.source_surface_id,
+        request.comment or "",
+        clock,
+        new_record_id,
+        request.tenant or DEFAULT_TENANT,
+    )
+
+
+@with_config(ConfigDict(extra="forbid"))
+class OutcomeDocument(TypedDict):
+    """`Outcome.to_json()`: the record in force and whether this call wrote it."""
+
+    created: bool
+    tenantId: str
+    eventId: str
+    fixtureId: str
+    version: int
+    action: Action
+    surfaceId: str
+    sourceSurfaceId: str
+    ruleId: str
+    enforceability: Enforceability
+    approverId: str
+    comment: str | None
+    recordedAt: dt.datetime
+    fixtureDigest: str
+    fixture: Fixture
+
+
+JOB = Job("conformance.fixtures", Request, OutcomeDocument, run, record_outcome, owner_tenant=True)

@@ -13,27 +13,43 @@ tenant's events and runs that tenant's fixtures.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired
+
+from pydantic import ConfigDict, Field, model_validator, with_config
+from typing_extensions import TypedDict
 
 from processors.conformance.approve import fixture_digest, live_fixture, live_fixtures
 from processors.conformance.eval import VERDICT_SQL, SqlBuilder
-from schemas.conformance import RANK_VERDICT, VERDICT_ORDER, VERDICT_RANK, Fixture, Verdict
-from schemas.events import DEFAULT_TENANT
+from processors.jobs import Job, JobError, JobRequest, NotFound
+from schemas.conformance import (
+    RANK_VERDICT,
+    VERDICT_ORDER,
+    VERDICT_RANK,
+    Enforceability,
+    Fixture,
+    Id,
+    Verdict,
+)
+from schemas.events import DEFAULT_TENANT, RunMode
 from schemas.store import Store
-from schemas.tables import CONFORMANCE_RESULTS
-from schemas.times import from_store_time, utc_now
+from schemas.tables import CONFORMANCE_RESULTS, EVALUATION_DIMENSIONS, EVALUATION_EVENTS
+from schemas.times import Clock, UtcTime, from_store_time, utc_now
 
 DEFAULT_WINDOW = dt.timedelta(hours=24)
 MAX_PAGE_SIZE = 1000
 FAILING_SAMPLE = 20
 
 
-class FixtureNotFound(LookupError):
+class FixtureNotFound(NotFound):
     """No live (approved) fixture with that id."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "fixture_not_found")
 
 
 @dataclass(frozen=True)
@@ -161,11 +177,11 @@ def _verdicts_sql(fixture: Fixture, run_modes: Sequence[str]) -> tuple[str, dict
                    {guard} AS g, {checks} AS a
             FROM (
                 SELECT event_id, timestamp, markers, cohort_tags, latency_ms, cost_usd
-                FROM holonograph.evaluation_events FINAL WHERE {event_filters}
+                FROM {EVALUATION_EVENTS.qualified} FINAL WHERE {event_filters}
             ) AS e
             LEFT JOIN (
                 SELECT event_id, groupArray(tuple(dimension_id, passed, score, judge)) AS dims
-                FROM holonograph.evaluation_dimensions FINAL WHERE {filters}
+                FROM {EVALUATION_DIMENSIONS.qualified} FINAL WHERE {filters}
                 GROUP BY event_id
             ) AS d ON e.event_id = d.event_id
         )"""
@@ -373,3 +389,164 @@ def _result_json(row: dict[str, Any]) -> dict[str, Any]:
         "checkedAt": row["checked_at"],
         "failingEventIds": row["failing_event_ids"],
     }
+
+
+# --- the job (processors.jobs): POST /lens/conformance/check -----------------------------
+
+
+class Request(JobRequest):
+    """The Guide's POST /lens/conformance/check body: a live fixture (`fixtureId`), an
+    inline one (`fixture`), or every live fixture of `surfaceId`, over [since, until)."""
+
+    fixture_id: Id | None = Field(None, description="A live (approved) fixture.")
+    fixture: Fixture | None = Field(None, description="An inline fixture (not yet approved).")
+    surface_id: Id | None = Field(
+        None, description="Every live fixture of this surface (or a surface filter)."
+    )
+    since: UtcTime | None = Field(
+        None, description="Window start, inclusive (default until - 24h)."
+    )
+    until: UtcTime | None = Field(None, description="Window end, exclusive (default now).")
+    run_modes: tuple[RunMode, ...] = Field((), description="Only these modes.")
+    offset: int = Field(0, ge=0, description="First event of the per-event breakdown.")
+    limit: int = Field(50, ge=0, le=MAX_PAGE_SIZE, description="Events in the breakdown.")
+    verdicts: tuple[Verdict, ...] = Field((), description="Breakdown shows only these verdicts.")
+    persist: bool = Field(True, description="Record the result (conformance_results).")
+
+    @model_validator(mode="after")
+    def _what(self) -> Request:
+        if self.fixture_id is not None and self.fixture is not None:
+            raise ValueError("give fixtureId (a live fixture) or fixture (inline), not both")
+        if self.fixture_id is None and self.fixture is None and self.surface_id is None:
+            raise ValueError("give fixtureId (a live fixture), fixture (inline) or surfaceId")
+        return self
+
+    def persists(self) -> bool:
+        return self.persist
+
+
+@dataclass(frozen=True)
+class Report:
+    """One result per fixture checked; `single` (a fixture was named or given): the
+    document is that result, else the list."""
+
+    results: tuple[CheckResult, ...]
+    single: bool
+
+    def to_json(self) -> Any:
+        if self.single:
+            return self.results[0].to_json()
+        return [r.to_json() for r in self.results]
+
+
+def run(store: Store, request: Request, clock: Clock) -> Report:
+    """Check the fixture(s) over the window, read-only (`persist` records them)."""
+    options: dict[str, Any] = {
+        "since": request.since,
+        "until": request.until,
+        "run_modes": request.run_modes,
+        "page_offset": request.offset,
+        "page_size": request.limit,
+        "page_verdicts": request.verdicts,
+        "persist": False,
+        "clock": clock,
+        "tenant_id": request.tenant or DEFAULT_TENANT,
+    }
+    try:
+        if request.fixture is not None:
+            results = [
+                check_fixture(store, request.fixture, surface_id=request.surface_id, **options)
+            ]
+        elif request.fixture_id is not None:
+            results = [
+                check_stored(store, request.fixture_id, surface_id=request.surface_id, **options)
+            ]
+        else:
+            assert request.surface_id is not None
+            results = check_surface(store, request.surface_id, **options)
+    except ValueError as err:
+        raise JobError(str(err)) from None
+    if not results:  # a gate that checked nothing must not pass
+        raise NotFound(
+            f"no live fixture for surface {request.surface_id}: nothing was checked",
+            "no_live_fixture",
+            details={"surfaceId": request.surface_id},
+            hint="approve one with `holonograph conformance approve`; see them with"
+            " `holonograph conformance list --surface`",
+        )
+    single = request.fixture is not None or request.fixture_id is not None
+    return Report(tuple(results), single)
+
+
+def persist(store: Store, report: Report) -> Report:
+    """One row per fixture checked in `conformance_results`."""
+    for result in report.results:
+        persist_result(store, result)
+    saved = tuple(dataclasses.replace(r, persisted=True) for r in report.results)
+    return dataclasses.replace(report, results=saved)
+
+
+def finding(report: Report) -> bool:
+    """A fixture's top-level verdict is fail."""
+    return any(r.verdict == "fail" for r in report.results)
+
+
+@with_config(ConfigDict(extra="forbid"))
+class WindowDocument(TypedDict):
+    since: dt.datetime
+    until: dt.datetime
+
+
+@with_config(ConfigDict(extra="forbid"))
+class PageDocument(TypedDict):
+    offset: int
+    size: int
+    returned: int
+    verdicts: list[Verdict] | None
+
+
+@with_config(ConfigDict(extra="forbid"))
+class EventDocument(TypedDict):
+    eventId: str
+    timestamp: dt.datetime
+    verdict: Verdict
+    when: NotRequired[list[Verdict]]
+    assertions: list[Verdict]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class CheckDocument(TypedDict):
+    """`CheckResult.to_json()`: the verdict, counts per verdict, the window used and a
+    page of the per-event breakdown."""
+
+    checkId: str
+    tenantId: str
+    fixtureId: str
+    fixtureVersion: int | None
+    fixtureDigest: str
+    ruleId: str
+    surfaceId: str
+    enforceability: Enforceability
+    verdict: Verdict
+    eventsChecked: int
+    counts: dict[Verdict, int]
+    applicableEvents: int
+    evaluableEvents: int
+    evaluableShare: float | None
+    window: WindowDocument
+    runModes: list[str] | None
+    checkedAt: dt.datetime
+    failingEventIds: list[str]
+    events: list[EventDocument]
+    page: PageDocument
+
+
+JOB = Job(
+    "conformance.check",
+    Request,
+    CheckDocument | list[CheckDocument],
+    run,
+    persist,
+    finding,
+    owner_tenant=True,
+)

@@ -14,17 +14,21 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired
 
-from pydantic import ValidationError
+from pydantic import ConfigDict, ValidationError, with_config
+from typing_extensions import TypedDict
 
 from processors.conformance.eval import explain
+from processors.jobs import Job, JobRequest, saves_nothing
 from schemas.conformance import (
     Enforceability,
     Fixture,
     RuleInput,
     SurfaceInput,
 )
+from schemas.store import Store
+from schemas.times import Clock
 
 USER, RESPONSE = "user_message", "response_text"
 
@@ -729,3 +733,59 @@ def derive(surface: SurfaceInput) -> Derivation:
             outcome = Candidate(rule.rule_id or "", rule.text, "not-enforceable", None, None)
         candidates.append(outcome)
     return Derivation(surface.surface_id, tuple(candidates), tuple(repairs))
+
+
+# --- the job (processors.jobs) -----------------------------------------------------------
+
+
+class Request(SurfaceInput, JobRequest):
+    """The Guide's POST /lens/conformance/derive body: a capability surface (its tools and
+    prose rules). Reads nothing from the store."""
+
+
+Report = Derivation
+
+
+def run(store: Store, request: Request, clock: Clock) -> Derivation:
+    return derive(request)
+
+
+@with_config(ConfigDict(extra="forbid"))
+class CandidateDocument(TypedDict):
+    ruleId: str
+    rule: str
+    enforceability: Enforceability
+    pattern: str | None
+    explanation: str | None
+    fixture: Fixture | None
+    caveats: NotRequired[list[str]]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class CoverageDocument(TypedDict):
+    summary: str
+    rules: int
+    traceEnforceable: int
+    judgeRequired: int
+    notEnforceable: int
+
+
+@with_config(ConfigDict(extra="forbid"))
+class RepairDocument(TypedDict):
+    ruleId: str
+    rule: str
+    why: str
+    rephrase: str
+
+
+@with_config(ConfigDict(extra="forbid"))
+class DerivationDocument(TypedDict):
+    """`Derivation.to_json()`: candidates, the coverage headline, the needs-repair panel."""
+
+    surfaceId: str
+    candidates: list[CandidateDocument]
+    coverage: CoverageDocument
+    needsRepair: list[RepairDocument]
+
+
+JOB = Job("conformance.derive", Request, DerivationDocument, run, saves_nothing, uses_store=False)
