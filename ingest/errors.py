@@ -6,7 +6,8 @@
     │   │   └── MalformedHttp     not even HTTP/1.1 we can read (a bad header, chunk)
     │   ├── PayloadTooLarge       over --max-request-bytes after decompression
     │   ├── UnsupportedMediaType  content type or encoding we do not speak
-    │   └── Unauthenticated       no bearer token, or one the tokens file does not know
+    │   ├── Unauthenticated       no bearer token, or one the tokens file does not know
+    │   └── Forbidden             a known token without the scope this needs (`write`)
     └── RetryableError            try again after `retry_after` seconds
         ├── Backpressure          too much memory or queue time in flight
         │   └── RateLimited       the tenant's spans per second are spent
@@ -50,6 +51,10 @@ class UnsupportedMediaType(PermanentError):
 
 
 class Unauthenticated(PermanentError):
+    pass
+
+
+class Forbidden(PermanentError):
     pass
 
 

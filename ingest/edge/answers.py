@@ -23,6 +23,7 @@ from ingest.errors import (
     Backpressure,
     BodyTooSlow,
     DecodeError,
+    Forbidden,
     IngestError,
     MalformedHttp,
     PayloadTooLarge,
@@ -81,6 +82,8 @@ def classify(error: Exception) -> Failure:
         return Failure(grpc.StatusCode.INVALID_ARGUMENT, 415, message, None)
     if isinstance(error, Unauthenticated):
         return Failure(grpc.StatusCode.UNAUTHENTICATED, 401, message, None)
+    if isinstance(error, Forbidden):
+        return Failure(grpc.StatusCode.PERMISSION_DENIED, 403, message, None)
     if isinstance(error, DecodeError):
         return Failure(grpc.StatusCode.INVALID_ARGUMENT, 400, message, None)
     if isinstance(error, Backpressure):
@@ -109,6 +112,7 @@ CLIENT_REASONS = frozenset(
         "too large",
         "unsupported media type",
         "unauthenticated",
+        "forbidden",
         "body timeout",
         "body too slow",
         "invalid",
@@ -131,6 +135,7 @@ _REASONS: tuple[tuple[type[BaseException], str], ...] = (
     (PayloadTooLarge, "too large"),
     (UnsupportedMediaType, "unsupported media type"),
     (Unauthenticated, "unauthenticated"),
+    (Forbidden, "forbidden"),
     (MalformedHttp, MALFORMED_HTTP),
     (DecodeError, "malformed body"),
     (RateLimited, "rate limited"),

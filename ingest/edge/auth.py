@@ -1,7 +1,10 @@
 """Bearer-token authentication of OTLP requests: who sent it, as a `Principal`.
 
 The tokens file (YAML, mode 0600) lists entries of a tenant, the agent ids its
-token may write (or "*") and an optional rate limit; each entry holds the token's
+token may write (or "*"), an optional rate limit and optional `scopes` (`write`: OTLP;
+`read`: analyses and events; `govern`: approvals, lifecycle, contracts, change
+records; an entry without `scopes` keeps what tokens could do before scopes existed,
+`write` and `govern`: `ingest.export.principal.UNSCOPED`); each entry holds the token's
 hex SHA-256 (`token_sha256`, so the file need hold no secret) or the token itself
 (`token`). Only digests are kept in memory; a presented token is hashed and
 compared with every digest in constant time. The file is reloaded when it changes
@@ -31,7 +34,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ingest.errors import Unauthenticated
-from ingest.export.principal import ANONYMOUS, Principal
+from ingest.export.principal import ANONYMOUS, UNSCOPED, Principal, Scope
 from ingest.filecheck import UnsafeFile, read_trusted
 
 log = logging.getLogger(__name__)
@@ -53,6 +56,7 @@ class TokenEntry(BaseModel):
     token: str | None = Field(None, min_length=1)
     agents: list[str] | Literal["*"]
     spans_per_second: float | None = Field(None, gt=0)
+    scopes: list[Scope] | None = Field(None, min_length=1)
 
     @model_validator(mode="after")
     def _one_secret(self) -> TokenEntry:
@@ -73,6 +77,7 @@ class TokenEntry(BaseModel):
             agents=agents,
             name=self.name,
             spans_per_second=self.spans_per_second,
+            scopes=UNSCOPED if self.scopes is None else frozenset(self.scopes),
         )
 
 

@@ -6,7 +6,9 @@ auth as OTLP and the contract registry:
     GET  /holonograph/changes        list them (surfaceId, agentId, since, until, kind)
     POST /holonograph/availability   the Guide's availability mark, single or paired
 
-A token's tenant owns what it records and is all it reads. A token restricted to
+A token's tenant owns what it records and is all it reads. Recording a change needs
+the `govern` scope, an availability mark `write` (the Guide's SDK marks them) or
+`govern`, listing `read` or `govern`. A token restricted to
 agents records, marks and reads only as one of them: it names the `agentId`, which it
 must be allowed to write, and reads that agent's changes and the tenant-wide ones.
 `x-holonograph-run-mode` is required, fail-closed, as for contracts. Errors answer the
@@ -24,7 +26,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from ingest.edge.auth import Authenticator
-from ingest.edge.json_api import ApiError, JsonApi, read_json, require_agent
+from ingest.edge.json_api import ApiError, JsonApi, read_json, require_agent, require_scope
 from ingest.export.principal import Principal
 from schemas.changelog import ChangeConflict, ChangeQuery
 from schemas.changes import KINDS, AvailabilityMark, ChangeEvent, ChangeRecord, mark_answer
@@ -126,13 +128,16 @@ class ChangeApi(JsonApi):
             raise ApiError(409, "change_conflict", str(err), {"id": change.id}) from None
 
     async def _record(self, request: web.Request, principal: Principal) -> dict[str, Any]:
+        require_scope(principal, "govern")
         event, created = await self._write(request, principal, ChangeRecord)
         return event.to_json() | {"created": created}
 
     async def _mark(self, request: web.Request, principal: Principal) -> dict[str, Any]:
+        require_scope(principal, "write", "govern")  # the Guide's SDK marks availability
         return mark_answer(*await self._write(request, principal, AvailabilityMark))
 
     async def _list(self, request: web.Request, principal: Principal) -> dict[str, Any]:
+        require_scope(principal, "read", "govern")
         log = self._wired()
         agent = request.query.get("agentId") or None
         _as_agent(principal, agent)

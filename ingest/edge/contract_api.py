@@ -3,7 +3,8 @@ port: register and read back surface contracts, behind the same TLS and bearer a
 as OTLP.
 
 A token's tenant owns the contracts it registers; a token restricted to agents may
-register and read only those. `x-holonograph-run-mode` is required, fail-closed
+register and read only those. Registering needs the `govern` scope, reading `read` or
+`govern`. `x-holonograph-run-mode` is required, fail-closed
 (missing or unknown: 400). Every error answers the Guide's envelope
 `{"error", "code", "details"}`; success answers the ContractSummary. Where a
 registration goes (the store, or the contracts topic with `--kafka`) is the
@@ -18,7 +19,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from ingest.edge.auth import Authenticator
-from ingest.edge.json_api import ApiError, JsonApi, read_json, require_agent
+from ingest.edge.json_api import ApiError, JsonApi, read_json, require_agent, require_scope
 from ingest.export.principal import Principal
 from schemas.contracts import Contract, ContractSummary, problems
 
@@ -51,6 +52,7 @@ class ContractApi(JsonApi):
         return await self.answer(request, self._read)
 
     async def _register(self, request: web.Request, principal: Principal) -> dict[str, Any]:
+        require_scope(principal, "govern")
         document = await read_json(request, MAX_CONTRACT_BYTES, "a contract")
         try:
             contract = Contract.model_validate(document)
@@ -64,6 +66,7 @@ class ContractApi(JsonApi):
         return summary.to_json() | {"created": created}
 
     async def _read(self, request: web.Request, principal: Principal) -> dict[str, Any]:
+        require_scope(principal, "read", "govern")
         agent = request.query.get("agentId", "").strip()
         if not agent:
             raise ApiError(400, "agent_id_missing", "the agentId query parameter is required")

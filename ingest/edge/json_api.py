@@ -1,15 +1,18 @@
 """What every JSON endpoint on the OTLP/HTTP port shares (the contract registry, the
-change events): bearer auth, the fail-closed `x-holonograph-run-mode` header, bounded
-JSON bodies, and the Guide's error envelope `{"error", "code", "details"}`.
+change events, the analyses `holonograph.api` mounts): bearer auth, the token's
+scopes, the fail-closed `x-holonograph-run-mode` header, bounded JSON bodies, and the
+Guide's error envelope `{"error", "code", "details"}`.
 
 An endpoint is a `JsonApi` whose steps take the request and the authenticated
-`Principal` and return the JSON body of a success; they raise `ApiError` for a 4xx,
-and the store's `RetryableError` becomes 503 with `Retry-After`.
+`Principal` and return the JSON body of a success (or a whole response); they raise
+`ApiError` for a 4xx, the store's `RetryableError` becomes 503 with `Retry-After`, and
+anything else 500 `internal` (logged, never a traceback to the client).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,11 +21,14 @@ from aiohttp import web
 
 from ingest.edge.auth import Authenticator
 from ingest.errors import RetryableError, Unauthenticated
-from ingest.export.principal import Principal
+from ingest.export.principal import Principal, Scope
+from ingest.redact import redact
 from schemas.events import RUN_MODES
 
+log = logging.getLogger(__name__)
+
 RUN_MODE_HEADER = "x-holonograph-run-mode"
-Step = Callable[[web.Request, Principal], Awaitable[dict[str, Any]]]
+Step = Callable[[web.Request, Principal], Awaitable[Any]]
 
 
 @dataclass
@@ -52,6 +58,19 @@ def require_run_mode(request: web.Request) -> str:
             {"header": RUN_MODE_HEADER, "value": mode, "allowed": allowed},
         )  # fmt: skip
     return mode
+
+
+def require_scope(principal: Principal, *scopes: Scope) -> None:
+    """403 `insufficient_scope` unless the token holds one of `scopes`."""
+    if not principal.may(*scopes):
+        wanted = " or ".join(scopes)
+        raise ApiError(
+            403, "insufficient_scope",
+            f"this token lacks the {wanted} scope: add it to the token's scopes in the"
+            " tokens file",
+            {"required": list(scopes), "scopes": sorted(principal.scopes)},
+            {"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{" ".join(scopes)}"'},
+        )  # fmt: skip
 
 
 def require_agent(principal: Principal, agent_id: str) -> None:
@@ -107,4 +126,10 @@ class JsonApi:
         except RetryableError as err:
             retry = f"{max(1, round(err.retry_after))}"
             return ApiError(503, "unavailable", str(err), headers={"Retry-After": retry}).response()
+        except Exception as err:
+            log.exception("%s %s failed", request.method, request.path)
+            message = f"internal error: {redact(str(err).splitlines()[0] if str(err) else '')}"
+            return ApiError(500, "internal", message.rstrip(": ")).response()
+        if isinstance(body, web.Response):
+            return body
         return web.json_response(body)

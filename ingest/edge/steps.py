@@ -1,6 +1,7 @@
 """What both transports do to a request before and around the export path, in order:
 
     authenticate (bearer token -> Principal)        Unauthenticated: 401 / UNAUTHENTICATED
+      with the `write` scope                        Forbidden: 403 / PERMISSION_DENIED
     wait for the principal's reading turn           Backpressure: 429 / RESOURCE_EXHAUSTED
     read the body in time, at the minimum rate      ReadTimeout / BodyTooSlow: 408
     admit its memory cost and expected queue time   Backpressure: 429 / RESOURCE_EXHAUSTED
@@ -32,7 +33,7 @@ from ingest.edge.admission import (
 from ingest.edge.answers import refusal_reason
 from ingest.edge.auth import Authenticator
 from ingest.edge.ratelimit import TenantRateLimiter
-from ingest.errors import PayloadTooLarge, ReadTimeout
+from ingest.errors import Forbidden, PayloadTooLarge, ReadTimeout
 from ingest.export.handler import ExportHandler, ExportOutcome
 from ingest.export.principal import Principal
 
@@ -70,7 +71,14 @@ class Edge:
             self.refusals.observe_refusal(transport, refusal_reason(error), error, peer)
 
     def authenticate(self, authorization: str | None) -> Principal:
-        return self.authenticator.authenticate(authorization)
+        """The token's principal, which must hold the `write` scope to export."""
+        principal = self.authenticator.authenticate(authorization)
+        if not principal.may("write"):
+            raise Forbidden(
+                "this token may not write OTLP data: its scopes are"
+                f" {', '.join(sorted(principal.scopes))}; add `write` in the tokens file"
+            )
+        return principal
 
     def reader(self, principal: Principal, address: str) -> Hashable:
         """Whose share of the reading turns a body takes: its token's (known only once

@@ -258,3 +258,53 @@ def test_a_tenant_over_its_rate_limit_gets_a_retry_delay(auth_receiver: RunningR
     # Another tenant is not held back by acme's limit.
     other = grpc_call(auth_receiver.grpc_endpoint, payload_of("globex-1", 10), TOKEN_B)
     assert other.code is grpc.StatusCode.OK
+
+
+# --- scopes ------------------------------------------------------------------------
+
+TOKEN_READER = "tok-acme-reader-000111"
+
+
+def test_scopes_default_to_what_tokens_could_do_before_them(tmp_path: Path) -> None:
+    path = tmp_path / "scoped.yaml"
+    path.write_text(
+        tokens_yaml(
+            entry("acme", TOKEN_A),
+            entry("acme", TOKEN_READER, extra="    scopes: [read]\n").replace(
+                "acme-prod", "acme-reader"
+            ),
+        )
+    )
+    path.chmod(0o600)
+    scopes = {p.name: p.scopes for _, p in load_tokens(path)}
+    assert scopes == {"acme-prod": {"write", "govern"}, "acme-reader": {"read"}}
+    assert ANONYMOUS.scopes == {"write", "read", "govern"}  # no tokens file: one tenant
+    path.write_text(tokens_yaml(entry("acme", TOKEN_A, extra="    scopes: [admin]\n")))
+    with pytest.raises(TokensFileError, match="scopes"):
+        load_tokens(path)
+    path.write_text(tokens_yaml(entry("acme", TOKEN_A, extra="    scopes: []\n")))
+    with pytest.raises(TokensFileError, match="scopes"):
+        load_tokens(path)
+
+
+def test_a_token_without_the_write_scope_exports_nothing(
+    store: ClickHouseStore, tmp_path: Path
+) -> None:
+    path = tmp_path / "tokens.yaml"
+    reader = entry("acme", TOKEN_READER, extra="    scopes: [read, govern]\n")
+    path.write_text(tokens_yaml(entry("acme", TOKEN_A), reader.replace("acme-prod", "acme-r")))
+    path.chmod(0o600)
+    receiver = RunningReceiver(store, auth_tokens_file=path)
+    try:
+        refused_grpc = grpc_call(receiver.grpc_endpoint, payload_of("scoped-g"), TOKEN_READER)
+        refused_http = http_call(receiver.http_endpoint, payload_of("scoped-h"), TOKEN_READER)
+        written = http_call(receiver.http_endpoint, payload_of("scoped-w"), TOKEN_A)
+    finally:
+        receiver.stop()
+    assert refused_grpc.code is grpc.StatusCode.PERMISSION_DENIED
+    assert "add `write`" in refused_grpc.details
+    assert refused_http.status_code == 403
+    assert "may not write OTLP data" in http_status(refused_http).message
+    assert written.status_code == 200
+    assert (stored(receiver, "scoped-g"), stored(receiver, "scoped-h")) == (0, 0)
+    assert stored(receiver, "scoped-w") == 2
