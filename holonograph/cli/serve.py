@@ -225,7 +225,9 @@ def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
     except Exception as err:
         raise store_unavailable(url, err) from None
     periodic = periodic_jobs(config.status_refresh_seconds) if store is not None else []
-    service = ReceiverService(config, store, periodic=periodic)
+    from holonograph.api import mount_api  # the Guide's HTTP API (docs/api.md)
+
+    service = ReceiverService(config, store, periodic=periodic, routes=[mount_api])
     tune_for_throughput()
     tune_allocator()
     try:

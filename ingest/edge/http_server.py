@@ -16,7 +16,7 @@ import itertools
 import logging
 import socket
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -298,11 +298,13 @@ def build_http_app(
     contracts: ContractApi | None = None,
     connections: ConnectionTable | None = None,
     changes: ChangeApi | None = None,
+    mounts: Sequence[Callable[[web.Application], None]] = (),
 ) -> web.Application:
     """OTLP's traces path, and the contract registry's and change events' paths when
-    their endpoints are given. `connections` (default: 256, 64 per client address) is
-    what `CappedSite` admits connections by; every request marks its connection as
-    having sent one."""
+    their endpoints are given, then what each of `mounts` adds (the analyses: routes
+    `ingest` does not know, registered by its wiring). `connections` (default: 256, 64
+    per client address) is what `CappedSite` admits connections by; every request
+    marks its connection as having sent one."""
     table = connections if connections is not None else ConnectionTable(256, 64)
 
     @web.middleware
@@ -324,6 +326,8 @@ def build_http_app(
         add_contract_routes(app, contracts)
     if changes is not None:
         add_change_routes(app, changes)
+    for mount in mounts:
+        mount(app)
     return app
 
 

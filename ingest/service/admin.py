@@ -14,19 +14,18 @@ never the owner's writing or jobs connection, so nothing a request leaves in its
 session reaches another request or the owner's periodic jobs. The endpoint also
 serves `/healthz`, `/readyz` and `/metrics`.
 
-Requests run on a bounded pool of threads of their own (`workers`), never the one
-the commit path or the periodic jobs use, so however slow the queries, ingest goes
-on; past `workers` running and as many again times three waiting, a request is
-answered 503 with a retry delay. Read-only queries carry the owner's `ReadLimits`
-(a client may ask for lower ones). A client that goes away before its answer (Ctrl-C,
-a timeout, a closed connection) cancels its statement in the store: every statement
-is marked (`ingest.store.reader.Marked`) and killed by that mark.
+Requests run on the read executor (`ingest.service.workers.StoreWorkers`, shared
+with the HTTP API's analyses): threads of their own, never the ones the commit path or
+the periodic jobs use; past its bound a request is answered 503 with a retry delay.
+Read-only queries carry the owner's `ReadLimits` (a client may ask for lower ones). A
+client that goes away before its answer (Ctrl-C, a timeout, a closed connection)
+cancels its statement in the store: every statement is marked
+(`ingest.store.reader.Marked`) and killed by that mark.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import json
 import logging
@@ -36,16 +35,17 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from aiohttp import web
 
 from ingest.errors import ListenError
 from ingest.redact import redact
 from ingest.service.admin_file import ADMIN_FILE
+from ingest.service.workers import Sessions, StoreWorkers, WorkersBusy
 from ingest.store.limits import LimitRequest, ReadLimitExceeded, ReadLimits
 from ingest.store.querygate import StatementRefused
-from ingest.store.reader import Marked, new_marker
+from ingest.store.reader import Marked
 from schemas import jsoncodec
 from schemas.store import Store
 
@@ -54,30 +54,10 @@ log = logging.getLogger(__name__)
 ReadinessCheck = Callable[[], Awaitable[str | None]]
 Role = Literal["read", "write"]
 
-# Requests waiting for a worker, per worker, before more are answered 503.
-WAITING_PER_WORKER = 3
-# How long a cancelled request's statement may take to stop before we say so.
-CANCEL_SECONDS = 10.0
-_RETRY_AFTER_SECONDS = 1
 # Request bodies up to this size are decoded on the event loop; larger ones on a worker.
 _INLINE_JSON_BYTES = 1024 * 1024
 
-
-class Sessions(Protocol):
-    """A connection to the owner's store for one request: `reading` a read-only one
-    (scoped to `tenant`, within `limits` and the owner's, if given), `writing` a
-    writing one; `cancel` stops the running statements marked `marker`."""
-
-    def reading(
-        self, tenant: str | None = None, limits: LimitRequest | None = None
-    ) -> AbstractContextManager[Store]: ...
-
-    def writing(self) -> AbstractContextManager[Store]: ...
-
-    def cancel(self, marker: str) -> None: ...
-
-    def close(self) -> None: ...
-
+__all__ = ["AdminEndpoint", "Sessions", "start_site"]
 
 Opener = Callable[[], AbstractContextManager[Store]]
 
@@ -92,13 +72,13 @@ class AdminEndpoint:
         write_token: str | None = None,
         degraded: Callable[[], str | None] = lambda: None,
         workers: int = 4,
+        store_workers: StoreWorkers | None = None,
     ) -> None:
+        """`store_workers`: the read executor to share (default: one of its own, of
+        `workers` threads, closed with the endpoint)."""
         self._sessions = sessions
-        self._workers = concurrent.futures.ThreadPoolExecutor(workers, "admin-query")
-        self._max_outstanding = workers * (1 + WAITING_PER_WORKER)
-        self._outstanding = 0
-        # Kills run on a thread of their own: never behind the queries they stop.
-        self._canceller = concurrent.futures.ThreadPoolExecutor(1, "admin-cancel")
+        self._owns_workers = store_workers is None
+        self.workers = store_workers or StoreWorkers(sessions, workers)
         self._metrics = metrics_exposition
         self._readiness = readiness
         self._degraded = degraded
@@ -176,8 +156,8 @@ class AdminEndpoint:
         if self._public is not None:
             await self._public.cleanup()
             self._public = None
-        self._workers.shutdown(wait=False, cancel_futures=True)
-        self._canceller.shutdown(wait=False)
+        if self._owns_workers:
+            self.workers.close()
         if self._sessions is not None:
             await asyncio.to_thread(self._sessions.close)
 
@@ -221,8 +201,7 @@ class AdminEndpoint:
             if len(raw) <= _INLINE_JSON_BYTES:
                 body = jsoncodec.loads(raw)
             else:  # a large insert: decoded off the event loop, which ingest shares
-                loop = asyncio.get_running_loop()
-                body = await loop.run_in_executor(self._workers, jsoncodec.loads, raw)
+                body = await self.workers.off_loop(jsoncodec.loads, raw)
         except ValueError as err:
             raise _error(web.HTTPBadRequest, f"bad JSON: {err}") from None
         if not isinstance(body, dict):
@@ -230,57 +209,29 @@ class AdminEndpoint:
         return body
 
     async def _run(self, open_session: Opener, work: Callable[[Store], Any]) -> web.Response:
-        """`work` on a connection this request has to itself, on a worker thread; if
+        """`work` on a connection this request has to itself, on the read executor; if
         the client goes away first, its statement is stopped in the store."""
-        if self._outstanding >= self._max_outstanding:
-            raise _error(
-                web.HTTPServiceUnavailable,
-                f"{self._outstanding} admin requests are running or waiting; retry later",
-                headers={"Retry-After": str(_RETRY_AFTER_SECONDS)},
-            )
-        marker = new_marker()
 
-        def run() -> str:
+        def run(marker: str) -> str:
             with open_session() as store:
                 result = work(Marked(store, marker))
             return jsoncodec.dumps(result)  # here, not on the event loop: results can be large
 
-        self._outstanding += 1
-        running = self._workers.submit(run)
         try:
-            result = await asyncio.wrap_future(running)
-        except asyncio.CancelledError:
-            if not running.cancel():  # started: stop it in the store, not just here
-                await self._stop(marker, running)
-            raise
+            result = await self.workers.run(run)
+        except WorkersBusy as err:
+            raise _error(
+                web.HTTPServiceUnavailable,
+                str(err).replace("store requests", "admin requests"),
+                headers={"Retry-After": str(err.retry_after)},
+            ) from None
         except StatementRefused as err:
             return web.json_response({"error": str(err)}, status=403)
         except ReadLimitExceeded as err:
             return web.json_response({"error": redact(str(err)), "limit": err.limit}, status=422)
         except Exception as err:
             return web.json_response({"error": redact(str(err))}, status=400)
-        finally:
-            self._outstanding -= 1
         return web.Response(text=result, content_type="application/json")
-
-    async def _stop(self, marker: str, running: concurrent.futures.Future[Any]) -> None:
-        """Kill the marked statement until its worker is done (a statement that had not
-        reached the server's process list yet is killed at the next try)."""
-        sessions, loop = self._sessions, asyncio.get_running_loop()
-        assert sessions is not None
-        deadline = loop.time() + CANCEL_SECONDS
-        finished = asyncio.wrap_future(running)
-        # Its outcome (the store's "query was cancelled") is nobody's to read.
-        finished.add_done_callback(lambda done: done.cancelled() or done.exception())
-        while not finished.done() and loop.time() < deadline:
-            try:
-                await loop.run_in_executor(self._canceller, sessions.cancel, marker)
-            except Exception as err:
-                log.warning("cancelling an abandoned admin request failed: %s", redact(str(err)))
-                return
-            await asyncio.wait([finished], timeout=0.2)
-        if not finished.done():
-            log.warning("an abandoned admin request still runs after %gs", CANCEL_SECONDS)
 
     async def _query(self, request: web.Request) -> web.Response:
         role = self._role(request)

@@ -16,7 +16,7 @@ import contextlib
 import ipaddress
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,8 @@ from ingest.service.contracts import StoreRegistrar, TopicRegistrar
 from ingest.service.memory import Trimmer
 from ingest.service.periodic import Periodic, PeriodicJobs, describe
 from ingest.service.rejections import RefusalLog, RejectionLog
+from ingest.service.routes import ApiContext, Mount
+from ingest.service.workers import StoreWorkers
 from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.reader import StoreSessions
 from ingest.store.retention import apply_retention
@@ -81,6 +83,8 @@ class ReceiverService:
     # The store periodic jobs run on; default: a second connection to `store`.
     job_store: Store | None = None
     monotonic: Callable[[], float] = time.monotonic
+    # Routes the wiring adds to the HTTP port (`ingest.service.routes`): the analyses.
+    routes: Sequence[Mount] = ()
 
     def __post_init__(self) -> None:
         self.metrics = PipelineMetrics()
@@ -98,6 +102,7 @@ class ReceiverService:
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
         self._admin: AdminEndpoint | None = None
+        self._workers: StoreWorkers | None = None
         self._side: ClickHouseStore | None = None
         self._exporter: ExportHandler[Any] | None = None
         self.tls: ServerTls | None = None
@@ -134,8 +139,8 @@ class ReceiverService:
         )
         if not self.authenticator.enabled and not _is_loopback(config.host):
             log.warning(
-                "OTLP listeners on %s accept every client as tenant 'default':"
-                " set --auth-tokens-file to require bearer tokens",
+                "OTLP listeners on %s accept every client as tenant 'default', and answer"
+                " its analyses: set --auth-tokens-file to require bearer tokens",
                 config.host,
             )
 
@@ -196,12 +201,14 @@ class ReceiverService:
             if self.store is not None
             else None
         )
+        # The read executor: the admin endpoint's queries and the mounted analyses.
+        self._workers = StoreWorkers(sessions, config.read_workers)
         self._admin = AdminEndpoint(
             sessions,
             self.metrics.exposition,
             self._readiness,
             degraded=self.jobs.degraded,
-            workers=config.read_workers,
+            store_workers=self._workers,
         )
         self.listeners.admin_port = await self._admin.start(config.admin_port)
         if config.metrics_port is not None:
@@ -221,8 +228,15 @@ class ReceiverService:
         # Bodies stay compressed until our bounded inflater sees them (gzip bombs). An
         # idle connection (no complete header yet, or none since its last answer) is
         # closed after the header timeout.
+        context = ApiContext(self.authenticator, self._workers, self.clock)
         self._http = web.AppRunner(
-            build_http_app(edge, self._contract_api(), self.http_connections, self._change_api()),
+            build_http_app(
+                edge,
+                self._contract_api(),
+                self.http_connections,
+                self._change_api(),
+                [_bound(mount, context) for mount in self.routes],
+            ),
             access_log=None,
             logger=ServerLog(edge),
             auto_decompress=False,
@@ -349,10 +363,17 @@ class ReceiverService:
             self._topic_registrar = None
         if self._admin is not None:
             await self._admin.stop()
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
         for side in (self._side, self._registry_store):
             if side is not None:
                 await asyncio.to_thread(side.close)
         self._side = self._registry_store = None
+
+
+def _bound(mount: Mount, context: ApiContext) -> Callable[[web.Application], None]:
+    return lambda app: mount(app, context)
 
 
 def _is_loopback(host: str) -> bool:

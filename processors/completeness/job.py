@@ -610,7 +610,7 @@ def last_refresh(store: Store) -> dt.datetime | None:
 # ---------------------------------------------------------------- the job (processors.jobs)
 
 
-class Request(JobRequest):
+class CompletenessRequest(JobRequest):
     """`holonograph completeness` and `POST /holonograph/completeness`: which streams to
     account for, and as of when."""
 
@@ -636,13 +636,16 @@ class Request(JobRequest):
     )
 
     @model_validator(mode="after")
-    def _window(self) -> Request:
+    def _window(self) -> CompletenessRequest:
         if self.since is not None and self.until is not None and self.since >= self.until:
             raise ValueError("since must be before until")
         return self
 
     def persists(self) -> bool:
         return self.refresh
+
+
+Request = CompletenessRequest
 
 
 @dataclass(frozen=True)

@@ -304,11 +304,14 @@ def reject(
 # --- the job (processors.jobs): POST /lens/conformance/fixtures ------------------------
 
 
-class Request(ApprovalRequest, JobRequest):
+class FixturesRequest(ApprovalRequest, JobRequest):
     """The Guide's POST /lens/conformance/fixtures body: who approves which fixture."""
 
     def persists(self) -> bool:
         return True
+
+
+Request = FixturesRequest
 
 
 Report = Outcome

@@ -394,7 +394,7 @@ def _result_json(row: dict[str, Any]) -> dict[str, Any]:
 # --- the job (processors.jobs): POST /lens/conformance/check -----------------------------
 
 
-class Request(JobRequest):
+class CheckRequest(JobRequest):
     """The Guide's POST /lens/conformance/check body: a live fixture (`fixtureId`), an
     inline one (`fixture`), or every live fixture of `surfaceId`, over [since, until)."""
 
@@ -414,7 +414,7 @@ class Request(JobRequest):
     persist: bool = Field(True, description="Record the result (conformance_results).")
 
     @model_validator(mode="after")
-    def _what(self) -> Request:
+    def _what(self) -> CheckRequest:
         if self.fixture_id is not None and self.fixture is not None:
             raise ValueError("give fixtureId (a live fixture) or fixture (inline), not both")
         if self.fixture_id is None and self.fixture is None and self.surface_id is None:
@@ -423,6 +423,9 @@ class Request(JobRequest):
 
     def persists(self) -> bool:
         return self.persist
+
+
+Request = CheckRequest
 
 
 @dataclass(frozen=True)

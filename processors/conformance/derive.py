@@ -738,9 +738,12 @@ def derive(surface: SurfaceInput) -> Derivation:
 # --- the job (processors.jobs) -----------------------------------------------------------
 
 
-class Request(SurfaceInput, JobRequest):
+class DeriveRequest(SurfaceInput, JobRequest):
     """The Guide's POST /lens/conformance/derive body: a capability surface (its tools and
     prose rules). Reads nothing from the store."""
+
+
+Request = DeriveRequest
 
 
 Report = Derivation

@@ -232,7 +232,7 @@ def test_requests_past_the_workers_and_their_queue_are_told_to_retry(
 def _outstanding(receiver: RunningReceiver) -> int:
     admin = receiver.service._admin
     assert admin is not None
-    return admin._outstanding
+    return admin.workers.outstanding
 
 
 def test_periodic_jobs_run_beside_eight_slow_reads_on_threads_of_their_own(

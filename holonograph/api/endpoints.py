@@ -1,0 +1,97 @@
+"""Which job answers which of the Guide's paths, with which scope; and the paths the
+Guide names that this collector does not serve yet (answered 501, never 404).
+
+To serve a job over HTTP, add one `Endpoint` (its body is the job's Request, its
+answer the job's report document, exactly as the CLI's --json), and take its path
+out of `NOT_SERVED`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ingest.export.principal import Scope
+from processors.completeness import job as completeness
+from processors.conformance import approve, check, derive
+from processors.jobs import Job
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """`POST path` runs `job` for the token's tenant; the token needs `scope`, and to
+    persist (`request.persists()`) also `persist_scope` when one is named. `cli` is the
+    command that runs the same job."""
+
+    path: str
+    job: Job[Any, Any]
+    scope: Scope
+    summary: str
+    cli: str
+    persist_scope: Scope | None = None
+    method: str = "POST"
+
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint(
+        "/lens/conformance/derive",
+        derive.JOB,
+        "read",
+        "Candidate fixtures from a capability surface's prose rules (Guide ch. 10).",
+        "holonograph conformance derive",
+    ),
+    Endpoint(
+        "/lens/conformance/fixtures",
+        approve.JOB,
+        "govern",
+        "Approve a fixture: an immutable, versioned record that checks run (Guide ch. 10).",
+        "holonograph conformance approve",
+    ),
+    Endpoint(
+        "/lens/conformance/check",
+        check.JOB,
+        "read",
+        "Check live or inline fixtures over a window of events (Guide ch. 10).",
+        "holonograph conformance check",
+    ),
+    Endpoint(
+        "/holonograph/completeness",
+        completeness.JOB,
+        "read",
+        "Per-stream delivery accounting and biased windows (wire contract section 3);"
+        " `refresh` rewrites the materialized tables and needs the govern scope.",
+        "holonograph completeness",
+        persist_scope="govern",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class NotServed:
+    """A path the Guide names that this collector answers 501 `not_implemented`;
+    `instead`: what does the job today, if anything."""
+
+    method: str
+    path: str
+    instead: str
+
+
+NOT_SERVED: tuple[NotServed, ...] = (
+    NotServed("POST", "/lens/attribute", "holonograph drift"),
+    NotServed("POST", "/lens/topology/structural-inventory", "holonograph topology inventory"),
+    NotServed("POST", "/lens/topology/scan", "holonograph topology scan"),
+    NotServed("POST", "/lens/topology/bootstrap", "holonograph topology bootstrap"),
+    NotServed("POST", "/lens/decomposeVariance", "holonograph variance decompose"),
+    NotServed("POST", "/lens/decomposition/evaluate", "holonograph variance evaluate"),
+    NotServed("POST", "/lens/decomposition/lifecycle", "holonograph variance lifecycle"),
+    NotServed("GET", "/lens/events", "holonograph query"),
+    NotServed("POST", "/lens/events", "an OTLP exporter to /v1/traces (docs/receiver-edge.md)"),
+    NotServed("POST", "/holonograph/messages", ""),
+    NotServed("POST", "/hil/override", ""),
+    NotServed("POST", "/hil/approve", ""),
+    NotServed("POST", "/hil/reject", ""),
+    NotServed("POST", "/lessons/cluster", ""),
+    NotServed("POST", "/lessons/draft", ""),
+    NotServed("POST", "/lessons/publish", ""),
+    NotServed("POST", "/fixtures/rerun", ""),
+)
