@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import pytest
 from ingest.service.config import ServeConfig
 from ingest.service.periodic import Periodic
 from ingest.service.receiver import ReceiverService
+from ingest.service.routes import Mount
 from ingest.store.clickhouse import ClickHouseStore, open_store
 from schemas.store import Store
 from schemas.times import Clock, utc_now
@@ -140,6 +141,7 @@ class RunningReceiver:
         periodic: list[Periodic] | None = None,
         clock: Clock = utc_now,
         job_store: Store | None = None,
+        routes: Sequence[Mount] = (),
         **config: Any,
     ) -> None:
         self.store = store
@@ -157,6 +159,7 @@ class RunningReceiver:
             periodic=periodic or [],
             clock=clock,
             job_store=job_store,
+            routes=routes,
         )
         listeners = self.call(self.service.start())
         self.grpc_endpoint = f"127.0.0.1:{listeners.grpc_port}"

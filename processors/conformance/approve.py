@@ -238,10 +238,15 @@ def plan(
         comment=comment,
         fixture=fixture,
         fixture_digest=digest,
-        recorded_at=clock().astimezone(dt.UTC),
+        recorded_at=_to_millisecond(clock().astimezone(dt.UTC)),
         tenant_id=tenant_id,
     )
     return Outcome(record, created=True)
+
+
+def _to_millisecond(moment: dt.datetime) -> dt.datetime:
+    """The store keeps milliseconds: an answer says what a later read will."""
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
 
 def record_outcome(store: Store, outcome: Outcome) -> Outcome:
