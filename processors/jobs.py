@@ -23,7 +23,7 @@ fix: CLI exit 2, HTTP 4xx), never a bare ValueError.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,7 +33,16 @@ from pydantic.json_schema import SkipJsonSchema
 from schemas.store import Store
 from schemas.times import Clock
 
-__all__ = ["NO_STORE", "Job", "JobError", "JobRequest", "NotFound", "Report", "saves_nothing"]
+__all__ = [
+    "NO_STORE",
+    "Job",
+    "JobError",
+    "JobRequest",
+    "NotFound",
+    "Report",
+    "never_a_finding",
+    "saves_nothing",
+]
 
 
 class JobRequest(BaseModel):
@@ -103,6 +112,11 @@ def saves_nothing(store: Store, report: ReportT) -> ReportT:
     return report
 
 
+def never_a_finding(report: Report) -> bool:
+    """`finding` of a job whose report is never one (a derivation, an approval)."""
+    return False
+
+
 @dataclass(frozen=True)
 class Job(Generic[RequestT, ReportT]):
     """One job's parts. `document` is the type of `report.to_json()` (a pydantic model
@@ -116,7 +130,7 @@ class Job(Generic[RequestT, ReportT]):
     document: Any
     run: Callable[[Store, RequestT, Clock], ReportT]
     persist: Callable[[Store, ReportT], ReportT]
-    finding: Callable[[ReportT], bool] = field(default=lambda report: False)
+    finding: Callable[[ReportT], bool] = never_a_finding
     owner_tenant: bool = False
     uses_store: bool = True
 

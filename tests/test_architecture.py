@@ -7,12 +7,19 @@
   stage of `ingest` imports the services that wire them (`ingest.service`);
 - the CLI wires: nothing outside `holonograph.cli` imports it but the entry point;
 - `testkit` is imported only by `tests` and `bench` (and itself); the installed
-  packages import neither `tests` nor `bench`.
+  packages import neither `tests` nor `bench`;
+- every converted job module has the one job shape (`processors.jobs`, decision 0008):
+  `Request`, `Report`, `run(store, request, clock)`, `persist`, `finding`, `JOB`; every
+  job package is converted or listed as not yet; every served endpoint runs one;
+- SQL in the converted job packages names tables only through `schemas/tables.py`.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,3 +135,88 @@ def test_installed_packages_import_no_test_or_bench_code(package: str) -> None:
 def test_testkit_imports_no_tests_or_bench() -> None:
     assert _breaking("testkit", "tests") == []
     assert _breaking("testkit", "bench") == []
+
+
+# --- the job shape (processors/jobs.py, docs/decisions/0008-one-job-shape.md) ------------
+
+JOB_MODULES = (
+    "processors.completeness.job",
+    "processors.conformance.derive",
+    "processors.conformance.approve",
+    "processors.conformance.check",
+)
+# Job packages not converted yet (their follow-up converts them): this set only shrinks.
+NOT_CONVERTED = frozenset({"drift", "variance", "compare", "report", "topology"})
+SHARED = frozenset({"series"})  # what jobs share, no job of its own
+
+
+@pytest.mark.parametrize("name", JOB_MODULES)
+def test_every_job_module_has_the_job_shape(name: str) -> None:
+    from processors.jobs import Job, JobRequest
+
+    module = importlib.import_module(name)
+    assert issubclass(module.Request, JobRequest)
+    assert hasattr(module, "Report")
+    assert list(inspect.signature(module.run).parameters) == ["store", "request", "clock"]
+    assert list(inspect.signature(module.persist).parameters) == ["store", "report"]
+    job = module.JOB
+    assert isinstance(job, Job)
+    parts = (job.request, job.run, job.persist, job.finding)
+    assert parts == (module.Request, module.run, module.persist, module.finding)
+    assert job.document is not None
+
+
+def test_every_job_package_is_converted_or_listed() -> None:
+    packages = {
+        path.name for path in (ROOT / "processors").iterdir() if (path / "__init__.py").exists()
+    }
+    converted = {name.split(".")[1] for name in JOB_MODULES}
+    assert packages == converted | NOT_CONVERTED | SHARED
+    assert not converted & NOT_CONVERTED
+
+
+def test_every_served_endpoint_runs_a_job_module() -> None:
+    from holonograph.api.endpoints import ENDPOINTS
+
+    assert {endpoint.job.run.__module__ for endpoint in ENDPOINTS} <= set(JOB_MODULES)
+
+
+def _sql_strings(tree: ast.AST) -> list[ast.Constant]:
+    """String constants, f-string parts included, but not docstrings."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]  # fmt: skip
+
+
+def test_sql_in_converted_jobs_names_tables_only_through_schemas_tables() -> None:
+    from schemas import tables
+
+    names = {t.name for t in vars(tables).values() if isinstance(t, tables.Table)}
+    named = re.compile(rf"\b{tables.DATABASE}\.({'|'.join(sorted(names))})\b")
+    packages = {name.split(".")[1] for name in JOB_MODULES}
+    found = []
+    for package in sorted(packages):
+        for path in sorted((ROOT / "processors" / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+            for node in _sql_strings(tree):
+                for match in named.finditer(node.value):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} {match[0]}")
+    assert found == []
+    assert names >= {"evaluation_events", "emission_receipts", "conformance_fixtures"}
+
+
+def test_the_sql_rule_sees_a_table_named_by_hand() -> None:
+    # Without this the rule above could pass by matching nothing.
+    tree = ast.parse('"""holonograph.x"""\nSQL = "SELECT 1 FROM holonograph.evaluation_events"')
+    assert [n.value for n in _sql_strings(tree)] == ["SELECT 1 FROM holonograph.evaluation_events"]

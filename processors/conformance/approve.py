@@ -23,7 +23,7 @@ from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
 from processors.conformance.suite import FixtureLookup, ResolvedFixture
-from processors.jobs import Job, JobRequest
+from processors.jobs import Job, JobRequest, never_a_finding
 from schemas.conformance import ApprovalRequest, Enforceability, Fixture, RejectionRequest
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
@@ -249,14 +249,14 @@ def _to_millisecond(moment: dt.datetime) -> dt.datetime:
     return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
 
-def record_outcome(store: Store, outcome: Outcome) -> Outcome:
+def record_outcome(store: Store, report: Outcome) -> Outcome:
     """Write the record `plan` made (nothing when it was already in force)."""
-    if outcome.created:
-        record = outcome.record
+    if report.created:
+        record = report.record
         row = [getattr(record, c) for c in CONFORMANCE_FIXTURES.columns[:-3]]
         row += [canonical_json(record.fixture), record.fixture_digest, record.recorded_at]
         store.insert(CONFORMANCE_FIXTURES.qualified, [row], CONFORMANCE_FIXTURES.columns)
-    return outcome
+    return report
 
 
 def approve(
@@ -359,4 +359,9 @@ class OutcomeDocument(TypedDict):
     fixture: Fixture
 
 
-JOB = Job("conformance.fixtures", Request, OutcomeDocument, run, record_outcome, owner_tenant=True)
+persist = record_outcome
+finding = never_a_finding
+
+JOB = Job(
+    "conformance.fixtures", Request, OutcomeDocument, run, persist, finding, owner_tenant=True
+)

@@ -20,7 +20,7 @@ from pydantic import ConfigDict, ValidationError, with_config
 from typing_extensions import TypedDict
 
 from processors.conformance.eval import explain
-from processors.jobs import Job, JobRequest, saves_nothing
+from processors.jobs import Job, JobRequest, never_a_finding, saves_nothing
 from schemas.conformance import (
     Enforceability,
     Fixture,
@@ -753,6 +753,10 @@ def run(store: Store, request: Request, clock: Clock) -> Derivation:
     return derive(request)
 
 
+persist = saves_nothing
+finding = never_a_finding
+
+
 @with_config(ConfigDict(extra="forbid"))
 class CandidateDocument(TypedDict):
     ruleId: str
@@ -791,4 +795,6 @@ class DerivationDocument(TypedDict):
     needsRepair: list[RepairDocument]
 
 
-JOB = Job("conformance.derive", Request, DerivationDocument, run, saves_nothing, uses_store=False)
+JOB = Job(
+    "conformance.derive", Request, DerivationDocument, run, persist, finding, uses_store=False
+)

@@ -40,6 +40,7 @@ from schemas.conformance import (
 )
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
+from schemas.tables import EVALUATION_DIMENSIONS, EVALUATION_EVENTS
 from schemas.times import from_store_time
 
 MAX_DOCUMENT_BYTES = 512 * 1024
@@ -243,12 +244,12 @@ def select_events(
         FROM (
             SELECT event_id, timestamp, markers, cohort_tags, latency_ms, cost_usd, fixture_id,
                    run_mode
-            FROM holonograph.evaluation_events FINAL WHERE {" AND ".join(filters)}
+            FROM {EVALUATION_EVENTS.qualified} FINAL WHERE {" AND ".join(filters)}
             ORDER BY timestamp DESC, event_id DESC LIMIT {{limit:UInt32}}
         ) AS e
         LEFT JOIN (
             SELECT event_id, groupArray(tuple(dimension_id, passed, score, judge)) AS dims
-            FROM holonograph.evaluation_dimensions FINAL WHERE {" AND ".join(filters[:4])}
+            FROM {EVALUATION_DIMENSIONS.qualified} FINAL WHERE {" AND ".join(filters[:4])}
             GROUP BY event_id
         ) AS d ON e.event_id = d.event_id
         ORDER BY e.timestamp, e.event_id"""
