@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from holonograph.api.endpoints import Endpoint, NotServed
 from holonograph.runner import execute
-from ingest.edge.json_api import ApiError, JsonApi, read_json, require_scope
+from ingest.edge.json_api import ApiError, ClientGone, JsonApi, read_json, require_scope
 from ingest.export.principal import Principal
 from ingest.service.routes import ApiContext
 from ingest.service.workers import Sessions, WorkersBusy
@@ -65,10 +65,6 @@ class MarkedSessions:
             yield Marked(store, self._marker)
 
 
-class ClientGone(Exception):
-    """The client closed its connection before the answer."""
-
-
 async def until_gone(request: web.Request, work: Awaitable[T]) -> T:
     """`work`, cancelled (and with it its statements in the store) once the client's
     connection closes."""
@@ -101,14 +97,11 @@ class JobApi(JsonApi):
         self._clock = context.clock
 
     def handler(self, endpoint: Endpoint) -> Callable[[web.Request], Awaitable[web.Response]]:
-        async def handle(request: web.Request) -> web.Response:
-            async def step(request: web.Request, principal: Principal) -> Any:
-                return await self._answer(endpoint, request, principal)
+        async def step(request: web.Request, principal: Principal) -> Any:
+            return await self._answer(endpoint, request, principal)
 
-            try:
-                return await self.answer(request, step)
-            except ClientGone:
-                return web.Response(status=499)  # nobody left to read it
+        async def handle(request: web.Request) -> web.Response:
+            return await self.answer(request, step)
 
         return handle
 

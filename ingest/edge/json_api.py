@@ -5,12 +5,14 @@ Guide's error envelope `{"error", "code", "details"}`.
 
 An endpoint is a `JsonApi` whose steps take the request and the authenticated
 `Principal` and return the JSON body of a success (or a whole response); they raise
-`ApiError` for a 4xx, the store's `RetryableError` becomes 503 with `Retry-After`, and
-anything else 500 `internal` (logged, never a traceback to the client).
+`ApiError` for a 4xx, the store's `RetryableError` becomes 503 with `Retry-After`,
+`ClientGone` ends the request without an answer, and anything else is 500 `internal`
+(logged, never a traceback to the client).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -82,8 +84,19 @@ def require_agent(principal: Principal, agent_id: str) -> None:
         )  # fmt: skip
 
 
-async def read_json(request: web.Request, max_bytes: int, what: str) -> Any:
-    """The request's JSON body, read at most `max_bytes` of it (413 beyond)."""
+class ClientGone(Exception):
+    """The client closed its connection before its answer: there is nobody to answer."""
+
+
+# A JSON body is small: one that has not arrived whole by then is not coming (408).
+BODY_TIMEOUT_SECONDS = 30.0
+
+
+async def read_json(
+    request: web.Request, max_bytes: int, what: str, timeout: float = BODY_TIMEOUT_SECONDS
+) -> Any:
+    """The request's JSON body, read at most `max_bytes` of it (413 beyond) within
+    `timeout` seconds (408 after)."""
     if request.content_type != "application/json":
         raise ApiError(
             415, "unsupported_media_type",
@@ -95,10 +108,19 @@ async def read_json(request: web.Request, max_bytes: int, what: str) -> Any:
     if request.content_length is not None and request.content_length > max_bytes:
         raise too_large
     body = bytearray()
-    async for chunk in request.content.iter_chunked(1 << 16):
-        body += chunk
-        if len(body) > max_bytes:
-            raise too_large
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.content.iter_chunked(1 << 16):
+                body += chunk
+                if len(body) > max_bytes:
+                    raise too_large
+    except TimeoutError:
+        raise ApiError(
+            408, "body_timeout", f"{what} did not arrive within {timeout:g}s",
+            {"timeoutSeconds": timeout},
+        ) from None  # fmt: skip
+    except ConnectionError:
+        raise ClientGone() from None
     try:
         return json.loads(bytes(body))
     except (UnicodeDecodeError, ValueError) as err:
@@ -126,6 +148,8 @@ class JsonApi:
         except RetryableError as err:
             retry = f"{max(1, round(err.retry_after))}"
             return ApiError(503, "unavailable", str(err), headers={"Retry-After": retry}).response()
+        except ClientGone:
+            return web.Response(status=499)  # nobody is left to read an answer
         except Exception as err:
             log.exception("%s %s failed", request.method, request.path)
             message = f"internal error: {redact(str(err).splitlines()[0] if str(err) else '')}"
