@@ -269,7 +269,13 @@ def approve(
 ) -> Outcome:
     """Commit a fixture as the next version of its id in the tenant (a no-op if
     already live as is)."""
-    outcome = plan(
+    return record_outcome(store, _approval(store, request, clock, new_id, tenant_id))
+
+
+def _approval(
+    store: Store, request: ApprovalRequest, clock: Clock, new_id: Callable[[], str], tenant: str
+) -> Outcome:
+    return plan(
         store,
         request.fixture,
         "approved",
@@ -278,9 +284,8 @@ def approve(
         request.comment or "",
         clock,
         new_id,
-        tenant_id,
+        tenant,
     )
-    return record_outcome(store, outcome)
 
 
 def reject(
@@ -325,17 +330,7 @@ Report = Outcome
 def run(store: Store, request: Request, clock: Clock) -> Outcome:
     """The approval this request records: the next version, or the record already in
     force with this content (`created` False)."""
-    return plan(
-        store,
-        request.fixture,
-        "approved",
-        request.approver_id,
-        request.source_surface_id,
-        request.comment or "",
-        clock,
-        new_record_id,
-        request.tenant or DEFAULT_TENANT,
-    )
+    return _approval(store, request, clock, new_record_id, request.tenant or DEFAULT_TENANT)
 
 
 @with_config(ConfigDict(extra="forbid"))
