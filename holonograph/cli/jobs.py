@@ -6,8 +6,9 @@
     @tenant_option
     @store_options
     def completeness_command(tenant, store_url, data_dir, as_json, **flags):
-        request = request_from(Request, flags)          # exit 2 naming the flag
-        run_command(JOB, request, Rendering(text), tenant=tenant, ...)
+        request = request_from(Request, {**flags, "tenant": tenant})  # exit 2 naming a flag
+        run_command(JOB, request, Rendering(text, notes), store_url=store_url,
+                    data_dir=data_dir, as_json=as_json)
 
 `run_command` is the runner's CLI caller: the tenant (`--tenant`, else the store's
 only one), run, persist, then `report.to_json()` with --json (the HTTP API's body,
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import re
 import sys
 import types
 import typing
@@ -51,7 +53,10 @@ def _bare(annotation: Any) -> tuple[Any, bool]:
         if origin is typing.Annotated:
             annotation = typing.get_args(annotation)[0]
         elif origin in (typing.Union, types.UnionType):
-            (annotation,) = [a for a in typing.get_args(annotation) if a is not type(None)]
+            members = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(members) != 1:
+                return str, False  # a choice of shapes: the flag passes its text
+            annotation = members[0]
         elif origin in (tuple, list):
             item = typing.get_args(annotation)[0]
             return _bare(item)[0], True
@@ -110,18 +115,26 @@ def request_from(request: type[RequestT], flags: Mapping[str, Any]) -> RequestT:
     try:
         return request.model_validate(given)
     except ValidationError as err:
-        raise CommandFailed(_problems(err), EXIT_USAGE) from None
+        raise CommandFailed(_problems(request, err), EXIT_USAGE) from None
 
 
-def _problems(err: ValidationError) -> str:
+def _problems(request: type[JobRequest], err: ValidationError) -> str:
+    """Each problem under the flag of its field (pydantic names fields by alias)."""
     ctx = click.get_current_context(silent=True)
     flags = {p.name: p.opts[0] for p in (ctx.command.params if ctx else []) if p.opts}
+    for name, info in request.model_fields.items():
+        if info.alias and name in flags:
+            flags[info.alias] = flags[name]
     problems = []
     for error in err.errors():
         message = error["msg"].removeprefix("Value error, ")
         where = ".".join(str(part) for part in error["loc"])
-        name = str(error["loc"][0]) if error["loc"] else ""
-        problems.append(f"{flags.get(name, where)}: {message}" if where else message)
+        if not where:  # the whole request's: its fields by their flags
+            for alias, flag in flags.items():
+                message = re.sub(rf"\b{re.escape(alias)}\b", flag, message)
+            problems.append(message)
+            continue
+        problems.append(f"{flags.get(str(error['loc'][0]), where)}: {message}")
     return "; ".join(problems)
 
 
