@@ -229,6 +229,22 @@ CHANGES_FROM_VARIANCE = Table("change_events_from_variance")
 CHANGES_FROM_SCANS = Table("change_events_from_scans")
 CONTRACT_TEXTS = Table("contract_texts")
 
+# --- written by the scheduler (`holonograph.schedule.records`, their one writer): the
+# lease on a schedule's fire time, and each run's outcome (docs/schedules.md)
+
+SCHEDULE_CLAIMS = Table(
+    "schedule_claims", ("tenant_id", "schedule", "fire_time", "claimant", "claimed_at")
+)
+
+SCHEDULE_RUNS = Table(
+    "schedule_runs",
+    (
+        "tenant_id", "schedule", "fire_time", "job", "run_id", "claimant", "started_at",
+        "finished_at", "status", "finding", "error", "delivery", "delivery_attempts",
+        "delivery_error", "report", "version",
+    ),
+)  # fmt: skip
+
 # --- created and written by the migrations runner itself (`schemas.migrations`)
 
 SCHEMA_MIGRATIONS = Table("schema_migrations", ("version", "name", "checksum"))

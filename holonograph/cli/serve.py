@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
 from pydantic import ValidationError
 
+from holonograph.cli.errors import CommandFailed
 from holonograph.cli.options import (
     EXIT_USAGE,
     choice_of,
@@ -21,11 +23,14 @@ from holonograph.cli.options import (
 )
 from holonograph.cli.stopping import Stopping
 from holonograph.jobs import periodic_jobs
+from holonograph.schedule.config import ScheduleFileError, ScheduleSet, load_schedule
+from holonograph.schedule.scheduler import Scheduler
 from ingest.service.config import ServeConfig, TLSVersion
 from ingest.service.gctune import tune_for_throughput
 from ingest.service.memory import tune_allocator
 from ingest.service.receiver import ReceiverService
 from ingest.store.clickhouse import open_store
+from ingest.store.reader import StoreSessions
 from ingest.store.url import StoreURLError, is_embedded
 from schemas.topics import Compression
 
@@ -206,12 +211,19 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
     help="On SIGTERM/Ctrl-C, exit within this many seconds whatever the store or Kafka"
     " is doing; a second signal exits at once [10].",
 )
+@click.option(
+    "--schedule",
+    "schedule_file",
+    type=click.Path(dir_okay=False),
+    help="YAML file of jobs to run on cron expressions (docs/schedules.md) [none].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the listeners as one JSON object.")
 @read_options
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
-def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
+def serve_command(verbose: bool, as_json: bool, schedule_file: str | None, **flags: Any) -> None:
     """Receive OTLP traces and store holonograph events (embedded chDB by default)."""
     configure_logging(verbose)
+    schedules = load_schedule_or_exit(schedule_file) if schedule_file else None
     try:
         config = build_config(flags)
         url = None if config.kafka else config.store_url()
@@ -220,6 +232,13 @@ def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
     if config.kafka and (flags.get("store") or flags.get("data_dir")):
         click.echo("error: with --kafka the receiver keeps no store; the sink writes it", err=True)
         sys.exit(EXIT_USAGE)
+    if config.kafka and schedules is not None:
+        click.echo(
+            "error: --schedule runs jobs on the store, and with --kafka this receiver keeps"
+            " none: give the schedule to a serve without --kafka",
+            err=True,
+        )
+        sys.exit(EXIT_USAGE)
     try:
         store = open_store(url) if url else None
     except Exception as err:
@@ -227,14 +246,28 @@ def serve_command(verbose: bool, as_json: bool, **flags: Any) -> None:
     periodic = periodic_jobs(config.status_refresh_seconds) if store is not None else []
     from holonograph.api import mount_api  # the Guide's HTTP API (docs/api.md)
 
-    service = ReceiverService(config, store, periodic=periodic, routes=[mount_api])
+    sessions = StoreSessions(store.url, limits=config.read_limits()) if store else None
+    background = [Scheduler(schedules, sessions)] if schedules and sessions else []
+    service = ReceiverService(
+        config, store, periodic=periodic, routes=[mount_api], background=background
+    )
     tune_for_throughput()
     tune_allocator()
     try:
         asyncio.run(run_service(service, as_json))
     finally:
+        if sessions is not None:
+            sessions.close()
         if store is not None:
             store.close()
+
+
+def load_schedule_or_exit(path: str) -> ScheduleSet:
+    """The schedule file, or exit 2 with `FILE:LINE: what is wrong`."""
+    try:
+        return load_schedule(Path(path))
+    except ScheduleFileError as err:
+        raise CommandFailed(f"schedule file {err}", EXIT_USAGE) from None
 
 
 def register(group: click.Group) -> None:

@@ -73,6 +73,7 @@ class AdminEndpoint:
         degraded: Callable[[], str | None] = lambda: None,
         workers: int = 4,
         store_workers: StoreWorkers | None = None,
+        status: Callable[[], dict[str, Any]] = dict,
     ) -> None:
         """`store_workers`: the read executor to share (default: one of its own, of
         `workers` threads, closed with the endpoint)."""
@@ -82,6 +83,7 @@ class AdminEndpoint:
         self._metrics = metrics_exposition
         self._readiness = readiness
         self._degraded = degraded
+        self._status = status
         self.read_token = read_token or secrets.token_urlsafe(24)
         self.write_token = write_token or secrets.token_urlsafe(24)
         if secrets.compare_digest(self.read_token, self.write_token):
@@ -277,9 +279,12 @@ class AdminEndpoint:
             return web.json_response({"status": "not ready", "reason": problem}, status=503)
         # Degraded still takes data (200): a stale report must not stop ingest.
         reason = self._degraded()
-        if reason:
-            return web.json_response({"status": "degraded", "reason": reason})
-        return web.json_response({"status": "ready"})
+        body: dict[str, Any] = (
+            {"status": "degraded", "reason": reason} if reason else {"status": "ready"}
+        )
+        # What the wiring's background services report (the schedules' last runs).
+        body.update(self._status())
+        return web.json_response(body)
 
     async def _metrics_handler(self, request: web.Request) -> web.Response:
         return web.Response(body=self._metrics(), content_type="text/plain", charset="utf-8")

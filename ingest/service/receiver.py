@@ -44,6 +44,7 @@ from ingest.handoff.kafka import KafkaHandoff
 from ingest.handoff.protocol import Handoff
 from ingest.metrics import PipelineMetrics, ProducerMetrics
 from ingest.service.admin import AdminEndpoint
+from ingest.service.background import Background
 from ingest.service.changes import StoreChangeLog
 from ingest.service.config import ServeConfig
 from ingest.service.contracts import StoreRegistrar, TopicRegistrar
@@ -85,6 +86,8 @@ class ReceiverService:
     monotonic: Callable[[], float] = time.monotonic
     # Routes the wiring adds to the HTTP port (`ingest.service.routes`): the analyses.
     routes: Sequence[Mount] = ()
+    # Services the wiring runs beside it (`ingest.service.background`): the scheduler.
+    background: Sequence[Background] = ()
 
     def __post_init__(self) -> None:
         self.metrics = PipelineMetrics()
@@ -207,8 +210,9 @@ class ReceiverService:
             sessions,
             self.metrics.exposition,
             self._readiness,
-            degraded=self.jobs.degraded,
+            degraded=self._degraded,
             store_workers=self._workers,
+            status=self._background_status,
         )
         self.listeners.admin_port = await self._admin.start(config.admin_port)
         if config.metrics_port is not None:
@@ -254,6 +258,8 @@ class ReceiverService:
             self.jobs.start(jobs_store)
         self.rejections.start()
         self.refusals.start()
+        for service in self.background:
+            await service.start(self.metrics.registry)
         self._reloader = asyncio.create_task(self._reload_files(), name="reload-edge-files")
         if self._registry_store is not None:
             self._contract_refresher = asyncio.create_task(
@@ -339,7 +345,16 @@ class ReceiverService:
         """Ready when the hand-off can take requests (its store or its broker)."""
         return "starting" if self.handoff is None else await self.handoff.readiness()
 
+    def _degraded(self) -> str | None:
+        reasons = [self.jobs.degraded(), *(service.degraded() for service in self.background)]
+        return "; ".join(reason for reason in reasons if reason) or None
+
+    def _background_status(self) -> dict[str, Any]:
+        return {service.name: service.status() for service in self.background}
+
     async def stop(self, grace_seconds: float = 10.0) -> None:
+        for service in self.background:
+            await service.stop()
         await self.jobs.stop()
         for task in (self._reloader, self._contract_refresher):
             if task is not None:
