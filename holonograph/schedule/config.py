@@ -278,12 +278,14 @@ def _schedule(
 def _first_problem(
     err: ValidationError, source: str, lines: dict[Path_, int], prefix: Path_, job: str = ""
 ) -> ScheduleFileError:
-    problem = err.errors(include_url=False)[0]
+    # A misspelt name is the mistake to show, not the field it then leaves missing.
+    problems = sorted(err.errors(include_url=False), key=lambda e: e["type"] != "extra_forbidden")
+    problem = problems[0]
     loc: Path_ = (*prefix, *problem["loc"])
-    what = ".".join(str(part) for part in problem["loc"]) or "request"
-    message = problem["msg"]
+    what = ".".join(str(part) for part in problem["loc"])
+    message = problem["msg"].removeprefix("Value error, ")
     if problem["type"] == "extra_forbidden":
-        message = f"unknown field {what!r}"
+        message = f"unknown field {str(problem['loc'][-1])!r}"
         if job:
             message += f" in a {job} request"
         known = _fields_at(job, problem["loc"])
@@ -292,9 +294,9 @@ def _first_problem(
     elif problem["type"] == "missing":
         message = f"{what}: required"
     else:
-        message = f"{what}: {message}"
+        message = f"{what}: {message}" if what else message
         if job:
-            message = f"{job} request {message}"
+            message = f"{job} request{' ' if what else ': '}{message}"
     return ScheduleFileError(source, _line(lines, loc), message)
 
 
