@@ -10,7 +10,9 @@ schedule's (the runner's `scope` picks the store's only tenant when it is left o
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import re
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +20,7 @@ from typing import Any
 
 import yaml
 from croniter import croniter
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 from holonograph.schedule.jobs import SCHEDULABLE
@@ -115,6 +117,16 @@ class _Strict(BaseModel):
 class _WebhookSpec(_Strict):
     name: str = Field(pattern=NAME)
     url: str = Field(pattern=r"^https?://[^\s/]+", max_length=2048)
+
+    @field_validator("url")
+    @classmethod
+    def _https_off_this_host(cls, url: str) -> str:
+        """A finding carries a tenant's report: plain HTTP only to this machine."""
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme == "http" and not _loopback(parts.hostname or ""):
+            raise ValueError("use https:// (plain http:// only to a loopback address)")
+        return url
+
     secret_file: Path
     max_attempts: int = Field(5, ge=1, le=20)
     timeout_seconds: float = Field(10.0, gt=0, le=300)
@@ -307,6 +319,15 @@ def _fields_at(job: str, loc: Sequence[str | int]) -> list[str]:
     return sorted(
         info.alias or name for name, info in target.request.model_fields.items() if name != "tenant"
     )
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _line(lines: dict[Path_, int], at: Path_) -> int:

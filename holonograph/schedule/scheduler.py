@@ -206,7 +206,10 @@ class Scheduler:
 
     async def _every_fire(self) -> None:
         while True:
-            await self.tick()
+            try:
+                await self.tick()
+            except Exception:  # a bug here must not end every schedule for good
+                log.exception("schedules: tick failed")
             now = self._clock()
             wake = min(s.next_fire(now) for s in self.schedules.schedules)
             while (left := (wake - self._clock()).total_seconds()) > 0:
@@ -215,6 +218,13 @@ class Scheduler:
     # --- one run
 
     async def _run(self, schedule: Schedule, fire: dt.datetime) -> None:
+        try:
+            await self._claimed_run(schedule, fire)
+        except Exception as err:  # a bug: recorded like a failed run, never lost silently
+            log.exception("schedule %s: run of %s failed", schedule.name, rfc3339(fire))
+            self.state[schedule.name].problem = f"run of {rfc3339(fire)} failed: {describe(err)}"
+
+    async def _claimed_run(self, schedule: Schedule, fire: dt.datetime) -> None:
         assert self._metrics is not None
         state = self.state[schedule.name]
         try:

@@ -65,6 +65,11 @@ def test_a_good_file_loads_with_its_parts(tmp_path: Path) -> None:
             "test.yaml:11: a request names no tenant: set the schedule's `tenant:`",
         ),
         ("    maxAttempts: 5", "    maxAttempts: 0", "test.yaml:5: webhooks.0.maxAttempts:"),
+        (
+            "https://hooks.example.com",
+            "http://hooks.example.com",
+            "test.yaml:3: webhooks.0.url: use https:// (plain http:// only to a loopback",
+        ),
         ("webhooks: [ops]", "webhooks: [ops", "test.yaml:16: not valid YAML"),
         ("  - name: loss-check", "  - name: Loss Check", "test.yaml:7: schedules.0.name:"),
     ],
