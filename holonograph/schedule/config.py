@@ -10,7 +10,6 @@ schedule's (the runner's `scope` picks the store's only tenant when it is left o
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
 import re
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -25,6 +24,7 @@ from pydantic.alias_generators import to_camel
 
 from holonograph.schedule.jobs import SCHEDULABLE
 from ingest.filecheck import UnsafeFile, read_trusted
+from ingest.service.receiver import is_loopback
 from processors.jobs import Job, JobRequest
 
 NAME = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
@@ -123,7 +123,7 @@ class _WebhookSpec(_Strict):
     def _https_off_this_host(cls, url: str) -> str:
         """A finding carries a tenant's report: plain HTTP only to this machine."""
         parts = urllib.parse.urlsplit(url)
-        if parts.scheme == "http" and not _loopback(parts.hostname or ""):
+        if parts.scheme == "http" and not is_loopback(parts.hostname or ""):
             raise ValueError("use https:// (plain http:// only to a loopback address)")
         return url
 
@@ -319,15 +319,6 @@ def _fields_at(job: str, loc: Sequence[str | int]) -> list[str]:
     return sorted(
         info.alias or name for name, info in target.request.model_fields.items() if name != "tenant"
     )
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _line(lines: dict[Path_, int], at: Path_) -> int:

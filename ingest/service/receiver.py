@@ -140,7 +140,7 @@ class ReceiverService:
         self.authenticator = Authenticator(
             config.auth_tokens_file, on_failure=self.metrics.observe_auth_failure
         )
-        if not self.authenticator.enabled and not _is_loopback(config.host):
+        if not self.authenticator.enabled and not is_loopback(config.host):
             log.warning(
                 "OTLP listeners on %s accept every client as tenant 'default', and answer"
                 " its analyses: set --auth-tokens-file to require bearer tokens",
@@ -391,7 +391,8 @@ def _bound(mount: Mount, context: ApiContext) -> Callable[[web.Application], Non
     return lambda app: mount(app, context)
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """`localhost` or a loopback address: reachable only from this machine."""
     if host == "localhost":
         return True
     try:

@@ -289,3 +289,37 @@ async def test_a_run_that_fails_is_recorded_failed_and_degrades_until_one_succee
         assert runner.degraded() is None
     finally:
         await runner.stop()
+
+
+async def test_started_it_waits_on_the_clock_and_fires_by_itself(
+    store: ClickHouseStore, sessions: list[StoreSessions], hook: WebhookServer, tmp_path: Path
+) -> None:
+    seed_a_gap(store)
+    clock = FakeClock(T0 + dt.timedelta(minutes=4, seconds=30))
+    asked: list[float] = []
+    parked = asyncio.Event()
+    runner: Scheduler
+
+    async def advancing(seconds: float) -> None:
+        """The loop's wait: the fake clock moves on by what it asks, at once."""
+        asked.append(seconds)
+        clock.now += dt.timedelta(seconds=seconds)
+        if clock.now > T0 + dt.timedelta(minutes=5):
+            await runner.idle()
+            parked.set()
+            await asyncio.Event().wait()  # until stop() cancels the loop
+
+    access = StoreSessions(store.url)
+    sessions.append(access)
+    runner = Scheduler(
+        schedules_for(tmp_path, hook.url), access, clock=clock, claimant="solo", sleep=advancing
+    )
+    await runner.start(CollectorRegistry())
+    try:
+        await asyncio.wait_for(parked.wait(), 60)
+        assert asked == [30.0, 30.0]  # up to 09:05, then re-reading the clock every 30 s
+        [run] = runs_of(store, "loss-check")
+        assert run["fire_time"].replace(tzinfo=dt.UTC) == T0 + dt.timedelta(minutes=5)
+        assert len(hook.received) == 1
+    finally:
+        await runner.stop()
