@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import signal
@@ -166,3 +167,25 @@ def test_a_request_its_job_refuses_as_a_whole_names_the_request(tmp_path: Path) 
         "test.yaml:10: conformance.check request: give fixtureId (a live fixture),"
         " fixture (inline) or surfaceId"
     )
+
+
+def test_the_job_vocabulary_is_keyed_by_job_module() -> None:
+    from holonograph.schedule.jobs import SCHEDULABLE
+
+    for key, job in SCHEDULABLE.items():
+        try:
+            module = importlib.import_module(f"processors.{key}.job")
+        except ModuleNotFoundError:
+            module = importlib.import_module(f"processors.{key}")
+        assert module.JOB is job, key
+
+
+@pytest.mark.e2e
+def test_serve_refuses_a_schedule_with_kafka(tmp_path: Path) -> None:
+    path = tmp_path / "schedule.yaml"
+    path.write_text(GOOD)
+    secret_file(tmp_path)
+    process = serve("--kafka", "127.0.0.1:1", "--schedule", str(path))
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 2
+    assert "--schedule runs jobs on the store, and with --kafka" in stderr
