@@ -9,13 +9,16 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from holonograph.schedule.config import ScheduleFileError, parse_schedule
-from tests.holonograph.schedule.helpers import schedule_text, secret_file
+from holonograph.schedule.webhooks import sign
+from tests.holonograph.schedule.helpers import SECRET, schedule_text, secret_file
 
 ROOT = Path(__file__).resolve().parents[3]
 GOOD = schedule_text("https://hooks.example.com/holonograph")
@@ -104,6 +107,15 @@ def test_the_documented_examples_load(tmp_path: Path) -> None:
     for example in examples:
         example = example.replace("/etc/holonograph/webhook.secret", "webhook.secret")
         assert parse_schedule(example, "docs/schedules.md", base=tmp_path).schedules
+    # The documented verification accepts what the scheduler signs, and nothing else.
+    [snippet] = re.findall(r"```python\n(.*?)```", text, re.S)
+    scope: dict[str, Any] = {}
+    exec(snippet, scope)
+    now, body = int(time.time()), b'{"schedule":"hourly-loss"}'
+    signature = sign(SECRET, now, body)
+    assert scope["verify"](SECRET, body, str(now), signature)
+    assert not scope["verify"](SECRET, body + b" ", str(now), signature)
+    assert not scope["verify"](SECRET, body, str(now - 3600), sign(SECRET, now - 3600, body))
 
 
 def serve(*args: str) -> subprocess.Popen[str]:

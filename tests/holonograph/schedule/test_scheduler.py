@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -222,8 +223,13 @@ async def test_missed_runs_after_downtime_run_once_not_in_a_burst(
 
 
 async def test_a_finding_not_delivered_is_visible_in_the_run_metrics_and_readyz(
-    store: ClickHouseStore, sessions: list[StoreSessions], hook: WebhookServer, tmp_path: Path
+    store: ClickHouseStore,
+    sessions: list[StoreSessions],
+    hook: WebhookServer,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     seed_a_gap(store)
     hook.answers = [503, 503, 503]
     clock, sleeps, registry = FakeClock(T0 + dt.timedelta(minutes=4)), Sleeps(), CollectorRegistry()
@@ -249,6 +255,9 @@ async def test_a_finding_not_delivered_is_visible_in_the_run_metrics_and_readyz(
         assert sample(registry, failures, schedule="loss-check", webhook="ops") == 1
         assert "not delivered" in (runner.degraded() or "")
         assert runner.status()["loss-check"]["lastRun"]["delivery"] == "failed"
+        assert "finding of 2026-07-01T09:05:00Z not delivered: ops: HTTP 503" in caplog.text
+        assert SECRET.decode() not in caplog.text
+        assert hook.received[0].headers[SIGNATURE_HEADER] not in caplog.text
 
         # A 4xx is the webhook's refusal: permanent, not retried.
         hook.answers = [403]
