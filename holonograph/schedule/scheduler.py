@@ -131,7 +131,10 @@ class Scheduler:
         self._records.shutdown(wait=False, cancel_futures=True)
 
     def status(self) -> dict[str, Any]:
-        """Per schedule: its job, cron, next fire time, last run, success and finding."""
+        """Per schedule: its job, cron, next fire time, last run, success and finding.
+        No job's or webhook's message: `/readyz` is served without a token on the
+        metrics port, and a message may name a tenant (they are in the log and the
+        runs table)."""
         now = self._clock()
         out: dict[str, Any] = {}
         for schedule in self.schedules.schedules:
@@ -220,9 +223,9 @@ class Scheduler:
     async def _run(self, schedule: Schedule, fire: dt.datetime) -> None:
         try:
             await self._claimed_run(schedule, fire)
-        except Exception as err:  # a bug: recorded like a failed run, never lost silently
+        except Exception:  # a bug: recorded like a failed run, never lost silently
             log.exception("schedule %s: run of %s failed", schedule.name, rfc3339(fire))
-            self.state[schedule.name].problem = f"run of {rfc3339(fire)} failed: {describe(err)}"
+            self.state[schedule.name].problem = f"run of {rfc3339(fire)} failed"
 
     async def _claimed_run(self, schedule: Schedule, fire: dt.datetime) -> None:
         assert self._metrics is not None
@@ -232,8 +235,8 @@ class Scheduler:
                 records.claim, _key(schedule), schedule.name, fire, self.claimant, self._clock()
             )
         except Exception as err:
-            state.problem = f"cannot claim {rfc3339(fire)} in the store: {describe(err)}"
-            log.warning("schedule %s: %s", schedule.name, state.problem)
+            state.problem = f"cannot claim {rfc3339(fire)} in the store"
+            log.warning("schedule %s: %s: %s", schedule.name, state.problem, describe(err))
             self._metrics.ran(schedule, "failed")
             return
         if not mine:
@@ -323,10 +326,13 @@ class Scheduler:
         try:
             await self._on_records(records.write_run, run)
         except Exception as err:
-            self.state[
-                schedule.name
-            ].problem = f"run of {rfc3339(run.fire_time)} not recorded: {describe(err)}"
-            log.warning("schedule %s: %s", schedule.name, self.state[schedule.name].problem)
+            self.state[schedule.name].problem = f"run of {rfc3339(run.fire_time)} not recorded"
+            log.warning(
+                "schedule %s: %s: %s",
+                schedule.name,
+                self.state[schedule.name].problem,
+                describe(err),
+            )
 
     def _finished(self, schedule: Schedule, run: RunRecord) -> None:
         assert self._metrics is not None
@@ -334,14 +340,14 @@ class Scheduler:
         state.last_run = run.to_json()
         problem = ""
         if run.status == "failed":
-            problem = f"run of {rfc3339(run.fire_time)} failed: {run.error}"
-            log.warning("schedule %s: %s", schedule.name, problem)
+            problem = f"run of {rfc3339(run.fire_time)} failed"
+            log.warning("schedule %s: %s: %s", schedule.name, problem, run.error)
         else:
             state.last_success = run.fire_time
         if run.finding:
             state.last_finding = run.fire_time
         if run.delivery == "failed":
-            problem = f"finding of {rfc3339(run.fire_time)} not delivered: {run.delivery_error}"
+            problem = f"finding of {rfc3339(run.fire_time)} not delivered"
         state.problem = problem
         self._metrics.finished(schedule, run)
 
@@ -461,4 +467,8 @@ def _time(value: dt.datetime | None) -> str | None:
 def _plain(run: dict[str, Any] | None) -> dict[str, Any] | None:
     if run is None:
         return None
-    return {k: rfc3339(v) if isinstance(v, dt.datetime) else v for k, v in run.items()}
+    return {
+        k: rfc3339(v) if isinstance(v, dt.datetime) else v
+        for k, v in run.items()
+        if k not in ("error", "deliveryError")
+    }

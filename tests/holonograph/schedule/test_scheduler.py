@@ -288,7 +288,9 @@ async def test_a_run_that_fails_is_recorded_failed_and_degrades_until_one_succee
         await runner.idle()
         [run] = runs_of(store, "loss-check")
         assert run["status"] == "failed" and run["error"]
-        assert "failed" in (runner.degraded() or "")
+        assert "run of 2026-07-01T09:05:00Z failed" in (runner.degraded() or "")
+        assert run["error"] not in (runner.degraded() or "")  # /readyz: when, not why
+        assert "error" not in runner.status()["loss-check"]["lastRun"]
         assert hook.received == []
         store.command("RENAME TABLE holonograph.gone TO holonograph.emission_receipts")
         clock.now = T0 + dt.timedelta(minutes=10)
