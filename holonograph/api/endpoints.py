@@ -14,6 +14,7 @@ from typing import Any
 from ingest.export.principal import Scope
 from processors.completeness import job as completeness
 from processors.conformance import approve, check, derive
+from processors.events import job as events
 from processors.jobs import Job
 
 
@@ -63,6 +64,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "holonograph completeness",
         persist_scope="govern",
     ),
+    Endpoint(
+        "/lens/events",
+        events.JOB,
+        "read",
+        "A page of the tenant's events, oldest or latest received first, with a cursor"
+        " that pages stably while events arrive (Guide ch. 3; docs/api.md, Paging).",
+        "holonograph events",
+        method="GET",
+    ),
 )
 
 
@@ -84,7 +94,6 @@ NOT_SERVED: tuple[NotServed, ...] = (
     NotServed("POST", "/lens/decomposeVariance", "holonograph variance decompose"),
     NotServed("POST", "/lens/decomposition/evaluate", "holonograph variance evaluate"),
     NotServed("POST", "/lens/decomposition/lifecycle", "holonograph variance lifecycle"),
-    NotServed("GET", "/lens/events", "holonograph query"),
     NotServed("POST", "/lens/events", "an OTLP exporter to /v1/traces (docs/receiver-edge.md)"),
     NotServed("POST", "/holonograph/messages", ""),
     NotServed("POST", "/hil/override", ""),

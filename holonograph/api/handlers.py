@@ -125,7 +125,10 @@ class JobApi(JsonApi):
     ) -> web.Response:
         require_scope(principal, endpoint.scope)
         job = endpoint.job
-        body = await read_json(request, MAX_BODY_BYTES, "a request")
+        if endpoint.method == "GET":
+            body: Any = _query_of(request)
+        else:
+            body = await read_json(request, MAX_BODY_BYTES, "a request")
         job_request = _request_of(job, body).for_tenant(principal.tenant_id)
         if job_request.persists() and endpoint.persist_scope is not None:
             require_scope(principal, endpoint.persist_scope)
@@ -160,6 +163,17 @@ class JobApi(JsonApi):
         return web.json_response(
             jsoncodec.plain(report.to_json()), headers={FINDING_HEADER: finding}
         )
+
+
+def _query_of(request: web.Request) -> dict[str, str]:
+    """A GET endpoint's request: its query parameters by their JSON names, each once."""
+    repeated = sorted({name for name in request.query if len(request.query.getall(name)) > 1})
+    if repeated:
+        raise ApiError(
+            400, "invalid_request", f"give each query parameter once: {', '.join(repeated)}",
+            {"problems": [f"{name}: given more than once" for name in repeated]},
+        )  # fmt: skip
+    return dict(request.query)
 
 
 def _request_of(job: Job[Any, Any], body: Any) -> Any:

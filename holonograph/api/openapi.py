@@ -78,6 +78,24 @@ def _schemas() -> tuple[dict[tuple[str, str], Any], dict[str, Any]]:
     return by_key, dict(definitions.get("$defs", {}))
 
 
+def _as_query(operation: dict[str, Any], request: Any, definitions: dict[str, Any]) -> None:
+    """A GET endpoint takes its request's fields as query parameters, not a body."""
+    del operation["requestBody"]
+    ref = request.get("$ref", "")
+    model = definitions[ref.rsplit("/", 1)[-1]] if ref else request
+    required = set(model.get("required", ()))
+    for name, schema in model.get("properties", {}).items():
+        operation["parameters"].append(
+            {
+                "name": name,
+                "in": "query",
+                "required": name in required,
+                "description": schema.get("description", ""),
+                "schema": schema,
+            }
+        )
+
+
 def document() -> dict[str, Any]:
     schemas, definitions = _schemas()
     bearer: list[dict[str, list[str]]] = [{"bearer": []}]
@@ -116,6 +134,8 @@ def document() -> dict[str, Any]:
                 ),
             },
         }
+        if endpoint.method == "GET":
+            _as_query(paths[endpoint.path]["get"], schemas[(endpoint.path, "request")], definitions)
     for absent in NOT_SERVED:
         paths.setdefault(absent.path, {})[absent.method.lower()] = {
             "summary": "Named by the Guide; not served by this collector yet.",

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "contract": ("contract", "Register surface contracts; read back versions and history."),
     "conformance": ("conformance", "Derive, approve and check fixtures; gate CI on suites."),
     "drift": ("drift", "Change points of a surface's outcomes, labelled by source."),
+    "events": ("events", "Stored events a page at a time (the Guide's GET /lens/events)."),
     "quarantine": ("quarantine", "Recently rejected spans, their reasons and counts."),
     "query": ("query", "Run SQL against the store and print a table or JSON."),
     "report": ("report", "One self-contained HTML page with what the dashboards show."),

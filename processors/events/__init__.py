@@ -1,0 +1,1 @@
+"""Reading events back: the Guide's `GET /lens/events` (`processors.events.job`)."""
