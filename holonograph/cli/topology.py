@@ -11,16 +11,25 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sys
 from typing import Any
 
 import click
 
 from holonograph.cli.documents import load_document
-from holonograph.cli.errors import EXIT_FINDING, CommandFailed
-from holonograph.cli.options import RFC3339, emit_json, open_store_or_exit, store_options
-from holonograph.cli.tenants import tenant_option, tenant_or_exit
+from holonograph.cli.errors import EXIT_FINDING, EXIT_USAGE, CommandFailed
+from holonograph.cli.jobs import (
+    CommandStores,
+    Rendering,
+    request_from,
+    run_command,
+    show,
+)
+from holonograph.cli.options import RFC3339, open_store_or_exit, store_options
+from holonograph.cli.tenants import tenant_option
+from holonograph.runner import execute, scope
+from processors.jobs import JobError, NotFound
 from schemas.events import DEFAULT_TENANT
+from schemas.times import utc_now
 from schemas.topology import StructuralInventory
 
 
@@ -47,23 +56,24 @@ def inventory_command(
     inventory_file: str, tenant: str, store_url: str | None, data_dir: str | None, as_json: bool
 ) -> None:
     """Store FILE.json (`-`: stdin), the code's structural inventory of an agent."""
-    from processors.topology.inventory import post_inventory
-    from schemas.times import utc_now
+    from processors.topology.inventory import JOB, Report, Request
 
     inventory = load_inventory(inventory_file)
-    store = open_store_or_exit(store_url, data_dir, write=True)
-    try:
-        posted = post_inventory(store, tenant, inventory, utc_now())
-    finally:
-        store.close()
-    if as_json:
-        emit_json(posted.to_json())
-        return
-    state = "stored" if posted.created else "unchanged: already stored"
-    click.echo(
-        f"inventory {posted.inventory_id} of {inventory.agent_id} ({posted.consumer_id},"
-        f" {len(inventory.surfaces)} surfaces, captured {posted.to_json()['capturedAt']}): {state}"
-    )
+    request = Request.model_validate({**dict(inventory), "tenant": tenant})
+
+    def text(report: Report) -> str:
+        posted = report.posted
+        state = "stored" if posted.created else "unchanged: already stored"
+        return (
+            f"inventory {posted.inventory_id} of {inventory.agent_id} ({posted.consumer_id},"
+            f" {len(inventory.surfaces)} surfaces, captured {posted.to_json()['capturedAt']}):"
+            f" {state}"
+        )
+
+    # A write: the first inventory may be what creates the store.
+    open_store_or_exit(store_url, data_dir, write=True).close()
+    rendering = Rendering(text)
+    run_command(JOB, request, rendering, store_url=store_url, data_dir=data_dir, as_json=as_json)
 
 
 @topology.command("scan")
@@ -98,31 +108,14 @@ def scan_command(
     as_json: bool,
 ) -> None:
     """Declared vs observed vs inventoried, per surface; exit 1 when the gate fails."""
-    from processors.topology.scan import ScanWindow, record_scan, run_scan
-    from schemas.times import utc_now
+    from processors.topology.scan import JOB, Report, Request
 
     _window(since, until)
-    store = open_store_or_exit(store_url, data_dir, write=record)
-    owner = tenant_or_exit(store, tenant) or DEFAULT_TENANT
-    try:
-        report = run_scan(
-            store,
-            ScanWindow(owner, agent, since, until),
-            utc_now(),
-            fail_under=fail_under,
-            examples=examples,
-        )
-        if record:
-            record_scan(store, report)
-    finally:
-        store.close()
-    shape = report.to_json()
-    if as_json:
-        emit_json(shape)
-    else:
-        _print_scan(shape)
-    if not report.passed:
-        sys.exit(EXIT_FINDING)
+    flags = {"agent_id": agent, "since": since, "until": until, "record": record,
+             "fail_under": fail_under, "examples": examples, "tenant": tenant}  # fmt: skip
+    request = request_from(Request, flags)
+    rendering: Rendering[Report] = Rendering(lambda report: _print_scan(report.to_json()))
+    run_command(JOB, request, rendering, store_url=store_url, data_dir=data_dir, as_json=as_json)
 
 
 @topology.command("bootstrap")
@@ -159,35 +152,27 @@ def bootstrap_command(
     as_json: bool,
 ) -> None:
     """Propose dimensions, cohort tags and substrate columns for a surface from traffic."""
-    from processors.topology.bootstrap import BootstrapWindow, Thresholds, propose
-    from schemas.times import rfc3339
+    from processors.topology.bootstrap import JOB, Request
 
     _window(since, until)
-    store = open_store_or_exit(store_url, data_dir)
-    owner = tenant_or_exit(store, tenant) or DEFAULT_TENANT
+    flags = {"surface_id": surface, "since": since, "until": until, "agent_id": agent,
+             "min_count": min_count, "min_presence": min_presence, "tenant": tenant}  # fmt: skip
+    request = request_from(Request, flags)
+    stores = CommandStores(store_url, data_dir)
     try:
-        report = propose(
-            store,
-            BootstrapWindow(owner, surface, since, until, agent),
-            Thresholds(min_count, min_presence),
-        )
+        report = execute(JOB, scope(JOB, request, stores), stores, utc_now)
+    except NotFound as err:  # no traffic to propose from: what the command looked for
+        raise CommandFailed(str(err), EXIT_FINDING, err.hint) from None
+    except JobError as err:
+        raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     finally:
-        store.close()
-    if report is None:
-        raise CommandFailed(
-            f"surface {surface} has no events in tenant {owner}"
-            f" from {rfc3339(since)} to {rfc3339(until)}",
-            EXIT_FINDING,
-            "widen the window, or check the surface id and --tenant",
-        )
-    if as_json:
-        emit_json(report)
-    else:
-        _print_bootstrap(report)
+        stores.close()
+    show(report, Rendering(lambda r: _print_bootstrap(r.to_json())), as_json)
 
 
-def _print_bootstrap(report: dict[str, Any]) -> None:
-    click.echo(
+def _print_bootstrap(report: dict[str, Any]) -> str:
+    out: list[str] = []
+    out.append(
         f"surface {report['surfaceId']} (tenant {report['tenantId']}, agent"
         f" {report['agentId'] or '-'}): {report['events']} events"
         f" from {report['since']} to {report['until']}"
@@ -198,16 +183,17 @@ def _print_bootstrap(report: dict[str, Any]) -> None:
             ev = c["evidence"]
             shape = f" {c['type']}" if c.get("type") else ""
             why = f" ({'; '.join(c['reasons'])})" if c["reasons"] else ""
-            click.echo(
+            out.append(
                 f"  {label} {c['id']}{shape}: {c['inference']}, on {ev['count']} events"
                 f" ({ev['presenceShare']:.0%}){why}"
             )
-    click.echo("draft surface entry (deterministic candidates):")
-    click.echo(json.dumps(report["surface"], indent=2))
+    out.append("draft surface entry (deterministic candidates):")
+    out.append(json.dumps(report["surface"], indent=2))
     if report["contract"] is not None:
         base = report["basedOnVersionId"]
         over = f" over version {base}" if base else ""
-        click.echo(f"--json's `contract` holds the agent's whole contract with it{over}.")
+        out.append(f"--json's `contract` holds the agent's whole contract with it{over}.")
+    return "\n".join(out)
 
 
 def _examples(block: dict[str, Any], key: str = "") -> str:
@@ -216,16 +202,17 @@ def _examples(block: dict[str, Any], key: str = "") -> str:
     return ", ".join(str(s) for s in shown) + (f" (+{more} more)" if more > 0 else "")
 
 
-def _print_scan(report: dict[str, Any]) -> None:
+def _print_scan(report: dict[str, Any]) -> str:
+    out: list[str] = []
     cov = report["coverage"]
     ratio = "-" if cov["ratio"] is None else f"{cov['ratio']:.3f}"
-    click.echo(
+    out.append(
         f"agent {report['agentId']} (tenant {report['tenantId']}),"
         f" {report['since']} to {report['until']}:"
         f" contract {report['contractVersionId'] or '(none)'},"
         f" {len(report['inventories'])} inventories"
     )
-    click.echo(
+    out.append(
         f"  coverage {cov['observed']}/{cov['declared']} declared items observed ({ratio}),"
         f" {report['gaps']} gaps, {report['retirementCandidates']} retirement candidates"
     )
@@ -237,7 +224,7 @@ def _print_scan(report: dict[str, Any]) -> None:
     }
     for surface in report["surfaces"]:
         scov = surface["coverage"]
-        click.echo(
+        out.append(
             f"  surface {surface['id']}: {surface['events']['count']} events,"
             f" coverage {scov['observed']}/{scov['declared']}"
         )
@@ -245,14 +232,14 @@ def _print_scan(report: dict[str, Any]) -> None:
             lattice = surface[field]
             if lattice["declaredNotObserved"]["count"]:
                 missing = _examples(lattice["declaredNotObserved"])
-                click.echo(f"    {label} declared, not observed: {missing}")
+                out.append(f"    {label} declared, not observed: {missing}")
             if lattice["observedNotDeclared"]["count"]:
-                click.echo(
+                out.append(
                     f"    {label} observed, not declared:"
                     f" {_examples(lattice['observedNotDeclared'], 'id')}"
                 )
         if surface["retirementCandidates"]["count"]:
-            click.echo(
+            out.append(
                 "    retirement candidates (seen before the window only):"
                 f" {_examples(surface['retirementCandidates'], 'id')}"
             )
@@ -265,11 +252,12 @@ def _print_scan(report: dict[str, Any]) -> None:
         block = report[key]
         if block["count"]:
             ids = _examples(block, "id" if key == "undeclaredSurfaces" else "")
-            click.echo(f"  {label}: {ids}")
+            out.append(f"  {label}: {ids}")
     gate = report["gate"]
     verdict = "passed" if gate["passed"] else "failed: " + "; ".join(gate["reasons"])
     recorded = f", recorded as {report['scanId']}" if report["recorded"] else ""
-    click.echo(f"  gate {verdict}{recorded}")
+    out.append(f"  gate {verdict}{recorded}")
+    return "\n".join(out)
 
 
 def register(group: click.Group) -> None:

@@ -23,11 +23,15 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import Field, model_validator
+
+from processors.jobs import Job, JobRequest, NotFound, never_a_finding, saves_nothing
 from schemas.contracts import Contract, Surface
+from schemas.events import DEFAULT_TENANT
 from schemas.registry import active_version
 from schemas.store import Store
 from schemas.tables import EVALUATION_DIMENSIONS, EVALUATION_EVENTS
-from schemas.times import rfc3339, to_store_time
+from schemas.times import Clock, UtcTime, rfc3339, to_store_time
 
 Inference = Literal["deterministic", "lowConfidence"]
 PARTS = 4
@@ -225,3 +229,71 @@ def propose(
 def _capped(items: list[dict[str, Any]]) -> dict[str, Any]:
     """Most frequent first, at most `MAX_CANDIDATES`; `count` says how many there were."""
     return {"count": len(items), "examples": items[:MAX_CANDIDATES]}
+
+
+# --- the job (processors/jobs.py): POST /lens/topology/bootstrap
+
+
+class BootstrapRequest(JobRequest):
+    """The Guide's bootstrap body (chapter 9): a surface's traffic over [since, until)."""
+
+    surface_id: str = Field(min_length=1, description="The surface whose traffic is read.")
+    since: UtcTime = Field(description="Window start (inclusive).")
+    until: UtcTime = Field(description="Window end (exclusive).")
+    agent_id: str = Field("", description="Only this agent's events (default: every agent's).")
+    min_count: int = Field(
+        20, ge=1, description="Fewest events an item must be on to be deterministic."
+    )
+    min_presence: float = Field(
+        0.9, ge=0.0, le=1.0,
+        description="Smallest share of the surface's events an item must be on to be"
+        " deterministic.",
+    )  # fmt: skip
+
+    @model_validator(mode="after")
+    def _window(self) -> BootstrapRequest:
+        if self.until <= self.since:
+            raise ValueError("until must be after since")
+        return self
+
+
+Request = BootstrapRequest
+
+
+@dataclass(frozen=True)
+class Report:
+    proposal: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.proposal
+
+
+def run(store: Store, request: BootstrapRequest, clock: Clock) -> Report:
+    """The proposal; `NotFound` (`no_events`) when the surface had no events."""
+    tenant = request.tenant or DEFAULT_TENANT
+    window = BootstrapWindow(
+        tenant, request.surface_id, request.since, request.until, request.agent_id
+    )
+    proposal = propose(store, window, Thresholds(request.min_count, request.min_presence))
+    if proposal is None:
+        raise NotFound(
+            f"surface {request.surface_id} has no events in tenant {tenant}"
+            f" from {rfc3339(request.since)} to {rfc3339(request.until)}",
+            "no_events",
+            details={"surfaceId": request.surface_id},
+            hint="widen the window, or check the surface id and --tenant",
+        )
+    return Report(proposal)
+
+
+persist = saves_nothing
+finding = never_a_finding
+
+JOB = Job(
+    name="topology-bootstrap",
+    request=BootstrapRequest,
+    document=dict[str, Any],
+    run=run,
+    persist=persist,
+    finding=finding,
+)

@@ -8,13 +8,19 @@ post what they know.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict
+
+from processors.jobs import Job, JobRequest, never_a_finding
+from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
 from schemas.tables import STRUCTURAL_INVENTORIES
-from schemas.times import from_store_time, to_store_time
+from schemas.times import Clock, from_store_time, to_store_time
 from schemas.topology import StructuralInventory, inventory_id
 
 _FOUND = f"""
@@ -96,3 +102,70 @@ def latest_inventories(store: Store, tenant_id: str, agent_id: str) -> list[Late
         )
         for inv, consumer, kind, captured, surface_ids, mapped in rows
     ]
+
+
+# --- the job (processors/jobs.py): POST /lens/topology/structural-inventory
+
+
+class InventoryRequest(StructuralInventory, JobRequest):
+    """The Guide's structural inventory body (chapter 9): what the agent's code says
+    exists; stored once per identical body."""
+
+    def persists(self) -> bool:
+        return True
+
+
+Request = InventoryRequest
+
+
+@dataclass(frozen=True)
+class Report:
+    """The inventory as posted: its id, and whether this call stores it (`created`)."""
+
+    posted: Posted
+    inventory: StructuralInventory
+    tenant_id: str
+    recorded_at: dt.datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return self.posted.to_json()
+
+
+@with_config(ConfigDict(extra="forbid"))
+class PostedDocument(TypedDict):
+    inventoryId: str
+    consumerId: str
+    capturedAt: str
+    created: bool
+
+
+def run(store: Store, request: InventoryRequest, clock: Clock) -> Report:
+    """The inventory's id, and whether the identical one is stored already."""
+    tenant = request.tenant or DEFAULT_TENANT
+    inventory = StructuralInventory.model_validate(request.model_dump(exclude={"tenant"}))
+    found_id = inventory_id(tenant, inventory)
+    params = {"tenant": tenant, "agent": inventory.agent_id, "inventory": found_id}
+    created = not store.query(_FOUND, params).rows
+    posted = Posted(found_id, inventory.consumer_id, inventory.captured_at, created=created)
+    return Report(posted, inventory, tenant, clock())
+
+
+def persist(store: Store, report: Report) -> Report:
+    """Store the inventory unless it was stored already (`post_inventory` re-checks)."""
+    if not report.posted.created:
+        return report
+    posted = post_inventory(store, report.tenant_id, report.inventory, report.recorded_at)
+    return dataclasses.replace(report, posted=posted)
+
+
+finding = never_a_finding
+
+JOB = Job(
+    name="structural-inventory",
+    request=InventoryRequest,
+    document=PostedDocument,
+    run=run,
+    persist=persist,
+    finding=finding,
+    owner_tenant=True,
+)

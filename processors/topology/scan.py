@@ -36,14 +36,18 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic import Field, model_validator
+
 from processors.analysis_events import record_event
+from processors.jobs import Job, JobRequest
 from processors.topology.inventory import LatestInventory, latest_inventories
 from schemas.contracts import ContractVersion, Surface
+from schemas.events import DEFAULT_TENANT
 from schemas.registry import active_version
 from schemas.routing import entry_answered
 from schemas.store import Store
 from schemas.tables import EVALUATION_EVENTS
-from schemas.times import from_store_time, rfc3339, to_store_time
+from schemas.times import Clock, UtcTime, from_store_time, rfc3339, to_store_time
 
 Kind = Literal["dimension", "tag", "column", "lightSource"]
 KINDS: tuple[Kind, ...] = ("dimension", "tag", "column", "lightSource")
@@ -455,3 +459,66 @@ def record_scan(store: Store, report: ScanReport) -> None:
         tenant_id=report.window.tenant_id,
         verdict="pass" if report.passed else "fail",
     )
+
+
+# --- the job (processors/jobs.py): POST /lens/topology/scan
+
+
+class ScanRequest(JobRequest):
+    """The Guide's scan body (chapter 9): an agent's contract against its events over
+    [since, until) and its latest inventories; `record` stores the report."""
+
+    agent_id: str = Field(min_length=1, description="The agent whose contract is scanned.")
+    since: UtcTime = Field(description="Window start (inclusive).")
+    until: UtcTime = Field(description="Window end (exclusive).")
+    record: bool = Field(False, description="Store the report as a topology-scan analysis event.")
+    fail_under: float | None = Field(
+        None, ge=0.0, le=1.0,
+        description="Gate on coverage alone: a finding when it is below this ratio"
+        " (default: any gap is one).",
+    )  # fmt: skip
+    examples: int = Field(DEFAULT_EXAMPLES, ge=0, le=1000, description="Items per list.")
+
+    @model_validator(mode="after")
+    def _window(self) -> ScanRequest:
+        if self.until <= self.since:
+            raise ValueError("until must be after since")
+        return self
+
+    def persists(self) -> bool:
+        return self.record
+
+
+Request = ScanRequest
+Report = ScanReport
+
+
+def run(store: Store, request: ScanRequest, clock: Clock) -> ScanReport:
+    """The scan (nothing is written; `persist` records it)."""
+    window = ScanWindow(
+        request.tenant or DEFAULT_TENANT, request.agent_id, request.since, request.until
+    )
+    return run_scan(
+        store, window, clock(), fail_under=request.fail_under, examples=request.examples
+    )
+
+
+def persist(store: Store, report: ScanReport) -> ScanReport:
+    record_scan(store, report)
+    return report
+
+
+def finding(report: ScanReport) -> bool:
+    """The gate failed: a gap, or coverage below `failUnder`, or no contract."""
+    return not report.passed
+
+
+JOB = Job(
+    name="topology-scan",
+    request=ScanRequest,
+    document=dict[str, Any],
+    run=run,
+    persist=persist,
+    finding=finding,
+    owner_tenant=True,
+)
