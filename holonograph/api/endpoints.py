@@ -16,6 +16,7 @@ from processors.completeness import job as completeness
 from processors.conformance import approve, check, derive
 from processors.events import job as events
 from processors.jobs import Job
+from processors.topology import bootstrap, inventory, scan
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,30 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "holonograph events",
         method="GET",
     ),
+    Endpoint(
+        "/lens/topology/structural-inventory",
+        inventory.JOB,
+        "govern",
+        "Store what an agent's code says exists; an identical body is stored once (Guide ch. 9).",
+        "holonograph topology inventory",
+    ),
+    Endpoint(
+        "/lens/topology/scan",
+        scan.JOB,
+        "read",
+        "Declared vs observed vs inventoried per surface; `record` stores the report and"
+        " needs the govern scope (Guide ch. 9).",
+        "holonograph topology scan",
+        persist_scope="govern",
+    ),
+    Endpoint(
+        "/lens/topology/bootstrap",
+        bootstrap.JOB,
+        "read",
+        "Propose a surface's dimensions, cohort tags and substrate columns from its traffic"
+        " (Guide ch. 9).",
+        "holonograph topology bootstrap",
+    ),
 )
 
 
@@ -88,9 +113,6 @@ class NotServed:
 
 NOT_SERVED: tuple[NotServed, ...] = (
     NotServed("POST", "/lens/attribute", "holonograph drift"),
-    NotServed("POST", "/lens/topology/structural-inventory", "holonograph topology inventory"),
-    NotServed("POST", "/lens/topology/scan", "holonograph topology scan"),
-    NotServed("POST", "/lens/topology/bootstrap", "holonograph topology bootstrap"),
     NotServed("POST", "/lens/decomposeVariance", "holonograph variance decompose"),
     NotServed("POST", "/lens/decomposition/evaluate", "holonograph variance evaluate"),
     NotServed("POST", "/lens/decomposition/lifecycle", "holonograph variance lifecycle"),

@@ -1,11 +1,12 @@
-"""`GET /lens/events` through one live `serve` with TLS and bearer tokens (the module
-fixture of `test_api`): paging through it while ingest runs returns every event exactly
-once, re-sends included; the body is `holonograph events --json` for the same request;
-no token 401, no read scope 403; another tenant's events are never visible; a cursor is
-refused with another query."""
+"""`GET /lens/events` and `POST /lens/topology/*` through one live `serve` with TLS and
+bearer tokens (the module fixture of `test_api`): paging through events while ingest
+runs returns every event exactly once, re-sends included; each body is the CLI's
+`--json` for the same request; no token 401, a missing scope 403; another tenant's data
+is never visible; a cursor is refused with another query."""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from collections import Counter
@@ -170,3 +171,74 @@ def test_bad_queries_and_foreign_cursors_are_refused(served: Served) -> None:
     assert code(served.call("/lens/events", token=READER, method="GET", run_mode=None)) == (
         400, "run_mode_missing",
     )  # fmt: skip
+
+
+# --- topology ---------------------------------------------------------------------------
+
+CONTRACT = {"agentId": "billing-triage", "surfaces": [{"id": "classify-intent"}]}
+INVENTORY = {"agentId": "billing-triage", "consumerId": "billing-triage-agent",
+             "inventoryKind": "surface-ids", "surfaceIds": ["classify-intent", "escalate"],
+             "capturedAt": "2026-07-01T00:00:00Z"}  # fmt: skip
+WINDOW = {"since": "2026-07-01", "until": "2026-07-02"}
+WINDOW_FLAGS = ["--since", "2026-07-01T00:00:00Z", "--until", "2026-07-02T00:00:00Z"]
+PER_SCAN = ("scanId", "scannedAt")
+
+
+def _scan_run(document: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in document.items() if k not in PER_SCAN}
+
+
+def test_topology_answers_the_clis_json_and_needs_govern_to_write(served: Served) -> None:
+    assert served.call("/holonograph/contract", CONTRACT).status_code == 200
+    refused = served.call("/lens/topology/structural-inventory", INVENTORY, token=READER)
+    assert (refused.status_code, refused.json()["details"]["required"]) == (403, ["govern"])
+    posted = served.call("/lens/topology/structural-inventory", INVENTORY)
+    assert posted.status_code == 200, posted.text
+    assert posted.json()["created"] is True and posted.json()["inventoryId"].startswith("inv_")
+    body = served.data_dir.parent / "inventory.json"
+    body.write_text(json.dumps(INVENTORY))
+    # the CLI posting the same inventory finds it stored: the same answer, not created
+    assert served.cli("topology", "inventory", str(body)) == {**posted.json(), "created": False}
+    again = served.call("/lens/topology/structural-inventory", INVENTORY)
+    assert again.json() == {**posted.json(), "created": False}
+
+    scan = {"agentId": "billing-triage", **WINDOW}
+    scanned = served.call("/lens/topology/scan", scan, token=READER)
+    assert scanned.status_code == 200, scanned.text
+    cli_scan = served.cli("topology", "scan", "--agent", "billing-triage", *WINDOW_FLAGS)
+    assert _scan_run(scanned.json()) == _scan_run(cli_scan)
+    assert scanned.json()["inventories"][0]["inventoryId"] == posted.json()["inventoryId"]
+    assert scanned.json()["inventoryOnlySurfaces"]["examples"] == ["escalate"]
+    assert scanned.headers["x-holonograph-finding"] == "true"  # a gap: the gate fails
+    assert scanned.json()["recorded"] is False
+    record = served.call("/lens/topology/scan", {**scan, "record": True}, token=READER)
+    assert (record.status_code, record.json()["details"]["required"]) == (403, ["govern"])
+    recorded = served.call("/lens/topology/scan", {**scan, "record": True})
+    assert recorded.status_code == 200 and recorded.json()["recorded"] is True
+
+    proposal = {"surfaceId": "classify-intent", **WINDOW}
+    proposed = served.call("/lens/topology/bootstrap", proposal, token=READER)
+    assert proposed.status_code == 200, proposed.text
+    assert proposed.json() == served.cli(
+        "topology", "bootstrap", "--surface", "classify-intent", *WINDOW_FLAGS
+    )
+    assert (proposed.json()["tenantId"], proposed.json()["events"]) == ("acme", 3)
+
+
+def test_topology_sees_the_tokens_tenant_only(served: Served) -> None:
+    served.call("/holonograph/contract", CONTRACT)  # acme's contract
+    theirs = served.call("/lens/topology/scan", {"agentId": "billing-triage", **WINDOW},
+                         token=GLOBEX)  # fmt: skip
+    assert theirs.status_code == 200, theirs.text
+    assert theirs.json()["tenantId"] == "globex"
+    assert theirs.json()["contractVersionId"] is None and theirs.json()["inventories"] == []
+    proposed = served.call("/lens/topology/bootstrap", {"surfaceId": "classify-intent",
+                                                        **WINDOW}, token=GLOBEX)  # fmt: skip
+    assert (proposed.json()["tenantId"], proposed.json()["events"]) == ("globex", 1)
+    none = served.call("/lens/topology/bootstrap", {"surfaceId": "nothing-here", **WINDOW},
+                       token=GLOBEX)  # fmt: skip
+    assert (none.status_code, none.json()["code"]) == (404, "no_events")
+    backwards = served.call("/lens/topology/scan", {"agentId": "a", "since": "2026-07-02",
+                                                   "until": "2026-07-01"})  # fmt: skip
+    assert (backwards.status_code, backwards.json()["code"]) == (400, "invalid_request")
+    assert served.call("/lens/topology/scan", {"agentId": "a"}, token=None).status_code == 401
