@@ -31,6 +31,7 @@ from ingest.export.principal import Principal
 from schemas.changelog import ChangeConflict, ChangeQuery
 from schemas.changes import KINDS, AvailabilityMark, ChangeEvent, ChangeRecord, mark_answer
 from schemas.contracts import problems
+from schemas.times import parse_utc
 
 CHANGES_PATH = "/holonograph/changes"
 AVAILABILITY_PATH = "/holonograph/availability"
@@ -63,19 +64,19 @@ def _as_agent(principal: Principal, agent_id: str | None) -> None:
 
 
 def _time(request: web.Request, name: str) -> dt.datetime | None:
+    """RFC 3339 with an offset, or the Guide's date (`2026-06-01`: midnight UTC), as
+    every endpoint takes its times."""
     text = request.query.get(name)
     if text is None:
         return None
     try:
-        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
+        return parse_utc(text)
+    except ValueError as err:
         raise ApiError(
-            400, "invalid_time", f"{name}: {text!r} is not an RFC 3339 time with an offset",
+            400, "invalid_time",
+            f"{name}: {err}; give an RFC 3339 time with an offset or a date (2026-06-01)",
             {"parameter": name},
-        )  # fmt: skip
-    return moment.astimezone(dt.UTC)
+        ) from None  # fmt: skip
 
 
 class ChangeApi(JsonApi):

@@ -145,8 +145,21 @@ def test_every_error_is_the_guides_envelope(api: RunningReceiver) -> None:
     huge = post(api, "changes", {**change, "description": "x" * 70_000})
     assert envelope(huge)[:2] == (413, "payload_too_large")
     assert envelope(listed(api, {"kind": "rollback"}))[:2] == (400, "kind_unknown")
-    assert envelope(listed(api, {"since": "2026-06-10"}))[:2] == (400, "invalid_time")
+    assert envelope(listed(api, {"since": "yesterday"}))[:2] == (400, "invalid_time")
+    naive = listed(api, {"until": "2026-06-10T12:00:00"})  # no offset: which zone?
+    assert envelope(naive)[:2] == (400, "invalid_time") and "no UTC offset" in naive.json()["error"]
     assert listed(api).json()["changes"] == []
+
+
+def test_since_and_until_take_the_guides_dates_as_every_endpoint_does(
+    api: RunningReceiver,
+) -> None:
+    change = {"surfaceId": "s", "kind": "deploy", "at": AT, "description": "x"}
+    assert post(api, "changes", change).status_code == 200
+    day = listed(api, {"since": "2026-06-10", "until": "2026-06-11"}).json()["changes"]
+    assert [c["at"] for c in day] == [AT]  # a date is midnight UTC
+    assert listed(api, {"since": "2026-06-11"}).json()["changes"] == []
+    assert listed(api, {"until": "2026-06-10"}).json()["changes"] == []
 
 
 def test_a_receiver_without_a_store_answers_501() -> None:
