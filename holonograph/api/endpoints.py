@@ -16,6 +16,7 @@ from processors.completeness import job as completeness
 from processors.conformance import approve, check, derive
 from processors.events import job as events
 from processors.jobs import Job
+from processors.quarantine import job as quarantine
 from processors.topology import bootstrap, inventory, scan
 
 
@@ -97,6 +98,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Propose a surface's dimensions, cohort tags and substrate columns from its traffic"
         " (Guide ch. 9).",
         "holonograph topology bootstrap",
+    ),
+    Endpoint(
+        "/holonograph/quarantine",
+        quarantine.JOB,
+        "read",
+        "The tenant's rejected spans, newest first, with counts per reason.",
+        "holonograph quarantine",
     ),
 )
 

@@ -7,15 +7,10 @@ import datetime as dt
 
 import click
 
-from holonograph.cli.options import (
-    RFC3339,
-    emit_json,
-    format_table,
-    open_store_or_exit,
-    store_options,
-)
-from holonograph.cli.tenants import tenant_option, tenant_or_exit
-from processors.quarantine import QuarantineReport, QuarantineSelection, read_quarantine
+from holonograph.cli.jobs import Rendering, request_from, run_command
+from holonograph.cli.options import RFC3339, format_table, store_options
+from holonograph.cli.tenants import tenant_option
+from processors.quarantine.job import JOB, QuarantineReport, Request
 from schemas import jsoncodec
 
 
@@ -49,17 +44,10 @@ def quarantine_command(
     quarantine`. Exit 0 (rejections are reported, not a failure of this command)."""
     if since and until and since >= until:
         raise click.BadParameter("--since must be before --until", param_hint="--since")
-    store = open_store_or_exit(store_url, data_dir)
-    tenant = tenant_or_exit(store, tenant)
-    selection = QuarantineSelection(tenant, since, until, reason, limit)
-    try:
-        report = read_quarantine(store, selection)
-    finally:
-        store.close()
-    if as_json:
-        emit_json(report.to_json())
-    else:
-        click.echo(render(report))
+    flags = {"since": since, "until": until, "reason": reason, "limit": limit, "tenant": tenant}
+    request = request_from(Request, flags)
+    rendering: Rendering[QuarantineReport] = Rendering(render)
+    run_command(JOB, request, rendering, store_url=store_url, data_dir=data_dir, as_json=as_json)
 
 
 def _when(moment: dt.datetime) -> str:

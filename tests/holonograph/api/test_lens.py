@@ -242,3 +242,24 @@ def test_topology_sees_the_tokens_tenant_only(served: Served) -> None:
                                                    "until": "2026-07-01"})  # fmt: skip
     assert (backwards.status_code, backwards.json()["code"]) == (400, "invalid_request")
     assert served.call("/lens/topology/scan", {"agentId": "a"}, token=None).status_code == 401
+
+
+# --- quarantine -------------------------------------------------------------------------
+
+
+def test_quarantine_answers_the_clis_json_for_the_tokens_tenant(served: Served) -> None:
+    rejected = [Evaluation("rejects", n, run_mode=None, event_id=f"evt_rej_{n}") for n in range(3)]
+    _ingest(served, rejected, seed=99)  # no run mode: quarantined, fail-closed
+    request = {"reason": "run_mode", "limit": 2}
+    answer = served.call("/holonograph/quarantine", request, token=READER)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-holonograph-finding"] == "false"
+    assert answer.json() == served.cli("quarantine", "--reason", "run_mode", "--limit", "2")
+    assert answer.json()["total"] == 3 and len(answer.json()["spans"]) == 2
+    assert {s["tenantId"] for s in answer.json()["spans"]} == {"acme"}
+    theirs = served.call("/holonograph/quarantine", request, token=GLOBEX)
+    assert (theirs.json()["tenantId"], theirs.json()["total"]) == ("globex", 0)
+    assert served.call("/holonograph/quarantine", request, token=SDK).status_code == 403
+    backwards = served.call("/holonograph/quarantine", {"since": "2026-07-02",
+                                                        "until": "2026-07-01"})  # fmt: skip
+    assert (backwards.status_code, backwards.json()["code"]) == (400, "invalid_request")

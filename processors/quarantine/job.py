@@ -12,9 +12,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ConfigDict, Field, model_validator, with_config
+from typing_extensions import TypedDict
+
+from processors.jobs import Job, JobRequest, never_a_finding, saves_nothing
 from schemas.store import Store
-from schemas.tables import DATABASE
-from schemas.times import from_store_time, to_store_time
+from schemas.tables import QUARANTINE
+from schemas.times import Clock, UtcTime, from_store_time, to_store_time
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _FAR = dt.datetime(2299, 12, 31)
@@ -113,13 +117,13 @@ def read_quarantine(store: Store, selection: QuarantineSelection) -> QuarantineR
     params = selection.parameters()
     counts = store.query(
         "SELECT reason, count() AS n, min(received_at), max(received_at)"
-        f" FROM {DATABASE}.quarantine FINAL{_WHERE}"
+        f" FROM {QUARANTINE.qualified} FINAL{_WHERE}"
         " GROUP BY reason ORDER BY n DESC, reason",
         params,
     ).rows
     spans = store.query(
         "SELECT tenant_id, received_at, reason, span_name, trace_id, span_id, emission_stream,"
-        f" emission_seq, source, attributes FROM {DATABASE}.quarantine FINAL{_WHERE}"
+        f" emission_seq, source, attributes FROM {QUARANTINE.qualified} FINAL{_WHERE}"
         " ORDER BY received_at DESC, quarantine_id LIMIT {limit:UInt64}",
         {**params, "limit": selection.limit},
     ).rows
@@ -156,3 +160,78 @@ def _attributes(text: str) -> dict[str, Any]:
     except ValueError:
         return {"_unparsed": text}
     return parsed if isinstance(parsed, dict) else {"_value": parsed}
+
+
+# --- the job (processors/jobs.py): POST /holonograph/quarantine
+
+
+class QuarantineRequest(JobRequest):
+    """Rejected spans received in [since, until) whose reason contains `reason`."""
+
+    since: UtcTime | None = Field(None, description="Received at or after (inclusive).")
+    until: UtcTime | None = Field(None, description="Received before (exclusive).")
+    reason: str | None = Field(None, description="Only reasons containing this text (any case).")
+    limit: int = Field(20, ge=0, le=10_000, description="Newest spans listed (counts cover all).")
+
+    @model_validator(mode="after")
+    def _window(self) -> QuarantineRequest:
+        if self.since is not None and self.until is not None and self.since >= self.until:
+            raise ValueError("since must be before until")
+        return self
+
+
+Request = QuarantineRequest
+Report = QuarantineReport
+
+
+@with_config(ConfigDict(extra="forbid"))
+class ReasonDocument(TypedDict):
+    reason: str
+    spans: int
+    firstReceivedAt: dt.datetime
+    lastReceivedAt: dt.datetime
+
+
+@with_config(ConfigDict(extra="forbid"))
+class SpanDocument(TypedDict):
+    tenantId: str
+    receivedAt: dt.datetime
+    reason: str
+    spanName: str
+    traceId: str
+    spanId: str
+    emissionStream: str | None
+    emissionSeq: int | None
+    source: str
+    attributes: dict[str, Any]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class QuarantineDocument(TypedDict):
+    tenantId: str | None
+    since: dt.datetime | None
+    until: dt.datetime | None
+    reason: str | None
+    total: int
+    reasons: list[ReasonDocument]
+    spans: list[SpanDocument]
+
+
+def run(store: Store, request: QuarantineRequest, clock: Clock) -> QuarantineReport:
+    selection = QuarantineSelection(
+        request.tenant, request.since, request.until, request.reason, request.limit
+    )
+    return read_quarantine(store, selection)
+
+
+persist = saves_nothing
+finding = never_a_finding  # rejections are reported, not a failure of the reading
+
+JOB = Job(
+    name="quarantine",
+    request=QuarantineRequest,
+    document=QuarantineDocument,
+    run=run,
+    persist=persist,
+    finding=finding,
+)
