@@ -3,26 +3,21 @@ on the same multiplex calls."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import sys
 
 import click
 
+from holonograph.cli.jobs import Rendering, request_from, run_command
 from holonograph.cli.options import (
-    EXIT_FINDING,
     RFC3339,
     choice_of,
-    emit_json,
     format_table,
-    open_store_or_exit,
-    provenance_filter,
     provenance_option,
     run_mode_option,
     store_options,
 )
-from holonograph.cli.tenants import tenant_option, tenant_or_exit
-from processors.compare.job import CompareRequest, compare
+from holonograph.cli.tenants import tenant_option
+from processors.compare.job import JOB, Request
 from schemas.analysis import Interval, Role
 from schemas.compare import CompareReport, Correction, GroupDimension
 
@@ -92,34 +87,16 @@ def compare_command(
 
     Exit 0: no significant paired difference; 1: a paired difference significant at
     --alpha; 2: usage; 3: store unavailable."""
-    provenances_read = provenance_filter(provenances)
-    try:
-        request = CompareRequest(
-            surface_id=surface_id,
-            since=since,
-            until=until,
-            by=by,
-            dimension_id=dimension_id,
-            run_modes=run_modes,
-            provenances=provenances_read,
-            alpha=alpha,
-            correction=correction,
-            role=role,
-        )
+    flags = {"surface_id": surface_id, "since": since, "until": until, "by": by,
+             "dimension_id": dimension_id, "run_modes": run_modes, "provenances": provenances,
+             "alpha": alpha, "correction": correction, "role": role, "tenant": tenant}  # fmt: skip
+    request = request_from(Request, flags)
+    try:  # the window and grouping refused in the command's words
+        request.checked()
     except ValueError as err:
         raise click.UsageError(str(err)) from None
-    store = open_store_or_exit(store_url, data_dir)
-    request = dataclasses.replace(request, tenant_id=tenant_or_exit(store, tenant))
-    try:
-        report = compare(store, request)
-    finally:
-        store.close()
-    if as_json:
-        emit_json(report.to_json())
-    else:
-        click.echo(render(report))
-    if report.significant:
-        sys.exit(EXIT_FINDING)
+    rendering: Rendering[CompareReport] = Rendering(render)
+    run_command(JOB, request, rendering, store_url=store_url, data_dir=data_dir, as_json=as_json)
 
 
 def _interval(value: Interval | None, digits: int = 3, signed: bool = False) -> str:

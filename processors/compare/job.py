@@ -21,9 +21,12 @@ import datetime as dt
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from processors.compare import sql
+from processors.jobs import Job, JobError, JobRequest, saves_nothing
 from processors.series.cells import SeriesQuery
 from schemas.analysis import Interval, Role
 from schemas.compare import (
@@ -39,9 +42,11 @@ from schemas.compare import (
     PairedComparison,
     Quantiles,
 )
+from schemas.events import RunMode
 from schemas.registry import versions_by_id
 from schemas.routing import Answer, primary_answer, routing_in_force
 from schemas.store import Store
+from schemas.times import Clock, UtcTime
 
 LEVEL = 0.95
 _Z = 1.959963984540054  # the standard normal's 97.5% quantile
@@ -436,3 +441,68 @@ def _float(value: Any) -> float:
 def _number(value: Any) -> float | None:
     number = float(value)
     return None if math.isnan(number) else number
+
+
+# --- the job (processors/jobs.py): POST /holonograph/compare
+
+
+class CompareJobRequest(JobRequest):
+    """`holonograph compare`'s request over HTTP: one surface over [since, until), the
+    Guide's camelCase names; `provenances` empty: production-state, `any` or `all`:
+    every provenance."""
+
+    surface_id: str = Field(min_length=1, description="The surface compared.")
+    since: UtcTime = Field(description="Window start (inclusive).")
+    until: UtcTime = Field(description="Window end (exclusive).")
+    dimension_id: str | None = Field(None, description="One dimension (default: every one).")
+    by: str = Field("light-source", description="light-source, lens or substrate:<column>.")
+    alpha: float = Field(0.05, gt=0.0, lt=1.0, description="Family-wise significance level.")
+    correction: Correction = Field("holm", description="holm or none.")
+    role: Role | None = Field(None, description="The per-group readings' events.")
+    run_modes: tuple[RunMode, ...] = Field((), description="Only these modes (default: all).")
+    provenances: tuple[Literal["production-state", "exploratory-state", "any", "all"], ...] = Field(
+        (), description="Default production-state; any (or all): no filter."
+    )
+
+    def checked(self) -> CompareRequest:
+        """The comparison asked; `ValueError` in the CLI's words (`--until ...`)."""
+        chosen = tuple("any" if p == "all" else p for p in self.provenances)
+        read = () if "any" in chosen else (chosen or ("production-state",))
+        return CompareRequest(
+            surface_id=self.surface_id, since=self.since, until=self.until, by=self.by,
+            dimension_id=self.dimension_id, run_modes=self.run_modes, provenances=read,
+            alpha=self.alpha, correction=self.correction, role=self.role,
+            tenant_id=self.tenant,
+        )  # fmt: skip
+
+    def compare_request(self) -> CompareRequest:
+        try:
+            return self.checked()
+        except ValueError as err:
+            raise JobError(str(err).replace("--", "")) from None
+
+
+Request = CompareJobRequest
+Report = CompareReport
+
+
+def run(store: Store, request: CompareJobRequest, clock: Clock) -> CompareReport:
+    return compare(store, request.compare_request())
+
+
+persist = saves_nothing
+
+
+def finding(report: CompareReport) -> bool:
+    """A paired difference significant at alpha (after the correction)."""
+    return bool(report.significant)
+
+
+JOB = Job(
+    name="compare",
+    request=CompareJobRequest,
+    document=CompareReport,
+    run=run,
+    persist=persist,
+    finding=finding,
+)
