@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ingest.export.principal import Scope
+from processors.compare import job as compare
 from processors.completeness import job as completeness
 from processors.conformance import approve, check, derive
 from processors.events import job as events
@@ -105,6 +106,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "read",
         "The tenant's rejected spans, newest first, with counts per reason.",
         "holonograph quarantine",
+    ),
+    Endpoint(
+        "/holonograph/compare",
+        compare.JOB,
+        "read",
+        "Vendors head to head on a surface: per group, and paired on the same calls"
+        " (`x-holonograph-finding`: a significant paired difference).",
+        "holonograph compare",
     ),
 )
 

@@ -263,3 +263,23 @@ def test_quarantine_answers_the_clis_json_for_the_tokens_tenant(served: Served) 
     backwards = served.call("/holonograph/quarantine", {"since": "2026-07-02",
                                                         "until": "2026-07-01"})  # fmt: skip
     assert (backwards.status_code, backwards.json()["code"]) == (400, "invalid_request")
+
+
+# --- compare ----------------------------------------------------------------------------
+
+
+def test_compare_answers_the_clis_json_for_the_tokens_tenant(served: Served) -> None:
+    request = {"surfaceId": "classify-intent", **WINDOW, "provenances": ["all"]}
+    answer = served.call("/holonograph/compare", request, token=READER)
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == served.cli(
+        "compare", "--surface", "classify-intent", *WINDOW_FLAGS, "--provenance", "any"
+    )
+    assert (answer.json()["tenantId"], answer.json()["events"]) == ("acme", 3)
+    assert answer.headers["x-holonograph-finding"] == "false"
+    theirs = served.call("/holonograph/compare", request, token=GLOBEX)
+    assert (theirs.json()["tenantId"], theirs.json()["events"]) == ("globex", 1)
+    assert served.call("/holonograph/compare", request, token=SDK).status_code == 403
+    bad = served.call("/holonograph/compare", {**request, "by": "colour"})
+    assert (bad.status_code, bad.json()["code"]) == (400, "invalid_request")
+    assert "by must be light-source" in bad.json()["error"]
