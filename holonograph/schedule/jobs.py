@@ -13,11 +13,13 @@ from typing import Any
 from processors.completeness import job as completeness
 from processors.conformance import check, derive
 from processors.jobs import Job
+from processors.topology import scan
 
 SCHEDULABLE: MappingProxyType[str, Job[Any, Any]] = MappingProxyType(
     {
         "completeness": completeness.JOB,
         "conformance.check": check.JOB,
         "conformance.derive": derive.JOB,
+        "topology.scan": scan.JOB,
     }
 )
