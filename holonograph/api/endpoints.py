@@ -133,6 +133,7 @@ NOT_SERVED: tuple[NotServed, ...] = (
     NotServed("POST", "/lens/decomposeVariance", "holonograph variance decompose"),
     NotServed("POST", "/lens/decomposition/evaluate", "holonograph variance evaluate"),
     NotServed("POST", "/lens/decomposition/lifecycle", "holonograph variance lifecycle"),
+    NotServed("POST", "/holonograph/report", "holonograph report"),
     NotServed("POST", "/lens/events", "an OTLP exporter to /v1/traces (docs/receiver-edge.md)"),
     NotServed("POST", "/holonograph/messages", ""),
     NotServed("POST", "/hil/override", ""),
