@@ -2,30 +2,25 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import sys
 
 import click
 
+from holonograph.cli.jobs import Rendering, report_of, request_from, show
 from holonograph.cli.options import (
     EXIT_FINDING,
-    EXIT_USAGE,
     RFC3339,
     choice_of,
-    emit_json,
     format_table,
-    open_store_or_exit,
-    provenance_filter,
     provenance_option,
     run_mode_option,
     series_options,
     store_options,
 )
-from holonograph.cli.tenants import tenant_option, tenant_or_exit
-from processors.drift.job import DriftRequest, analyse, persist_drift
-from processors.series.cells import SelectionError
-from schemas.analysis import Bucket, ChangePoint, DriftReport
+from holonograph.cli.tenants import tenant_option
+from processors.drift.job import JOB, Request
+from schemas.analysis import Bucket, DriftReport
 
 
 @click.command("drift")
@@ -87,52 +82,34 @@ def drift_command(
     observers and no --light-source); 3: store unavailable. A series too short to test
     is reported as such (JSON: `dimensions[].tested` false, with a note), not as no
     change."""
-    provenances_read = provenance_filter(provenances)
-    try:
-        request = DriftRequest(
-            surface_id=surface_id,
-            since=since,
-            until=until,
-            bucket=bucket,
-            dimension_id=dimension_id,
-            delta_threshold=delta_threshold,
-            run_modes=run_modes,
-            provenances=provenances_read,
-            alpha=alpha,
-            permutations=permutations,
-            seed=seed,
-            role=role,  # type: ignore[arg-type]
-            light_source=light_source,
-        )
-    except ValueError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(EXIT_USAGE)
-    store = open_store_or_exit(store_url, data_dir, write=not no_save)
-    request = dataclasses.replace(request, tenant_id=tenant_or_exit(store, tenant))
-    try:
-        run = analyse(store, request)
-        if not no_save:
-            persist_drift(store, run.report, lambda: dt.datetime.now(dt.UTC))
-    except SelectionError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(EXIT_USAGE)
-    finally:
-        store.close()
+    request = request_from(
+        Request,
+        {
+            "surface_id": surface_id,
+            "since": since,
+            "until": until,
+            "bucket": bucket,
+            "dimension_id": dimension_id,
+            "delta_threshold": delta_threshold,
+            "run_modes": run_modes,
+            "provenances": provenances,
+            "role": role,
+            "light_source": light_source,
+            "alpha": alpha,
+            "permutations": permutations,
+            "seed": seed,
+            "persist": not no_save,
+            "tenant": tenant,
+        },
+    )
+    (report,) = report_of(JOB, [request], store_url, data_dir)
     if plot_path:
         from processors.drift.plot import plot_drift
 
-        plot_drift(run.report, run.traces, plot_path)
-    if as_json:
-        emit_json(run.report.to_json())
-    else:
-        click.echo(render(run.report))
-    if attributed(run.report):
+        plot_drift(report.report, report.run.traces, plot_path)
+    show(report, Rendering(lambda r: render(r.report)), as_json)
+    if JOB.finding(report):
         sys.exit(EXIT_FINDING)
-
-
-def attributed(report: DriftReport) -> list[ChangePoint]:
-    """The findings: change points with a source other than noise."""
-    return [p for p in report.change_points if p.source != "noise"]
 
 
 def _headline(report: DriftReport) -> str:

@@ -3,31 +3,25 @@
 from __future__ import annotations
 
 import datetime as dt
-import sys
 from typing import Any
 
 import click
 
+from holonograph.cli.jobs import Rendering, request_from, run_command
 from holonograph.cli.options import (
-    EXIT_FINDING,
-    EXIT_USAGE,
     RFC3339,
     choice_of,
-    emit_json,
     format_table,
-    open_store_or_exit,
-    provenance_filter,
     provenance_option,
     run_mode_option,
     series_options,
     store_options,
 )
-from holonograph.cli.tenants import tenant_option, tenant_or_exit
-from processors.series.cells import SelectionError
-from processors.variance.decompose import DecomposeRequest, decompose, load_reading, persist_reading
-from processors.variance.verdict import LifecycleError, evaluate, lifecycle, persist_evaluation
-from schemas.analysis import Bucket, LifecycleStatus, VarianceEvaluation
-from schemas.times import utc_now
+from holonograph.cli.tenants import tenant_option
+from processors.variance import decompose as decomposing
+from processors.variance import evaluate as evaluating
+from processors.variance import lifecycle as governing
+from schemas.analysis import Bucket, LifecycleStatus, VarianceReading
 
 
 @click.group("variance")
@@ -63,35 +57,35 @@ def decompose_command(
 ) -> None:
     """Split the observed variance of bucket outcomes into noise and real variance, and
     store the reading (its eventId is what evaluate and lifecycle take)."""
-    if until <= since:
-        raise click.UsageError("--until must be after --since")
-    store = open_store_or_exit(store_url, data_dir, write=True)
-    request = DecomposeRequest(
-        surface_id,
-        dimension_id,
-        since,
-        until,
-        bucket,
-        run_modes,
-        provenance_filter(provenances),
-        tenant_id=tenant_or_exit(store, tenant),
-        role=role,  # type: ignore[arg-type]
-        light_source=light_source,
+    request = request_from(
+        decomposing.Request,
+        {
+            "surface_id": surface_id,
+            "dimension_id": dimension_id,
+            "since": since,
+            "until": until,
+            "bucket": bucket,
+            "run_modes": run_modes,
+            "provenances": provenances,
+            "role": role,
+            "light_source": light_source,
+            "tenant": tenant,
+        },
     )
-    try:
-        reading = decompose(store, request, utc_now())
-        persist_reading(store, reading)
-    except SelectionError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(EXIT_USAGE)
-    finally:
-        store.close()
+    run_command(
+        decomposing.JOB,
+        request,
+        Rendering(_reading_text),
+        store_url=store_url,
+        data_dir=data_dir,
+        as_json=as_json,
+    )
+
+
+def _reading_text(reading: VarianceReading) -> str:
     out = reading.to_json()
-    if as_json:
-        emit_json(out)
-        return
     ci = out["cleanedVarianceCi"] or {}
-    _table(
+    return _table(
         {
             "eventId": out["eventId"],
             "series": _series(out["series"]),
@@ -119,37 +113,31 @@ def evaluate_command(
     """Verdict on a reading: insufficient-data, delivery-biased, confounded or viable.
 
     Exit 0: viable; 1: any other verdict (the reading should not be acted on)."""
-    store = open_store_or_exit(store_url, data_dir, write=True)
-    tenant = tenant_or_exit(store, tenant)
-    try:
-        reading = load_reading(store, target, tenant)
-        if reading is None:
-            click.echo(f"error: no variance reading {target!r}", err=True)
-            sys.exit(EXIT_USAGE)
-        evaluation = evaluate(store, reading, utc_now())
-        persist_evaluation(store, evaluation, reading)
-    finally:
-        store.close()
-    if as_json:
-        emit_json(evaluation.to_json())
-    else:
-        _print_evaluation(evaluation, target)
-    if evaluation.verdict != "viable":
-        sys.exit(EXIT_FINDING)
+    request = request_from(evaluating.Request, {"target_event_id": target, "tenant": tenant})
+    run_command(
+        evaluating.JOB,
+        request,
+        Rendering(_evaluation_text),
+        store_url=store_url,
+        data_dir=data_dir,
+        as_json=as_json,
+    )
 
 
-def _print_evaluation(evaluation: VarianceEvaluation, target: str) -> None:
-    click.echo(f"verdict: {evaluation.verdict}  (target {target})")
-    for line in evaluation.reasons:
-        click.echo(f"  because: {line}")
-    for line in evaluation.guidance:
-        click.echo(f"  to fix: {line}")
+def _evaluation_text(report: evaluating.Report) -> str:
+    evaluation = report.evaluation
+    lines = [f"verdict: {evaluation.verdict}  (target {evaluation.target_event_id})"]
+    lines += [f"  because: {line}" for line in evaluation.reasons]
+    lines += [f"  to fix: {line}" for line in evaluation.guidance]
     if evaluation.strata:
         rows = [
             [s.layers, s.buckets, s.events, s.cleaned_variance, s.viable, s.reason]
             for s in evaluation.strata
         ]
-        click.echo(format_table(["stratum", "buckets", "events", "cleaned", "viable", "why"], rows))
+        lines.append(
+            format_table(["stratum", "buckets", "events", "cleaned", "viable", "why"], rows)
+        )
+    return "\n".join(lines)
 
 
 @variance_group.command("lifecycle")
@@ -172,21 +160,22 @@ def lifecycle_command(
     as_json: bool,
 ) -> None:
     """Record a governance decision on a reading; prints it with the original target id."""
-    store = open_store_or_exit(store_url, data_dir, write=True)
-    tenant = tenant_or_exit(store, tenant)
-    try:
-        record = lifecycle(
-            store, target, status, approver, utc_now(), pinned_label, superseded_by, tenant
-        )
-    except LifecycleError as err:
-        click.echo(f"error: {err}", err=True)
-        sys.exit(EXIT_USAGE)
-    finally:
-        store.close()
-    if as_json:
-        emit_json(record.to_json())
-    else:
-        _table(record.to_json())
+    flags = {
+        "target_event_id": target,
+        "status": status,
+        "approver_id": approver,
+        "pinned_label": pinned_label,
+        "superseded_by": superseded_by,
+        "tenant": tenant,
+    }
+    run_command(
+        governing.JOB,
+        request_from(governing.Request, flags),
+        Rendering(lambda report: _table(report.to_json())),
+        store_url=store_url,
+        data_dir=data_dir,
+        as_json=as_json,
+    )
 
 
 def _series(series: dict[str, Any]) -> str:
@@ -194,8 +183,8 @@ def _series(series: dict[str, Any]) -> str:
     return f"{series['role']}{source} ({series['events']} events, {series['leftOut']} left out)"
 
 
-def _table(values: dict[str, Any]) -> None:
-    click.echo(format_table(["field", "value"], [[k, v] for k, v in values.items()]))
+def _table(values: dict[str, Any]) -> str:
+    return format_table(["field", "value"], [[k, v] for k, v in values.items()])
 
 
 def register(group: click.Group) -> None:

@@ -40,6 +40,7 @@ from processors.completeness.sql import (
     ZERO_STALE,
 )
 from processors.jobs import Job, JobRequest
+from processors.series.refreshes import last_refresh
 from schemas.completeness import (
     Bucket,
     CompletenessReport,
@@ -54,7 +55,6 @@ from schemas.store import Store
 from schemas.tables import (
     COMPLETENESS_REFRESHES,
     COMPLETENESS_WINDOWS,
-    DATABASE,
     STREAM_STATUS,
 )
 from schemas.times import Clock, UtcTime, from_store_time, to_store_time
@@ -593,18 +593,6 @@ def stored_windows(
         },
     ).dicts()
     return [_window_from_row(row) for row in rows]
-
-
-def last_refresh(store: Store) -> dt.datetime | None:
-    """When the completeness job last rewrote its windows (None: never, or no record)."""
-    exists = store.query(
-        "SELECT count() FROM system.tables WHERE database = {db:String} AND name = {name:String}",
-        {"db": DATABASE, "name": COMPLETENESS_REFRESHES.name},
-    ).scalar()
-    if not exists:
-        return None
-    value = store.query(f"SELECT max(now), count() FROM {COMPLETENESS_REFRESHES.qualified}").rows[0]
-    return value[0] if value[1] else None
 
 
 # ---------------------------------------------------------------- the job (processors.jobs)

@@ -9,6 +9,11 @@ recorded layer values and the change events recorded for the surface (`attributi
 `corroborate.observer_control`) -> brackets (sparse buckets, delivery loss,
 availability, confounded, unattributed, cohort mix) -> a report shaped like the Guide's
 `POST /lens/attribute`, persisted to `drift_change_points` and `analysis_events`.
+
+The job (`processors.jobs`): `Request` is the Guide's attribution request (`surfaceId`,
+`since`, `until`, `bucket`, `changePointDeltaThreshold`) plus the filters and the
+method's knobs; `run` analyses read-only, `persist` records the run unless `persist` is
+false; a change point attributed to anything but noise is a finding.
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ import datetime as dt
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Annotated, Literal
 
 import numpy as np
+from pydantic import Field, model_validator
 
 from processors.drift.attribution import Corroborate, attribute
 from processors.drift.corroborate import (
@@ -31,9 +38,11 @@ from processors.drift.corroborate import (
 from processors.drift.evidence import AttributionConfig
 from processors.drift.persist import persist_drift
 from processors.drift.recorded import Cite, availability_brackets, fetch_recorded, no_citations
+from processors.jobs import Job, JobError, JobRequest
 from processors.series import changepoint as cp
 from processors.series.cells import (
     BUCKETS,
+    SelectionError,
     Series,
     SeriesQuery,
     bucket_grid,
@@ -48,6 +57,7 @@ from processors.series.cycle import PERIODS, Cycle, fit_cycle, sums_without
 from processors.series.delivery import fetch_loss_windows, staleness_note
 from schemas.analysis import (
     BracketedWindow,
+    Bucket,
     ChangePoint,
     CycleRemoved,
     DimensionSummary,
@@ -60,7 +70,10 @@ from schemas.analysis import (
     SeriesRead,
     TimeWindow,
 )
+from schemas.events import Provenance, RunMode
 from schemas.store import Store
+from schemas.tables import CHANGE_EVENTS, COMPLETENESS_WINDOWS
+from schemas.times import Clock, UtcTime
 
 
 @dataclass(frozen=True)
@@ -174,7 +187,7 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
     recorded = fetch_recorded(store, query)
     cite: Cite = no_citations
     if recorded is None:
-        notes.append("change events not read: holonograph.change_events is not in the store")
+        notes.append(f"change events not read: {CHANGE_EVENTS.qualified} is not in the store")
     else:
         cite = recorded.cite
         brackets += availability_brackets(recorded, query)
@@ -259,7 +272,7 @@ def delivery_brackets(store: Store, query: SeriesQuery, notes: list[str]) -> lis
     loss = fetch_loss_windows(store, query)
     if loss is None:
         notes.append(
-            "delivery-loss not checked: holonograph.completeness_windows is not in the store"
+            f"delivery-loss not checked: {COMPLETENESS_WINDOWS.qualified} is not in the store"
         )
         return []
     note = staleness_note(store, query)
@@ -437,4 +450,123 @@ def sparse_brackets(series: Series, min_events: int, dimension_id: str) -> list[
     return out
 
 
-__all__ = ["DriftRequest", "DriftRun", "analyse", "persist_drift", "run_drift"]
+# --- the job (processors.jobs): POST /lens/attribute -------------------------------------
+
+
+class AttributeRequest(JobRequest):
+    """The Guide's POST /lens/attribute body, with the CLI's filters and knobs."""
+
+    surface_id: Annotated[str, Field(min_length=1, description="The surface to analyse.")]
+    since: UtcTime = Field(description="Window start, inclusive.")
+    until: UtcTime = Field(description="Window end, exclusive.")
+    bucket: Bucket = Field("hour", description="Temporal resolution of the timeline.")
+    dimension_id: str | None = Field(None, description="One dimension (default: every one).")
+    delta_threshold: float = Field(
+        0.0,
+        ge=0.0,
+        alias="changePointDeltaThreshold",
+        description="Minimum practical shift; smaller significant shifts are labelled noise.",
+    )
+    run_modes: tuple[RunMode, ...] = Field((), description="Only these run modes.")
+    provenances: tuple[Provenance | Literal["any"], ...] = Field(
+        ("production-state",), description="Only these provenances; 'any' reads every one."
+    )
+    role: Role = Field(
+        "primary",
+        description="On a multiplexed surface: what the agent used (primary), the observers,"
+        " or all events blended.",
+    )
+    light_source: str = Field("", description="Only events that answered for this light source.")
+    alpha: float = Field(0.02, gt=0.0, lt=0.5, description="False-alarm rate.")
+    permutations: int = Field(199, ge=19, description="Permutations of the change-point test.")
+    seed: int = Field(0, description="Seed of the permutations.")
+    persist: bool = Field(True, description="Record the run (drift_change_points).")
+
+    @model_validator(mode="after")
+    def _window(self) -> AttributeRequest:
+        if self.until <= self.since:
+            raise ValueError("until must be after since")
+        return self
+
+    def persists(self) -> bool:
+        return self.persist
+
+    def analysis(self) -> DriftRequest:
+        """The analysis's own parameters for this request and its tenant."""
+        provenances = () if "any" in self.provenances else self.provenances
+        return DriftRequest(
+            surface_id=self.surface_id,
+            since=self.since,
+            until=self.until,
+            bucket=self.bucket,
+            dimension_id=self.dimension_id,
+            delta_threshold=self.delta_threshold,
+            run_modes=self.run_modes,
+            provenances=provenances or ("production-state",),
+            alpha=self.alpha,
+            permutations=self.permutations,
+            seed=self.seed,
+            tenant_id=self.tenant,
+            role=self.role,
+            light_source=self.light_source,
+        )
+
+
+Request = AttributeRequest
+
+
+@dataclass(frozen=True)
+class Report:
+    """The drift report, the series behind it (for `--plot`) and when it was run."""
+
+    run: DriftRun
+    run_at: dt.datetime
+
+    @property
+    def report(self) -> DriftReport:
+        return self.run.report
+
+    def to_json(self) -> dict[str, object]:
+        return self.run.report.to_json()
+
+
+def run(store: Store, request: Request, clock: Clock) -> Report:
+    """The change points of the surface over the window, each attributed, read-only."""
+    try:
+        return Report(analyse(store, request.analysis()), clock())
+    except SelectionError as err:
+        raise JobError(str(err), "series_ambiguous") from None
+
+
+def persist(store: Store, report: Report) -> Report:
+    """The run's change points and brackets in `drift_change_points`, the run itself in
+    `analysis_events`."""
+    persist_drift(store, report.report, lambda: report.run_at)
+    return report
+
+
+def attributed(report: DriftReport) -> list[ChangePoint]:
+    """The findings: change points with a source other than noise."""
+    return [p for p in report.change_points if p.source != "noise"]
+
+
+def finding(report: Report) -> bool:
+    """A change point attributed to substrate, light source or lens."""
+    return bool(attributed(report.report))
+
+
+JOB = Job("drift", Request, DriftReport, run, persist, finding)
+
+__all__ = [
+    "JOB",
+    "DriftRequest",
+    "DriftRun",
+    "Report",
+    "Request",
+    "analyse",
+    "finding",
+    "persist",
+    "persist_drift",
+    "run",
+    "run_drift",
+]

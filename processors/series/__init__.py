@@ -5,4 +5,6 @@ evaluation_dimensions FINAL
   -> changepoint.py  the change-point core (binary segmentation + permutation test)
 completeness_windows FINAL
   -> delivery.py     the delivery-loss windows a reading must bracket or weigh
+completeness_refreshes
+  -> refreshes.py    when those windows were last rewritten (how stale they are)
 """

@@ -12,8 +12,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from processors.completeness.job import last_refresh
 from processors.series.cells import SeriesQuery
+from processors.series.refreshes import last_refresh
 from schemas.migrations import table_exists
 from schemas.store import Store
 from schemas.tables import COMPLETENESS_WINDOWS

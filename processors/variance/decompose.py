@@ -22,25 +22,29 @@ import datetime as dt
 import json
 import uuid
 from dataclasses import dataclass
+from typing import Annotated, Literal
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import Field, model_validator
 from scipy import optimize, stats
 
 from processors.analysis_events import record_event
+from processors.jobs import Job, JobError, JobRequest, never_a_finding
 from processors.series.cells import (
     BUCKET_SQL,
     SELECTION_FILTER,
     SERIES_FILTER,
+    SelectionError,
     SeriesQuery,
     dimension_kinds,
     read_selection,
 )
-from schemas.analysis import Interval, Role, VarianceReading
-from schemas.events import DEFAULT_TENANT
+from schemas.analysis import Bucket, Interval, Role, VarianceReading
+from schemas.events import DEFAULT_TENANT, Provenance, RunMode
 from schemas.store import Store
-from schemas.tables import VARIANCE_READINGS
-from schemas.times import to_store_time
+from schemas.tables import EVALUATION_DIMENSIONS, VARIANCE_READINGS
+from schemas.times import Clock, UtcTime, to_store_time
 
 FloatArray = NDArray[np.float64]
 METHOD = "paule-mandel + q-profile; clustered by correlation id"
@@ -131,7 +135,7 @@ def fetch_clustered(store: Store, query: SeriesQuery, binary: bool) -> Clustered
             SELECT {BUCKET_SQL[query.bucket]} AS bucket_start,
                    (tenant_id, if(correlation_id = '', event_id, correlation_id)) AS cluster,
                    toFloat64(count()) AS m, sum({value}) AS k, sum({value} * {value}) AS kk
-            FROM holonograph.evaluation_dimensions FINAL
+            FROM {EVALUATION_DIMENSIONS.qualified} FINAL
             WHERE {SERIES_FILTER} {SELECTION_FILTER}
               AND dimension_id = {{dimension:String}} AND {outcome}
             GROUP BY bucket_start, cluster
@@ -302,7 +306,7 @@ def load_reading(
 ) -> VarianceReading | None:
     """The stored reading, if it is one of `tenant_id`'s (None: any tenant's)."""
     payload = store.query(
-        "SELECT payload FROM holonograph.variance_readings FINAL WHERE event_id = {id:String}"
+        f"SELECT payload FROM {VARIANCE_READINGS.qualified} FINAL WHERE event_id = {{id:String}}"
         " AND ({tenant:String} = '' OR tenant_id = {tenant:String})",
         {"id": event_id, "tenant": tenant_id or ""},
     ).scalar()
@@ -314,3 +318,76 @@ _NAN = float("nan")
 
 def _nan(value: float | None) -> float:
     return _NAN if value is None else value
+
+
+# --- the job (processors.jobs): POST /lens/decomposeVariance -----------------------------
+
+
+class DecomposeVarianceRequest(JobRequest):
+    """The Guide's POST /lens/decomposeVariance body, with the CLI's filters."""
+
+    surface_id: Annotated[str, Field(min_length=1, description="The surface to read.")]
+    dimension_id: Annotated[str, Field(min_length=1, description="The dimension to read.")]
+    since: UtcTime = Field(description="Window start, inclusive.")
+    until: UtcTime = Field(description="Window end, exclusive.")
+    bucket: Bucket = Field("hour", description="Bucket of the outcome series.")
+    run_modes: tuple[RunMode, ...] = Field((), description="Only these run modes.")
+    provenances: tuple[Provenance | Literal["any"], ...] = Field(
+        ("production-state",), description="Only these provenances; 'any' reads every one."
+    )
+    role: Role = Field(
+        "primary",
+        description="On a multiplexed surface: what the agent used (primary), the observers,"
+        " or all events blended.",
+    )
+    light_source: str = Field("", description="Only events that answered for this light source.")
+
+    @model_validator(mode="after")
+    def _window(self) -> DecomposeVarianceRequest:
+        if self.until <= self.since:
+            raise ValueError("until must be after since")
+        return self
+
+    def persists(self) -> bool:
+        return True  # the reading is what evaluate and lifecycle take, by its eventId
+
+    def analysis(self) -> DecomposeRequest:
+        provenances = () if "any" in self.provenances else self.provenances
+        return DecomposeRequest(
+            self.surface_id,
+            self.dimension_id,
+            self.since,
+            self.until,
+            self.bucket,
+            self.run_modes,
+            provenances or ("production-state",),
+            tenant_id=self.tenant,
+            role=self.role,
+            light_source=self.light_source,
+        )
+
+
+Request = DecomposeVarianceRequest
+Report = VarianceReading
+
+
+def run(store: Store, request: Request, clock: Clock) -> Report:
+    """The reading of the surface's dimension over the window, read-only."""
+    try:
+        return decompose(store, request.analysis(), clock())
+    except SelectionError as err:
+        raise JobError(str(err), "series_ambiguous") from None
+
+
+def persist(store: Store, report: Report) -> Report:
+    """The reading in `variance_readings` and as an analysis event."""
+    persist_reading(store, report)
+    return report
+
+
+finding = never_a_finding  # a reading or a decision is never one by itself
+
+JOB = Job(
+    "variance.decompose", Request, VarianceReading, run, persist, finding,
+    owner_tenant=True,
+)  # fmt: skip

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from processors.analysis_events import record_event
+from processors.jobs import ErrorKind, JobError
 from processors.series import changepoint as cp
 from processors.series.cells import (
     BUCKETS,
@@ -47,6 +48,7 @@ from schemas.analysis import (
     Verdict,
 )
 from schemas.store import Store
+from schemas.tables import ANALYSIS_EVENTS, COMPLETENESS_WINDOWS, VARIANCE_READINGS
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,7 @@ def delivery_bias(
     """Reasons and guidance when the window lost too much, or lost selectively."""
     windows = fetch_loss_windows(store, query)
     if windows is None:
-        checks["delivery"] = "not checked: holonograph.completeness_windows is not in the store"
+        checks["delivery"] = f"not checked: {COMPLETENESS_WINDOWS.qualified} is not in the store"
         return None
     lost = sum(max(w.offered - w.delivered, 0.0) for w in windows)
     completeness = reading.events / (reading.events + lost) if reading.events + lost > 0 else 1.0
@@ -283,11 +285,28 @@ def persist_evaluation(
 FINAL_STATUSES = ("supersede", "discard")
 
 
-class LifecycleError(ValueError):
-    """The decision is not allowed (unknown target, missing field, final status)."""
+class LifecycleError(JobError, ValueError):
+    """The decision is not allowed: an unknown target (not-found), a missing field
+    (invalid), a reading whose status is final already (conflict)."""
+
+    def __init__(
+        self, message: str, code: str = "invalid_lifecycle", kind: ErrorKind = "invalid"
+    ) -> None:
+        super().__init__(message, code)
+        self.kind = kind
 
 
-def lifecycle(
+@dataclass(frozen=True)
+class LifecycleDecision:
+    """A validated decision and the reading it governs (surface, dimension, tenant)."""
+
+    record: LifecycleRecord
+    surface_id: str
+    dimension_id: str
+    tenant_id: str
+
+
+def plan_lifecycle(
     store: Store,
     target_event_id: str,
     status: str,
@@ -296,12 +315,14 @@ def lifecycle(
     pinned_label: str | None = None,
     superseded_by: str | None = None,
     tenant_id: str | None = None,
-) -> LifecycleRecord:
-    """Validate and record one governance decision on a reading of `tenant_id` (None:
-    any tenant's); the decision is the reading's tenant's."""
+) -> LifecycleDecision:
+    """Validate one governance decision on a reading of `tenant_id` (None: any tenant's),
+    read-only; the decision is the reading's tenant's."""
     target = _reading_scope(store, target_event_id, tenant_id)
     if target is None:
-        raise LifecycleError(f"no variance reading {target_event_id!r}")
+        raise LifecycleError(
+            f"no variance reading {target_event_id!r}", "reading_not_found", "not-found"
+        )
     if status not in ("lock", "pin", "supersede", "discard"):
         raise LifecycleError("status must be lock, pin, supersede or discard")
     if not approver_id:
@@ -316,7 +337,9 @@ def lifecycle(
             raise LifecycleError(f"supersededBy {superseded_by!r} is not another reading")
     current = current_status(store, target_event_id, target[2])
     if current in FINAL_STATUSES:
-        raise LifecycleError(f"reading {target_event_id} is already {current}d")
+        raise LifecycleError(
+            f"reading {target_event_id} is already {current}d", "lifecycle_final", "conflict"
+        )
     record = LifecycleRecord(
         event_id=f"evt_{uuid.uuid4().hex}",
         target_event_id=target_event_id,
@@ -326,13 +349,38 @@ def lifecycle(
         superseded_by=superseded_by if status == "supersede" else None,
         created_at=now,
     )
+    return LifecycleDecision(record, *target)
+
+
+def record_lifecycle(store: Store, decision: LifecycleDecision) -> None:
+    """The decision as a `variance-lifecycle` analysis event (a substrate event drift
+    can attribute to, like any other change)."""
+    record = decision.record
     record_event(
-        store, record.event_id, "variance-lifecycle", target[0], target[1], now,
-        json.dumps(record.to_json()), target_event_id=target_event_id, status=status,
-        approver_id=approver_id, pinned_label=pinned_label, superseded_by=record.superseded_by,
-        tenant_id=target[2],
+        store, record.event_id, "variance-lifecycle", decision.surface_id,
+        decision.dimension_id, record.created_at, json.dumps(record.to_json()),
+        target_event_id=record.target_event_id, status=record.status,
+        approver_id=record.approver_id, pinned_label=record.pinned_label,
+        superseded_by=record.superseded_by, tenant_id=decision.tenant_id,
     )  # fmt: skip
-    return record
+
+
+def lifecycle(
+    store: Store,
+    target_event_id: str,
+    status: str,
+    approver_id: str,
+    now: dt.datetime,
+    pinned_label: str | None = None,
+    superseded_by: str | None = None,
+    tenant_id: str | None = None,
+) -> LifecycleRecord:
+    """Validate and record one governance decision (`plan_lifecycle`, `record_lifecycle`)."""
+    decision = plan_lifecycle(
+        store, target_event_id, status, approver_id, now, pinned_label, superseded_by, tenant_id
+    )
+    record_lifecycle(store, decision)
+    return decision.record
 
 
 def _reading_scope(
@@ -340,7 +388,7 @@ def _reading_scope(
 ) -> tuple[str, str, str] | None:
     """(surface, dimension, tenant) of a stored reading of `tenant_id` (None: any)."""
     rows = store.query(
-        "SELECT surface_id, dimension_id, tenant_id FROM holonograph.variance_readings FINAL"
+        f"SELECT surface_id, dimension_id, tenant_id FROM {VARIANCE_READINGS.qualified} FINAL"
         " WHERE event_id = {id:String} AND ({tenant:String} = '' OR tenant_id = {tenant:String})",
         {"id": event_id, "tenant": tenant_id or ""},
     ).rows
@@ -349,7 +397,7 @@ def _reading_scope(
 
 def current_status(store: Store, target_event_id: str, tenant_id: str | None = None) -> str | None:
     value = store.query(
-        "SELECT argMax(status, created_at) FROM holonograph.analysis_events FINAL"
+        f"SELECT argMax(status, created_at) FROM {ANALYSIS_EVENTS.qualified} FINAL"
         " WHERE kind = 'variance-lifecycle' AND target_event_id = {id:String}"
         " AND ({tenant:String} = '' OR tenant_id = {tenant:String})"
         " HAVING count() > 0",
