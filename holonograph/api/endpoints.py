@@ -15,10 +15,12 @@ from ingest.export.principal import Scope
 from processors.compare import job as compare
 from processors.completeness import job as completeness
 from processors.conformance import approve, check, derive
+from processors.drift import job as drift
 from processors.events import job as events
 from processors.jobs import Job
 from processors.quarantine import job as quarantine
 from processors.topology import bootstrap, inventory, scan
+from processors.variance import decompose, evaluate, lifecycle
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,38 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         " (`x-holonograph-finding`: a significant paired difference).",
         "holonograph compare",
     ),
+    Endpoint(
+        "/lens/attribute",
+        drift.JOB,
+        "read",
+        "Change points of a surface's outcomes, each attributed to substrate, light source,"
+        " lens or noise, with the windows to read before acting (Guide ch. 13).",
+        "holonograph drift",
+    ),
+    Endpoint(
+        "/lens/decomposeVariance",
+        decompose.JOB,
+        "read",
+        "A variance reading: how much of the spread is real and how much noise; stored, its"
+        " eventId is what evaluate and lifecycle take (Guide ch. 14).",
+        "holonograph variance decompose",
+    ),
+    Endpoint(
+        "/lens/decomposition/evaluate",
+        evaluate.JOB,
+        "read",
+        "The verdict on a reading: insufficient-data, delivery-biased, confounded or viable"
+        " (Guide ch. 14).",
+        "holonograph variance evaluate",
+    ),
+    Endpoint(
+        "/lens/decomposition/lifecycle",
+        lifecycle.JOB,
+        "govern",
+        "Record a governance decision on a reading: lock, pin, supersede or discard (Guide"
+        " ch. 14).",
+        "holonograph variance lifecycle",
+    ),
 )
 
 
@@ -129,10 +163,6 @@ class NotServed:
 
 
 NOT_SERVED: tuple[NotServed, ...] = (
-    NotServed("POST", "/lens/attribute", "holonograph drift"),
-    NotServed("POST", "/lens/decomposeVariance", "holonograph variance decompose"),
-    NotServed("POST", "/lens/decomposition/evaluate", "holonograph variance evaluate"),
-    NotServed("POST", "/lens/decomposition/lifecycle", "holonograph variance lifecycle"),
     NotServed("POST", "/holonograph/report", "holonograph report"),
     NotServed("POST", "/lens/events", "an OTLP exporter to /v1/traces (docs/receiver-edge.md)"),
     NotServed("POST", "/holonograph/messages", ""),
