@@ -12,6 +12,7 @@ from typing import Any
 
 from processors.completeness import job as completeness
 from processors.conformance import check, derive
+from processors.drift import job as drift
 from processors.jobs import Job
 from processors.topology import scan
 
@@ -20,6 +21,7 @@ SCHEDULABLE: MappingProxyType[str, Job[Any, Any]] = MappingProxyType(
         "completeness": completeness.JOB,
         "conformance.check": check.JOB,
         "conformance.derive": derive.JOB,
+        "drift": drift.JOB,
         "topology.scan": scan.JOB,
     }
 )

@@ -457,8 +457,12 @@ class AttributeRequest(JobRequest):
     """The Guide's POST /lens/attribute body, with the CLI's filters and knobs."""
 
     surface_id: Annotated[str, Field(min_length=1, description="The surface to analyse.")]
-    since: UtcTime = Field(description="Window start, inclusive.")
-    until: UtcTime = Field(description="Window end, exclusive.")
+    since: UtcTime | None = Field(
+        None, description="Window start, inclusive (default: 7 days, or 28 by day, before until)."
+    )
+    until: UtcTime | None = Field(
+        None, description="Window end, exclusive (default: the run's midnight UTC)."
+    )
     bucket: Bucket = Field("hour", description="Temporal resolution of the timeline.")
     dimension_id: str | None = Field(None, description="One dimension (default: every one).")
     delta_threshold: float = Field(
@@ -484,25 +488,37 @@ class AttributeRequest(JobRequest):
 
     @model_validator(mode="after")
     def _window(self) -> AttributeRequest:
-        if self.until <= self.since:
+        if self.since is not None and self.until is not None and self.until <= self.since:
             raise ValueError("until must be after since")
         return self
 
     def persists(self) -> bool:
         return self.persist
 
-    def analysis(self) -> DriftRequest:
+    def window(self, now: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
+        """[since, until): as given, else ending at `now`'s midnight UTC (a nightly run
+        reads the days that ended) over 7 days of hours or 28 of days."""
+        until = self.until or now.astimezone(dt.UTC).replace(
+            hour=0, minute=0, second=0, microsecond=0
+        )
+        since = self.since or until - dt.timedelta(days=28 if self.bucket == "day" else 7)
+        if until <= since:
+            raise JobError("until must be after since")
+        return since, until
+
+    def analysis(self, now: dt.datetime) -> DriftRequest:
         """The analysis's own parameters for this request and its tenant."""
         provenances = () if "any" in self.provenances else self.provenances
+        since, until = self.window(now)
         return DriftRequest(
             surface_id=self.surface_id,
-            since=self.since,
-            until=self.until,
+            since=since,
+            until=until,
             bucket=self.bucket,
             dimension_id=self.dimension_id,
             delta_threshold=self.delta_threshold,
             run_modes=self.run_modes,
-            provenances=provenances or ("production-state",),
+            provenances=provenances,
             alpha=self.alpha,
             permutations=self.permutations,
             seed=self.seed,
@@ -533,7 +549,8 @@ class Report:
 def run(store: Store, request: Request, clock: Clock) -> Report:
     """The change points of the surface over the window, each attributed, read-only."""
     try:
-        return Report(analyse(store, request.analysis()), clock())
+        now = clock()
+        return Report(analyse(store, request.analysis(now)), now)
     except SelectionError as err:
         raise JobError(str(err), "series_ambiguous") from None
 

@@ -360,7 +360,7 @@ class DecomposeVarianceRequest(JobRequest):
             self.until,
             self.bucket,
             self.run_modes,
-            provenances or ("production-state",),
+            provenances,
             tenant_id=self.tenant,
             role=self.role,
             light_source=self.light_source,
