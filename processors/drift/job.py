@@ -23,7 +23,7 @@ import datetime as dt
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -38,7 +38,7 @@ from processors.drift.corroborate import (
 from processors.drift.evidence import AttributionConfig
 from processors.drift.persist import persist_drift
 from processors.drift.recorded import Cite, availability_brackets, fetch_recorded, no_citations
-from processors.jobs import Job, JobError, JobRequest
+from processors.jobs import Job, JobError
 from processors.series import changepoint as cp
 from processors.series.cells import (
     BUCKETS,
@@ -55,6 +55,7 @@ from processors.series.cells import (
 )
 from processors.series.cycle import PERIODS, Cycle, fit_cycle, sums_without
 from processors.series.delivery import fetch_loss_windows, staleness_note
+from processors.series.request import SeriesRequest
 from schemas.analysis import (
     BracketedWindow,
     Bucket,
@@ -70,7 +71,6 @@ from schemas.analysis import (
     SeriesRead,
     TimeWindow,
 )
-from schemas.events import Provenance, RunMode
 from schemas.store import Store
 from schemas.tables import CHANGE_EVENTS, COMPLETENESS_WINDOWS
 from schemas.times import Clock, UtcTime
@@ -453,7 +453,7 @@ def sparse_brackets(series: Series, min_events: int, dimension_id: str) -> list[
 # --- the job (processors.jobs): POST /lens/attribute -------------------------------------
 
 
-class AttributeRequest(JobRequest):
+class AttributeRequest(SeriesRequest):
     """The Guide's POST /lens/attribute body, with the CLI's filters and knobs."""
 
     surface_id: Annotated[str, Field(min_length=1, description="The surface to analyse.")]
@@ -471,16 +471,6 @@ class AttributeRequest(JobRequest):
         alias="changePointDeltaThreshold",
         description="Minimum practical shift; smaller significant shifts are labelled noise.",
     )
-    run_modes: tuple[RunMode, ...] = Field((), description="Only these run modes.")
-    provenances: tuple[Provenance | Literal["any"], ...] = Field(
-        ("production-state",), description="Only these provenances; 'any' reads every one."
-    )
-    role: Role = Field(
-        "primary",
-        description="On a multiplexed surface: what the agent used (primary), the observers,"
-        " or all events blended.",
-    )
-    light_source: str = Field("", description="Only events that answered for this light source.")
     alpha: float = Field(0.02, gt=0.0, lt=0.5, description="False-alarm rate.")
     permutations: int = Field(199, ge=19, description="Permutations of the change-point test.")
     seed: int = Field(0, description="Seed of the permutations.")
@@ -508,7 +498,6 @@ class AttributeRequest(JobRequest):
 
     def analysis(self, now: dt.datetime) -> DriftRequest:
         """The analysis's own parameters for this request and its tenant."""
-        provenances = () if "any" in self.provenances else self.provenances
         since, until = self.window(now)
         return DriftRequest(
             surface_id=self.surface_id,
@@ -518,7 +507,7 @@ class AttributeRequest(JobRequest):
             dimension_id=self.dimension_id,
             delta_threshold=self.delta_threshold,
             run_modes=self.run_modes,
-            provenances=provenances,
+            provenances=self.provenances_read(),
             alpha=self.alpha,
             permutations=self.permutations,
             seed=self.seed,

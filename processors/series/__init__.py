@@ -1,5 +1,7 @@
 """What the jobs share: series read from the store and the statistics over them.
 
+request.py          the request fields of a series reading (role, light source, ...)
+
 evaluation_dimensions FINAL
   -> cells.py        one cell per (bucket, layer values), grouped in ClickHouse
   -> changepoint.py  the change-point core (binary segmentation + permutation test)

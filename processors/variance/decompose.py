@@ -22,7 +22,7 @@ import datetime as dt
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,7 +30,7 @@ from pydantic import Field, model_validator
 from scipy import optimize, stats
 
 from processors.analysis_events import record_event
-from processors.jobs import Job, JobError, JobRequest, never_a_finding
+from processors.jobs import Job, JobError, never_a_finding
 from processors.series.cells import (
     BUCKET_SQL,
     SELECTION_FILTER,
@@ -40,8 +40,9 @@ from processors.series.cells import (
     dimension_kinds,
     read_selection,
 )
+from processors.series.request import SeriesRequest
 from schemas.analysis import Bucket, Interval, Role, VarianceReading
-from schemas.events import DEFAULT_TENANT, Provenance, RunMode
+from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
 from schemas.tables import EVALUATION_DIMENSIONS, VARIANCE_READINGS
 from schemas.times import Clock, UtcTime, to_store_time
@@ -323,7 +324,7 @@ def _nan(value: float | None) -> float:
 # --- the job (processors.jobs): POST /lens/decomposeVariance -----------------------------
 
 
-class DecomposeVarianceRequest(JobRequest):
+class DecomposeVarianceRequest(SeriesRequest):
     """The Guide's POST /lens/decomposeVariance body, with the CLI's filters."""
 
     surface_id: Annotated[str, Field(min_length=1, description="The surface to read.")]
@@ -331,16 +332,6 @@ class DecomposeVarianceRequest(JobRequest):
     since: UtcTime = Field(description="Window start, inclusive.")
     until: UtcTime = Field(description="Window end, exclusive.")
     bucket: Bucket = Field("hour", description="Bucket of the outcome series.")
-    run_modes: tuple[RunMode, ...] = Field((), description="Only these run modes.")
-    provenances: tuple[Provenance | Literal["any"], ...] = Field(
-        ("production-state",), description="Only these provenances; 'any' reads every one."
-    )
-    role: Role = Field(
-        "primary",
-        description="On a multiplexed surface: what the agent used (primary), the observers,"
-        " or all events blended.",
-    )
-    light_source: str = Field("", description="Only events that answered for this light source.")
 
     @model_validator(mode="after")
     def _window(self) -> DecomposeVarianceRequest:
@@ -352,7 +343,6 @@ class DecomposeVarianceRequest(JobRequest):
         return True  # the reading is what evaluate and lifecycle take, by its eventId
 
     def analysis(self) -> DecomposeRequest:
-        provenances = () if "any" in self.provenances else self.provenances
         return DecomposeRequest(
             self.surface_id,
             self.dimension_id,
@@ -360,7 +350,7 @@ class DecomposeVarianceRequest(JobRequest):
             self.until,
             self.bucket,
             self.run_modes,
-            provenances,
+            self.provenances_read(),
             tenant_id=self.tenant,
             role=self.role,
             light_source=self.light_source,

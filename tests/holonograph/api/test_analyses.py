@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,9 +19,7 @@ from holonograph.api.endpoints import ENDPOINTS
 from holonograph.cli import cli
 from testkit.backends import migrated_store
 from testkit.scenarios import Change, SurfaceSpec, generate, write_cells
-from tests.holonograph.api.test_api import GLOBEX, OPS, READER, SDK, Served, _entry
-from tests.holonograph.cli.test_serve import ServeProcess
-from tests.ingest.certs import CertificateAuthority
+from tests.holonograph.api.test_api import GLOBEX, READER, SDK, Served, live_serve
 
 pytestmark = [pytest.mark.e2e, pytest.mark.clickhouse]
 
@@ -49,33 +46,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         at = dt.datetime(2026, 6, 6)
         write_cells(store, generate(acme, seed=1), ingested_at=at, tenant_id="acme")
         write_cells(store, generate(globex, seed=2), ingested_at=at, tenant_id="globex")
-    ca = CertificateAuthority()
-    ca.issue("receiver").write(root / "server.pem", root / "server.key")
-    (root / "ca.pem").write_bytes(ca.cert_pem)
-    tokens = root / "tokens.yaml"
-    tokens.write_text(
-        "tokens:\n"
-        + _entry("acme-sdk", "acme", SDK)
-        + _entry("acme-reader", "acme", READER, "[read]")
-        + _entry("acme-ops", "acme", OPS, "[read, govern]")
-        + _entry("globex", "globex", GLOBEX, "[write, read, govern]")
-    )
-    tokens.chmod(0o600)
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("HOLONOGRAPH_STATUS_REFRESH_SECONDS", "3600")
-        server = ServeProcess(
-            data_dir,
-            "--tls-cert-file", str(root / "server.pem"), "--tls-key-file", str(root / "server.key"),
-            "--auth-tokens-file", str(tokens),
-        )  # fmt: skip
-    try:
-        line = next(line for line in server.lines if line.startswith("OTLP/HTTP"))
-        match = re.search(r"(https://127\.0\.0\.1:\d+)/v1/traces", line)
-        assert match, server.lines
-        yield Served(data_dir, match[1], root / "ca.pem")
-    finally:
-        code, stderr = server.stop()
-        assert code == 0, stderr
+    with live_serve(root, data_dir) as live:
+        yield live
 
 
 def _documented(path: str, body: Any) -> None:

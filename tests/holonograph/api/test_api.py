@@ -8,6 +8,7 @@ docs/api.md run as written."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -112,11 +113,9 @@ class Served:
         return json.loads(result.stdout)
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    root = tmp_path_factory.mktemp("api")
-    data_dir = root / "data"
-    _seed(data_dir)
+@contextlib.contextmanager
+def live_serve(root: Path, data_dir: Path) -> Iterator[Served]:
+    """`serve` over `data_dir` with TLS (a private CA) and the four tokens above."""
     ca = CertificateAuthority()
     ca.issue("receiver").write(root / "server.pem", root / "server.key")
     (root / "ca.pem").write_bytes(ca.cert_pem)
@@ -145,6 +144,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     finally:
         code, stderr = server.stop()
         assert code == 0, stderr
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("api")
+    _seed(root / "data")
+    with live_serve(root, root / "data") as live:
+        yield live
 
 
 def _job(path: str) -> Any:
