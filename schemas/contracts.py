@@ -30,6 +30,7 @@ from pydantic.alias_generators import to_camel
 
 from schemas.conformance import require_unique
 from schemas.events import RunMode
+from schemas.genai import GenAIMapping
 
 DimensionType = Literal["score", "boolean"]
 Control = Literal["operator", "vendor", "platform", "third-party"]
@@ -158,10 +159,12 @@ class Surface(_Declared):
 
 
 class Contract(Model):
-    """One agent's declaration of its surfaces, as registered."""
+    """One agent's declaration of its surfaces, as registered; `genai`: how its
+    OpenTelemetry GenAI evaluation results map onto them (`schemas.genai`)."""
 
     agent_id: Id
     surfaces: tuple[Surface, ...] = Field(max_length=MAX_ITEMS)
+    genai: GenAIMapping | None = None
 
     @field_validator("surfaces")
     @classmethod
@@ -170,6 +173,17 @@ class Contract(Model):
             raise ValueError("a contract declares at least one surface")
         require_unique((s.id for s in surfaces), "surface ids")
         return surfaces
+
+    @model_validator(mode="after")
+    def _genai_on_own_surfaces(self) -> Contract:
+        declared = {s.id for s in self.surfaces}
+        for rule in self.genai.surfaces if self.genai else ():
+            if rule.surface_id not in declared:
+                raise ValueError(
+                    f"genai surface {rule.surface_id} is not a surface of this contract"
+                    f" ({', '.join(sorted(declared))})"
+                )
+        return self
 
     def surface(self, surface_id: str) -> Surface | None:
         return next((s for s in self.surfaces if s.id == surface_id), None)
@@ -228,6 +242,7 @@ class ContractSummary(Model):
     registered_at: dt.datetime
     surfaces: tuple[SurfaceSummary, ...]
     removed: tuple[Removed, ...]
+    genai: GenAIMapping | None = None
 
     def to_json(self) -> dict[str, Any]:
         shape = self.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -311,6 +326,7 @@ def summary_with(version: ContractVersion, removed: Iterable[Removed]) -> Contra
             for s in version.contract.surfaces
         ),
         removed=tuple(removed),
+        genai=version.contract.genai,
     )
 
 

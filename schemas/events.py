@@ -27,6 +27,9 @@ DEFAULT_TENANT = "default"
 EVALUATION_SPAN = "holonograph.evaluation"
 SENTINEL_SPAN = "holonograph.session.sentinel"
 DIMENSION_EVENT = "holonograph.dimension"
+# An OpenTelemetry GenAI evaluation result (`schemas.genai`): the span event, log event
+# or span of that name an event without emission ordinals comes from.
+GENAI_RESULT = "gen_ai.evaluation.result"
 
 
 def default_provenance(run_mode: str) -> Provenance:
@@ -93,6 +96,10 @@ class Emission(_Model):
 
 
 class EvaluationEvent(_Model):
+    """One model call's evaluation. `emission` is its ordinal on the client's stream;
+    None for an event that arrived without one (an OpenTelemetry GenAI evaluation:
+    `schemas.genai`), which delivery accounting cannot count."""
+
     event_id: str = Field(min_length=1)
     surface_id: str = Field(min_length=1)
     agent_id: str = ""
@@ -100,7 +107,7 @@ class EvaluationEvent(_Model):
     run_mode: RunMode
     provenance: Provenance
     timestamp: dt.datetime
-    emission: Emission
+    emission: Emission | None
     trace_id: str
     span_id: str
     substrate: Substrate
@@ -116,6 +123,11 @@ class EvaluationEvent(_Model):
     # checked against ('' = none) and findings such as `undeclared-dimension:tone`.
     contract_version_id: str = ""
     contract_findings: tuple[str, ...] = ()
+
+    @property
+    def stream(self) -> str:
+        """Its emission stream; '' (never a stream's name) for an event without one."""
+        return self.emission.stream if self.emission is not None else ""
 
 
 class SentinelCounters(_Model):
@@ -169,11 +181,11 @@ def decoded_quarantine(item: EvaluationEvent | EmissionRecord, reason: str) -> Q
         return QuarantineRecord(
             quarantine_id=hashlib.sha256(item.model_dump_json().encode()).hexdigest(),
             reason=reason,
-            span_name=EVALUATION_SPAN,
+            span_name=EVALUATION_SPAN if item.emission is not None else GENAI_RESULT,
             trace_id=item.trace_id,
             span_id=item.span_id,
-            emission_stream=item.emission.stream,
-            emission_seq=item.emission.seq,
+            emission_stream=item.emission.stream if item.emission else None,
+            emission_seq=item.emission.seq if item.emission else None,
             attributes=body,
             resource_attributes=body.pop("resource_attributes"),
         )
@@ -193,9 +205,10 @@ class ValidatedBatch(_Model):
     """Everything one export request yields, ready to hand off. A request has one
     principal, so one tenant: `tenant_id` owns every row the batch becomes, and one
     agent set: `agents`, the agents it may write (None: any), which the streams it
-    opens belong to (`ingest.store.owners`). `collapsed_spans` counts spans identical
-    to an earlier span of the request (same event id, same content): accepted, stored
-    once."""
+    opens belong to (`ingest.store.owners`). `collapsed_spans` counts accepted spans
+    stored within another span's event: identical to an earlier span of the request
+    (same event id, same content), or a GenAI evaluation result of an operation whose
+    event another span of the request carries."""
 
     tenant_id: str = Field(default=DEFAULT_TENANT, min_length=1)
     agents: frozenset[str] | None = None

@@ -1,4 +1,5 @@
-"""The Kafka record format of the scale-out path, version 4 (see `schemas/RECORDS.md`).
+"""The Kafka record format of the scale-out path, versions 4 and 5 (see
+`schemas/RECORDS.md`).
 
 A record is one UTF-8 JSON object with a `schema_version` and a `kind`:
 
@@ -8,6 +9,11 @@ A record is one UTF-8 JSON object with a `schema_version` and a `kind`:
 - `quarantined`: one span the receiver rejected, for the `quarantine` table, with
   the request's tenant and agents.
 - `poison`: a record a sink could not decode, the original bytes and the reason.
+
+Version 5 is a batch record of events without emission ordinals (OpenTelemetry GenAI
+evaluations): its `stream` is '' and its events' `emission` null, and it holds no
+emission records; writers write it only for such events, every other record as version
+4, so a sink that reads version 4 only keeps reading them.
 
 Version 4 records carry `agents`, what the request's token may write (null: any
 agent): the sink checks stream ownership with it (`ingest.store.owners`). Version 3
@@ -42,14 +48,19 @@ from pydantic_core import to_json
 
 from schemas.events import DEFAULT_TENANT, EmissionRecord, EvaluationEvent, QuarantineRecord
 
+# What writers write for a record of an emission stream.
 SCHEMA_VERSION = 4
-SUPPORTED_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4})
+SUPPORTED_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5})
 # The first version whose batch and quarantined records carry `tenant_id`.
 TENANT_VERSION = 2
 # The first version whose events carry `contract_version_id` and `contract_findings`.
 CONTRACT_VERSION = 3
 # The first version whose batch and quarantined records carry `agents`.
 OWNER_VERSION = 4
+# The version of a batch record of events without emission ordinals (stream '').
+NO_ORDINALS_VERSION = 5
+# The `stream` of such a record: never an emission stream's name.
+NO_STREAM = ""
 _CONTRACT_FIELDS = frozenset({"contract_version_id", "contract_findings"})
 VERSION_HEADER = "holonograph-schema-version"
 KIND_HEADER = "holonograph-record-kind"
@@ -94,7 +105,7 @@ class BatchRecord(_Record):
     agents: tuple[str, ...] | None = None
     receipt_id: str = Field(min_length=1)
     received_at: dt.datetime
-    stream: str = Field(min_length=1)
+    stream: str
     events: tuple[EvaluationEvent, ...] = ()
     emissions: tuple[EmissionRecord, ...] = ()
 
@@ -107,7 +118,17 @@ class BatchRecord(_Record):
                     raise ValueError(
                         f"contract fields: not fields of schema_version {self.schema_version}"
                     )
-        streams = {e.emission.stream for e in self.events} | {e.stream for e in self.emissions}
+        if self.stream == NO_STREAM:
+            if self.schema_version < NO_ORDINALS_VERSION:
+                raise ValueError(
+                    f"stream: empty, and a record of schema_version {self.schema_version} has one"
+                )
+            if self.emissions or any(e.emission is not None for e in self.events):
+                raise ValueError("a record of no stream holds only events without ordinals")
+            return self
+        if any(e.emission is None for e in self.events):
+            raise ValueError(f"record of stream {self.stream!r} holds an event without ordinals")
+        streams = {e.stream for e in self.events} | {e.stream for e in self.emissions}
         if streams - {self.stream}:
             raise ValueError(f"record of stream {self.stream!r} holds {sorted(streams)}")
         return self
@@ -159,9 +180,10 @@ _TAIL = b"]}"
 # Room for the receipt id and time when a record is sized before they are known (a
 # 32-character receipt id and a time with microseconds need 81 bytes).
 _ENVELOPE_ALLOWANCE = 128
-_FAST_PREFIXES = tuple(
-    b'{"schema_version":%d,"kind":"batch",' % version for version in sorted(SUPPORTED_VERSIONS)
-)
+_FAST_PREFIXES_BY = {
+    version: b'{"schema_version":%d,"kind":"batch",' % version for version in SUPPORTED_VERSIONS
+}
+_FAST_PREFIXES = tuple(_FAST_PREFIXES_BY[v] for v in sorted(SUPPORTED_VERSIONS))
 
 
 def record_agents(agents: frozenset[str] | None) -> tuple[str, ...] | None:
@@ -170,12 +192,17 @@ def record_agents(agents: frozenset[str] | None) -> tuple[str, ...] | None:
 
 
 def batch_envelope(
-    tenant_id: str, agents: tuple[str, ...] | None, receipt_id: str, received_at: dt.datetime
+    tenant_id: str,
+    agents: tuple[str, ...] | None,
+    receipt_id: str,
+    received_at: dt.datetime,
+    version: int = SCHEMA_VERSION,
 ) -> bytes:
     """A batch record's fields before its stream: shared by every batch record of a
-    request."""
+    request (of one `version`)."""
     return (
-        BATCH_HEAD
+        _FAST_PREFIXES_BY[version]
+        + b'"tenant_id":'
         + to_json(tenant_id)
         + _AGENTS
         + to_json(agents)
@@ -339,6 +366,8 @@ __all__ = [
     "BATCH_HEAD",
     "CONTRACT_VERSION",
     "KIND_HEADER",
+    "NO_ORDINALS_VERSION",
+    "NO_STREAM",
     "OWNER_VERSION",
     "SCHEMA_VERSION",
     "SUPPORTED_VERSIONS",

@@ -26,6 +26,7 @@ from ingest.export.validate import SpanRejected
 from schemas.contracts import ContractVersion, Surface
 from schemas.events import RUN_MODES, EvaluationEvent
 from schemas.routing import entry_answered
+from schemas.genai import GenAISurface
 
 # Every contract rejection starts so: `quarantine --reason contract` finds them all.
 CONTRACT_REJECTED = "contract"
@@ -103,6 +104,8 @@ class _Index:
     by_surface: dict[tuple[str, str], tuple[ContractVersion, ...]] = field(default_factory=dict)
     # (version id, surface id) -> its compiled rules
     rules: dict[tuple[str, str], _Rules] = field(default_factory=dict)
+    # tenant -> the active versions with a `genai` block
+    genai: dict[str, tuple[ContractVersion, ...]] = field(default_factory=dict)
 
 
 def _index(
@@ -118,12 +121,20 @@ def _index(
             by_agent[key] = version
     by_surface: dict[tuple[str, str], list[ContractVersion]] = {}
     rules: dict[tuple[str, str], _Rules] = {}
+    genai: dict[str, list[ContractVersion]] = {}
     for version in by_agent.values():
         for surface in version.contract.surfaces:
             by_surface.setdefault((version.tenant_id, surface.id), []).append(version)
             key = (version.version_id, surface.id)
             rules[key] = compiled[key] if key in compiled else _compile(surface)
-    return _Index(by_agent, {k: tuple(v) for k, v in by_surface.items()}, rules)
+        if version.contract.genai is not None:
+            genai.setdefault(version.tenant_id, []).append(version)
+    return _Index(
+        by_agent,
+        {k: tuple(v) for k, v in by_surface.items()},
+        rules,
+        {tenant: tuple(sorted(v, key=lambda v: v.agent_id)) for tenant, v in genai.items()},
+    )
 
 
 class ContractBook:
@@ -169,6 +180,19 @@ class ContractBook:
         """Whether an event of `agent_id` on `surface_id` is checked against a version
         (`contract_for` finds one): the fast path leaves those to the reference."""
         return self._version(tenant_id, agent_id, surface_id) is not None
+
+    def place_genai(
+        self, tenant_id: str, agent_name: str, operation_name: str, service_name: str
+    ) -> list[tuple[ContractVersion, GenAISurface]]:
+        """Every active version of the tenant whose `genai` block places a GenAI
+        operation with these names, with the rule that does (by agent id)."""
+        placed = []
+        for version in self._index.genai.get(tenant_id, ()):
+            assert version.contract.genai is not None
+            rule = version.contract.genai.place(agent_name, operation_name, service_name)
+            if rule is not None:
+                placed.append((version, rule))
+        return placed
 
     def _version(self, tenant_id: str, agent_id: str, surface_id: str) -> ContractVersion | None:
         index = self._index

@@ -7,7 +7,8 @@ request `fast_batch` reads each attribute once, checks it inline and appends the
 row values the store takes (`ingest.store.rows` lays out the same columns from the
 models); the pydantic models of `schemas.events` are not built. Anything else (a
 span to reject, a repeat, a contract to check, a salvaged body, a value of an
-unusual type even where the contract would allow it) makes `fast_batch` return None,
+unusual type even where the contract would allow it, an OpenTelemetry GenAI evaluation
+result on any span) makes `fast_batch` return None,
 and the request takes `ingest.export.request.validate_request`, the reference, which
 says what is wrong. So the fast path never accepts what the reference rejects, and
 for what it accepts it builds the reference's rows (`tests/ingest/export/test_fast.py`
@@ -35,6 +36,7 @@ from pydantic_core import to_json
 from ingest.export.contracts import NO_CONTRACT, ContractBook
 from ingest.export.decode import attributes, jsonable
 from ingest.export.domain import INT64_MAX, attributes_problem
+from ingest.export.genai import carries_results
 from ingest.export.principal import ANONYMOUS, Principal
 from ingest.export.request import validate_request
 from ingest.export.salvage import is_salvaged
@@ -314,6 +316,8 @@ def _decode(
             for span in scope_spans.spans:
                 name = span.name
                 if not name.startswith(PREFIX):
+                    if carries_results(span):
+                        raise _Slow  # a GenAI evaluation: the reference maps it
                     batch.ignored_spans += 1
                     continue
                 attrs = attributes(span.attributes)

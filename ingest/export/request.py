@@ -1,6 +1,7 @@
 """A parsed export request -> one validated batch: every span validated (`validate`),
 the request checked as a whole, rejected spans quarantined; never raises for a bad
-span.
+span. OpenTelemetry GenAI evaluation results on other spans become events by their
+contracts (`genai`): one per evaluated operation.
 
 Every row of a request belongs to the tenant of its `Principal`. Besides the wire
 contract's rules, a request is checked as a whole: an evaluation whose agent id the
@@ -12,6 +13,7 @@ ids) is accepted and stored once; its ordinal still counts as arrived.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
@@ -22,6 +24,14 @@ from pydantic import ValidationError
 from ingest.export.contracts import ContractBook, check_event
 from ingest.export.decode import attributes, jsonable
 from ingest.export.domain import attributes_problem
+from ingest.export.genai import (
+    Operation,
+    Operations,
+    Result,
+    carries_results,
+    operation_event,
+    result_dimension,
+)
 from ingest.export.principal import ANONYMOUS, Principal
 from ingest.export.salvage import is_salvaged, unparsed_spans
 from ingest.export.validate import (
@@ -36,7 +46,13 @@ from ingest.export.validate import (
     sentinel_record,
     unparsed_record,
 )
-from schemas.events import EmissionRecord, EvaluationEvent, QuarantineRecord, ValidatedBatch
+from schemas.events import (
+    GENAI_RESULT,
+    EmissionRecord,
+    EvaluationEvent,
+    QuarantineRecord,
+    ValidatedBatch,
+)
 
 MAX_REPORTED_PROBLEMS = 5
 # Every rejection for the agent allowlist starts so (replay keeps them rejected).
@@ -98,7 +114,62 @@ class _Collected:
             self.collapsed += 1
         else:
             raise _conflict(event, first)
-        self.arrived(emission_of(event))
+        if event.emission is not None:
+            self.arrived(emission_of(event))
+
+    def quarantine(
+        self,
+        span: PB2Span,
+        attrs: dict[str, Any],
+        resource: dict[str, Any],
+        reason: str,
+        source: str,
+    ) -> None:
+        record = quarantine_record(span, attrs, resource, reason, source)
+        self.quarantined.append(record)
+        arrived = quarantined_emission(record, span, attrs)
+        if arrived is not None:
+            self.arrived(arrived)
+
+    def genai(self, operation: Operation, source: str) -> None:
+        """One GenAI operation: a result that does not read on its own rejects its span
+        (and the span's other results); what no contract decides rejects them all.
+        The event is stored once, however many spans its results came in."""
+        rejected: dict[int, str] = {}
+        readings: list[tuple[Result, str, dict[str, Any]]] = []
+        graded: dict[str, dict[str, Any]] = {}
+        for result in operation.results:
+            if result.source in rejected:
+                continue
+            try:
+                name, read = result_dimension(result)
+                first = graded.setdefault(name, result.attrs)
+                if first is not result.attrs:
+                    if first == result.attrs:
+                        continue  # the same result twice (a retried log record): once
+                    raise result.rejected(
+                        f"evaluation {name!r} is graded twice for one operation, with"
+                        " different results"
+                    )
+                readings.append((result, name, read))
+            except SpanRejected as err:
+                rejected[result.source] = str(err)
+        for index, reason in rejected.items():
+            span, attrs, resource = operation.sources[index]
+            self.quarantine(span, attrs, resource, reason, source)
+        live = [i for i in range(len(operation.sources)) if i not in rejected]
+        if not live:
+            return
+        readings = [r for r in readings if r[0].source not in rejected]
+        try:
+            event = operation_event(operation, readings, self.contracts, self.principal.tenant_id)
+            self.evaluation(event)
+        except (SpanRejected, ValidationError) as err:
+            for index in live:
+                span, attrs, resource = operation.sources[index]
+                self.quarantine(span, attrs, resource, _reason(err), source)
+            return
+        self.collapsed += len(live) - 1
 
     def batch(self, ignored: int) -> ValidatedBatch:
         return ValidatedBatch.model_construct(
@@ -124,6 +195,7 @@ def validate_request(
     collected = _Collected(principal, contracts)
     ignored = 0
     salvaged = is_salvaged(request)
+    operations = Operations()
     for resource_spans in request.resource_spans:
         resource = jsonable(attributes(resource_spans.resource.attributes))
         # Stored with every event: a value the store cannot hold rejects them all.
@@ -132,7 +204,11 @@ def validate_request(
             for span in scope_spans.spans:
                 name = span.name
                 if not is_holonograph_span(name):
-                    ignored += 1
+                    if not carries_results(span):
+                        ignored += 1
+                    elif (refused := operations.add(span, resource, resource_problem)) is not None:
+                        attrs = attributes(span.attributes)
+                        collected.quarantine(span, attrs, resource, str(refused), source)
                     continue
                 attrs = attributes(span.attributes)
                 try:
@@ -145,15 +221,12 @@ def validate_request(
                     else:
                         raise SpanRejected(f"span name {name!r} is not in the wire contract")
                 except (SpanRejected, ValidationError) as err:
-                    record = quarantine_record(span, attrs, resource, _reason(err), source)
-                    collected.quarantined.append(record)
-                    arrived = quarantined_emission(record, span, attrs)
-                    if arrived is not None:
-                        collected.arrived(arrived)
+                    collected.quarantine(span, attrs, resource, _reason(err), source)
             if salvaged:  # spans the decoder could not read (see ingest.export.salvage)
                 for unparsed in unparsed_spans(scope_spans):
                     head = PB2Span.FromString(unparsed.head)
-                    if unparsed.named and not is_holonograph_span(head.name):
+                    foreign = not is_holonograph_span(head.name) and head.name != GENAI_RESULT
+                    if unparsed.named and foreign:
                         ignored += 1  # someone else's span, however unreadable
                         continue
                     attrs = attributes(head.attributes)
@@ -162,7 +235,42 @@ def validate_request(
                     arrived = quarantined_emission(record, head, attrs)
                     if arrived is not None:
                         collected.arrived(arrived)
+    if operations:
+        _genai(request, operations, collected, source)
     return collected.batch(ignored)
+
+
+def _genai(
+    request: PB2ExportTraceServiceRequest,
+    operations: Operations,
+    collected: _Collected,
+    source: str,
+) -> None:
+    """The request's GenAI operations into `collected`. Results that came without their
+    operation's span take its attributes from it when the request holds it (a second
+    pass, over only the resources it may be in; that span stays counted as ignored: it
+    is not stored)."""
+    wanted = operations.wanted
+    for resource_spans in request.resource_spans if wanted else ():
+        spans = [
+            span
+            for scope_spans in resource_spans.scope_spans
+            for span in scope_spans.spans
+            if (span.trace_id, span.span_id) in wanted
+        ]
+        if not spans:
+            continue
+        resource = jsonable(attributes(resource_spans.resource.attributes))
+        problem = attributes_problem(resource)
+        for span in spans:
+            if not is_holonograph_span(span.name) and not carries_results(span):
+                operations.context(span, resource, problem)
+    for operation in operations:
+        collected.genai(operation, source)
+    for unplaced in operations.unplaced:
+        collected.quarantine(
+            unplaced.span, unplaced.attrs, unplaced.resource, unplaced.reason, source
+        )
 
 
 def _reason(err: Exception) -> str:

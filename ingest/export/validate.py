@@ -447,11 +447,14 @@ def sentinel_record(span: PB2Span, attrs: dict[str, Any]) -> EmissionRecord:
 
 
 def emission_of(event: EvaluationEvent) -> EmissionRecord:
+    """The arrival of an event with an ordinal (a holonograph span's)."""
+    emission = event.emission
+    assert emission is not None, "an event without ordinals has no arrival"
     return EmissionRecord(
-        stream=event.emission.stream,
-        seq=event.emission.seq,
+        stream=emission.stream,
+        seq=emission.seq,
         kind="evaluation",
-        final=event.emission.final,
+        final=emission.final,
         event_id=event.event_id,
         surface_id=event.surface_id,
         event_time=event.timestamp,

@@ -2,7 +2,9 @@
 
 A request's events and emission records are grouped by emission stream (the
 key, so one stream stays on one partition) and packed greedily into as few
-records as fit under the limit. A unit that cannot fit even alone (an event with
+records as fit under the limit. Events without emission ordinals (OpenTelemetry
+GenAI evaluations) travel in records of no stream (version 5), keyed by their first
+event id. A unit that cannot fit even alone (an event with
 megabytes of markers) is quarantined by `screen` before anything is sent, so the
 client hears about it in `partial_success` instead of it being dropped.
 
@@ -31,6 +33,9 @@ from schemas.events import (
     ValidatedBatch,
 )
 from schemas.records import (
+    NO_ORDINALS_VERSION,
+    NO_STREAM,
+    SCHEMA_VERSION,
     BatchRecord,
     QuarantinedLetter,
     Record,
@@ -102,15 +107,18 @@ def _pair(event: EvaluationEvent, emission: EmissionRecord) -> _Unit:
 
 
 def _units(batch: ValidatedBatch) -> Iterator[_Unit]:
-    by_key = {(e.emission.stream, e.emission.seq, e.event_id): e for e in batch.events}
+    by_key = {(e.stream, e.emission.seq, e.event_id): e for e in batch.events if e.emission}
     for emission in batch.emissions:
         event = by_key.pop((emission.stream, emission.seq, emission.event_id), None)
         if event is not None and emission.kind == "evaluation" and not emission.quarantined:
             yield _pair(event, emission)
         else:
             yield _unit(emission.stream, (), (emission,))
-    for event in by_key.values():  # an event always has an emission; defensive only
-        yield _unit(event.emission.stream, (event,), ())
+    for event in by_key.values():  # an event with ordinals has an emission; defensive only
+        yield _unit(event.stream, (event,), ())
+    for event in batch.events:  # without ordinals: records of no stream (version 5)
+        if event.emission is None:
+            yield _unit(NO_STREAM, (event,), ())
 
 
 def _by_stream(units: Iterator[_Unit]) -> dict[str, list[_Unit]]:
@@ -224,7 +232,13 @@ def pack(
     envelope = batch_envelope(tenant_id, agents, receipt_id, received_at)
     out: list[OutRecord] = []
     for stream, units in screened.streams.items():
-        head = batch_head(envelope, stream)
+        if stream == NO_STREAM:
+            no_ordinals = batch_envelope(
+                tenant_id, agents, receipt_id, received_at, NO_ORDINALS_VERSION
+            )
+            head = batch_head(no_ordinals, stream)
+        else:
+            head = batch_head(envelope, stream)
         for chunk in _chunks(units, batch_frame_size(head), limit):
             out.append(
                 _batch_record(head, tenant_id, agents, stream, chunk, receipt_id, received_at)
@@ -275,6 +289,7 @@ def _batch_record(
         (j for u in chunk for j in u.emission_json),
     )
     record = BatchRecord.model_construct(
+        schema_version=NO_ORDINALS_VERSION if stream == NO_STREAM else SCHEMA_VERSION,
         tenant_id=tenant_id,
         agents=agents,
         receipt_id=receipt_id,
@@ -283,7 +298,8 @@ def _batch_record(
         events=tuple(e for u in chunk for e in u.events),
         emissions=tuple(e for u in chunk for e in u.emissions),
     )
-    return OutRecord(stream.encode(), value, record)
+    key = stream if stream != NO_STREAM else f"{tenant_id}/{record.events[0].event_id}"
+    return OutRecord(key.encode(), value, record)
 
 
 def _fit_letter(letter: QuarantinedLetter, limit: int) -> QuarantinedLetter:

@@ -52,8 +52,9 @@ def span_units(batch: ValidatedBatch) -> list[ValidatedBatch]:
         else:
             units.append(_unit(batch, emissions=(emission,)))
     for event in batch.events:
-        key = (event.emission.stream, event.emission.seq, event.event_id)
-        mine = arrivals.get(key)
+        ordinal = event.emission
+        key = (ordinal.stream, ordinal.seq, event.event_id) if ordinal else ("", 0, "")
+        mine = arrivals.get(key) if ordinal else None
         units.append(_unit(batch, events=(event,), emissions=(mine.pop(0),) if mine else ()))
     for record in batch.quarantined:
         mine = rejected.get((record.emission_stream, record.emission_seq))

@@ -164,7 +164,7 @@ def decide(owners: Owners, submission: Submission) -> Batch:
     refused_arrivals: set[tuple[str, int, str]] = set()
     events: list[EvaluationEvent] = []
     for event in batch.events:
-        stream = event.emission.stream
+        stream = event.stream
         if stream in foreign:
             rejected.append(decoded_quarantine(event, foreign[stream]))
             continue
@@ -176,7 +176,8 @@ def decide(owners: Owners, submission: Submission) -> Batch:
             rejected.append(
                 decoded_quarantine(event, _event_reason(event, owner, submission.writer))
             )
-            refused_arrivals.add((stream, event.emission.seq, event.event_id))
+            if event.emission is not None:
+                refused_arrivals.add((stream, event.emission.seq, event.event_id))
             continue
         events.append(event)
     emissions: list[EmissionRecord] = []
@@ -283,7 +284,7 @@ def _streams_of(batch: Batch) -> Iterator[str]:
     seen: set[str] = set()
     for stream in (
         *(e.stream for e in batch.emissions),
-        *(e.emission.stream for e in batch.events),
+        *(e.emission.stream for e in batch.events if e.emission is not None),
         *(q.emission_stream for q in batch.quarantined if q.emission_stream is not None),
     ):
         if stream not in seen:

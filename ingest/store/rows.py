@@ -76,10 +76,19 @@ def event_row(
         {name: list(values) for name, values in outcome.markers.items()},
         outcome.latency_ms, outcome.cost_usd, outcome.tokens_input, outcome.tokens_output,
         event.sdk_name, event.sdk_version, [d.dimension_id for d in outcome.dimensions],
-        event.emission.stream, event.emission.seq, event.emission.final, event.trace_id,
+        *_ordinal(event), event.trace_id,
         event.span_id, resource_json or _json(event.resource_attributes), _json(event.extras),
         ingested_at, version, event.contract_version_id, list(event.contract_findings),
     ]  # fmt: skip
+
+
+def _ordinal(event: EvaluationEvent) -> tuple[str, int, bool]:
+    """Stream, seq and final of an event's ordinal; ('', 0, False) for an event that
+    arrived without one: an empty stream is never a stream's name (`schemas/WIRE.md`)."""
+    emission = event.emission
+    if emission is None:
+        return "", 0, False
+    return emission.stream, emission.seq, emission.final
 
 
 def dimension_rows(
@@ -89,7 +98,7 @@ def dimension_rows(
         event.surface_id, event.agent_id, event.correlation_id, event.run_mode,
         event.provenance, ticks_ns(event.timestamp), event.lens.version, event.light_source.id,
         event.light_source.requested, event.substrate.columns, list(event.outcome.cohort_tags),
-        event.emission.stream, ingested_at, version,
+        event.stream, ingested_at, version,
     ]  # fmt: skip
     return [
         [tenant_id, event.event_id, d.dimension_id, d.passed, d.score, d.expected, d.actual,

@@ -95,7 +95,7 @@ def test_replay_cli_needs_kafka_for_the_dead_letter_topic() -> None:
     assert "give --kafka BOOTSTRAP" in result.output
 
 
-NEWER = records.SCHEMA_VERSION + 1
+NEWER = max(records.SUPPORTED_VERSIONS) + 1
 
 
 def _newer_version_record() -> bytes:
