@@ -12,9 +12,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from ingest.edge.answers import INTERNAL_ERROR, REFUSAL_REASONS
 from ingest.export.contracts import CONTRACT_REJECTED
+from ingest.export.genai import GENAI_REJECTED
 from ingest.export.handler import ExportOutcome
 from ingest.export.validate import CONTRACT_ATTRIBUTES
 from schemas.events import QuarantineRecord
+from schemas.genai import ATTRIBUTES as GENAI_ATTRIBUTES
 
 # Label values are a fixed set, never request data (one series per value a client
 # could choose would let any client grow /metrics without bound).
@@ -29,7 +31,10 @@ _PLACES = frozenset(
         "span",
         "resource",
         "resource attributes",
+        "time_unix_nano",
+        "trace_id, span_id",
         CONTRACT_REJECTED,
+        GENAI_REJECTED,
         "store refused",
         "not JSON",
         "empty record",
@@ -53,7 +58,11 @@ _PREFIXES = (
 )
 OTHER_REASON = "other"
 _BASE_LABELS = frozenset(
-    CONTRACT_ATTRIBUTES | _PLACES | {label for _, label in _PREFIXES} | {OTHER_REASON}
+    CONTRACT_ATTRIBUTES
+    | GENAI_ATTRIBUTES
+    | _PLACES
+    | {label for _, label in _PREFIXES}
+    | {OTHER_REASON}
 )
 # A contract's rejection names what it is about after its own head.
 REASON_LABELS = _BASE_LABELS | {f"{CONTRACT_REJECTED}: {label}" for label in _BASE_LABELS}
@@ -71,7 +80,7 @@ def reason_label(reason: str) -> str:
 
 
 def _label(head: str) -> str:
-    if head in CONTRACT_ATTRIBUTES or head in _PLACES:
+    if head in CONTRACT_ATTRIBUTES or head in GENAI_ATTRIBUTES or head in _PLACES:
         return head
     for prefix, label in _PREFIXES:
         if head.startswith(prefix):
@@ -100,6 +109,27 @@ class PipelineMetrics:
         )
         self.spans_ignored = Counter(
             "holonograph_spans_ignored", "Non-holonograph spans ignored.", registry=self.registry
+        )
+        self.log_records_received = Counter(
+            "holonograph_log_records_received",
+            "Log records received in OTLP logs export requests.",
+            registry=self.registry,
+        )
+        self.log_records_accepted = Counter(
+            "holonograph_log_records_accepted",
+            "GenAI evaluation log records accepted.",
+            registry=self.registry,
+        )
+        self.log_records_rejected = Counter(
+            "holonograph_log_records_rejected",
+            "GenAI evaluation log records quarantined, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.log_records_ignored = Counter(
+            "holonograph_log_records_ignored",
+            "Log records that are not GenAI evaluation results, ignored.",
+            registry=self.registry,
         )
         self.contract_findings = Counter(
             "holonograph_contract_findings",
@@ -134,11 +164,13 @@ class PipelineMetrics:
 
     def observe_export(self, outcome: ExportOutcome, rejected: Sequence[QuarantineRecord]) -> None:
         total = outcome.accepted_spans + outcome.rejected_spans + outcome.ignored_spans
-        self.spans_received.inc(total)
-        self.spans_accepted.inc(outcome.accepted_spans)
-        self.spans_ignored.inc(outcome.ignored_spans)
+        logs = outcome.signal == "logs"
+        (self.log_records_received if logs else self.spans_received).inc(total)
+        (self.log_records_accepted if logs else self.spans_accepted).inc(outcome.accepted_spans)
+        (self.log_records_ignored if logs else self.spans_ignored).inc(outcome.ignored_spans)
+        by_reason = self.log_records_rejected if logs else self.spans_rejected
         for record in rejected:
-            self.spans_rejected.labels(reason=reason_label(record.reason)).inc()
+            by_reason.labels(reason=reason_label(record.reason)).inc()
         for kind, count in outcome.contract_findings.items():
             self.contract_findings.labels(kind=kind).inc(count)
 

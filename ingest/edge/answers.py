@@ -12,6 +12,12 @@ from dataclasses import dataclass
 import grpc
 from google.protobuf import duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsPartialSuccess as PB2ExportLogsPartialSuccess,
+)
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceResponse as PB2ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess as PB2ExportTracePartialSuccess,
 )
@@ -43,6 +49,18 @@ def response_for(outcome: ExportOutcome) -> PB2ExportTraceServiceResponse:
         response.partial_success.CopyFrom(
             PB2ExportTracePartialSuccess(
                 rejected_spans=outcome.rejected_spans, error_message=outcome.error_message
+            )
+        )
+    return response
+
+
+def logs_response_for(outcome: ExportOutcome) -> PB2ExportLogsServiceResponse:
+    """A logs request's answer: `partial_success.rejected_log_records` when some were."""
+    response = PB2ExportLogsServiceResponse()
+    if outcome.rejected_spans:
+        response.partial_success.CopyFrom(
+            PB2ExportLogsPartialSuccess(
+                rejected_log_records=outcome.rejected_spans, error_message=outcome.error_message
             )
         )
     return response

@@ -1,4 +1,5 @@
-"""OTLP/gRPC transport: `TraceService/Export`, translated to the shared edge steps.
+"""OTLP/gRPC transport: `TraceService/Export` and `LogsService/Export`, translated to
+the shared edge steps.
 
 The handler receives raw bytes (no deserializer) so the size limit and the decode
 error message are ours. grpc-core inflates gzip-compressed messages itself and
@@ -16,35 +17,44 @@ message only once it arrived whole, so a gRPC body is bounded by the body timeou
 
 from __future__ import annotations
 
+import functools
+
 import grpc
 
-from ingest.edge.answers import classify, response_for
-from ingest.edge.steps import Edge
+from ingest.edge.admission import PROTOBUF_EXPANSION
+from ingest.edge.answers import classify
+from ingest.edge.steps import SIGNALS, TRACES_SIGNAL, Edge, OtlpSignal
 from ingest.errors import DecodeError, ListenError, PayloadTooLarge
-from ingest.export.decode import parse_protobuf
 
-EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+EXPORT_METHOD = TRACES_SIGNAL.grpc_method
 
 
 # Bytes a call's stream may hold in the transport before its message is read.
 STREAM_WINDOW_BYTES = 64 * 1024
 
 
-class _TraceService(grpc.GenericRpcHandler):  # type: ignore[misc]
+class _ExportService(grpc.GenericRpcHandler):  # type: ignore[misc]
+    """Every OTLP signal's Export method (traces, logs) on one server."""
+
     def __init__(self, edge: Edge) -> None:
         self._edge = edge
-        self._handler = grpc.stream_unary_rpc_method_handler(self._export)
+        self._handlers = {
+            signal.grpc_method: grpc.stream_unary_rpc_method_handler(
+                functools.partial(self._export, signal)
+            )
+            for signal in SIGNALS
+        }
 
     def service(
         self, handler_call_details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler | None:
-        if handler_call_details.method == EXPORT_METHOD:
-            return self._handler
-        return None
+        return self._handlers.get(handler_call_details.method)
 
-    async def _export(self, requests: object, context: grpc.aio.ServicerContext) -> bytes:
+    async def _export(
+        self, signal: OtlpSignal, requests: object, context: grpc.aio.ServicerContext
+    ) -> bytes:
         try:
-            return await self._answer(context)
+            return await self._answer(signal, context)
         except Exception as err:
             failure = classify(err)
             self._edge.refused("grpc", err, context.peer())
@@ -59,17 +69,19 @@ class _TraceService(grpc.GenericRpcHandler):  # type: ignore[misc]
         )
         raise AssertionError("unreachable")
 
-    async def _answer(self, context: grpc.aio.ServicerContext) -> bytes:
+    async def _answer(self, signal: OtlpSignal, context: grpc.aio.ServicerContext) -> bytes:
         edge = self._edge
         principal = edge.authenticate(_authorization(context))
         reader = edge.reader(principal, peer_address(context.peer()))
-        payload = await edge.read(lambda: _one_message(context), reader)
+        payload = await edge.read(lambda: _one_message(context, signal), reader)
         if len(payload) > edge.max_request_bytes:
             raise PayloadTooLarge(
                 f"request of {len(payload)} bytes exceeds {edge.max_request_bytes} bytes"
             )
-        outcome = await edge.export(principal, payload, parse_protobuf)
-        body: bytes = response_for(outcome).SerializeToString()
+        outcome = await signal.export(
+            edge, principal, payload, signal.parse_protobuf, PROTOBUF_EXPANSION
+        )
+        body: bytes = signal.respond(outcome).SerializeToString()
         return body
 
 
@@ -89,10 +101,10 @@ def _authorization(context: grpc.aio.ServicerContext) -> str | None:
     return None
 
 
-async def _one_message(context: grpc.aio.ServicerContext) -> bytes:
+async def _one_message(context: grpc.aio.ServicerContext, signal: OtlpSignal) -> bytes:
     message = await context.read()
     if message is grpc.aio.EOF:
-        raise DecodeError("the call carried no ExportTraceServiceRequest message")
+        raise DecodeError(f"the call carried no export request message ({signal.name})")
     body: bytes = message
     return body
 
@@ -121,7 +133,7 @@ async def start_grpc_server(
         ],
         maximum_concurrent_rpcs=max_concurrent_rpcs,
     )
-    server.add_generic_rpc_handlers((_TraceService(edge),))
+    server.add_generic_rpc_handlers((_ExportService(edge),))
     address = f"{host}:{port}"
     try:
         if credentials is None:

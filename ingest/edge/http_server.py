@@ -1,5 +1,5 @@
-"""OTLP/HTTP transport: `POST /v1/traces` with protobuf or JSON, optionally gzip,
-translated to the shared edge steps.
+"""OTLP/HTTP transport: `POST /v1/traces` and `POST /v1/logs` with protobuf or JSON,
+optionally gzip, translated to the shared edge steps.
 
 Answers in the request's content type; failures carry a `google.rpc.Status` body
 and, when retryable, `Retry-After`. Reads are bounded: a connection must send its
@@ -26,10 +26,10 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from ingest.edge.admission import JSON_EXPANSION, PROTOBUF_EXPANSION
-from ingest.edge.answers import classify, response_for
+from ingest.edge.answers import classify
 from ingest.edge.change_api import ChangeApi, add_change_routes
 from ingest.edge.contract_api import ContractApi, add_contract_routes
-from ingest.edge.steps import Edge
+from ingest.edge.steps import SIGNALS, TRACES_SIGNAL, Edge, OtlpSignal
 from ingest.errors import (
     BodyTooSlow,
     ListenError,
@@ -39,12 +39,12 @@ from ingest.errors import (
     Unauthenticated,
     UnsupportedMediaType,
 )
-from ingest.export.decode import decode_body, parse_json, parse_protobuf
+from ingest.export.decode import decode_body
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-TRACES_PATH = "/v1/traces"
+TRACES_PATH = TRACES_SIGNAL.http_path
 _TOO_MANY_CONNECTIONS = (
     b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain\r\n"
     b"Content-Length: 21\r\nConnection: close\r\n\r\ntoo many connections\n"
@@ -173,11 +173,16 @@ class ConnectionTable:
         return True
 
 
-class TracesHandler:
-    def __init__(self, edge: Edge, connections: ConnectionTable) -> None:
+class ExportRoute:
+    """`POST` of one OTLP signal (`/v1/traces`, `/v1/logs`)."""
+
+    def __init__(
+        self, edge: Edge, connections: ConnectionTable, signal: OtlpSignal = TRACES_SIGNAL
+    ) -> None:
         self._edge = edge
         self._max_bytes = edge.max_request_bytes
         self._connections = connections
+        self._signal = signal
 
     async def handle(self, http_request: web.Request) -> web.Response:
         content_type = http_request.content_type
@@ -197,10 +202,15 @@ class TracesHandler:
             payload = decode_body(
                 body, http_request.headers.get("Content-Encoding"), self._max_bytes
             )
+            signal = self._signal
             if content_type == JSON:
-                outcome = await edge.export(principal, payload, parse_json, JSON_EXPANSION)
+                outcome = await signal.export(
+                    edge, principal, payload, signal.parse_json, JSON_EXPANSION
+                )
             else:
-                outcome = await edge.export(principal, payload, parse_protobuf, PROTOBUF_EXPANSION)
+                outcome = await signal.export(
+                    edge, principal, payload, signal.parse_protobuf, PROTOBUF_EXPANSION
+                )
         except ReadTimeout as err:
             edge.refused("http", err, _peer(http_request))
             return await _answer_and_close(http_request, _failure_response(err, reply_type))
@@ -208,7 +218,9 @@ class TracesHandler:
             edge.refused("http", err, _peer(http_request))
             return _failure_response(err, reply_type)
         return web.Response(
-            status=200, body=_encode(response_for(outcome), reply_type), content_type=reply_type
+            status=200,
+            body=_encode(self._signal.respond(outcome), reply_type),
+            content_type=reply_type,
         )
 
     async def _read(self, http_request: web.Request) -> bytes:
@@ -300,7 +312,7 @@ def build_http_app(
     changes: ChangeApi | None = None,
     mounts: Sequence[Callable[[web.Application], None]] = (),
 ) -> web.Application:
-    """OTLP's traces path, and the contract registry's and change events' paths when
+    """OTLP's traces and logs paths, and the contract registry's and change events' paths when
     their endpoints are given, then what each of `mounts` adds (the analyses: routes
     `ingest` does not know, registered by its wiring). `connections` (default: 256, 64
     per client address) is what `CappedSite` admits connections by; every request
@@ -321,7 +333,8 @@ def build_http_app(
 
     app = web.Application(client_max_size=edge.max_request_bytes + 1, middlewares=[mark])
     app[CONNECTIONS] = table
-    app.router.add_post(TRACES_PATH, TracesHandler(edge, table).handle)
+    for signal in SIGNALS:
+        app.router.add_post(signal.http_path, ExportRoute(edge, table, signal).handle)
     if contracts is not None:
         add_contract_routes(app, contracts)
     if changes is not None:

@@ -9,7 +9,9 @@
     export (validate, hand off, answer when durable)
 
 The transports only translate their wire into these steps (`ingest.edge.grpc_server`,
-`ingest.edge.http_server`); errors are mapped to codes in `ingest.edge.answers`.
+`ingest.edge.http_server`); errors are mapped to codes in `ingest.edge.answers`. Logs
+take the same steps (`export_logs`): their log records count as spans do, against the
+same limits, and their GenAI evaluation results go down the same export path.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from google.protobuf.message import Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest as PB2ExportLogsServiceRequest,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
@@ -30,14 +36,17 @@ from ingest.edge.admission import (
     MinimumRate,
     ReadGate,
 )
-from ingest.edge.answers import refusal_reason
+from ingest.edge.answers import logs_response_for, refusal_reason, response_for
 from ingest.edge.auth import Authenticator
 from ingest.edge.ratelimit import TenantRateLimiter
 from ingest.errors import Forbidden, PayloadTooLarge, ReadTimeout
-from ingest.export.handler import ExportHandler, ExportOutcome
+from ingest.export.decode import parse_json, parse_protobuf
+from ingest.export.handler import ExportHandler, ExportOutcome, Signal
+from ingest.export.logs import as_spans, parse_logs_json, parse_logs_protobuf, record_count
 from ingest.export.principal import Principal
 
 Parse = Callable[[bytes], PB2ExportTraceServiceRequest]
+ParseLogs = Callable[[bytes], PB2ExportLogsServiceRequest]
 
 
 def span_count(request: PB2ExportTraceServiceRequest) -> int:
@@ -115,3 +124,63 @@ class Edge:
             held.spans(spans)
             self.limiter.take(principal, spans)
             return await self.exporter.export(request, len(payload), principal)
+
+    async def export_logs(
+        self,
+        principal: Principal,
+        payload: bytes,
+        parse: ParseLogs,
+        expansion: float = PROTOBUF_EXPANSION,
+    ) -> ExportOutcome:
+        """`export` for a logs request: its log records count as spans do (cost, the
+        per-request limit, the tenant's rate), its evaluation results are exported as
+        their span form."""
+        with self.admission.admit(len(payload), expansion) as held:
+            logs = parse(payload)
+            records = record_count(logs)
+            if records > self.max_request_spans:
+                raise PayloadTooLarge(
+                    f"request of {records} log records exceeds {self.max_request_spans} log"
+                    " records; send smaller batches"
+                )
+            held.spans(records)
+            self.limiter.take(principal, records)
+            spans = as_spans(logs)
+            del logs
+            signal = Signal("logs", "log record", spans.ignored, spans.names)
+            return await self.exporter.export(spans.request, len(payload), principal, signal)
+
+
+@dataclass(frozen=True)
+class OtlpSignal:
+    """One OTLP signal as the transports serve it: its gRPC method and HTTP path, its
+    two body parsers, the edge step that exports it and its answer."""
+
+    name: str
+    grpc_method: str
+    http_path: str
+    parse_protobuf: Callable[[bytes], Any]
+    parse_json: Callable[[bytes], Any]
+    export: Callable[[Edge, Principal, bytes, Any, float], Awaitable[ExportOutcome]]
+    respond: Callable[[ExportOutcome], Message]
+
+
+TRACES_SIGNAL = OtlpSignal(
+    "traces",
+    "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+    "/v1/traces",
+    parse_protobuf,
+    parse_json,
+    Edge.export,
+    response_for,
+)
+LOGS_SIGNAL = OtlpSignal(
+    "logs",
+    "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+    "/v1/logs",
+    parse_logs_protobuf,
+    parse_logs_json,
+    Edge.export_logs,
+    logs_response_for,
+)
+SIGNALS = (TRACES_SIGNAL, LOGS_SIGNAL)

@@ -19,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Generic, Protocol
+from typing import Generic, Literal, Protocol
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
@@ -31,7 +31,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from ingest.export.contracts import ContractBook, finding_kind
 from ingest.export.fast import FastBatch, fast_batch
 from ingest.export.principal import ANONYMOUS, Principal
-from ingest.export.request import rejection_message, validate_request
+from ingest.export.request import rejection_message, span_name, validate_request
 from ingest.handoff.protocol import AnyBatch, Handoff, PreparedT
 from schemas.events import QuarantineRecord
 
@@ -41,14 +41,39 @@ from schemas.events import QuarantineRecord
 INLINE_DECODE_BYTES = 16 * 1024
 
 
+SignalName = Literal["traces", "logs"]
+
+
+@dataclass(frozen=True)
+class Signal:
+    """What a request's items are: spans (traces), or log records read as spans
+    (`ingest.export.logs`), of which `ignored` were ignored before the export path and
+    `names[span id]` names the log record a span stands for."""
+
+    name: SignalName = "traces"
+    noun: str = "span"
+    ignored: int = 0
+    names: Mapping[str, str] = field(default_factory=dict)
+
+    def item(self, record: QuarantineRecord) -> str:
+        return self.names.get(record.span_id) or span_name(record)
+
+
+TRACES = Signal()
+
+
 @dataclass(frozen=True)
 class ExportOutcome:
+    """How many of a request's items (spans, or log records: `signal`) were accepted,
+    rejected and ignored, and the answer's message."""
+
     accepted_spans: int
     rejected_spans: int
     ignored_spans: int
     error_message: str
     # Contract findings of the accepted events, by kind (`undeclared-dimension`: 2).
     contract_findings: dict[str, int] = field(default_factory=dict)
+    signal: SignalName = "traces"
 
 
 class ExportObserver(Protocol):
@@ -104,8 +129,10 @@ class ExportHandler(Generic[PreparedT]):
         request: PB2ExportTraceServiceRequest,
         size_bytes: int,
         principal: Principal = ANONYMOUS,
+        signal: Signal = TRACES,
     ) -> ExportOutcome:
-        """`principal` is who the edge authenticated; its tenant owns the rows."""
+        """`principal` is who the edge authenticated; its tenant owns the rows. `signal`:
+        what the request's items are called in the answer."""
         with self._handoff.arriving():
             if size_bytes <= INLINE_DECODE_BYTES:
                 prepared = self._prepare(request, principal)
@@ -119,7 +146,7 @@ class ExportHandler(Generic[PreparedT]):
         batch = prepared.batch
         if _has_rows(batch):
             batch = await self._handoff.submit(prepared, uuid.uuid4().hex, size_bytes)
-        outcome = _outcome(batch)
+        outcome = _outcome(batch, signal)
         if self._observer is not None:
             self._observer.observe_export(outcome, batch.quarantined)
         return outcome
@@ -131,24 +158,26 @@ def _has_rows(batch: AnyBatch) -> bool:
     return bool(batch.events or batch.emissions or batch.quarantined)
 
 
-def _outcome(batch: AnyBatch) -> ExportOutcome:
+def _outcome(batch: AnyBatch, signal: Signal = TRACES) -> ExportOutcome:
     """What the client is answered for a batch as stored."""
     if isinstance(batch, FastBatch):
         return ExportOutcome(
             accepted_spans=batch.accepted_spans,
             rejected_spans=0,
-            ignored_spans=batch.ignored_spans,
+            ignored_spans=batch.ignored_spans + signal.ignored,
             error_message="",
             contract_findings=batch.finding_counts(),
+            signal=signal.name,
         )
     return ExportOutcome(
         accepted_spans=len(batch.events)
         + batch.collapsed_spans
         + sum(e.kind == "sentinel" and not e.quarantined for e in batch.emissions),
         rejected_spans=batch.rejected,
-        ignored_spans=batch.ignored_spans,
-        error_message=rejection_message(batch),
+        ignored_spans=batch.ignored_spans + signal.ignored,
+        error_message=rejection_message(batch, signal.noun, signal.item),
         contract_findings=dict(
             Counter(finding_kind(f) for e in batch.events for f in e.contract_findings)
         ),
+        signal=signal.name,
     )

@@ -12,6 +12,7 @@ ids) is accepted and stored once; its ordinal still counts as arrived.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -281,13 +282,20 @@ def _reason(err: Exception) -> str:
     return str(err)
 
 
-def rejection_message(batch: ValidatedBatch) -> str:
+def span_name(record: QuarantineRecord) -> str:
+    return f"span {record.span_id or '?'} ({record.span_name})"
+
+
+def rejection_message(
+    batch: ValidatedBatch,
+    noun: str = "span",
+    name: Callable[[QuarantineRecord], str] = span_name,
+) -> str:
+    """`rejected 2 span(s): span <id> (<name>): <reason>; ...`, the first five; `noun`
+    and `name` say what the request's items are (a logs request's are log records)."""
     if not batch.quarantined:
         return ""
-    problems = [
-        f"span {q.span_id or '?'} ({q.span_name}): {q.reason}"
-        for q in batch.quarantined[:MAX_REPORTED_PROBLEMS]
-    ]
+    problems = [f"{name(q)}: {q.reason}" for q in batch.quarantined[:MAX_REPORTED_PROBLEMS]]
     more = len(batch.quarantined) - len(problems)
     suffix = f"; and {more} more" if more > 0 else ""
-    return f"rejected {len(batch.quarantined)} span(s): " + "; ".join(problems) + suffix
+    return f"rejected {len(batch.quarantined)} {noun}(s): " + "; ".join(problems) + suffix

@@ -137,13 +137,13 @@ class RejectionLog:
     # --- sources -------------------------------------------------------------------
 
     def observe_export(self, outcome: ExportOutcome, rejected: Sequence[QuarantineRecord]) -> None:
-        """The export path's observer: each quarantined span of a request."""
-        self.observe_rejected(rejected)
+        """The export path's observer: each quarantined span (or log record) of a request."""
+        self.observe_rejected(rejected, "log record" if outcome.signal == "logs" else "span")
 
-    def observe_rejected(self, rejected: Sequence[QuarantineRecord]) -> None:
+    def observe_rejected(self, rejected: Sequence[QuarantineRecord], noun: str = "span") -> None:
         """Each quarantined span (of a request, or of a sink batch)."""
         for record in rejected:
-            self.add(record.reason, f"span {record.span_id or '?'} ({record.span_name})")
+            self.add(record.reason, f"{noun} {record.span_id or '?'} ({record.span_name})")
         if rejected:
             self.flush_if_due()
 

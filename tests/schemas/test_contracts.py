@@ -118,3 +118,55 @@ def test_version_ids_depend_on_content_and_predecessor() -> None:
     assert version_id("acme", contract, None) == version_id("acme", contract, None)
     assert version_id("acme", contract, None) != version_id("other", contract, None)
     assert version_id("acme", contract, None) != version_id("acme", contract, "cv_x")
+
+
+GENAI = {
+    "surfaces": [{"surfaceId": "classify-intent", "agentName": "triage"}],
+    "runModes": {"staging": "test"},
+    "labels": {"passLabels": ["pass"], "failLabels": ["fail"]},
+    "evaluations": [{"name": "hallucination", "passLabels": ["no"]}],
+}
+
+
+def test_a_genai_block_round_trips_and_reads_back_in_the_summary() -> None:
+    document = {**example(), "genai": GENAI}
+    contract = Contract.model_validate(document)
+    assert contract.to_json() == document
+    assert contract.digest() != Contract.model_validate(example()).digest()
+    summary = summarize(_version(contract, None), None).to_json()
+    assert summary["genai"] == GENAI
+    assert (
+        "genai" not in summarize(_version(Contract.model_validate(example()), None), None).to_json()
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda g: g["surfaces"][0].update(surfaceId="answer"),
+         ["$: genai surface answer is not a surface of this contract (classify-intent)"]),
+        (lambda g: g["surfaces"][0].pop("agentName"),
+         ["genai.surfaces.0: surface classify-intent: give at least one of agentName,"
+          " operationName, serviceName",
+          "genai.surfaces: Tuple should have at least 1 item after validation, not 0"]),
+        (lambda g: g.update(surfaces=[]),
+         ["genai.surfaces: Tuple should have at least 1 item after validation, not 0"]),
+        (lambda g: g["runModes"].update(staging="prod"),
+         ["genai.runModes.staging: Input should be 'production', 'test', 'eval', 'replay'"
+          " or 'local_dev'"]),
+        (lambda g: g["labels"].update(failLabels=["pass"]),
+         ["genai.labels: labels both pass and fail: pass"]),
+        (lambda g: g["labels"].update(passLabels=[]),
+         ["genai.labels.passLabels: Tuple should have at least 1 item after validation,"
+          " not 0"]),
+        (lambda g: g["evaluations"].append({"name": "hallucination", "passLabels": ["yes"]}),
+         ["genai: evaluations[].name: 'hallucination' twice"]),
+        (lambda g: g.update(labels={"pass": ["x"]}),
+         ["genai.labels.passLabels: Field required", "genai.labels.pass: Extra inputs are not"
+          " permitted"]),
+    ],
+)  # fmt: skip
+def test_an_invalid_genai_block_is_refused_precisely(change: Any, expected: list[str]) -> None:
+    genai = copy.deepcopy(GENAI)
+    change(genai)
+    assert refusal({**example(), "genai": genai}) == expected

@@ -297,3 +297,36 @@ def test_rows_carry_the_commit_columns_given_at_commit() -> None:
     assert second.events[0][31] == first.events[0][31] + 5
     assert json.loads(first.events[0][28])["service.name"] == "billing-triage-agent"
     assert SPANS == 5  # the corpus shape this file relies on
+
+
+@settings(max_examples=40, derandomize=True, database=None, deadline=None)
+@given(data=st.data(), spans=st.integers(1, 4), form=st.sampled_from(["events", "spans"]))
+def test_a_genai_evaluation_anywhere_in_a_request_takes_the_reference_path(
+    data: st.DataObject, spans: int, form: str
+) -> None:
+    """A `gen_ai.evaluation.result` on any span (or a span of that name) is never
+    stored by the hot path, which would ignore it: the request takes the reference,
+    which stores the same rows for its holonograph spans as the hot path does alone,
+    and the GenAI event besides."""
+    from tests.genai_emit import Call, Eval, genai_contract, record_calls
+    from tests.ingest.export.test_genai import book_of
+
+    book = book_of(genai_contract())
+    items = [Evaluation(f"s{n}", n, surface="summarize") for n in range(spans)]
+    holonograph = record_spans(items, seed=spans)
+    genai = record_calls([Call([Eval("relevance", score=data.draw(st.floats(0, 5)))])], form=form)
+    at = data.draw(st.integers(0, len(holonograph)))
+    request = export_request([*holonograph[:at], *genai, *holonograph[at:]])
+    assert fast_batch(request, contracts=book) is None
+    reference = validate_request(request, contracts=book)
+    assert reference.quarantined == ()
+    mapped = [e for e in reference.events if e.emission is None]
+    assert [len(e.outcome.dimensions) for e in mapped] == [1]
+    alone = fast_batch(export_request(holonograph), contracts=book)
+    assert alone is not None
+    own = reference.model_copy(
+        update={"events": tuple(e for e in reference.events if e.emission is not None)}
+    )
+    expected, got = reference_rows(own), fast_rows(alone)
+    for table in ("events", "dimensions", "receipts"):
+        assert getattr(got, table) == getattr(expected, table), table
