@@ -103,6 +103,23 @@ class CompletenessWindow(_Model):
     lossy_streams: int
 
 
+Unknown = Literal["unknown: no emission ordinals"]
+UNKNOWN_WITHOUT_ORDINALS: Unknown = "unknown: no emission ordinals"
+
+
+class SurfaceWithoutOrdinals(_Model):
+    """A surface some of whose events arrived without emission ordinals (OpenTelemetry
+    GenAI evaluations): how many of its events could not be counted by any stream, so
+    its completeness is unknown, whatever its streams say."""
+
+    tenant_id: str
+    surface_id: str
+    status: Unknown = UNKNOWN_WITHOUT_ORDINALS
+    events: int
+    without_ordinals: int
+    share_without_ordinals: float
+
+
 class CompletenessTotals(_Model):
     streams: int
     by_status: dict[str, int]
@@ -133,6 +150,8 @@ class CompletenessReport(_Model):
     # and whether that is older than two refresh periods of `serve`/`sink`.
     tables_refreshed_at: dt.datetime | None = None
     tables_stale: bool = False
+    # Surfaces whose completeness is unknown: events without emission ordinals.
+    surfaces_without_ordinals: list[SurfaceWithoutOrdinals] = []
 
 
 class RefreshSummary(_Model):

@@ -114,6 +114,25 @@ def render_text(report: CompletenessReport, limit: int) -> str:
     return "\n".join(lines)
 
 
+def without_ordinals_text(report: CompletenessReport, limit: int) -> str:
+    """The surfaces whose completeness is unknown (events without emission ordinals)."""
+    surfaces = report.surfaces_without_ordinals
+    if not surfaces:
+        return ""
+    shown = surfaces[:limit] if limit else surfaces
+    rows = [
+        [s.surface_id, s.status, s.events, s.without_ordinals, f"{s.share_without_ordinals:.1%}"]
+        for s in shown
+    ]
+    lines = [
+        f"Surfaces whose delivery loss cannot be measured: {len(surfaces)}",
+        format_table(["surface", "completeness", "events", "without ordinals", "share"], rows),
+    ]
+    if len(shown) < len(surfaces):
+        lines.append(f"... {len(surfaces) - len(shown)} more (--limit 0 or --json)")
+    return "\n".join(lines)
+
+
 def refreshed_line(report: CompletenessReport) -> str:
     return f"tables stream_status, completeness_windows refreshed {_when(report)}"
 
@@ -148,6 +167,9 @@ def _text(limit: int) -> Callable[[Report], str]:
         body = (
             render_text(report, limit) if report.streams else "no emission streams in the selection"
         )
+        unknown = without_ordinals_text(report, limit)
+        if unknown:
+            body = f"{body}\n\n{unknown}"
         return body if report.tables_stale else f"{body}\n\n{refreshed_line(report)}"
 
     return text
@@ -190,7 +212,9 @@ def completeness_command(
     as_json: bool,
     **flags: Any,
 ) -> None:
-    """Per-stream delivery accounting (lossy and dead first) and biased windows.
+    """Per-stream delivery accounting (lossy and dead first) and biased windows;
+    surfaces with events that arrived without emission ordinals (OpenTelemetry GenAI
+    evaluations) are listed as `unknown: no emission ordinals`, with their share.
 
     Exit 0: nothing lost; 1: loss, a dead stream, or reported drops exceeding the
     observed gaps; 2: usage; 3: store unavailable."""

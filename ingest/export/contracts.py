@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from ingest.export.validate import SpanRejected
 from schemas.contracts import ContractVersion, Surface
 from schemas.events import RUN_MODES, EvaluationEvent
-from schemas.routing import entry_answered
 from schemas.genai import GenAISurface
+from schemas.routing import entry_answered
 
 # Every contract rejection starts so: `quarantine --reason contract` finds them all.
 CONTRACT_REJECTED = "contract"

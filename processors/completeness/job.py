@@ -37,6 +37,7 @@ from processors.completeness.sql import (
     STREAM_WINDOWS_SELECT,
     STREAMS_SELECT,
     SURFACE_WINDOWS_SELECT,
+    WITHOUT_ORDINALS,
     ZERO_STALE,
 )
 from processors.jobs import Job, JobRequest
@@ -50,6 +51,7 @@ from schemas.completeness import (
     LossComparison,
     RefreshSummary,
     StreamAccounting,
+    SurfaceWithoutOrdinals,
 )
 from schemas.store import Store
 from schemas.tables import (
@@ -210,6 +212,43 @@ ORDER BY tenant_id, scope, surface_id, emission_stream, bucket_start"""
     ]
 
 
+def account_without_ordinals(
+    store: Store, selection: Selection | None = None
+) -> list[SurfaceWithoutOrdinals]:
+    """The selection's surfaces with events that arrived without emission ordinals, and
+    their share: their completeness is unknown, never complete. A selection of streams
+    has none (such events are on no stream)."""
+    selection = selection or Selection()
+    if selection.stream is not None or selection.streams is not None:
+        return []
+    clauses: list[str] = ["1"]
+    params: dict[str, Any] = {}
+    if selection.tenant is not None:
+        clauses.append("tenant_id = {sel_tenant:String}")
+        params["sel_tenant"] = selection.tenant
+    if selection.surface is not None:
+        clauses.append("surface_id = {sel_surface:String}")
+        params["sel_surface"] = selection.surface
+    if selection.since is not None or selection.until is not None:
+        clauses.append(
+            "timestamp >= {sel_since:DateTime64(9, 'UTC')}"
+            " AND timestamp < {sel_until:DateTime64(9, 'UTC')}"
+        )
+        params["sel_since"] = to_store_time(selection.since or _EPOCH)
+        params["sel_until"] = to_store_time(selection.until or _FAR_FUTURE)
+    sql = WITHOUT_ORDINALS.replace("{where}", " AND ".join(clauses))
+    return [
+        SurfaceWithoutOrdinals(
+            tenant_id=row["tenant_id"],
+            surface_id=row["surface_id"],
+            events=row["events"],
+            without_ordinals=row["without_ordinals"],
+            share_without_ordinals=row["without_ordinals"] / row["events"],
+        )
+        for row in store.query(sql, params).dicts()
+    ]
+
+
 def read_report(
     store: Store,
     now: dt.datetime,
@@ -251,6 +290,7 @@ def read_report(
         totals=totals,
         streams=streams,
         windows=windows,
+        surfaces_without_ordinals=account_without_ordinals(store, selection),
     )
 
 

@@ -7,9 +7,21 @@ A stream is (tenant, stream): every window, group and join is per tenant.
 
 from __future__ import annotations
 
-from schemas.tables import EMISSION_RECEIPTS, EMISSION_RECORDS, STREAM_STATUS
+from schemas.tables import EMISSION_RECEIPTS, EMISSION_RECORDS, EVALUATION_EVENTS, STREAM_STATUS
 
 RECEIPT_STREAMS = f"SELECT tenant_id, emission_stream FROM {EMISSION_RECEIPTS.qualified} WHERE"
+
+# Per (tenant, surface) holding any: its events, and those that arrived without emission
+# ordinals (OpenTelemetry GenAI evaluations, stored with `emission_stream = ''`), whose
+# delivery no accounting can measure.
+WITHOUT_ORDINALS = f"""
+SELECT tenant_id, surface_id, count() AS events,
+       countIf(emission_stream = '') AS without_ordinals
+FROM {EVALUATION_EVENTS.qualified} FINAL
+WHERE {{where}}
+GROUP BY tenant_id, surface_id
+HAVING without_ordinals > 0
+ORDER BY tenant_id, surface_id"""
 
 
 # One row per received (stream, seq) with the size of the gap just below it.
