@@ -84,6 +84,7 @@ class Call:
     output_tokens: int | None = 490
     duration_ns: int = 1_326_297_000
     extra: dict[str, Any] = field(default_factory=dict)
+    start_ns: int | None = None  # default: `start_ns(index)`
 
     def name(self) -> str:
         return f"{self.operation} {self.request_model or ''}".strip()
@@ -124,7 +125,7 @@ def record_calls(
     provider, memory = _tracer(resource or RESOURCE, seed)
     tracer = provider.get_tracer("opentelemetry.instrumentation.openai_v2", "2.1b0")
     for index, call in enumerate(calls):
-        start = start_ns(index)
+        start = call.start_ns if call.start_ns is not None else start_ns(index)
         end = start + call.duration_ns
         span = tracer.start_span(
             call.name(), kind=trace.SpanKind.CLIENT, attributes=call.attributes(), start_time=start

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import gzip as gzip_module
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import grpc
 import pytest
 import requests
+from click.testing import CliRunner
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceResponse as PB2ExportLogsServiceResponse,
 )
@@ -27,6 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.sdk._logs.export import LogRecordExportResult
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from holonograph.cli import cli
 from ingest.export.request import AGENT_REJECTED
 from ingest.store.clickhouse import ClickHouseStore
 from testkit.backends import fresh_store
@@ -57,6 +60,7 @@ TENANTS = [
     "globex",
     "openlit",
     "limits",
+    "drift",
 ]
 LIMITED = "limited"  # may write support-bot only
 SLOW = "slow"  # rate-limited to almost nothing
@@ -598,3 +602,66 @@ def test_a_recorded_openlit_payload_lands_by_its_contract(genai_receiver: Runnin
         ),
         ("toxicity_detection", True, 0.05, "Polite and factual."),
     ]
+
+
+# --- analyses over GenAI-only traffic -------------------------------------------------
+
+DRIFT_START = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
+
+
+def test_drift_finds_a_seeded_shift_in_genai_only_traffic(genai_receiver: RunningReceiver) -> None:
+    """48 hours of one surface's GenAI evaluations, 25 calls an hour; at hour 24 the
+    served model changes and the pass rate falls from 0.85 to 0.55: `holonograph drift`
+    finds it and attributes it to the light source; `compare` sets the two apart."""
+    tenant, rng = "drift", random.Random(3)
+    calls = []
+    for hour in range(48):
+        after = hour >= 24
+        for n in range(25):
+            at = DRIFT_START + dt.timedelta(hours=hour, minutes=2 * n)
+            passed = rng.random() < (0.55 if after else 0.85)
+            calls.append(
+                Call(
+                    [Eval("correctness", label="pass" if passed else "fail")],
+                    response_model="gpt-5-2025-10-01" if after else "gpt-5-2025-08-07",
+                    start_ns=int(at.timestamp()) * 1_000_000_000,
+                )
+            )
+    spans = record_calls(calls, seed=21)
+    for start in range(0, len(spans), MAX_REQUEST_SPANS):
+        send_spans(genai_receiver, "grpc", tenant, spans[start : start + MAX_REQUEST_SPANS])
+    assert len(events(genai_receiver.store, tenant)) == len(calls)
+
+    window = ["--since", "2026-06-01T00:00:00Z", "--until", "2026-06-03T00:00:00Z"]
+    common = ["--surface", "classify-intent", *window, "--tenant", tenant]
+    store = ["--store", genai_receiver.store.url, "--json"]
+    drift = CliRunner().invoke(cli, ["drift", *common, "--no-save", *store])
+    assert drift.exit_code == 1, drift.output
+    report = json.loads(drift.stdout)
+    (point,) = report["changePoints"]
+    assert point["source"] == "light source", point
+    assert point["window"]["from"] <= "2026-06-02T00:00:00Z" < point["window"]["to"]
+
+    compared = CliRunner().invoke(cli, ["compare", *common, *store])
+    assert compared.exit_code in (0, 1), compared.output
+    groups = {
+        g["group"]: g["dimensions"][0]["passRate"]["estimate"]
+        for g in json.loads(compared.stdout)["groups"]
+    }
+    assert set(groups) == {"openai/gpt-5-2025-08-07", "openai/gpt-5-2025-10-01"}
+    assert groups["openai/gpt-5-2025-08-07"] > 0.75 > 0.65 > groups["openai/gpt-5-2025-10-01"]
+
+    unknown = CliRunner().invoke(
+        cli,
+        [
+            "completeness",
+            "--surface",
+            "classify-intent",
+            "--tenant",
+            tenant,
+            "--store",
+            genai_receiver.store.url,
+        ],
+    )
+    assert unknown.exit_code == 0, unknown.output
+    assert "classify-intent  unknown: no emission ordinals  1200" in unknown.output
