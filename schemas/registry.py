@@ -136,10 +136,12 @@ def versions_by_id(
     wanted = sorted(set(keys))
     if not wanted:
         return {}
+    # Two arrays, not one of tuples: a parameter sent through a store's admin endpoint
+    # travels as JSON, where a tuple is a list ClickHouse will not read as a Tuple.
     rows = store.query(
-        f"SELECT {_COLUMNS} FROM {CONTRACTS.qualified} FINAL"
-        " WHERE has({keys:Array(Tuple(String, String))}, (tenant_id, version_id))",
-        {"keys": wanted},
+        f"SELECT {_COLUMNS} FROM {CONTRACTS.qualified} FINAL WHERE has(arrayZip("
+        "{tenants:Array(String)}, {versions:Array(String)}), (tenant_id, version_id))",
+        {"tenants": [t for t, _ in wanted], "versions": [v for _, v in wanted]},
     ).rows
     found = [_version(r) for r in rows]
     return {(v.tenant_id, v.version_id): v for v in found}
