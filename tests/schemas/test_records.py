@@ -378,3 +378,57 @@ def test_a_record_read_as_an_older_version_is_written_again_as_that_version() ->
         for version in (1, 2, 3):
             old = records.decode(json.dumps(_as_version(record.value, version)).encode())
             assert records.decode(records.encode(old)) == old
+
+
+def _genai_batch() -> ValidatedBatch:
+    """Holonograph spans and GenAI evaluations (events without ordinals) in one request."""
+    from tests.genai_emit import Call, Eval, genai_contract, record_calls
+    from tests.ingest.export.test_genai import book_of
+
+    spans = [
+        *record_spans([Evaluation("s0", 0, surface="summarize")], seed=1),
+        *record_calls([Call([Eval("relevance", score=4.0)]), Call([Eval("tone", label="pass")])]),
+    ]
+    batch = validate_request(export_request(spans), contracts=book_of(genai_contract()))
+    assert batch.quarantined == () and len(batch.events) == 3
+    return batch
+
+
+def test_events_without_ordinals_travel_in_version_5_records_of_no_stream() -> None:
+    batch = _genai_batch()
+    out = _packed(batch, "r1")
+    genai = [e for e in batch.events if e.emission is None]
+    assert [(r.key, r.record.schema_version) for r in out] == [
+        (b"s0", 4),  # everything else stays version 4: a sink reading 4 reads it
+        (f"default/{genai[0].event_id}".encode(), 5),
+    ]
+    record = out[1].record
+    assert isinstance(record, records.BatchRecord)
+    assert (record.stream, record.emissions, record.events) == ("", (), tuple(genai))
+    for packed in out:
+        decoded = records.decode(packed.value)
+        assert decoded == packed.record
+        assert records.encode(decoded) == packed.value
+    assert json.loads(out[1].value)["events"][0]["emission"] is None
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (lambda r: r.update(schema_version=4), "stream: empty, and a record of schema_version 4"),
+        (
+            lambda r: r["events"][0].update(emission={"stream": "s0", "seq": 1, "final": False}),
+            "a record of no stream holds only events without ordinals",
+        ),
+        (
+            lambda r: r.update(stream="s0"),
+            "record of stream 's0' holds an event without ordinals",
+        ),
+    ],
+)
+def test_a_record_of_no_stream_is_read_strictly(edit: Any, reason: str) -> None:
+    out = _packed(_genai_batch(), "r1")
+    body = json.loads(out[1].value)
+    edit(body)
+    with pytest.raises(records.RecordError, match=reason):
+        records.decode(json.dumps(body).encode())

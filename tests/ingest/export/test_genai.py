@@ -535,3 +535,23 @@ def test_the_hot_path_leaves_genai_results_to_the_reference() -> None:
     logs = logs_as_spans(CALL)
     assert fast_batch(logs, contracts=LOG_BOOK) is None
     assert validate(logs, LOG_BOOK).events
+
+
+def test_a_quarantined_log_record_replays_once_a_contract_places_it() -> None:
+    from ingest.replay import revalidate
+
+    request = logs_as_spans(CALL)
+    rejected = validate(request, book_of())
+    assert len(rejected.quarantined) == 3 and rejected.events == ()
+    assert {r.split(" (")[0] for r in reasons(rejected)} == {
+        "genai: no contract's genai mapping places this evaluation"
+    }
+    replayed = [
+        revalidate(q.span_proto, q.resource_attributes, "default", LOG_BOOK)
+        for q in rejected.quarantined
+    ]
+    events = [only_event(batch) for batch in replayed]
+    assert len({e.event_id for e in events}) == 1  # one operation: one event in the store
+    assert [d for e in events for d in e.outcome.dimensions] == list(
+        only_event(validate(request, LOG_BOOK)).outcome.dimensions
+    )
