@@ -103,6 +103,7 @@ def _tokens_file(path: Path) -> Path:
     for tenant in TENANTS:
         lines.append(f'  - {{tenant: {tenant}, token: "{token(tenant)}", agents: "*"}}')
     lines.append(f'  - {{tenant: {LIMITED}, token: "{token(LIMITED)}", agents: ["support-bot"]}}')
+    lines.append('  - {tenant: acme, token: "tok-reader", agents: "*", scopes: [read]}')
     # the tenant's operator, who registers its contracts
     lines.append(f'  - {{tenant: {LIMITED}, token: "{token(LIMITED)}-admin", agents: "*"}}')
     lines.append(
@@ -495,6 +496,19 @@ def test_logs_need_a_known_bearer_token(genai_receiver: RunningReceiver) -> None
         ):
             channel.unary_unary(LOGS_METHOD)(payload, timeout=30, metadata=metadata)
         assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED
+    # a token that may read but not write: 403 / PERMISSION_DENIED, as for traces
+    reader = {"Content-Type": "application/x-protobuf", "authorization": "Bearer tok-reader"}
+    reply = requests.post(
+        f"{genai_receiver.http_endpoint}/v1/logs", data=payload, headers=reader, timeout=30
+    )
+    assert reply.status_code == 403
+    with (
+        grpc.insecure_channel(genai_receiver.grpc_endpoint) as channel,
+        pytest.raises(grpc.RpcError) as forbidden,
+    ):
+        metadata = (("authorization", "Bearer tok-reader"),)
+        channel.unary_unary(LOGS_METHOD)(payload, timeout=30, metadata=metadata)
+    assert forbidden.value.code() is grpc.StatusCode.PERMISSION_DENIED
 
 
 def test_tenants_are_apart_and_a_token_writes_only_its_agents(
