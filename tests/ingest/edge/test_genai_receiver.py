@@ -626,7 +626,8 @@ DRIFT_START = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
 def test_drift_finds_a_seeded_shift_in_genai_only_traffic(genai_receiver: RunningReceiver) -> None:
     """48 hours of one surface's GenAI evaluations, 25 calls an hour; at hour 24 the
     served model changes and the pass rate falls from 0.85 to 0.55: `holonograph drift`
-    finds it and attributes it to the light source; `compare` sets the two apart."""
+    finds it and attributes it to the light source; `compare` sets the two apart;
+    `variance decompose` reads the first day; completeness says it cannot know."""
     tenant, rng = "drift", random.Random(3)
     calls = []
     for hour in range(48):
@@ -664,6 +665,15 @@ def test_drift_finds_a_seeded_shift_in_genai_only_traffic(genai_receiver: Runnin
     }
     assert set(groups) == {"openai/gpt-5-2025-08-07", "openai/gpt-5-2025-10-01"}
     assert groups["openai/gpt-5-2025-08-07"] > 0.75 > 0.65 > groups["openai/gpt-5-2025-10-01"]
+
+    before = ["--since", "2026-06-01T00:00:00Z", "--until", "2026-06-02T00:00:00Z"]
+    variance = CliRunner().invoke(
+        cli,
+        ["variance", "decompose", "--surface", "classify-intent", "--dimension", "correctness",
+         *before, "--tenant", tenant, *store],
+    )  # fmt: skip
+    assert variance.exit_code == 0, variance.output
+    assert json.loads(variance.stdout)["buckets"] == 24
 
     unknown = CliRunner().invoke(
         cli,
