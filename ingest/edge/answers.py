@@ -13,9 +13,6 @@ import grpc
 from google.protobuf import duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
-    ExportLogsPartialSuccess as PB2ExportLogsPartialSuccess,
-)
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceResponse as PB2ExportLogsServiceResponse,
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -44,6 +41,7 @@ from ingest.export.handler import ExportOutcome
 
 
 def response_for(outcome: ExportOutcome) -> PB2ExportTraceServiceResponse:
+    """A traces request's answer: `partial_success.rejected_spans` when some were."""
     response = PB2ExportTraceServiceResponse()
     if outcome.rejected_spans:
         response.partial_success.CopyFrom(
@@ -58,11 +56,9 @@ def logs_response_for(outcome: ExportOutcome) -> PB2ExportLogsServiceResponse:
     """A logs request's answer: `partial_success.rejected_log_records` when some were."""
     response = PB2ExportLogsServiceResponse()
     if outcome.rejected_spans:
-        response.partial_success.CopyFrom(
-            PB2ExportLogsPartialSuccess(
-                rejected_log_records=outcome.rejected_spans, error_message=outcome.error_message
-            )
-        )
+        partial = response.partial_success
+        partial.rejected_log_records = outcome.rejected_spans
+        partial.error_message = outcome.error_message
     return response
 
 

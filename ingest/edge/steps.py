@@ -33,6 +33,7 @@ from ingest.edge.admission import (
     NO_MINIMUM_RATE,
     PROTOBUF_EXPANSION,
     Admission,
+    Held,
     MinimumRate,
     ReadGate,
 )
@@ -115,14 +116,7 @@ class Edge:
     ) -> ExportOutcome:
         with self.admission.admit(len(payload), expansion) as held:
             request = parse(payload)
-            spans = span_count(request)
-            if spans > self.max_request_spans:
-                raise PayloadTooLarge(
-                    f"request of {spans} spans exceeds {self.max_request_spans} spans;"
-                    " send smaller batches"
-                )
-            held.spans(spans)
-            self.limiter.take(principal, spans)
+            self._take(principal, held, span_count(request), "spans")
             return await self.exporter.export(request, len(payload), principal)
 
     async def export_logs(
@@ -137,18 +131,22 @@ class Edge:
         their span form."""
         with self.admission.admit(len(payload), expansion) as held:
             logs = parse(payload)
-            records = record_count(logs)
-            if records > self.max_request_spans:
-                raise PayloadTooLarge(
-                    f"request of {records} log records exceeds {self.max_request_spans} log"
-                    " records; send smaller batches"
-                )
-            held.spans(records)
-            self.limiter.take(principal, records)
+            self._take(principal, held, record_count(logs), "log records")
             spans = as_spans(logs)
             del logs
             signal = Signal("logs", "log record", spans.ignored, spans.names)
             return await self.exporter.export(spans.request, len(payload), principal, signal)
+
+    def _take(self, principal: Principal, held: Held, items: int, noun: str) -> None:
+        """A parsed request's `items` (spans, log records): within the per-request limit,
+        admitted at their cost, spent from the tenant's rate."""
+        if items > self.max_request_spans:
+            raise PayloadTooLarge(
+                f"request of {items} {noun} exceeds {self.max_request_spans} {noun};"
+                " send smaller batches"
+            )
+        held.spans(items)
+        self.limiter.take(principal, items)
 
 
 @dataclass(frozen=True)

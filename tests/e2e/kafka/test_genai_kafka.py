@@ -5,15 +5,13 @@ dimension, and a rejected log record in the quarantine."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-import requests
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from ingest.store.clickhouse import ClickHouseStore
 from tests.e2e.kafka.conftest import KafkaReceiver, RunningSink
 from tests.e2e.kafka.helpers import wait_until
+from tests.e2e.kafka.test_contracts_kafka import register
 from tests.genai_emit import (
     Call,
     Eval,
@@ -40,13 +38,7 @@ CONTRACT = genai_contract(
 def test_genai_events_reach_the_store_through_kafka(
     kafka_receiver: KafkaReceiver, sink: RunningSink, store: ClickHouseStore
 ) -> None:
-    registered = requests.post(
-        f"{kafka_receiver.http_endpoint}/holonograph/contract",
-        data=json.dumps(CONTRACT),
-        headers={"Content-Type": "application/json", "x-holonograph-run-mode": "production"},
-        timeout=30,
-    )
-    assert registered.status_code == 200, registered.text
+    assert register(kafka_receiver, CONTRACT)["versionId"].startswith("cv_")
     spans = [
         *record_spans([Evaluation("strm_g", 0, surface="summarize")], seed=2),
         *record_calls([Call([Eval("relevance", score=4.0), Eval("correctness", label="pass")])]),
