@@ -105,7 +105,10 @@ class Operation:
 
     @property
     def event_id(self) -> str:
-        key = f"span\x00{self.trace_id}\x00{self.span_id}" if self.span_id else self.response_id
+        if self.span_id:
+            key = f"span\x00{self.trace_id}\x00{self.span_id}"
+        else:
+            key = f"response\x00{self.response_id}"
         return EVENT_ID_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:24]
 
     def add_source(self, span: PB2Span, attrs: dict[str, Any], resource: dict[str, Any]) -> int:
