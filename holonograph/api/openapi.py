@@ -15,6 +15,7 @@ from ingest.edge.change_api import AVAILABILITY_PATH, CHANGES_PATH
 from ingest.edge.contract_api import CONTRACT_PATH
 from ingest.edge.http_server import TRACES_PATH
 from ingest.edge.json_api import RUN_MODE_HEADER
+from ingest.edge.steps import LOGS_SIGNAL
 from schemas.changes import AvailabilityMark, ChangeEvent, ChangeRecord
 from schemas.contracts import Contract, ContractSummary
 from schemas.events import RUN_MODES
@@ -174,7 +175,7 @@ def _receiver_paths(
     bearer: list[dict[str, list[str]]],
     run_mode: dict[str, Any],
 ) -> None:
-    """The paths `ingest` serves itself: OTLP, contracts, change events."""
+    """The paths `ingest` serves itself: OTLP (traces, logs), contracts, change events."""
     paths[TRACES_PATH] = {
         "post": {
             "summary": "OTLP/HTTP traces export (protobuf or JSON). Scope: write.",
@@ -188,6 +189,22 @@ def _receiver_paths(
                 },
             },
             "responses": {"200": {"description": "ExportTraceServiceResponse"}},
+        }
+    }
+    paths[LOGS_SIGNAL.http_path] = {
+        "post": {
+            "summary": "OTLP/HTTP logs export (protobuf or JSON): OpenTelemetry GenAI"
+            " evaluation results (docs/genai.md); other log records are ignored. Scope: write.",
+            "operationId": "otlpLogs",
+            "security": bearer,
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/x-protobuf": {},
+                    "application/json": {"schema": {"type": "object"}},
+                },
+            },
+            "responses": {"200": {"description": "ExportLogsServiceResponse"}},
         }
     }
 
