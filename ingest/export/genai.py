@@ -61,10 +61,12 @@ EVENT_ID_PREFIX = "evt_g_"
 
 
 def carries_results(span: PB2Span) -> bool:
-    """Whether a span is, or carries, a GenAI evaluation result."""
-    return span.name == EVALUATION_RESULT or any(
-        event.name == EVALUATION_RESULT for event in span.events
-    )
+    """Whether a span is, or carries, a GenAI evaluation result (on the hot path, for
+    every span that is not holonograph's: most have no events at all)."""
+    if span.name == EVALUATION_RESULT:
+        return True
+    events = span.events
+    return bool(events) and any(event.name == EVALUATION_RESULT for event in events)
 
 
 def _valid_ids(trace_id: bytes, span_id: bytes) -> bool:
