@@ -18,7 +18,6 @@ from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
     OTLPLogExporter as GrpcLogExporter,
 )
-from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
 from opentelemetry.exporter.otlp.proto.http._log_exporter import (
     OTLPLogExporter as HttpLogExporter,
 )
@@ -36,7 +35,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.otel_emit import BASE_NS, SeededIds
+from tests.otel_emit import BASE_NS, SeededIds, grpc_options, http_options
 
 RESULT = "gen_ai.evaluation.result"
 RESOURCE = {
@@ -209,15 +208,7 @@ def export_logs_grpc(
     gzip: bool = False,
     headers: dict[str, str] | None = None,
 ) -> LogRecordExportResult:
-    from grpc import Compression
-
-    exporter = GrpcLogExporter(
-        endpoint=endpoint,
-        insecure=True,
-        compression=Compression.Gzip if gzip else Compression.NoCompression,
-        timeout=20,
-        headers=headers,
-    )
+    exporter = GrpcLogExporter(**grpc_options(endpoint, gzip, headers))
     try:
         return exporter.export(records)
     finally:
@@ -230,12 +221,7 @@ def export_logs_http(
     gzip: bool = False,
     headers: dict[str, str] | None = None,
 ) -> LogRecordExportResult:
-    exporter = HttpLogExporter(
-        endpoint=f"{base_url}/v1/logs",
-        compression=HttpCompression.Gzip if gzip else HttpCompression.NoCompression,
-        timeout=20,
-        headers=headers,
-    )
+    exporter = HttpLogExporter(**http_options(f"{base_url}/v1/logs", gzip, headers))
     try:
         return exporter.export(records)
     finally:

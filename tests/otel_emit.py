@@ -145,21 +145,36 @@ def record_spans(
     return list(memory.get_finished_spans())
 
 
+def grpc_options(endpoint: str, gzip: bool, headers: dict[str, str] | None) -> dict[str, Any]:
+    """What every OTLP/gRPC exporter the tests build is given (spans or logs)."""
+    from grpc import Compression
+
+    return {
+        "endpoint": endpoint,
+        "insecure": True,
+        "compression": Compression.Gzip if gzip else Compression.NoCompression,
+        "timeout": 20,
+        "headers": headers,
+    }
+
+
+def http_options(url: str, gzip: bool, headers: dict[str, str] | None) -> dict[str, Any]:
+    """What every OTLP/HTTP exporter the tests build is given (spans or logs)."""
+    return {
+        "endpoint": url,
+        "compression": HttpCompression.Gzip if gzip else HttpCompression.NoCompression,
+        "timeout": 20,
+        "headers": headers,
+    }
+
+
 def export_grpc(
     endpoint: str,
     spans: Sequence[ReadableSpan],
     gzip: bool = False,
     headers: dict[str, str] | None = None,
 ) -> SpanExportResult:
-    from grpc import Compression
-
-    exporter = GrpcSpanExporter(
-        endpoint=endpoint,
-        insecure=True,
-        compression=Compression.Gzip if gzip else Compression.NoCompression,
-        timeout=20,
-        headers=headers,
-    )
+    exporter = GrpcSpanExporter(**grpc_options(endpoint, gzip, headers))
     try:
         return exporter.export(spans)
     finally:
@@ -172,12 +187,7 @@ def export_http(
     gzip: bool = False,
     headers: dict[str, str] | None = None,
 ) -> SpanExportResult:
-    exporter = HttpSpanExporter(
-        endpoint=f"{base_url}/v1/traces",
-        compression=HttpCompression.Gzip if gzip else HttpCompression.NoCompression,
-        timeout=20,
-        headers=headers,
-    )
+    exporter = HttpSpanExporter(**http_options(f"{base_url}/v1/traces", gzip, headers))
     try:
         return exporter.export(spans)
     finally:

@@ -176,37 +176,33 @@ def _receiver_paths(
     run_mode: dict[str, Any],
 ) -> None:
     """The paths `ingest` serves itself: OTLP (traces, logs), contracts, change events."""
-    paths[TRACES_PATH] = {
-        "post": {
-            "summary": "OTLP/HTTP traces export (protobuf or JSON). Scope: write.",
-            "operationId": "otlpTraces",
-            "security": bearer,
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/x-protobuf": {},
-                    "application/json": {"schema": {"type": "object"}},
+
+    def otlp_export(summary: str, operation: str, answer: str) -> dict[str, Any]:
+        return {
+            "post": {
+                "summary": f"{summary} Scope: write.",
+                "operationId": operation,
+                "security": bearer,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/x-protobuf": {},
+                        "application/json": {"schema": {"type": "object"}},
+                    },
                 },
-            },
-            "responses": {"200": {"description": "ExportTraceServiceResponse"}},
+                "responses": {"200": {"description": answer}},
+            }
         }
-    }
-    paths[LOGS_SIGNAL.http_path] = {
-        "post": {
-            "summary": "OTLP/HTTP logs export (protobuf or JSON): OpenTelemetry GenAI"
-            " evaluation results (docs/genai.md); other log records are ignored. Scope: write.",
-            "operationId": "otlpLogs",
-            "security": bearer,
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/x-protobuf": {},
-                    "application/json": {"schema": {"type": "object"}},
-                },
-            },
-            "responses": {"200": {"description": "ExportLogsServiceResponse"}},
-        }
-    }
+
+    paths[TRACES_PATH] = otlp_export(
+        "OTLP/HTTP traces export (protobuf or JSON).", "otlpTraces", "ExportTraceServiceResponse"
+    )
+    paths[LOGS_SIGNAL.http_path] = otlp_export(
+        "OTLP/HTTP logs export (protobuf or JSON): OpenTelemetry GenAI evaluation results"
+        " (docs/genai.md); other log records are ignored.",
+        "otlpLogs",
+        "ExportLogsServiceResponse",
+    )
 
     def json_call(summary: str, operation: str, body: Any | None, answer: Any) -> dict[str, Any]:
         call: dict[str, Any] = {
