@@ -50,7 +50,9 @@ def test_genai_events_reach_the_store_through_kafka(
     def stored() -> bool:
         events = store.query("SELECT count() FROM holonograph.evaluation_events FINAL").scalar()
         rejected = store.query("SELECT count() FROM holonograph.quarantine FINAL").scalar()
-        return events == 3 and rejected == 1
+        # Receipts are written last in a commit, so they say the commit is whole.
+        receipts = store.query("SELECT count() FROM holonograph.emission_receipts").scalar()
+        return events == 3 and rejected == 1 and receipts == 1
 
     wait_until(stored, what="the sink to store the GenAI events")
     rows = store.query(
