@@ -208,6 +208,44 @@ CONFORMANCE_RESULTS = Table(
     ),
 )  # fmt: skip
 
+# --- written by the lessons pipeline (`processors.lessons`, docs/lessons.md): overrides
+# (`.overrides`), recorded clusterings (`.cluster`), the gate's records of each draft
+# (`.gate`), published artifacts (`.publish`)
+
+LESSON_OVERRIDES = Table(
+    "lesson_overrides",
+    (
+        "tenant_id", "event_id", "agent_id", "surface_id", "correlation_id", "run_mode",
+        "original_output", "corrected_output", "rationale", "tags", "source", "emission_stream",
+        "emission_seq", "content_digest", "occurred_at", "recorded_at",
+    ),
+)  # fmt: skip
+
+LESSON_CLUSTERS = Table(
+    "lesson_clusters",
+    (
+        "tenant_id", "cluster_id", "surface_id", "window_start", "window_end", "member_ids",
+        "payload", "computed_at",
+    ),
+)  # fmt: skip
+
+LESSON_DRAFTS = Table(
+    "lesson_drafts",
+    (
+        "tenant_id", "draft_id", "seq", "action", "kind", "surface_id", "cluster_id", "actor",
+        "comment", "draft", "draft_digest", "recorded_at",
+    ),
+)  # fmt: skip
+
+LESSON_ARTIFACTS = Table(
+    "lesson_artifacts",
+    (
+        "tenant_id", "artifact_id", "version", "kind", "surface_id", "draft_id", "cluster_id",
+        "approver_id", "content", "content_digest", "supersedes", "links", "fixture_record_id",
+        "published_at",
+    ),
+)  # fmt: skip
+
 # --- change events (docs/changes.md): governance rows derived by the store's own
 # materialized views (migration 0008), operator rows by `schemas.changelog`, their one
 # Python writer
@@ -227,6 +265,7 @@ CHANGES_FROM_CONTRACTS = Table("change_events_from_contracts")
 CHANGES_FROM_FIXTURES = Table("change_events_from_fixtures")
 CHANGES_FROM_VARIANCE = Table("change_events_from_variance")
 CHANGES_FROM_SCANS = Table("change_events_from_scans")
+CHANGES_FROM_LESSONS = Table("change_events_from_lessons")
 CONTRACT_TEXTS = Table("contract_texts")
 
 # --- written by the scheduler (`holonograph.schedule.records`, their one writer): the

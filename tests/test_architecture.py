@@ -155,6 +155,14 @@ JOB_MODULES = (
     "processors.variance.decompose",
     "processors.variance.evaluate",
     "processors.variance.lifecycle",
+    "processors.lessons.overrides",
+    "processors.lessons.listing",
+    "processors.lessons.cluster",
+    "processors.lessons.draft",
+    "processors.lessons.approve",
+    "processors.lessons.reject",
+    "processors.lessons.publish",
+    "processors.lessons.rerun",
 )
 # Job packages not converted yet (their follow-up converts them): this set only shrinks.
 NOT_CONVERTED = frozenset({"report"})
