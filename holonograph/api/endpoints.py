@@ -18,6 +18,13 @@ from processors.conformance import approve, check, derive
 from processors.drift import job as drift
 from processors.events import job as events
 from processors.jobs import Job
+from processors.lessons import approve as lesson_approve
+from processors.lessons import cluster as lesson_cluster
+from processors.lessons import draft as lesson_draft
+from processors.lessons import overrides as lesson_overrides
+from processors.lessons import publish as lesson_publish
+from processors.lessons import reject as lesson_reject
+from processors.lessons import rerun as fixture_rerun
 from processors.quarantine import job as quarantine
 from processors.topology import bootstrap, inventory, scan
 from processors.variance import decompose, evaluate, lifecycle
@@ -36,6 +43,7 @@ class Endpoint:
     cli: str
     persist_scope: Scope | None = None
     method: str = "POST"
+    agent_field: str | None = None  # the Request field naming an agent the token must own
 
 
 ENDPOINTS: tuple[Endpoint, ...] = (
@@ -149,6 +157,61 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         " ch. 14).",
         "holonograph variance lifecycle",
     ),
+    # The lessons pipeline (Guide ch. 12, docs/lessons.md).
+    Endpoint(
+        "/hil/override",
+        lesson_overrides.JOB,
+        "write",
+        "Record a human override of one call; its eventId is the idempotency key.",
+        "holonograph lessons override",
+        agent_field="agent_id",
+    ),
+    Endpoint(
+        "/lessons/cluster",
+        lesson_cluster.JOB,
+        "read",
+        "Cluster a surface's overrides: clusters[] with stable ids and reasons, eventCount;"
+        " `record` stores them and needs the govern scope.",
+        "holonograph lessons cluster",
+        persist_scope="govern",
+    ),
+    Endpoint(
+        "/lessons/draft",
+        lesson_draft.JOB,
+        "govern",
+        "Draft a skill, lesson, fixture or code-change recommendation for a cluster; it"
+        " waits at the gate.",
+        "holonograph lessons draft",
+    ),
+    Endpoint(
+        "/hil/approve",
+        lesson_approve.JOB,
+        "govern",
+        "A named approver lets a draft through the gate: status and history[].",
+        "holonograph lessons approve",
+    ),
+    Endpoint(
+        "/hil/reject",
+        lesson_reject.JOB,
+        "govern",
+        "A named approver rejects a draft, with a comment (required): status and history[].",
+        "holonograph lessons reject",
+    ),
+    Endpoint(
+        "/lessons/publish",
+        lesson_publish.JOB,
+        "govern",
+        "Publish an approved draft: a versioned artifact, what it superseded, and the change"
+        " event drift readings name.",
+        "holonograph lessons publish",
+    ),
+    Endpoint(
+        "/fixtures/rerun",
+        fixture_rerun.JOB,
+        "read",
+        "Re-run a live fixture over its surface's stored events: actual beside expected[].",
+        "holonograph fixtures rerun",
+    ),
 )
 
 
@@ -166,11 +229,4 @@ NOT_SERVED: tuple[NotServed, ...] = (
     NotServed("POST", "/holonograph/report", "holonograph report"),
     NotServed("POST", "/lens/events", "an OTLP exporter to /v1/traces (docs/receiver-edge.md)"),
     NotServed("POST", "/holonograph/messages", ""),
-    NotServed("POST", "/hil/override", ""),
-    NotServed("POST", "/hil/approve", ""),
-    NotServed("POST", "/hil/reject", ""),
-    NotServed("POST", "/lessons/cluster", ""),
-    NotServed("POST", "/lessons/draft", ""),
-    NotServed("POST", "/lessons/publish", ""),
-    NotServed("POST", "/fixtures/rerun", ""),
 )

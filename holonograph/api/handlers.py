@@ -25,7 +25,14 @@ from pydantic import ValidationError
 
 from holonograph.api.endpoints import Endpoint, NotServed
 from holonograph.runner import execute
-from ingest.edge.json_api import ApiError, ClientGone, JsonApi, read_json, require_scope
+from ingest.edge.json_api import (
+    ApiError,
+    ClientGone,
+    JsonApi,
+    read_json,
+    require_agent,
+    require_scope,
+)
 from ingest.export.principal import Principal
 from ingest.service.routes import ApiContext
 from ingest.service.workers import Sessions, WorkersBusy
@@ -130,6 +137,8 @@ class JobApi(JsonApi):
         else:
             body = await read_json(request, MAX_BODY_BYTES, "a request")
         job_request = _request_of(job, body).for_tenant(principal.tenant_id)
+        if endpoint.agent_field is not None:
+            require_agent(principal, getattr(job_request, endpoint.agent_field))
         if job_request.persists() and endpoint.persist_scope is not None:
             require_scope(principal, endpoint.persist_scope)
         sessions = self._workers.sessions
