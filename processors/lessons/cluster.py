@@ -9,7 +9,7 @@ Deterministic and explainable, with no model (docs/lessons.md, Clustering):
 2. **Text.** Within a key, overrides are split by the similarity of their text: the
    rationale's words and the words the correction added (`+word`) or removed
    (`-word`), weighted by TF-IDF over the run's overrides, compared by cosine, grouped
-   by average linkage and cut at `threshold` (default 0.25: a cluster's members are on
+   by average linkage and cut at `threshold` (default 0.2: a cluster's members are on
    average at least that similar to each other).
 
 A cluster's id is a function of its members (`cl_` + a digest of the sorted override
@@ -41,7 +41,7 @@ from schemas.store import Store
 from schemas.tables import EVALUATION_DIMENSIONS, LESSON_CLUSTERS
 from schemas.times import Clock, UtcTime, from_store_time
 
-DEFAULT_THRESHOLD = 0.25
+DEFAULT_THRESHOLD = 0.2
 # Pairwise similarity is quadratic: one run clusters at most this many overrides
 # (about 36 MB of distances); a longer window is refused with the count, not truncated.
 MAX_OVERRIDES = 3000
@@ -110,7 +110,9 @@ class Item:
 
 
 def words(text: str) -> list[str]:
-    return [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+    """Lower-case words of two or more characters, without stopwords and numbers (ids,
+    amounts: what differs in every instance of a pattern)."""
+    return [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS and not w.isdigit()]
 
 
 def _output_words(value: Any) -> set[str]:
@@ -128,16 +130,19 @@ def terms(item: Item) -> list[str]:
 
 
 def tfidf(documents: Sequence[list[str]]) -> tuple[np.ndarray, list[str]]:
-    """L2-normalised TF-IDF rows (sublinear tf, smoothed idf) and the vocabulary."""
-    vocabulary = sorted({t for d in documents for t in d})
-    index = {t: i for i, t in enumerate(vocabulary)}
-    matrix = np.zeros((len(documents), len(vocabulary)))
+    """L2-normalised TF-IDF rows (sublinear tf, smoothed idf) and the vocabulary. A term
+    of one document only links nothing but would dilute that document's weight: left
+    out."""
     frequency = Counter(t for d in documents for t in set(d))
     n = len(documents)
+    vocabulary = sorted(t for t, df in frequency.items() if df > 1 or n == 1)
+    index = {t: i for i, t in enumerate(vocabulary)}
+    matrix = np.zeros((len(documents), len(vocabulary)))
     idf = np.array([math.log((1 + n) / (1 + frequency[t])) + 1 for t in vocabulary])
     for row, document in enumerate(documents):
         for term, count in Counter(document).items():
-            matrix[row, index[term]] = 1 + math.log(count)
+            if term in index:
+                matrix[row, index[term]] = 1 + math.log(count)
     matrix *= idf
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
