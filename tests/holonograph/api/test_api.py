@@ -116,17 +116,25 @@ class Served:
 @contextlib.contextmanager
 def live_serve(root: Path, data_dir: Path) -> Iterator[Served]:
     """`serve` over `data_dir` with TLS (a private CA) and the four tokens above."""
-    ca = CertificateAuthority()
-    ca.issue("receiver").write(root / "server.pem", root / "server.key")
-    (root / "ca.pem").write_bytes(ca.cert_pem)
-    tokens = root / "tokens.yaml"
-    tokens.write_text(
+    tokens = (
         "tokens:\n"
         + _entry("acme-sdk", "acme", SDK)
         + _entry("acme-reader", "acme", READER, "[read]")
         + _entry("acme-ops", "acme", OPS, "[read, govern]")
         + _entry("globex", "globex", GLOBEX, "[write, read, govern]")
     )
+    with serve_with_tokens(root, data_dir, tokens) as live:
+        yield live
+
+
+@contextlib.contextmanager
+def serve_with_tokens(root: Path, data_dir: Path, tokens_yaml: str) -> Iterator[Served]:
+    """`serve` over `data_dir` with TLS (a private CA) and the tokens file `tokens_yaml`."""
+    ca = CertificateAuthority()
+    ca.issue("receiver").write(root / "server.pem", root / "server.key")
+    (root / "ca.pem").write_bytes(ca.cert_pem)
+    tokens = root / "tokens.yaml"
+    tokens.write_text(tokens_yaml)
     tokens.chmod(0o600)
     with pytest.MonkeyPatch.context() as env:
         # One refresh of the completeness tables at start, none while the test compares.

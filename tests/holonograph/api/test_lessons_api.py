@@ -8,20 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
-from click.testing import CliRunner
 
-from holonograph.cli import cli
 from testkit.backends import migrated_store
-from tests.holonograph.cli.test_serve import ServeProcess
-from tests.ingest.certs import CertificateAuthority
+from tests.holonograph.api.test_api import Served, serve_with_tokens
 from tests.processors.lessons.support import AGENT, SURFACE, insert_calls, override_body
 
 pytestmark = [pytest.mark.e2e, pytest.mark.clickhouse]
@@ -42,31 +37,14 @@ def _entry(name: str, tenant: str, token: str, agents: str, scopes: str) -> str:
     )
 
 
-class Served:
-    def __init__(self, data_dir: Path, url: str, ca_file: Path) -> None:
-        self.data_dir, self.url, self.ca_file = data_dir, url, ca_file
+def post(served: Served, path: str, body: Any, token: str = OPS) -> requests.Response:
+    return served.call(path, body, token)
 
-    def call(self, path: str, body: Any, token: str = OPS) -> requests.Response:
-        headers = {
-            "Content-Type": "application/json",
-            "Authorization": f"Bearer {token}",
-            "x-holonograph-run-mode": "production",
-        }
-        return requests.post(
-            self.url + path, data=json.dumps(body), headers=headers, verify=str(self.ca_file),
-            timeout=60,
-        )  # fmt: skip
 
-    def ok(self, path: str, body: Any, token: str = OPS) -> Any:
-        reply = self.call(path, body, token)
-        assert reply.status_code == 200, reply.text
-        return reply.json()
-
-    def cli(self, *args: str) -> Any:
-        where = ["--data-dir", str(self.data_dir), "--tenant", "acme", "--json"]
-        result = CliRunner().invoke(cli, [*args, *where])
-        assert result.exit_code in (0, 1), result.output
-        return json.loads(result.stdout)
+def ok(served: Served, path: str, body: Any, token: str = OPS) -> Any:
+    reply = post(served, path, body, token)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
 
 
 @contextlib.contextmanager
@@ -75,15 +53,14 @@ def live_serve(root: Path) -> Iterator[Served]:
     with migrated_store(data_dir) as store:
         calls = [(f"evt_{n:03d}", f"corr_{n:03d}", {"tool_use": False}, {"tool_invocations": []})
                  for n in range(4)]  # fmt: skip
-        calls.append(
-            ("evt_seed", "corr_seed", {"tool_use": True}, {"tool_invocations": ["refund_lookup"]})
+        seed = (
+            "evt_seed",
+            "corr_seed",
+            {"tool_use": True},
+            {"tool_invocations": ["refund_lookup"]},
         )
-        insert_calls(store, calls, tenant="acme")
-    ca = CertificateAuthority()
-    ca.issue("receiver").write(root / "server.pem", root / "server.key")
-    (root / "ca.pem").write_bytes(ca.cert_pem)
-    tokens = root / "tokens.yaml"
-    tokens.write_text(
+        insert_calls(store, [*calls, seed], tenant="acme")
+    tokens = (
         "tokens:\n"
         + _entry("acme-sdk", "acme", SDK, f"[{AGENT}]", "[write]")
         + _entry("acme-other", "acme", OTHER, "[other-agent]", "[write]")
@@ -91,20 +68,8 @@ def live_serve(root: Path) -> Iterator[Served]:
         + _entry("acme-ops", "acme", OPS, '"*"', "[read, govern]")
         + _entry("globex", "globex", GLOBEX, '"*"', "[write, read, govern]")
     )
-    tokens.chmod(0o600)
-    server = ServeProcess(
-        data_dir,
-        "--tls-cert-file", str(root / "server.pem"), "--tls-key-file", str(root / "server.key"),
-        "--auth-tokens-file", str(tokens),
-    )  # fmt: skip
-    try:
-        line = next(line for line in server.lines if line.startswith("OTLP/HTTP"))
-        match = re.search(r"(https://127\.0\.0\.1:\d+)/v1/traces", line)
-        assert match, server.lines
-        yield Served(data_dir, match[1], root / "ca.pem")
-    finally:
-        code, stderr = server.stop()
-        assert code == 0, stderr
+    with serve_with_tokens(root, data_dir, tokens) as live:
+        yield live
 
 
 @pytest.fixture(scope="module")
@@ -122,25 +87,25 @@ def _envelope(reply: requests.Response) -> tuple[int, str]:
 def test_the_loop_over_http(served: Served) -> None:
     # Overrides: the SDK's token owns the agent; another agent's token is refused.
     for n in range(4):
-        first = served.ok("/hil/override", override_body(n), SDK)
+        first = ok(served, "/hil/override", override_body(n), SDK)
         assert first["created"] and first["eventId"].startswith("ovr_")
-    resent = served.ok("/hil/override", override_body(0), SDK)
+    resent = ok(served, "/hil/override", override_body(0), SDK)
     assert not resent["created"]
-    assert _envelope(served.call("/hil/override", override_body(5), OTHER)) == (
+    assert _envelope(post(served, "/hil/override", override_body(5), OTHER)) == (
         403, "agent_not_allowed",
     )  # fmt: skip
-    bad = served.call("/hil/override", override_body(6, tags="no", surfaceId="a b"), SDK)
+    bad = post(served, "/hil/override", override_body(6, tags="no", surfaceId="a b"), SDK)
     assert _envelope(bad) == (400, "invalid_request")
     assert {p.split(":")[0] for p in bad.json()["details"]["problems"]} == {"surfaceId", "tags"}
-    conflict = served.call(
-        "/hil/override", override_body(0, eventId=first["eventId"], rationale="other"), SDK
+    conflict = post(
+        served, "/hil/override", override_body(0, eventId=first["eventId"], rationale="other"), SDK
     )
     assert _envelope(conflict) == (409, "event_id_conflict")
-    assert _envelope(served.call("/hil/override", override_body(7), READER)) == (
+    assert _envelope(post(served, "/hil/override", override_body(7), READER)) == (
         403, "insufficient_scope",
     )  # fmt: skip
     # Clusters: the CLI's --json for the same request; recording needs govern.
-    clustered = served.ok("/lessons/cluster", WINDOW, READER)
+    clustered = ok(served, "/lessons/cluster", WINDOW, READER)
     assert clustered["eventCount"] == 4 and len(clustered["clusters"]) == 1
     flags = [
         "--surface",
@@ -151,42 +116,42 @@ def test_the_loop_over_http(served: Served) -> None:
         "2026-07-02T00:00:00Z",
     ]
     assert served.cli("lessons", "cluster", *flags) == clustered
-    refused = served.call("/lessons/cluster", {**WINDOW, "record": True}, READER)
+    refused = post(served, "/lessons/cluster", {**WINDOW, "record": True}, READER)
     assert _envelope(refused) == (403, "insufficient_scope")
-    recorded = served.ok("/lessons/cluster", {**WINDOW, "record": True})
+    recorded = ok(served, "/lessons/cluster", {**WINDOW, "record": True})
     (cluster,) = recorded["clusters"]
     assert cluster["clusterId"] == clustered["clusters"][0]["clusterId"]
     # A fixture draft from the Guide's inline cluster document, passing on its seed.
     body = {"kind": "fixture", "cluster": cluster, "seedEventId": "evt_seed"}
-    drafted = served.ok("/lessons/draft", body)
+    drafted = ok(served, "/lessons/draft", body)
     assert drafted["enqueued"] and drafted["draft"]["content"]["seedCheck"]["verdict"] == "pass"
     draft_id = drafted["draftId"]
-    by_id = served.ok("/lessons/draft", {"kind": "fixture", "clusterId": cluster["clusterId"],
+    by_id = ok(served, "/lessons/draft", {"kind": "fixture", "clusterId": cluster["clusterId"],
                                          "seedEventId": "evt_seed"})  # fmt: skip
     assert by_id["draftId"] == draft_id and not by_id["created"]
     # The gate.
-    early = served.call("/lessons/publish", {"draftId": draft_id})
+    early = post(served, "/lessons/publish", {"draftId": draft_id})
     assert _envelope(early) == (409, "not_approved")
-    no_comment = served.call("/hil/reject", {"draftId": draft_id, "approverId": "brian"})
+    no_comment = post(served, "/hil/reject", {"draftId": draft_id, "approverId": "brian"})
     assert _envelope(no_comment) == (400, "invalid_request")
-    writer = served.call("/hil/approve", {"draftId": draft_id, "approverId": "x"}, SDK)
+    writer = post(served, "/hil/approve", {"draftId": draft_id, "approverId": "x"}, SDK)
     assert _envelope(writer) == (403, "insufficient_scope")
     assert _envelope(
-        served.call("/hil/approve", {"draftId": draft_id, "approverId": "mallory"}, GLOBEX)
+        post(served, "/hil/approve", {"draftId": draft_id, "approverId": "mallory"}, GLOBEX)
     ) == (404, "draft_not_found")
-    approved = served.ok("/hil/approve", {"draftId": draft_id, "approverId": "brian"})
+    approved = ok(served, "/hil/approve", {"draftId": draft_id, "approverId": "brian"})
     assert approved["status"] == "approved"
     assert [h["action"] for h in approved["history"]] == ["drafted", "approved"]
-    published = served.ok("/lessons/publish", {"draftId": draft_id})
+    published = ok(served, "/lessons/publish", {"draftId": draft_id})
     fixture_id = published["artifact"]["artifactId"]
     assert published["changeEvent"]["kind"] == "fixture"
     assert published["changeEvent"]["actor"] == "brian"
     # The published fixture is live: it re-runs over the surface's events.
     days = {"since": WINDOW["since"], "until": WINDOW["until"]}
-    rerun = served.call("/fixtures/rerun", {"fixtureId": fixture_id, **days}, READER)
+    rerun = post(served, "/fixtures/rerun", {"fixtureId": fixture_id, **days}, READER)
     assert rerun.status_code == 200 and rerun.headers["x-holonograph-finding"] == "true"
     assert rerun.json()["expected"] == [{"kind": "tool-invoked", "tool": "refund_lookup"}]
     assert rerun.json()["actual"]["counts"]["fail"] == 4
     assert rerun.json()["actual"]["counts"]["pass"] == 1
-    elsewhere = served.call("/fixtures/rerun", {"fixtureId": fixture_id, **days}, GLOBEX)
+    elsewhere = post(served, "/fixtures/rerun", {"fixtureId": fixture_id, **days}, GLOBEX)
     assert _envelope(elsewhere) == (404, "fixture_not_found")
