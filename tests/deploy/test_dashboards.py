@@ -35,6 +35,7 @@ from schemas.tables import (
 )
 from testkit import multiplex
 from testkit.multiplex import BETTER, PRIMARY, MultiplexSpec
+from tests.processors.lessons.support import seed_lessons
 
 ROOT = Path(__file__).resolve().parents[2]
 PROVISIONING = ROOT / "deploy" / "grafana" / "provisioning"
@@ -52,6 +53,7 @@ CHANGE_AT = dt.datetime(2026, 6, 1, 3, tzinfo=dt.UTC)
 DEPLOY_AT = dt.datetime(2026, 6, 1, 2, 30, tzinfo=dt.UTC)
 OUTAGE = (dt.datetime(2026, 6, 1, 8, tzinfo=dt.UTC), dt.datetime(2026, 6, 1, 9, tzinfo=dt.UTC))
 RETRIED = f"{SPEC.surface_id}/{BETTER}"
+LESSONS_SURFACE = "refund-desk"  # its own surface: its published lesson annotates no other
 
 
 # --- the plugin's expansion, mirrored (frontend: $__conditionalAll, then Grafana's
@@ -215,6 +217,7 @@ def test_provisioning_matches_the_compose_mounts_and_the_data_source() -> None:
     assert grafana["image"].startswith("grafana/grafana:11.3")
     assert set(DASHBOARDS) == {
         "evaluations", "completeness", "drift-variance", "vendors", "ingest-contracts",
+        "lessons",
     }  # fmt: skip
     uids = [b["uid"] for b in DASHBOARDS.values()]
     assert len(set(uids)) == len(uids)
@@ -254,6 +257,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         apply_migrations(store)
         truth = multiplex.seed(store, SPEC, 7)
         _seed_analyses(store)
+        lessons = seed_lessons(store, SINCE + dt.timedelta(hours=1), LESSONS_SURFACE)
         recompute_completeness(store, UNTIL)
         report = compare(
             store,
@@ -266,7 +270,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         store.close()
     reader = open_reader(url)
     try:
-        yield {"reader": reader, "truth": truth, "compare": report, "completeness": completeness}
+        yield {"reader": reader, "truth": truth, "compare": report, "completeness": completeness,
+               "lessons": lessons}  # fmt: skip
     finally:
         reader.close()
 
@@ -512,6 +517,21 @@ def test_completeness_drift_and_ingest_panels_show_the_seeded_facts(
     assert [(r["stream"], r["retries"]) for r in retries] == [(RETRIED, 1)]
     verdict_counts = _run(seeded, "ingest-contracts", "Conformance verdicts over time")
     assert {r["series"]: r["checks"] for r in verdict_counts} == {"pass": 2, "fail": 1}
+
+
+@pytest.mark.clickhouse
+def test_the_lessons_panels_show_the_seeded_pipeline(seeded: dict[str, Any]) -> None:
+    lessons = seeded["lessons"]
+    per_surface = _run(seeded, "lessons", "Overrides per surface")
+    assert sum(r["overrides"] for r in per_surface) == 5
+    assert {r["series"] for r in per_surface} == {LESSONS_SURFACE}
+    assert [r["cluster_id"] for r in _run(seeded, "lessons", "Open clusters")] == [lessons["open"]]
+    gate = _run(seeded, "lessons", "Drafts at the gate")
+    assert [(r["draft_id"], r["status"]) for r in gate] == [(lessons["waiting"], "drafted")]
+    published = _run(seeded, "lessons", "Published artifacts")
+    assert [(r["artifact_id"], r["version"], r["approver_id"]) for r in published] == [
+        (lessons["published"], 1, "brian")
+    ]
 
 
 @pytest.mark.clickhouse

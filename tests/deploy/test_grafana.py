@@ -2,7 +2,7 @@
 backend): Grafana of the compose file's image, environment and provisioning mount, and
 a ClickHouse server with compose's users (the read-only `holonograph_reader` the data
 source logs in as), both on one Docker network where the server is `clickhouse`, the
-host the data source file names. Through Grafana's HTTP API: healthy, exactly the five
+host the data source file names. Through Grafana's HTTP API: healthy, exactly the six
 dashboards, each loaded without a provisioning error, the data source's health check
 OK, and on a seeded store the Evaluations panels' own queries answer through the
 plugin with the rows the same SQL returns on the server.
@@ -179,9 +179,9 @@ def test_grafana_is_healthy(grafana: Grafana) -> None:
     assert health["version"] == version, health
 
 
-def test_exactly_the_five_dashboards_are_provisioned(grafana: Grafana) -> None:
+def test_exactly_the_six_dashboards_are_provisioned(grafana: Grafana) -> None:
     expected = {(b["uid"], b["title"]) for b in DASHBOARDS.values()}
-    assert len(expected) == 5
+    assert len(expected) == 6
     deadline = time.monotonic() + PROVISIONED_SECONDS
     while True:
         found = {(d["uid"], d["title"]) for d in grafana.get("/api/search?type=dash-db")}

@@ -53,9 +53,14 @@ class Clock:
         return self.now
 
 
-def call(store: Store, job: Job[Any, Any], body: Mapping[str, Any], clock: Clock) -> Any:
-    """Run a job as the HTTP API does: the body by its camelCase names."""
+def call(
+    store: Store, job: Job[Any, Any], body: Mapping[str, Any], clock: Clock,
+    tenant: str | None = None,
+) -> Any:  # fmt: skip
+    """Run a job as the HTTP API does: the body by its camelCase names (for `tenant`, else
+    the store's only one)."""
     request = job.request.model_validate(dict(body), by_alias=True, by_name=False)
+    request = request.for_tenant(tenant)
     stores = OneStore(store)
     return execute(job, scope(job, request, stores), stores, clock)
 
@@ -101,3 +106,33 @@ def override_body(n: int, **changes: Any) -> dict[str, Any]:
     }
     body.update(changes)
     return body
+
+
+def seed_lessons(store: Store, at: dt.datetime, surface: str = SURFACE) -> dict[str, Any]:
+    """Through the jobs, from `at`: five overrides in two clusters (recorded), a lesson of
+    the larger one approved and published, a skill of the other waiting at the gate."""
+    from processors.lessons import approve, cluster, draft, overrides, publish
+
+    clock = Clock(at)
+    for n in range(5):
+        tags = ["fix_tier=prompt"] if n < 3 else ["fix_tier=retrieval"]
+        when = (at + dt.timedelta(minutes=n)).isoformat()
+        body = override_body(n, surfaceId=surface, tags=tags, at=when)
+        call(store, overrides.JOB, body, clock, "default")
+    window = {"surfaceId": surface, "since": at.isoformat(),
+              "until": (at + dt.timedelta(hours=1)).isoformat(), "record": True}  # fmt: skip
+    big, small = call(store, cluster.JOB, window, clock, "default").clusters
+    lesson = call(
+        store, draft.JOB, {"kind": "lesson", "clusterId": big.cluster_id}, clock, "default"
+    )
+    draft_id = lesson.to_json()["draftId"]
+    call(store, approve.JOB, {"draftId": draft_id, "approverId": "brian"}, clock, "default")
+    published = call(store, publish.JOB, {"draftId": draft_id}, clock, "default").to_json()
+    waiting = call(
+        store, draft.JOB, {"kind": "skill", "clusterId": small.cluster_id}, clock, "default"
+    )
+    return {
+        "published": published["artifact"]["artifactId"],
+        "open": small.cluster_id,
+        "waiting": waiting.to_json()["draftId"],
+    }
