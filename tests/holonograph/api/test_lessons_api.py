@@ -116,6 +116,8 @@ def test_the_loop_over_http(served: Served) -> None:
         "2026-07-02T00:00:00Z",
     ]
     assert served.cli("lessons", "cluster", *flags) == clustered
+    other_tenant = ok(served, "/lessons/cluster", WINDOW, GLOBEX)
+    assert (other_tenant["eventCount"], other_tenant["clusters"]) == (0, [])
     refused = post(served, "/lessons/cluster", {**WINDOW, "record": True}, READER)
     assert _envelope(refused) == (403, "insufficient_scope")
     recorded = ok(served, "/lessons/cluster", {**WINDOW, "record": True})
