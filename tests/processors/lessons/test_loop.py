@@ -224,7 +224,9 @@ def test_the_gate_refuses_a_reject_without_comment_and_a_rejected_draft_stays_un
     assert _count(store, LESSON_ARTIFACTS.qualified) == 0
 
 
-def test_a_lesson_from_the_same_cluster_replaces_its_predecessor(store: Store) -> None:
+def test_a_successor_lesson_merges_or_replaces_its_predecessor_as_its_next_version(
+    store: Store,
+) -> None:
     clock = Clock()
     refund = _seeded(store, clock)["clusters"][0]
     first_draft = call(
@@ -249,6 +251,15 @@ def test_a_lesson_from_the_same_cluster_replaces_its_predecessor(store: Store) -
     again = call(store, publish.JOB, {"draftId": second_draft["draftId"]}, clock).to_json()
     assert not again["created"] and again["artifact"]["version"] == 2
     assert again["changeEvent"]["changeId"] == second["changeEvent"]["changeId"]
+    # A lesson of the same cluster (the same clusterId, re-drafted) replaces it.
+    same = {**grown, "memberIds": [*grown["memberIds"], "ovr_newer"]}
+    third_draft = call(store, draft.JOB, {"kind": "lesson", "cluster": same}, clock).to_json()
+    call(store, approve.JOB, {"draftId": third_draft["draftId"], "approverId": "ana"}, clock)
+    body = {"draftId": third_draft["draftId"], "candidateExistingLessonIds": [artifact_id]}
+    third = call(store, publish.JOB, body, clock).to_json()
+    assert (third["artifact"]["artifactId"], third["artifact"]["version"]) == (artifact_id, 3)
+    assert third["superseded"] == [{"artifactId": artifact_id, "version": 2, "mode": "replaced"}]
+    assert third["changeEvent"]["artifactVersion"] == "3"
 
 
 def test_a_window_too_long_or_empty_is_refused(store: Store) -> None:
