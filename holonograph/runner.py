@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 from processors.jobs import NO_STORE, Job, JobRequest, Report
+from processors.names import require_known
 from processors.tenants import resolve_tenant
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
@@ -58,10 +59,13 @@ def execute(
 ) -> ReportT:
     """The job's report for a scoped `request`: `run` on a read-only connection that
     sees only the request's tenant, then `persist` on a writing one if it `persists()`.
+    A name the request's `named_fields` give that the tenant never had events for is
+    `processors.names.UnknownName` before anything runs or is stored.
     A job that uses no store opens none."""
     if not job.uses_store:
         return job.run(NO_STORE, request, clock)
     with stores.reading(request.tenant) as store:
+        require_known(store, request.tenant, request.named())  # never a silent zero
         report = job.run(store, request, clock)
     if request.persists():
         with stores.writing() as store:

@@ -22,9 +22,9 @@ fix: CLI exit 2, HTTP 4xx), never a bare ValueError.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -56,6 +56,15 @@ class JobRequest(BaseModel):
     )
 
     tenant: SkipJsonSchema[str | None] = Field(default=None, exclude=True)
+
+    # Fields that name a surface, dimension, agent or stream the tenant must have had
+    # events for (`processors.names`): the runner refuses an unknown one before `run`.
+    named_fields: ClassVar[Mapping[str, str]] = {}
+
+    def named(self) -> dict[str, str | None]:
+        """What this request names, by kind (`processors.names.Vocabulary`); an empty
+        value names nothing."""
+        return {kind: getattr(self, name) or None for name, kind in self.named_fields.items()}
 
     def persists(self) -> bool:
         """Whether the runner calls `persist` (and opens a writing store) for it."""

@@ -10,11 +10,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-StreamState = Literal["open", "closed-complete", "closed-lossy", "dead"]
+# all-quarantined: closed with nothing missing, but every evaluation on it was rejected.
+StreamState = Literal["open", "closed-complete", "closed-lossy", "dead", "all-quarantined"]
 Bucket = Literal["minute", "hour", "day"]
 Scope = Literal["stream", "surface"]
 
-STREAM_STATES: tuple[StreamState, ...] = ("open", "closed-complete", "closed-lossy", "dead")
+STREAM_STATES: tuple[StreamState, ...] = (
+    "open", "closed-complete", "closed-lossy", "dead", "all-quarantined",
+)  # fmt: skip
 BUCKETS: tuple[Bucket, ...] = ("minute", "hour", "day")
 
 

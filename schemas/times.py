@@ -64,6 +64,31 @@ def parse_utc(text: str) -> dt.datetime:
     return parsed.astimezone(dt.UTC)
 
 
+_RELATIVE = re.compile(r"^(?:now\s*-\s*)?(\d+(?:\.\d+)?)\s*(s|m|h|d|w)$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+
+
+def parse_moment(text: str, now: dt.datetime) -> dt.datetime:
+    """A time as a person types it on a flag: `now`, a span before now (`24h`, `7d`,
+    `90m`, `30s`, `2w`, or Grafana's `now-24h`), or what `parse_utc` takes. Relative
+    spellings are `now` minus the span, so `--since 24h --until now` is the same window
+    as the two absolute times those name."""
+    value = text.strip().lower()
+    if value == "now":
+        return from_store_time(now)
+    matched = _RELATIVE.match(value)
+    if matched is None:
+        try:
+            return parse_utc(text)
+        except ValueError:
+            raise ValueError(
+                f"{text!r} is neither an RFC 3339 time (2026-06-01T00:00:00Z), a date"
+                " (2026-06-01), now, nor a span before now (24h, 7d, 90m)"
+            ) from None
+    amount, unit = float(matched.group(1)), matched.group(2)
+    return from_store_time(now) - dt.timedelta(seconds=amount * _UNIT_SECONDS[unit])
+
+
 def _utc(value: Any) -> Any:
     if isinstance(value, str):
         return parse_utc(value)

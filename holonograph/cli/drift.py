@@ -21,6 +21,7 @@ from holonograph.cli.options import (
 from holonograph.cli.tenants import tenant_option
 from processors.drift.job import JOB, Request
 from schemas.analysis import Bucket, DriftReport
+from schemas.times import rfc3339
 
 
 @click.command("drift")
@@ -113,6 +114,9 @@ def drift_command(
 
 
 def _headline(report: DriftReport) -> str:
+    if report.event_count == 0:  # a known surface, quiet in this window: say so
+        window = f"[{rfc3339(report.since)}, {rfc3339(report.until)})"
+        return f"surface {report.surface_id}: no events in {window}, run {report.run_id}"
     tested = [d for d in report.dimensions if d.tested]
     if report.dimensions and not tested:
         found = "series too short to test for change points"

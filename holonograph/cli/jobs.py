@@ -34,11 +34,11 @@ from pydantic import ValidationError
 from pydantic_core import PydanticUndefined
 
 from holonograph.cli.errors import EXIT_FINDING, EXIT_USAGE, CommandFailed
-from holonograph.cli.options import RFC3339, emit_json, open_store_or_exit
+from holonograph.cli.options import CLOCK_KEY, RFC3339, emit_json, open_store_or_exit
 from holonograph.runner import execute, scope
 from processors.jobs import Job, JobError, JobRequest, Report
 from schemas.store import Store
-from schemas.times import utc_now
+from schemas.times import Clock, utc_now
 
 F = TypeVar("F", bound=Callable[..., Any])
 RequestT = TypeVar("RequestT", bound=JobRequest)
@@ -180,6 +180,15 @@ class CommandStores:
             store.close()
 
 
+def command_clock() -> Clock:
+    """The clock a command's jobs run with: the root context's `obj["clock"]` (tests),
+    else the wall clock (`options.command_now` reads the same one for relative flags)."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    clock: Clock = obj.get(CLOCK_KEY, utc_now) if isinstance(obj, dict) else utc_now
+    return clock
+
+
 def report_of(
     job: Job[RequestT, ReportT],
     requests: Sequence[RequestT],
@@ -189,8 +198,9 @@ def report_of(
     """The runner for a command, one report per request on the same connections: scope,
     run, persist; a request the job refuses is exit 2 with its message and hint."""
     stores = CommandStores(store_url, data_dir)
+    clock = command_clock()
     try:
-        return [execute(job, scope(job, r, stores), stores, utc_now) for r in requests]
+        return [execute(job, scope(job, r, stores), stores, clock) for r in requests]
     except JobError as err:
         raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     finally:

@@ -22,7 +22,7 @@ from schemas import jsoncodec
 from schemas.analysis import Role
 from schemas.events import Provenance, RunMode
 from schemas.store import Store
-from schemas.times import parse_utc, rfc3339
+from schemas.times import Clock, parse_moment, rfc3339, utc_now
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -206,23 +206,44 @@ def quiet_libraries(quiet: bool = True) -> None:
         logging.getLogger(name).setLevel(logging.ERROR if quiet else logging.NOTSET)
 
 
-def parse_time(value: str | None) -> dt.datetime | None:
-    """RFC 3339 -> aware UTC datetime (a bare date is midnight UTC)."""
+CLOCK_KEY = "clock"
+
+
+def command_now(ctx: click.Context | None) -> dt.datetime:
+    """ "Now" for one command, read once so every relative flag of it (`--since 24h
+    --until now`) counts from the same moment: the clock in the root context's `obj`
+    (`{"clock": ...}`, the tests' seam), else the wall clock."""
+    if ctx is None:
+        return utc_now()
+    root = ctx.find_root()
+    if "holonograph.now" not in root.meta:
+        obj = root.obj if isinstance(root.obj, dict) else {}
+        clock: Clock = obj.get(CLOCK_KEY, utc_now)
+        root.meta["holonograph.now"] = clock()
+    now: dt.datetime = root.meta["holonograph.now"]
+    return now
+
+
+def parse_time(value: str | None, now: dt.datetime | None = None) -> dt.datetime | None:
+    """RFC 3339 -> aware UTC datetime (a bare date is midnight UTC); `now`, `24h`, `7d`
+    and the other spans of `schemas.times.parse_moment` count back from `now`."""
     if value is None:
         return None
     try:
-        return parse_utc(value)
+        return parse_moment(value, now or utc_now())
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
 
 
 class RFC3339(click.ParamType):  # type: ignore[type-arg]
+    """Every time flag: RFC 3339 UTC, a date, `now`, or a span before now (`24h`)."""
+
     name = "RFC3339"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, dt.datetime):
             return value
-        return parse_time(value)
+        return parse_time(value, command_now(ctx))
 
 
 def emit_json(value: Any) -> None:

@@ -20,6 +20,7 @@ from holonograph.cli.options import (
     store_options,
 )
 from holonograph.cli.tenants import tenant_option, tenant_or_exit
+from processors.names import UnknownName, require_known
 from processors.report.gather import ReportRequest, gather, steps, surfaces_in_window
 from processors.report.html import render
 from processors.series.cells import SelectionError
@@ -84,6 +85,7 @@ def report_command(
     store = open_store_or_exit(store_url, data_dir)
     request = dataclasses.replace(request, tenant_id=tenant_or_exit(store, tenant))
     try:
+        require_known(store, request.tenant_id, {"surface": surface_id})
         surfaces = surfaces_in_window(store, request)
         if sys.stderr.isatty():  # progress is for a person watching, not for a log
             with click.progressbar(
@@ -94,6 +96,8 @@ def report_command(
             data = gather(store, request, surfaces, lambda step: None)
     except SelectionError as err:
         raise CommandFailed(str(err), EXIT_USAGE) from None
+    except UnknownName as err:  # never a page of zeros for a misspelt --surface
+        raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     finally:
         store.close()
     page = render(data)

@@ -28,6 +28,7 @@ from holonograph.cli.options import RFC3339, open_store_or_exit, store_options
 from holonograph.cli.tenants import tenant_option
 from holonograph.runner import execute, scope
 from processors.jobs import JobError, NotFound
+from processors.names import UnknownName
 from schemas.events import DEFAULT_TENANT
 from schemas.times import utc_now
 from schemas.topology import StructuralInventory
@@ -161,6 +162,8 @@ def bootstrap_command(
     stores = CommandStores(store_url, data_dir)
     try:
         report = execute(JOB, scope(JOB, request, stores), stores, utc_now)
+    except UnknownName as err:  # a name the tenant never had events for: a typo
+        raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     except NotFound as err:  # no traffic to propose from: what the command looked for
         raise CommandFailed(str(err), EXIT_FINDING, err.hint) from None
     except JobError as err:

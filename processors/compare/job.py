@@ -20,8 +20,9 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -450,6 +451,11 @@ class CompareJobRequest(JobRequest):
     """`holonograph compare`'s request over HTTP: one surface over [since, until), the
     Guide's camelCase names; `provenances` empty: production-state, `any` or `all`:
     every provenance."""
+
+    named_fields: ClassVar[Mapping[str, str]] = {
+        "surface_id": "surface",
+        "dimension_id": "dimension",
+    }
 
     surface_id: str = Field(min_length=1, description="The surface compared.")
     since: UtcTime = Field(description="Window start (inclusive).")

@@ -23,9 +23,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -51,6 +51,7 @@ from schemas.completeness import (
     LossComparison,
     RefreshSummary,
     StreamAccounting,
+    StreamState,
     SurfaceWithoutOrdinals,
 )
 from schemas.store import Store
@@ -294,7 +295,19 @@ def read_report(
     )
 
 
-_RANK = {"dead": 0, "closed-lossy": 1, "open": 2, "closed-complete": 3}
+_RANK = {"dead": 0, "all-quarantined": 1, "closed-lossy": 2, "open": 3, "closed-complete": 4}
+
+
+def _status(row: dict[str, Any]) -> StreamState:
+    """The stored or computed status, except that a closed stream that delivered every
+    evaluation, each of them rejected, is `all-quarantined`: nothing of it reached the
+    analyses, so it is not complete. (Told here rather than in SQL: the stored table's
+    status enum predates the state.)"""
+    status: StreamState = row["status"]
+    evaluations = row["delivered"] - row["sentinels"]
+    if status == "closed-complete" and evaluations > 0 and row["quarantined"] >= evaluations:
+        return "all-quarantined"
+    return status
 
 
 def _stream_rank(stream: StreamAccounting) -> tuple[int, int, int, str, str]:
@@ -325,7 +338,7 @@ def _stream_from_row(row: dict[str, Any]) -> StreamAccounting:
     return StreamAccounting(
         tenant_id=row["tenant_id"],
         stream=row["emission_stream"],
-        status=row["status"],
+        status=_status(row),
         first_seq=row["first_seq"],
         last_seq=row["last_seq"],
         final_seq=row["final_seq"],
@@ -642,6 +655,8 @@ class CompletenessRequest(JobRequest):
     """`holonograph completeness` and `POST /holonograph/completeness`: which streams to
     account for, and as of when."""
 
+    named_fields: ClassVar[Mapping[str, str]] = {"surface_id": "surface", "stream": "stream"}
+
     since: UtcTime | None = Field(None, description="Streams with events at or after T.")
     until: UtcTime | None = Field(None, description="... and before T.")
     stream: str | None = Field(None, min_length=1, description="Only this emission stream.")
@@ -729,9 +744,11 @@ def persist(store: Store, report: Report) -> Report:
 
 
 def finding(report: Report) -> bool:
-    """Loss, a dead stream or a client reporting more drops than gaps."""
+    """Loss, a dead stream, a stream whose every evaluation was rejected, or a client
+    reporting more drops than gaps."""
     return any(
-        s.missing or s.status == "dead" or s.loss.mismatch for s in report.completeness.streams
+        s.missing or s.status in ("dead", "all-quarantined") or s.loss.mismatch
+        for s in report.completeness.streams
     )
 
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -455,6 +455,11 @@ def sparse_brackets(series: Series, min_events: int, dimension_id: str) -> list[
 
 class AttributeRequest(SeriesRequest):
     """The Guide's POST /lens/attribute body, with the CLI's filters and knobs."""
+
+    named_fields: ClassVar[Mapping[str, str]] = {
+        "surface_id": "surface",
+        "dimension_id": "dimension",
+    }
 
     surface_id: Annotated[str, Field(min_length=1, description="The surface to analyse.")]
     since: UtcTime | None = Field(

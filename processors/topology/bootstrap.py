@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -236,6 +237,8 @@ def _capped(items: list[dict[str, Any]]) -> dict[str, Any]:
 
 class BootstrapRequest(JobRequest):
     """The Guide's bootstrap body (chapter 9): a surface's traffic over [since, until)."""
+
+    named_fields: ClassVar[Mapping[str, str]] = {"surface_id": "surface", "agent_id": "agent"}
 
     surface_id: str = Field(min_length=1, description="The surface whose traffic is read.")
     since: UtcTime = Field(description="Window start (inclusive).")

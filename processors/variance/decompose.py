@@ -21,8 +21,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -326,6 +327,11 @@ def _nan(value: float | None) -> float:
 
 class DecomposeVarianceRequest(SeriesRequest):
     """The Guide's POST /lens/decomposeVariance body, with the CLI's filters."""
+
+    named_fields: ClassVar[Mapping[str, str]] = {
+        "surface_id": "surface",
+        "dimension_id": "dimension",
+    }
 
     surface_id: Annotated[str, Field(min_length=1, description="The surface to read.")]
     dimension_id: Annotated[str, Field(min_length=1, description="The dimension to read.")]
