@@ -80,11 +80,11 @@ def parse_moment(text: str, now: dt.datetime) -> dt.datetime:
     if matched is None:
         try:
             return parse_utc(text)
-        except ValueError:
-            raise ValueError(
-                f"{text!r} is neither an RFC 3339 time (2026-06-01T00:00:00Z), a date"
-                " (2026-06-01), now, nor a span before now (24h, 7d, 90m)"
-            ) from None
+        except ValueError as err:
+            message = str(err)
+            if message.endswith("is not an RFC 3339 time"):
+                message += " (2026-06-01T00:00:00Z), a date, now, or a span before now (24h, 7d)"
+            raise ValueError(message) from None
     amount, unit = float(matched.group(1)), matched.group(2)
     return from_store_time(now) - dt.timedelta(seconds=amount * _UNIT_SECONDS[unit])
 

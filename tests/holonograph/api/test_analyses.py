@@ -188,3 +188,30 @@ def test_another_tenants_data_is_never_visible(served: Served) -> None:
     assert served.call("/lens/decomposition/lifecycle", pin).status_code == 200
     forged = served.call("/lens/attribute", {**attribute, "tenant": "acme"}, token=GLOBEX)
     assert (forged.status_code, forged.json()["code"]) == (400, "invalid_request")
+
+
+def test_a_name_the_tenant_never_had_events_for_is_404_and_stores_nothing(
+    served: Served,
+) -> None:
+    runs = "SELECT count() AS n FROM holonograph.drift_change_points"
+    readings = "SELECT count() AS n FROM holonograph.variance_readings"
+    before = (_query(served, runs), _query(served, readings))
+    misspelt = {"surfaceId": "classify-intnet", **WINDOW}
+    for path, body in (
+        ("/lens/attribute", misspelt),
+        ("/lens/decomposeVariance", {**misspelt, "dimensionId": "correctness"}),
+        ("/holonograph/compare", misspelt),
+        ("/holonograph/completeness", {"surfaceId": "classify-intnet"}),
+    ):
+        reply = served.call(path, body, token=READER)
+        assert (reply.status_code, reply.json()["code"]) == (404, "unknown_surface"), path
+        assert set(reply.json()) == {"error", "code", "details"}
+        assert reply.json()["error"].startswith(
+            "unknown surface 'classify-intnet'; known: classify-intent"
+        )
+        assert reply.json()["details"]["known"] == [SURFACE]  # never another tenant's
+    dimension = {"surfaceId": SURFACE, "dimensionId": "corectness", **WINDOW}
+    reply = served.call("/lens/decomposeVariance", dimension, token=READER)
+    assert (reply.status_code, reply.json()["code"]) == (404, "unknown_dimension")
+    assert "known: correctness" in reply.json()["error"]
+    assert (_query(served, runs), _query(served, readings)) == before

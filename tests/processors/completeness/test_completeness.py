@@ -225,7 +225,11 @@ def expected_stream(plan: StreamPlan, now: dt.datetime) -> dict[str, Any] | None
     interval = max(intervals, key=lambda r: r.seq).interval_ms if intervals else None
     interval_ms = interval or DEFAULT_INTERVAL_MS
     final_seen = any(r.final for r in received)
-    if final_seen:
+    evaluations = sum(1 for r in received if r.kind == "evaluation")
+    rejected = sum(1 for r in received if r.seq in plan.quarantined)
+    if final_seen and not missing and evaluations and rejected >= evaluations:
+        status = "all-quarantined"  # nothing of it reached the analyses
+    elif final_seen:
         status = "closed-lossy" if missing else "closed-complete"
     elif (now - last_seen) > dt.timedelta(milliseconds=3 * interval_ms):
         status = "dead"
@@ -456,6 +460,7 @@ def receipt(
     dropped: int | None = None,
     receipt_id: str | None = None,
     surface: str = "classify-intent",
+    quarantined: bool = False,
 ) -> list[Any]:
     window = (at - dt.timedelta(seconds=10), at) if dropped is not None else (None, None)
     return [
@@ -464,7 +469,7 @@ def receipt(
         receipt_id or f"{stream}-{seq}-{at.isoformat()}",
         kind,
         final,
-        False,
+        quarantined,
         "" if kind == "sentinel" else f"evt_{stream}_{seq}",
         "" if kind == "sentinel" else surface,
         at,
@@ -597,3 +602,34 @@ def test_selection_filters_streams_and_windows(holder: StoreHolder) -> None:
     assert [s.stream for s in only] == ["today"]
     one = job.account_windows(store, "day", job.Selection(stream="yesterday"))
     assert [(w.scope, w.offered, w.missing) for w in one] == [("stream", 3, 1)]
+
+
+def test_a_closed_stream_whose_every_evaluation_was_rejected_is_all_quarantined(
+    holder: StoreHolder,
+) -> None:
+    store = holder.reset()
+    t = T0
+    rows = [
+        receipt("rejected", 0, t, quarantined=True),
+        receipt("rejected", 1, t, quarantined=True),
+        receipt("rejected", 2, t, kind="sentinel", final=True),
+        receipt("half", 0, t, quarantined=True),
+        receipt("half", 1, t),
+        receipt("half", 2, t, kind="sentinel", final=True),
+    ]
+    store.insert(EMISSION_RECEIPTS.qualified, rows, RECEIPT_COLUMNS)
+    now = t + dt.timedelta(minutes=5)
+    live = job.read_report(store, now)
+    assert {s.stream: s.status for s in live.streams} == {
+        "rejected": "all-quarantined",
+        "half": "closed-complete",
+    }
+    assert live.streams[0].stream == "rejected"  # ranked before the complete ones
+    assert live.totals.by_status == {"all-quarantined": 1, "closed-complete": 1}
+    request = job.Request(as_of=now)
+    assert job.finding(job.run(store, request, lambda: now))  # a gate fails on it
+    job.refresh_stream_status(store, now)
+    assert {s.stream: s.status for s in job.stored_streams(store)} == {
+        "rejected": "all-quarantined",
+        "half": "closed-complete",
+    }
