@@ -40,12 +40,18 @@ SHOWN = 5
 _READ_AT_MOST = 10_000
 
 
-def _where(tenant: str | None, column: str, surface: str | None, table: str) -> str:
+def _where(
+    tenant: str | None, column: str, surface: str | None, table: str, params: dict[str, str]
+) -> str:
+    """The clause, binding into `params` only what it names (the store refuses an
+    unused parameter)."""
     clauses = [f"{column} != ''"]
     if tenant is not None:
         clauses.append("tenant_id = {tenant:String}")
+        params["tenant"] = tenant
     if surface is not None and table == EVALUATION_DIMENSIONS.qualified:
         clauses.append("surface_id = {surface:String}")
+        params["surface"] = surface
     return " AND ".join(clauses)
 
 
@@ -54,9 +60,9 @@ def is_known(
 ) -> bool:
     """Whether the tenant has any row naming `name` as a `kind` (a dimension: on
     `surface` when given)."""
-    params = {"tenant": tenant or "", "name": name, "surface": surface or ""}
     for table, column in _SOURCES[kind]:
-        where = _where(tenant, column, surface, table)
+        params = {"name": name}
+        where = _where(tenant, column, surface, table, params)
         sql = f"SELECT 1 FROM {table} WHERE {where} AND {column} = {{name:String}} LIMIT 1"
         if store.query(sql, params).rows:
             return True
@@ -67,10 +73,10 @@ def known_names(
     store: Store, tenant: str | None, kind: Vocabulary, surface: str | None = None
 ) -> list[str]:
     """Every `kind` name the tenant has rows for, sorted (at most `_READ_AT_MOST`)."""
-    params = {"tenant": tenant or "", "surface": surface or ""}
+    params: dict[str, str] = {}
     union = " UNION DISTINCT ".join(
         f"SELECT DISTINCT {column} AS name FROM {table}"
-        f" WHERE {_where(tenant, column, surface, table)}"
+        f" WHERE {_where(tenant, column, surface, table, params)}"
         for table, column in _SOURCES[kind]
     )
     sql = f"SELECT name FROM ({union}) ORDER BY name LIMIT {_READ_AT_MOST}"

@@ -26,6 +26,7 @@ from processors.lessons import publish as lesson_publish
 from processors.lessons import reject as lesson_reject
 from processors.lessons import rerun as fixture_rerun
 from processors.quarantine import job as quarantine
+from processors.status import job as status
 from processors.topology import bootstrap, inventory, scan
 from processors.variance import decompose, evaluate, lifecycle
 
@@ -109,6 +110,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Propose a surface's dimensions, cohort tags and substrate columns from its traffic"
         " (Guide ch. 9).",
         "holonograph topology bootstrap",
+    ),
+    Endpoint(
+        "/holonograph/status",
+        status.JOB,
+        "read",
+        "What the collector knows of the tenant: surfaces, dimensions, event counts, last"
+        " arrival, streams, rejections and schedule health (`x-holonograph-finding`: a"
+        " schedule's latest run failed).",
+        "holonograph status",
+        method="GET",
     ),
     Endpoint(
         "/holonograph/quarantine",

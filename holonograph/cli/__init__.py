@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("replay", "Re-validate quarantined spans or dead letters after a fix."),
     "serve": ("serve", "Receive OTLP traces and store holonograph events."),
     "sink": ("sink", "Consume Kafka records into the store, then commit offsets."),
+    "status": ("status", "Tenants, surfaces, dimensions, counts, last arrival, schedule health."),
     "topology": ("topology", "Structural inventories, coverage scans, contract bootstrap."),
     "variance": ("variance", "Variance isolation: decompose, evaluate, govern readings."),
 }

@@ -168,14 +168,14 @@ def test_no_token_is_401_and_a_token_without_the_scope_403(served: Served) -> No
 
 def test_another_tenants_data_is_never_visible(served: Served) -> None:
     attribute = {"surfaceId": SURFACE, **WINDOW, "persist": False}
+    # acme's surface is unknown to globex, and only globex's own names are suggested
     theirs = served.call("/lens/attribute", attribute, token=GLOBEX)
-    assert theirs.status_code == 200, theirs.text
-    assert (theirs.json()["tenantId"], theirs.json()["eventCount"]) == ("globex", 0)
-    assert theirs.json()["changePoints"] == []
+    assert (theirs.status_code, theirs.json()["code"]) == (404, "unknown_surface"), theirs.text
+    assert theirs.json()["details"]["known"] == ["globex-surface"]
     body = {"surfaceId": SURFACE, "dimensionId": "correctness", **WINDOW}
     acme = served.call("/lens/decomposeVariance", body).json()["eventId"]
-    empty = served.call("/lens/decomposeVariance", body, token=GLOBEX).json()
-    assert (empty["tenantId"], empty["events"], empty["buckets"]) == ("globex", 0, 0)
+    empty = served.call("/lens/decomposeVariance", body, token=GLOBEX)
+    assert (empty.status_code, empty.json()["details"]["known"]) == (404, ["globex-surface"])
     for path, request in [
         ("/lens/decomposition/evaluate", {"targetEventId": acme}),
         ("/lens/decomposition/lifecycle",
@@ -215,3 +215,17 @@ def test_a_name_the_tenant_never_had_events_for_is_404_and_stores_nothing(
     assert (reply.status_code, reply.json()["code"]) == (404, "unknown_dimension")
     assert "known: correctness" in reply.json()["error"]
     assert (_query(served, runs), _query(served, readings)) == before
+
+
+def test_status_answers_the_clis_json_and_only_the_tokens_tenant(served: Served) -> None:
+    reply = served.call("/holonograph/status", token=READER, method="GET")
+    assert reply.status_code == 200, reply.text
+    assert reply.headers["x-holonograph-finding"] == "false"
+    body = reply.json()
+    assert [t["tenantId"] for t in body["tenants"]] == ["acme"] and body["store"] is None
+    (surface,) = body["tenants"][0]["surfaces"]
+    assert surface["surfaceId"] == SURFACE and surface["events"] > 0
+    cli_status = served.cli("status")
+    assert {**body, "asOf": None} == {**cli_status, "asOf": None}
+    _documented("/holonograph/status", body)
+    assert served.call("/holonograph/status", token=None, method="GET").status_code == 401

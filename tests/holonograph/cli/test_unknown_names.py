@@ -72,7 +72,7 @@ KNOWN_SURFACES = "known: classify-intent, answer-question"
         ],
         ["completeness", "--surface", MISSPELT_SURFACE],
         ["topology", "bootstrap", "--surface", MISSPELT_SURFACE, *WINDOW],
-    ],  # fmt: skip
+    ],
     ids=["drift", "compare", "variance", "completeness", "bootstrap"],
 )
 def test_a_misspelt_surface_exits_2_with_the_closest_first_and_stores_nothing(
@@ -102,7 +102,7 @@ def test_a_misspelt_surface_exits_2_with_the_closest_first_and_stores_nothing(
             "corectness",
             *WINDOW,
         ],
-    ],  # fmt: skip
+    ],
     ids=["drift", "compare", "variance"],
 )
 def test_a_misspelt_dimension_names_the_surfaces_dimensions(

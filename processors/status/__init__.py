@@ -1,0 +1,1 @@
+"""What the store knows, at a glance: `holonograph status` and GET /holonograph/status."""
