@@ -157,6 +157,30 @@ def open_store_or_exit(
         raise store_unavailable(store_url or data_dir, err) from None
 
 
+def refuse_if_held(url: str) -> None:
+    """Before `serve` or `sink` opens an embedded store: another live process holding
+    the directory is one clear line naming its PID (exit 3), not the engine's lock
+    error. Other commands reach a held store through its owner; a second owner cannot."""
+    from pathlib import Path
+
+    from holonograph.admin_client import read_admin_file
+    from ingest.store.url import chdb_path, is_embedded
+
+    if not is_embedded(url):
+        return
+    directory = Path(chdb_path(url))
+    info = read_admin_file(directory) if directory.is_dir() else None
+    if info is None:
+        return
+    pid = info.get("pid")
+    raise CommandFailed(
+        f"{directory} is already in use by holonograph process {pid} (admin {info['url']})",
+        EXIT_UNAVAILABLE,
+        f"stop it first (kill {pid}), or give this one another --data-dir; every other"
+        " command reaches the store through the running process",
+    )
+
+
 def store_unavailable(url: str | None, err: Exception) -> CommandFailed:
     """Opening the store failed: its documented failure, else exit 3 naming the store."""
     failure = expected_failure(err)

@@ -4,6 +4,7 @@ with counts per reason, so a user sees what is being dropped without writing SQL
 from __future__ import annotations
 
 import datetime as dt
+import sys
 
 import click
 
@@ -17,7 +18,8 @@ from schemas import jsoncodec
 @click.command("quarantine")
 @click.option("--since", type=RFC3339(), help="Received at or after T (RFC 3339).")
 @click.option("--until", type=RFC3339(), help="... and before T.")
-@click.option("--reason", help="Only spans whose reason contains TEXT (any case).")
+@click.option("--reason", help="Only spans with exactly this reason (as listed).")
+@click.option("--reason-prefix", help="Only spans whose reason starts with TEXT (case-sensitive).")
 @click.option(
     "--limit",
     type=click.IntRange(min=0),
@@ -31,6 +33,7 @@ def quarantine_command(
     since: dt.datetime | None,
     until: dt.datetime | None,
     reason: str | None,
+    reason_prefix: str | None,
     limit: int,
     tenant: str | None,
     store_url: str | None,
@@ -41,10 +44,13 @@ def quarantine_command(
 
     Each rejected span is one row of `holonograph.quarantine`, its valid neighbours in
     the same request were stored; fix the sender, then `holonograph replay --from
-    quarantine`. Exit 0 (rejections are reported, not a failure of this command)."""
+    quarantine`; a span replayed since (its event is stored) is no longer listed, only
+    counted as replayed. Reasons are shown in full. Exit 0 (rejections are reported,
+    not a failure of this command)."""
     if since and until and since >= until:
         raise click.BadParameter("--since must be before --until", param_hint="--since")
-    flags = {"since": since, "until": until, "reason": reason, "limit": limit, "tenant": tenant}
+    flags = {"since": since, "until": until, "reason": reason, "reason_prefix": reason_prefix,
+             "limit": limit, "tenant": tenant}  # fmt: skip
     request = request_from(Request, flags)
     rendering: Rendering[QuarantineReport] = Rendering(render)
     run_command(JOB, request, rendering, store_url=store_url, data_dir=data_dir, as_json=as_json)
@@ -54,10 +60,15 @@ def _when(moment: dt.datetime) -> str:
     return str(jsoncodec.plain(moment))
 
 
+# Reasons are never cut: the text is what to fix in the sender.
+FULL = sys.maxsize
+
+
 def render(report: QuarantineReport) -> str:
+    replayed = f"; {report.replayed} replayed since" if report.replayed else ""
     if not report.total:
-        return "no rejected spans in the selection"
-    lines = [f"{report.total} rejected span(s), {len(report.reasons)} reason(s)", ""]
+        return f"no rejected spans in the selection{replayed}"
+    lines = [f"{report.total} rejected span(s), {len(report.reasons)} reason(s){replayed}", ""]
     lines.append(
         format_table(
             ["spans", "reason", "first", "last"],
@@ -65,7 +76,7 @@ def render(report: QuarantineReport) -> str:
                 [r.spans, r.reason, _when(r.first_received_at), _when(r.last_received_at)]
                 for r in report.reasons
             ],
-            max_width=80,
+            max_width=FULL,
         )
     )
     if report.spans:
@@ -80,7 +91,8 @@ def render(report: QuarantineReport) -> str:
             ]
             for s in report.spans
         ]
-        lines.append(format_table(["received", "span", "name", "stream#seq", "reason"], rows))
+        columns = ["received", "span", "name", "stream#seq", "reason"]
+        lines.append(format_table(columns, rows, max_width=FULL))
     return "\n".join(lines)
 
 

@@ -23,6 +23,7 @@ from holonograph.cli.options import (
     store_options,
 )
 from ingest.store.limits import ReadLimitExceeded
+from schemas.store import QueryResult
 
 
 @click.command("query")
@@ -58,11 +59,24 @@ def query_command(
         sys.exit(EXIT_FINDING)
     finally:
         store.close()
+    result = _named(result)
     if as_json:
         emit_json(result.dicts())
     else:
         click.echo(format_table(result.column_names, result.rows))
         click.echo(f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})")
+
+
+def _named(result: QueryResult) -> QueryResult:
+    """Rows whose columns the driver did not name (`KILL QUERY` answers bare rows) get
+    `column_1`, ... for the missing names: the statement ran, so it prints as a result."""
+    width = max((len(row) for row in result.rows), default=len(result.column_names))
+    if len(result.column_names) >= width:
+        return result
+    named = result.column_names + tuple(
+        f"column_{i + 1}" for i in range(len(result.column_names), width)
+    )
+    return QueryResult(named, result.rows)
 
 
 def register(group: click.Group) -> None:

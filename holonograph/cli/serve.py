@@ -19,6 +19,7 @@ from holonograph.cli.options import (
     configure_logging,
     invalid_configuration,
     read_options,
+    refuse_if_held,
     store_unavailable,
 )
 from holonograph.cli.stopping import Stopping
@@ -239,6 +240,8 @@ def serve_command(verbose: bool, as_json: bool, schedule_file: str | None, **fla
             err=True,
         )
         sys.exit(EXIT_USAGE)
+    if url:
+        refuse_if_held(url)
     try:
         store = open_store(url) if url else None
     except Exception as err:

@@ -14,6 +14,7 @@ from holonograph.cli.options import (
     configure_logging,
     invalid_configuration,
     read_options,
+    refuse_if_held,
     store_unavailable,
 )
 from holonograph.cli.stopping import Stopping
@@ -133,6 +134,7 @@ def sink_command(verbose: bool, **flags: Any) -> None:
         url = config.store_url()
     except (ValidationError, StoreURLError) as err:
         raise invalid_configuration(err) from None
+    refuse_if_held(url)
     try:
         store = open_store(url)
     except Exception as err:

@@ -17,34 +17,46 @@ from typing_extensions import TypedDict
 
 from processors.jobs import Job, JobRequest, never_a_finding, saves_nothing
 from schemas.store import Store
-from schemas.tables import QUARANTINE
+from schemas.tables import EVALUATION_EVENTS, QUARANTINE
 from schemas.times import Clock, UtcTime, from_store_time, to_store_time
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _FAR = dt.datetime(2299, 12, 31)
 _WHERE = (
     " WHERE received_at >= {since:DateTime64(3)} AND received_at < {until:DateTime64(3)}"
-    " AND positionCaseInsensitive(reason, {reason:String}) > 0"
+    " AND ({reason:String} = '' OR reason = {reason:String})"
+    " AND startsWith(reason, {prefix:String})"
     " AND ({tenant:String} = '' OR tenant_id = {tenant:String})"
 )
+# A quarantined span whose event has since been stored (a replay after a fix let it
+# through) is no longer rejected: listed and counted only as replayed. The replayed
+# span keeps its trace and span ids, which is how it is found.
+_REPLAYED = (
+    f"(tenant_id, trace_id, span_id) IN (SELECT tenant_id, trace_id, span_id"
+    f" FROM {EVALUATION_EVENTS.qualified} WHERE (tenant_id, trace_id) IN"
+    f" (SELECT tenant_id, trace_id FROM {QUARANTINE.qualified}{_WHERE}))"
+)
+_STILL_REJECTED = f"{_WHERE} AND NOT {_REPLAYED}"
 
 
 @dataclass(frozen=True)
 class QuarantineSelection:
-    """Spans received in [since, until) whose reason contains `reason` (any case), of
-    `tenant` (None: every tenant)."""
+    """Spans received in [since, until) whose reason is exactly `reason` and starts with
+    `reason_prefix`, of `tenant` (None: every tenant)."""
 
     tenant: str | None = None
     since: dt.datetime | None = None
     until: dt.datetime | None = None
     reason: str | None = None
     limit: int = 20
+    reason_prefix: str | None = None
 
     def parameters(self) -> dict[str, Any]:
         return {
             "since": to_store_time(self.since) if self.since else _EPOCH,
             "until": to_store_time(self.until) if self.until else _FAR,
             "reason": self.reason or "",
+            "prefix": self.reason_prefix or "",
             "tenant": self.tenant or "",
         }
 
@@ -99,6 +111,7 @@ class QuarantineReport:
     total: int
     reasons: list[ReasonCount] = field(default_factory=list)
     spans: list[RejectedSpan] = field(default_factory=list)
+    replayed: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -106,28 +119,35 @@ class QuarantineReport:
             "since": self.selection.since,
             "until": self.selection.until,
             "reason": self.selection.reason,
+            "reasonPrefix": self.selection.reason_prefix,
             "total": self.total,
+            "replayed": self.replayed,
             "reasons": [r.to_json() for r in self.reasons],
             "spans": [s.to_json() for s in self.spans],
         }
 
 
 def read_quarantine(store: Store, selection: QuarantineSelection) -> QuarantineReport:
-    """Counts per reason (most frequent first) and the newest spans of the selection."""
+    """Counts per reason (most frequent first) and the newest spans of the selection
+    still rejected; spans replayed since (their event is stored) are only counted."""
     params = selection.parameters()
     counts = store.query(
         "SELECT reason, count() AS n, min(received_at), max(received_at)"
-        f" FROM {QUARANTINE.qualified} FINAL{_WHERE}"
+        f" FROM {QUARANTINE.qualified} FINAL{_STILL_REJECTED}"
         " GROUP BY reason ORDER BY n DESC, reason",
         params,
     ).rows
     spans = store.query(
         "SELECT tenant_id, received_at, reason, span_name, trace_id, span_id, emission_stream,"
-        f" emission_seq, source, attributes FROM {QUARANTINE.qualified} FINAL{_WHERE}"
+        f" emission_seq, source, attributes FROM {QUARANTINE.qualified} FINAL{_STILL_REJECTED}"
         " ORDER BY received_at DESC, quarantine_id LIMIT {limit:UInt64}",
         {**params, "limit": selection.limit},
     ).rows
+    replayed = store.query(
+        f"SELECT count() FROM {QUARANTINE.qualified} FINAL{_WHERE} AND {_REPLAYED}", params
+    ).rows[0][0]
     return QuarantineReport(
+        replayed=int(replayed),
         selection=selection,
         total=sum(int(n) for _, n, _, _ in counts),
         reasons=[
@@ -166,11 +186,15 @@ def _attributes(text: str) -> dict[str, Any]:
 
 
 class QuarantineRequest(JobRequest):
-    """Rejected spans received in [since, until) whose reason contains `reason`."""
+    """Rejected spans received in [since, until) with exactly the reason `reason` (as
+    listed), or whose reason starts with `reasonPrefix`."""
 
     since: UtcTime | None = Field(None, description="Received at or after (inclusive).")
     until: UtcTime | None = Field(None, description="Received before (exclusive).")
-    reason: str | None = Field(None, description="Only reasons containing this text (any case).")
+    reason: str | None = Field(None, description="Only spans with exactly this reason.")
+    reason_prefix: str | None = Field(
+        None, description="Only spans whose reason starts with this text (case-sensitive)."
+    )
     limit: int = Field(20, ge=0, le=10_000, description="Newest spans listed (counts cover all).")
 
     @model_validator(mode="after")
@@ -212,15 +236,18 @@ class QuarantineDocument(TypedDict):
     since: dt.datetime | None
     until: dt.datetime | None
     reason: str | None
+    reasonPrefix: str | None
     total: int
+    replayed: int
     reasons: list[ReasonDocument]
     spans: list[SpanDocument]
 
 
 def run(store: Store, request: QuarantineRequest, clock: Clock) -> QuarantineReport:
     selection = QuarantineSelection(
-        request.tenant, request.since, request.until, request.reason, request.limit
-    )
+        request.tenant, request.since, request.until, request.reason, request.limit,
+        request.reason_prefix,
+    )  # fmt: skip
     return read_quarantine(store, selection)
 
 

@@ -250,11 +250,12 @@ def test_topology_sees_the_tokens_tenant_only(served: Served) -> None:
 def test_quarantine_answers_the_clis_json_for_the_tokens_tenant(served: Served) -> None:
     rejected = [Evaluation("rejects", n, run_mode=None, event_id=f"evt_rej_{n}") for n in range(3)]
     _ingest(served, rejected, seed=99)  # no run mode: quarantined, fail-closed
-    request = {"reason": "run_mode", "limit": 2}
+    request = {"reasonPrefix": "holonograph.run_mode", "limit": 2}
     answer = served.call("/holonograph/quarantine", request, token=READER)
     assert answer.status_code == 200, answer.text
     assert answer.headers["x-holonograph-finding"] == "false"
-    assert answer.json() == served.cli("quarantine", "--reason", "run_mode", "--limit", "2")
+    assert answer.json() == served.cli("quarantine", "--reason-prefix", "holonograph.run_mode",
+                                       "--limit", "2")  # fmt: skip
     assert answer.json()["total"] == 3 and len(answer.json()["spans"]) == 2
     assert {s["tenantId"] for s in answer.json()["spans"]} == {"acme"}
     theirs = served.call("/holonograph/quarantine", request, token=GLOBEX)

@@ -67,3 +67,53 @@ def test_a_shared_store_needs_a_tenant_and_each_sees_its_own(data_dir: Path) -> 
     assert limited.exit_code == 0
     assert limited.stdout.splitlines()[0] == "1 rejected span(s), 1 reason(s)"
     assert "newest" not in limited.stdout
+
+
+LONG = (
+    "holonograph.outcome.correctness: declared type score in contract billing-triage v3,"
+    " the outcome has no score (send holonograph.outcome.correctness.score)"
+)
+
+
+def _quarantine(data_dir: Path, *args: str) -> dict[str, object]:
+    done = CliRunner().invoke(
+        cli, ["quarantine", "--data-dir", str(data_dir), "--tenant", "acme", *args]
+    )
+    assert done.exit_code == 0, done.output
+    if "--json" in args:
+        report: dict[str, object] = json.loads(done.stdout)
+        return report
+    return {"text": done.stdout}
+
+
+def test_reasons_are_matched_exactly_or_by_prefix_and_shown_in_full(data_dir: Path) -> None:
+    store = open_store(f"chdb://{data_dir}")
+    try:
+        store.insert("holonograph.quarantine", [rejected("acme", 4, LONG)], COLUMNS)
+    finally:
+        store.close()
+    assert _quarantine(data_dir, "--reason", "run_mode", "--json")["total"] == 0  # no substring
+    exact = _quarantine(data_dir, "--reason", "holonograph.run_mode: missing", "--json")
+    assert exact["total"] == 2
+    prefix = _quarantine(data_dir, "--reason-prefix", "holonograph.outcome.", "--json")
+    assert prefix["total"] == 1 and prefix["reasonPrefix"] == "holonograph.outcome."
+    assert _quarantine(data_dir, "--reason-prefix", "HOLONOGRAPH", "--json")["total"] == 0
+    text = str(_quarantine(data_dir)["text"])
+    assert len(LONG) > 100 and text.count(LONG) == 2  # the reasons table and the span list
+    assert "…" not in text
+
+
+def test_a_replayed_span_is_counted_as_replayed_and_no_longer_listed(data_dir: Path) -> None:
+    store = open_store(f"chdb://{data_dir}")
+    try:  # span 1's event was stored after all (what a successful replay leaves)
+        store.insert(
+            "holonograph.evaluation_events",
+            [["acme", "evt-1", "classify-intent", "ab" * 16, f"{1:016x}", T0]],
+            ["tenant_id", "event_id", "surface_id", "trace_id", "span_id", "timestamp"],
+        )
+    finally:
+        store.close()
+    report = _quarantine(data_dir, "--json")
+    assert (report["total"], report["replayed"]) == (1, 1)
+    assert [s["spanId"] for s in report["spans"]] == [f"{2:016x}"]  # type: ignore[attr-defined]
+    assert "1 rejected span(s), 1 reason(s); 1 replayed since" in str(_quarantine(data_dir)["text"])
