@@ -24,12 +24,16 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import random
+import sys
 import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import requests
+from google.protobuf.message import DecodeError
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -57,6 +61,11 @@ class EmissionStream:
     failed: int = 0
     window_start: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Over the whole run, for the exit code: spans the exporter could not deliver, and
+    # spans the collector answered it rejected (OTLP partial success), with its reason.
+    undelivered: int = 0
+    rejected: int = 0
+    rejection: str = ""
 
     def take_seq(self, event: bool = True) -> int:
         """The next ordinal; an event (not a sentinel) also counts as offered."""
@@ -71,6 +80,22 @@ class EmissionStream:
                 self.delivered += spans
             else:
                 self.failed += spans
+                self.undelivered += spans
+
+    def answered(self, response: requests.Response, *args: object, **kwargs: object) -> None:
+        """A `requests` response hook: an OTLP success may still reject some spans
+        (partial success, with the collector's reason); count them."""
+        if response.status_code != 200 or not response.content:
+            return
+        answer = ExportTraceServiceResponse()
+        try:
+            answer.ParseFromString(response.content)
+        except DecodeError:
+            return
+        if answer.partial_success.rejected_spans:
+            with self.lock:
+                self.rejected += answer.partial_success.rejected_spans
+                self.rejection = answer.partial_success.error_message
 
     def close_window(self) -> Attributes:
         """The counters of the window that ends now (they start again at zero)."""
@@ -132,7 +157,7 @@ def record_evaluation(
     dimensions: Sequence[Dimension],
     *,
     run_mode: str = "production",
-    light_source: str = "openai/gpt-4o/2024-08-06",
+    light_source: str = "openai/gpt-5/2026-05",  # a version of a routed light source
     lens_version: str = "lv_2026_07_01",
     prompt_hash: str = "ph_3f9a",
 ) -> str:
@@ -170,6 +195,12 @@ def record_sentinel(tracer: Tracer, stream: EmissionStream, *, final: bool = Fal
     tracer.start_span("holonograph.session.sentinel", attributes=attributes).end()
 
 
+def correctness(passed: bool) -> Dimension:
+    """The README's contract (docs/examples/contracts/billing-triage.json) declares
+    correctness a score: the grade carries one beside pass/fail."""
+    return Dimension("correctness", passed=passed, score=1.0 if passed else 0.0, expected="refund")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--endpoint", default="http://127.0.0.1:4318", help="OTLP/HTTP base URL")
@@ -179,9 +210,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     random.seed(args.seed)
 
     stream = EmissionStream()
-    exporter = CountingExporter(
-        OTLPSpanExporter(endpoint=f"{args.endpoint.rstrip('/')}/v1/traces", timeout=10), stream
-    )
+    session = requests.Session()
+    session.hooks["response"].append(stream.answered)
+    endpoint = f"{args.endpoint.rstrip('/')}/v1/traces"
+    exporter = CountingExporter(OTLPSpanExporter(endpoint, timeout=10, session=session), stream)
     provider = TracerProvider(resource=Resource.create({"service.name": "billing-triage-agent"}))
     provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=8192))
     tracer = provider.get_tracer("examples/otel_python.py", "1.0")
@@ -193,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream,
             "classify-intent",
             [
-                Dimension("correctness", passed=random.random() < 0.9, expected="refund"),
+                correctness(random.random() < 0.9),
                 Dimension("tone", score=round(random.uniform(0.6, 1.0), 3)),
             ],
         )
@@ -202,6 +234,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             sentinels += 1
     record_sentinel(tracer, stream, final=True)
     provider.shutdown()  # flushes: the final sentinel goes out before we exit
+    spans = args.evaluations + sentinels + 1
+    if stream.undelivered:  # never say "sent" for what did not arrive
+        print(
+            f"error: {stream.undelivered} of {spans} span(s) could not be exported to"
+            f" {endpoint} (is `holonograph serve` listening there?)",
+            file=sys.stderr,
+        )
+        return 1
+    if stream.rejected:
+        print(
+            f"error: the collector rejected {stream.rejected} of {spans} span(s):"
+            f" {stream.rejection} (see `holonograph quarantine`)",
+            file=sys.stderr,
+        )
+        return 1
     print(
         f"sent {args.evaluations} evaluation(s) and {sentinels + 1} sentinel(s)"
         f" on {stream.stream_id}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -92,7 +93,7 @@ def test_readme_examples_run_against_a_live_server(tmp_path: Path) -> None:
             " FROM holonograph.evaluation_dimensions FINAL GROUP BY d ORDER BY d",
         )
         assert dimensions == [
-            {"d": "correctness", "n": 6, "scored": 0},
+            {"d": "correctness", "n": 6, "scored": 6},  # the contract declares it a score
             {"d": "tone", "n": 6, "scored": 6},
         ]
         sentinels = _query(
@@ -119,6 +120,33 @@ def test_readme_examples_run_against_a_live_server(tmp_path: Path) -> None:
         assert "agent billing-triage: version cv_" in registered.stdout
         assert "(registered)" in registered.stdout and '"versionId": "cv_' in registered.stdout
 
+        # With the README's contract in force, its sender and its curl payload still
+        # ingest cleanly: nothing is quarantined, every event records the contract. (A
+        # receiver started now enforces it from its first request: no refresh to await.)
+        code, stderr = server.stop()
+        assert code == 0, stderr
+        server = ServeProcess(data_dir)
+        port = _http_port(server)
+        sender = "\n".join(
+            line for line in python_example.splitlines() if line.startswith("python ")
+        )  # completeness would now also judge the curl example's stream, left open
+        again = run_block(sender, port, data_dir)
+        assert again.returncode == 0, again.stderr
+        assert "sent 6 evaluation(s) and 2 sentinel(s)" in again.stdout
+        reposted = run_block(curl, port, data_dir)
+        assert reposted.returncode == 0, reposted.stderr
+        assert '"rejectedSpans"' not in reposted.stdout, reposted.stdout
+        assert run_block(quarantine, port, data_dir).stdout.strip() == (
+            "no rejected spans in the selection"
+        )
+        checked = _query(
+            data_dir,
+            "SELECT count() AS n, countIf(contract_version_id != '') AS checked"
+            " FROM holonograph.evaluation_events FINAL WHERE ingested_at > ("
+            "SELECT min(registered_at) FROM holonograph.contracts)",
+        )
+        assert checked[0]["n"] >= 6 and checked[0]["checked"] == checked[0]["n"], checked
+
         recorded = run_block(changes, port, data_dir)
         assert recorded.returncode == 0, recorded.stderr
         assert "deploy deploy-1.4.2 of surface classify-intent: recorded" in recorded.stdout
@@ -128,6 +156,48 @@ def test_readme_examples_run_against_a_live_server(tmp_path: Path) -> None:
     finally:
         code, stderr = server.stop()
     assert code == 0, stderr
+
+
+def test_the_sender_exits_non_zero_when_nothing_listens(tmp_path: Path) -> None:
+    """Never "sent" for spans that did not arrive: no collector on the port is exit 1."""
+    with socket.socket() as probe:  # a free port, closed again: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = subprocess.run(
+        [sys.executable, "examples/otel_python.py", "--endpoint", f"http://127.0.0.1:{port}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout
+    assert "sent" not in done.stdout
+    assert "span(s) could not be exported to" in done.stderr
+
+
+def test_the_sender_exits_non_zero_when_the_collector_rejects(tmp_path: Path) -> None:
+    """An OTLP partial success is not a success for the spans it rejected."""
+    data_dir = tmp_path / "data"
+    contract = json.loads((ROOT / "docs/examples/contracts/billing-triage.json").read_text())
+    (surface,) = contract["surfaces"]
+    surface["dimensions"] = [{"id": "correctness", "type": "boolean"}]  # the sender scores it
+    path = tmp_path / "strict.json"
+    path.write_text(json.dumps(contract))
+    registered = subprocess.run(
+        [sys.executable, "-m", "holonograph", "contract", "register", str(path),
+         "--data-dir", str(data_dir)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert registered.returncode == 0, registered.stderr
+    server = ServeProcess(data_dir)
+    try:
+        done = subprocess.run(
+            [sys.executable, "examples/otel_python.py", "--endpoint",
+             f"http://127.0.0.1:{_http_port(server)}"],
+            cwd=ROOT, capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+    finally:
+        server.stop()
+    assert done.returncode == 1, done.stdout
+    assert "error: the collector rejected 6 of 8 span(s): " in done.stderr
+    assert "declared type boolean" in done.stderr and "sent" not in done.stdout
 
 
 def test_curl_shows_the_receivers_reason_when_a_request_is_refused(tmp_path: Path) -> None:
