@@ -17,6 +17,8 @@ same limits, and their GenAI evaluation results go down the same export path.
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -48,6 +50,26 @@ from ingest.export.principal import Principal
 
 Parse = Callable[[bytes], PB2ExportTraceServiceRequest]
 ParseLogs = Callable[[bytes], PB2ExportLogsServiceRequest]
+
+
+# `serve -v`: one INFO line per export request (principal, counts, latency).
+request_log = logging.getLogger("ingest.requests")
+
+
+def log_request(principal: Principal, outcome: ExportOutcome, started: float) -> None:
+    """The request's line: who sent it, what became of its items, how long it took
+    (from admission to the answer, the body's arrival excluded)."""
+    if request_log.isEnabledFor(logging.INFO):
+        request_log.info(
+            "%s %s (tenant %s): %d accepted, %d rejected, %d ignored in %.1f ms",
+            outcome.signal,
+            principal.name or "anonymous",
+            principal.tenant_id,
+            outcome.accepted_spans,
+            outcome.rejected_spans,
+            outcome.ignored_spans,
+            (time.monotonic() - started) * 1000,
+        )
 
 
 def span_count(request: PB2ExportTraceServiceRequest) -> int:
@@ -114,10 +136,13 @@ class Edge:
         parse: Parse,
         expansion: float = PROTOBUF_EXPANSION,
     ) -> ExportOutcome:
+        started = time.monotonic()
         with self.admission.admit(len(payload), expansion) as held:
             request = parse(payload)
             self._take(principal, held, span_count(request), "spans")
-            return await self.exporter.export(request, len(payload), principal)
+            outcome = await self.exporter.export(request, len(payload), principal)
+        log_request(principal, outcome, started)
+        return outcome
 
     async def export_logs(
         self,
@@ -129,13 +154,16 @@ class Edge:
         """`export` for a logs request: its log records count as spans do (cost, the
         per-request limit, the tenant's rate), its evaluation results are exported as
         their span form."""
+        started = time.monotonic()
         with self.admission.admit(len(payload), expansion) as held:
             logs = parse(payload)
             self._take(principal, held, record_count(logs), "log records")
             spans = as_spans(logs)
             del logs
             signal = Signal("logs", "log record", spans.ignored, spans.names)
-            return await self.exporter.export(spans.request, len(payload), principal, signal)
+            outcome = await self.exporter.export(spans.request, len(payload), principal, signal)
+        log_request(principal, outcome, started)
+        return outcome
 
     def _take(self, principal: Principal, held: Held, items: int, noun: str) -> None:
         """A parsed request's `items` (spans, log records): within the per-request limit,

@@ -50,7 +50,7 @@ from ingest.service.config import ServeConfig
 from ingest.service.contracts import StoreRegistrar, TopicRegistrar
 from ingest.service.memory import Trimmer
 from ingest.service.periodic import Periodic, PeriodicJobs, describe
-from ingest.service.rejections import RefusalLog, RejectionLog
+from ingest.service.rejections import IgnoredSpans, RefusalLog, RejectionLog
 from ingest.service.routes import ApiContext, Mount
 from ingest.service.workers import StoreWorkers
 from ingest.store.clickhouse import ClickHouseStore
@@ -101,6 +101,15 @@ class ReceiverService:
         )
         self.refusals = RefusalLog(
             self.metrics, self.config.rejection_log_seconds, self.clock, self.monotonic
+        )
+        self.ignored = IgnoredSpans(
+            RejectionLog(
+                "span(s) ignored",
+                self.config.rejection_log_seconds,
+                "only holonograph.* and OpenTelemetry GenAI spans are stored",
+                clock=self.clock,
+                level=logging.INFO,
+            )
         )
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
@@ -180,7 +189,7 @@ class ReceiverService:
         admission.on_idle = Trimmer(lambda: not admission.inflight_bytes).soon
         self._exporter = exporter = ExportHandler(
             self.handoff,
-            observer=ExportObservers(self.metrics, self.rejections),
+            observer=ExportObservers(self.metrics, self.rejections, self.ignored),
             contracts=self.contracts,
         )
         self.edge = edge = Edge(
@@ -257,6 +266,7 @@ class ReceiverService:
         if jobs_store is not None:
             self.jobs.start(jobs_store)
         self.rejections.start()
+        self.ignored.log.start()
         self.refusals.start()
         for service in self.background:
             await service.start(self.metrics.registry)
@@ -368,6 +378,7 @@ class ReceiverService:
             await self._http.shutdown()
             await self._http.cleanup()
         await self.rejections.stop()  # after the listeners: the last count is logged
+        await self.ignored.log.stop()
         await self.refusals.stop()
         if self._exporter is not None:
             await asyncio.to_thread(self._exporter.close)

@@ -67,8 +67,10 @@ class RejectionLog:
         hint: str,
         clock: Clock = utc_now,
         monotonic: Callable[[], float] = time.monotonic,
+        level: int = logging.WARNING,
     ) -> None:
         self._what = what
+        self._level = level
         self._interval = interval_seconds
         self._hint = hint
         self._clock = clock
@@ -79,13 +81,14 @@ class RejectionLog:
         self._last_line = -math.inf
         self._task: asyncio.Task[None] | None = None
 
-    def add(self, reason: str, example: str, label: str | None = None) -> None:
-        """Count one rejection under `label` (default: its reason's `reason_label`);
-        `example` names the rejected item (span, record, request)."""
+    def add(self, reason: str, example: str, label: str | None = None, count: int = 1) -> None:
+        """Count `count` rejections under `label` (default: its reason's
+        `reason_label`); `example` names the (first) rejected item (span, record,
+        request)."""
         if not self._counts:
             self._since = self._clock()
             self._first = (example, reason)
-        self._counts[reason_label(reason) if label is None else label] += 1
+        self._counts[reason_label(reason) if label is None else label] += count
 
     def flush_if_due(self) -> None:
         """Log now unless a line went out less than an interval ago (then `run` will)."""
@@ -102,7 +105,8 @@ class RejectionLog:
         if len(self._counts) > len(shown):
             reasons += f", {len(self._counts) - len(shown)} more reason(s)"
         example, reason = self._first
-        log.warning(
+        log.log(
+            self._level,
             "%d %s since %s (%s); first: %s: %s; %s",
             total,
             self._what,
@@ -146,6 +150,26 @@ class RejectionLog:
             self.add(record.reason, f"{noun} {record.span_id or '?'} ({record.span_name})")
         if rejected:
             self.flush_if_due()
+
+
+IGNORED = "not a holonograph or OpenTelemetry GenAI span"
+
+
+class IgnoredSpans:
+    """The export path's observer of spans (and log records) ignored as not Holonograph
+    or GenAI ones: nothing of them is stored, which is right for a sidecar that sees
+    every trace but baffling when it is every span a new user sends. `serve -v` shows
+    them as one INFO line per interval."""
+
+    def __init__(self, log_: RejectionLog) -> None:
+        self.log = log_
+
+    def observe_export(self, outcome: ExportOutcome, rejected: Sequence[QuarantineRecord]) -> None:
+        if outcome.ignored_spans:
+            noun = "log record(s)" if outcome.signal == "logs" else "span(s)"
+            example = f"{outcome.ignored_spans} {noun} of one {outcome.signal} request"
+            self.log.add(IGNORED, example, IGNORED, outcome.ignored_spans)
+            self.log.flush_if_due()
 
 
 class LoggedDeadLetters:

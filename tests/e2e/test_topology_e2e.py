@@ -102,5 +102,6 @@ def test_recorded_scan_through_a_running_serve(served: tuple[Path, ServeProcess]
     assert bootstrap.returncode == 0, bootstrap.stderr
     draft = json.loads(bootstrap.stdout)["surface"]
     assert draft["dimensions"] == [
-        {"id": "correctness", "type": "score"}, {"id": "tone", "type": "score"}
+        {"id": "correctness", "type": "score"},
+        {"id": "tone", "type": "score"},
     ]  # fmt: skip (correctness carries a score, as the README's contract declares)

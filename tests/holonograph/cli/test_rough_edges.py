@@ -57,3 +57,34 @@ def test_kill_query_exits_0_with_what_it_answered(tmp_path: Path) -> None:
     )
     assert text.exit_code == 0, text.output
     assert "column_1" in text.stdout and "finished" in text.stdout
+
+
+def test_serve_verbose_logs_each_request_and_summarises_ignored_spans(tmp_path: Path) -> None:
+    from tests.ingest.helpers import grpc_export
+    from tests.otel_emit import Evaluation, export_request, record_spans
+
+    mine = export_request(record_spans([Evaluation("strm", 0)], other_spans=2))
+    only_foreign = export_request(record_spans([], seed=8, other_spans=3))
+    server = ServeProcess(tmp_path / "data", "-v")
+    try:
+        for payload in (mine, only_foreign):
+            reply = grpc_export(server.grpc_endpoint, payload.SerializeToString())
+            assert reply.code.name == "OK", reply.details
+    finally:
+        code, stderr = server.stop()
+    assert code == 0, stderr
+    lines = [line for line in stderr.splitlines() if "ingest.requests" in line]
+    assert len(lines) == 2, stderr
+    assert all(line.endswith(" ms") for line in lines)
+    assert all("INFO ingest.requests: traces anonymous (tenant default): " in x for x in lines)
+    assert "1 accepted, 0 rejected, 2 ignored in " in lines[0]
+    assert "0 accepted, 0 rejected, 3 ignored in " in lines[1]
+    # The first line at once, then at most one per interval; the rest when serve stops.
+    summaries = [line for line in stderr.splitlines() if "span(s) ignored since" in line]
+    assert [line.split(" INFO ")[1].split(" since")[0] for line in summaries] == [
+        "ingest.service.rejections: 2 span(s) ignored",
+        "ingest.service.rejections: 3 span(s) ignored",
+    ]
+    for summary in summaries:
+        assert "not a holonograph or OpenTelemetry GenAI span" in summary
+        assert "only holonograph.* and OpenTelemetry GenAI spans are stored" in summary
