@@ -169,6 +169,15 @@ def test_grafana_provisions_the_clickhouse_data_source(compose: dict[str, Any]) 
     assert "HOLONOGRAPH_READER_PASSWORD" in grafana["environment"]
 
 
+def test_the_grafana_login_is_the_documented_one(compose: dict[str, Any]) -> None:
+    env = _env(compose, "grafana")
+    assert env["GF_SECURITY_ADMIN_USER"] == "admin"
+    assert env["GF_SECURITY_ADMIN_PASSWORD"] == "holonograph-grafana"  # the default
+    readme = (ROOT / "README.md").read_text()
+    assert "log in as `admin` with the password in\n`GRAFANA_ADMIN_PASSWORD`, default" in readme
+    assert "`holonograph-grafana`" in readme
+
+
 def _mounted(compose: dict[str, Any], service: str, container_path: str) -> Path:
     volumes = compose["services"][service]["volumes"]
     spec = next(v for v in volumes if v.split(":")[1] == container_path)
