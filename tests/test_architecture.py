@@ -163,6 +163,7 @@ JOB_MODULES = (
     "processors.lessons.reject",
     "processors.lessons.publish",
     "processors.lessons.rerun",
+    "processors.status.job",
 )
 # Job packages not converted yet (their follow-up converts them): this set only shrinks.
 NOT_CONVERTED = frozenset({"report"})

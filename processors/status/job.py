@@ -251,4 +251,6 @@ def finding(report: StatusReport) -> bool:
     return any(not s.healthy for s in report.document.schedules)
 
 
-JOB = Job("status", Request, StatusDocument, run, saves_nothing, finding)
+persist = saves_nothing
+
+JOB = Job("status", Request, StatusDocument, run, persist, finding)
