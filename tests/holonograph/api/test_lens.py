@@ -237,7 +237,11 @@ def test_topology_sees_the_tokens_tenant_only(served: Served) -> None:
     assert (proposed.json()["tenantId"], proposed.json()["events"]) == ("globex", 1)
     none = served.call("/lens/topology/bootstrap", {"surfaceId": "nothing-here", **WINDOW},
                        token=GLOBEX)  # fmt: skip
-    assert (none.status_code, none.json()["code"]) == (404, "no_events")
+    assert (none.status_code, none.json()["code"]) == (404, "unknown_surface")  # never seen
+    quiet = served.call("/lens/topology/bootstrap", {"surfaceId": "classify-intent",
+                                                     "since": "2026-01-01", "until": "2026-01-02"},
+                        token=GLOBEX)  # fmt: skip
+    assert (quiet.status_code, quiet.json()["code"]) == (404, "no_events")  # known, not then
     backwards = served.call("/lens/topology/scan", {"agentId": "a", "since": "2026-07-02",
                                                    "until": "2026-07-01"})  # fmt: skip
     assert (backwards.status_code, backwards.json()["code"]) == (400, "invalid_request")
