@@ -146,8 +146,14 @@ def test_text_output_and_no_traffic(data_dir: Path) -> None:
     assert text.exit_code == 0, text.output
     assert "dimension correctness score: deterministic, on 40 events (100%)" in text.output
     assert "dimension tone score: lowConfidence, on 5 events (12%)" in text.output
-    none = invoke(
+    typo = invoke(
         "topology", "bootstrap", "--surface", "nothing-here", *WINDOW, "--data-dir", str(data_dir)
     )
-    assert none.exit_code == 1
-    assert "error: surface nothing-here has no events in tenant default" in none.output
+    assert typo.exit_code == 2  # a surface never seen: a typo, not "no traffic"
+    assert f"error: unknown surface 'nothing-here'; known: {SURFACE}" in typo.output
+    quiet = ["--since", "2020-01-01T00:00:00Z", "--until", "2020-01-02T00:00:00Z"]
+    none = invoke(
+        "topology", "bootstrap", "--surface", SURFACE, *quiet, "--data-dir", str(data_dir)
+    )
+    assert none.exit_code == 1, none.output
+    assert f"error: surface {SURFACE} has no events in tenant default" in none.output
