@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sink": ("sink", "Consume Kafka records into the store, then commit offsets."),
     "status": ("status", "Tenants, surfaces, dimensions, counts, last arrival, schedule health."),
     "topology": ("topology", "Structural inventories, coverage scans, contract bootstrap."),
+    "validate": ("config", "Check a --config file: every key a flag, every value valid."),
     "variance": ("variance", "Variance isolation: decompose, evaluate, govern readings."),
 }
 
@@ -72,8 +73,23 @@ class CommandGroup(click.Group):
     epilog=EXIT_CODES_HELP,
 )
 @click.version_option(package_name="holonograph-collector")
+@click.option(
+    "--config",
+    envvar="HOLONOGRAPH_CONFIG",
+    type=click.Path(dir_okay=False),
+    is_eager=True,
+    expose_value=False,
+    callback=lambda ctx, param, value: _apply_config(ctx, param, value),
+    help="YAML file of flag defaults, under the flags' names (see `validate`).",
+)
 def cli() -> None:
     """Holonograph collector: OTLP receiver, ClickHouse store and analyses."""
+
+
+def _apply_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    from holonograph.cli.config import apply_config
+
+    return apply_config(ctx, param, value)
 
 
 def main() -> None:
