@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -260,10 +260,9 @@ class FastBatch:
             receipt[RECEIVED_AT] = received
             rows.receipts.append(receipt)
 
-    def identities(self) -> Iterator[tuple[str, str]]:
+    def identities(self) -> list[tuple[str, str]]:
         """(event id, agent id) of each event, for the ownership check."""
-        for row in self.events:
-            yield row[1], row[3]
+        return [(row[1], row[3]) for row in self.events]
 
     def streams(self) -> list[str]:
         """The streams of the batch, in order: every span has an arrival on its stream."""
