@@ -23,9 +23,10 @@ models: the store refusing a commit, a hand-off without a fast form.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -221,8 +222,8 @@ class FastBatch:
         self.ignored_spans = 0
         self.collapsed_spans = 0
         self.quarantined: tuple[()] = ()
-        self._source: tuple[PB2ExportTraceServiceRequest, Principal, ContractBook | None] | None
-        self._source = None
+        # What gives the same batch as models (`materialize`).
+        self._source: Callable[[], ValidatedBatch] | None = None
         self._materialized: ValidatedBatch | None = None
 
     @property
@@ -272,8 +273,7 @@ class FastBatch:
         """The same request as the reference path validates it (models and all)."""
         if self._materialized is None:
             assert self._source is not None
-            request, principal, contracts = self._source
-            self._materialized = validate_request(request, principal=principal, contracts=contracts)
+            self._materialized = self._source()
         return self._materialized
 
 
@@ -294,7 +294,9 @@ def fast_batch(
         _decode(request, principal, contracts, batch)
     except _Slow:
         return None
-    batch._source = (request, principal, contracts)
+    batch._source = functools.partial(
+        validate_request, request, principal=principal, contracts=contracts
+    )
     return batch
 
 
