@@ -339,13 +339,16 @@ def _event(
 
 def _receipt(tenant: str, stream: str, document: Any) -> list[Any]:
     """An emission record's receipt row, the receipt id and time left to fill."""
-    emission = _keys(document, _RECORD_KEYS_EMISSION)
-    if _text(emission["stream"], required=True) != stream:
+    (emission_stream, seq, kind, final, quarantined, event_id, surface_id, event_time,
+     sentinel) = _keys(document, _RECORD_KEYS_EMISSION).values()  # fmt: skip
+    if emission_stream != stream or kind not in _KINDS:
         raise _Slow
-    kind = emission["kind"]
-    if type(kind) is not str or kind not in _KINDS:
+    if type(seq) is not int or not 0 <= seq <= _INT64_MAX:
         raise _Slow
-    sentinel = emission["sentinel"]
+    if type(final) is not bool or type(quarantined) is not bool:
+        raise _Slow
+    if type(event_id) is not str or type(surface_id) is not str:
+        raise _Slow
     counters: list[Any] = [None] * 7
     if sentinel is not None:
         values = _keys(sentinel, _SENTINEL_KEYS)
@@ -355,7 +358,6 @@ def _receipt(tenant: str, stream: str, document: Any) -> list[Any]:
             _optional_time(values["window_end"]),
         ]
     return [
-        tenant, stream, _integer(emission["seq"], minimum=0), None, kind,
-        _flag(emission["final"]), _flag(emission["quarantined"]), _text(emission["event_id"]),
-        _text(emission["surface_id"]), ticks_ns(_time(emission["event_time"])), None, *counters,
+        tenant, stream, seq, None, kind, final, quarantined, event_id, surface_id,
+        ticks_ns(_time(event_time)), None, *counters,
     ]  # fmt: skip
