@@ -182,14 +182,10 @@ def _optional_integer(value: Any) -> int | None:
 
 
 def _optional_number(value: Any) -> float | None:
-    if value is None:
-        return None
-    kind = type(value)
-    if kind is float:
-        if not math.isfinite(value):
-            raise _Slow
-        return value  # type: ignore[no-any-return]
-    if kind is int and -(2**53) <= value <= 2**53:
+    """A float field: finite; an int the models would make a float exactly."""
+    if value is None or (type(value) is float and math.isfinite(value)):
+        return value
+    if type(value) is int and -(2**53) <= value <= 2**53:
         return float(value)
     raise _Slow
 

@@ -95,15 +95,17 @@ def assert_same_records(
 
 
 taken: list[bool] = []
-
-
-@settings(
+# The fuzz corpus's settings (the sink's records test runs the same examples).
+CORPUS = settings(
     max_examples=300,
     derandomize=True,
     database=None,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+
+
+@CORPUS
 @given(
     mutations=st.lists(MUTATIONS, min_size=0, max_size=4),
     contracts=st.booleans(),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from aiokafka.structs import TopicPartition
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.payload import PayloadSpec, RequestFactory
@@ -31,6 +31,7 @@ from ingest.store import owners
 from ingest.store.owners import Owners, StreamOwner
 from schemas.events import ValidatedBatch
 from schemas.records import BatchRecord, RecordError, decode, encode
+from tests.ingest.export.test_fast import CORPUS
 from tests.ingest.export.test_fuzz import MUTATIONS, Mutation, _apply, _base
 
 WIRE = Path(__file__).resolve().parents[2] / "testdata" / "wire"
@@ -102,13 +103,7 @@ def _copy(state: Owners) -> Owners:
 taken: list[bool] = []
 
 
-@settings(
-    max_examples=300,
-    derandomize=True,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@CORPUS
 @given(
     mutations=st.lists(MUTATIONS, min_size=0, max_size=4),
     contracts=st.booleans(),
