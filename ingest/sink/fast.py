@@ -8,11 +8,12 @@ field the way the models would, conservatively (exact types and keys, every cons
 of `schemas.events`), and lays out the rows `ingest.store.rows` builds from the models
 (a `FastBatch`, `ingest.export.fast`). It takes a record only when serializing what it
 parsed gives back the very bytes it was given: so no field was repeated, reordered or
-spelled unusually, and what it checked is the whole record. Anything else (an older
-version, a quarantined letter, a value it does not check, a record the models reject)
-returns None and the record takes `schemas.records.decode`, the reference, which says
-what is wrong. `tests/ingest/sink/test_fast_records.py` compares the rows of both on the
-fuzz corpus and the wire fixtures.
+spelled unusually, and what it checked is the whole record. Anything else (another
+version: an older one, or 5, events without emission ordinals; a quarantined letter, a
+value it does not check, a record the models reject) returns None and the record takes
+`schemas.records.decode`, the reference, which says what is wrong.
+`tests/ingest/sink/test_fast_records.py` compares the rows of both on the fuzz corpus
+and the wire fixtures.
 
 A `FastRecord` becomes its models on demand (`model`: the record decoded by the
 reference), for what needs them: a record the store refuses (its dead letter), an
@@ -32,7 +33,7 @@ from pydantic_core import from_json
 from ingest.export.fast import FastBatch
 from ingest.store.rows import ticks_ns
 from schemas.events import PROVENANCES, RUN_MODES, ValidatedBatch
-from schemas.records import SCHEMA_VERSION, BatchRecord, decode_batch_fast
+from schemas.records import BatchRecord, decode_batch_fast
 
 _RECORD_KEYS = (
     "schema_version", "kind", "tenant_id", "agents", "receipt_id", "received_at", "stream",
@@ -67,7 +68,10 @@ _KINDS = frozenset({"evaluation", "sentinel"})
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # An RFC 3339 time as pydantic writes one; others go to the reference.
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:\d\d)")
-_PREFIX = b'{"schema_version":%d,"kind":"batch",' % SCHEMA_VERSION
+# The one version it takes: the layout it checks is version 4's (pinned, not the version
+# writers write now, so that a new version goes to the models until this path knows it).
+_VERSION = 4
+_PREFIX = b'{"schema_version":%d,"kind":"batch",' % _VERSION
 _STRINGS = {str}
 
 
@@ -85,7 +89,7 @@ class FastRecord:
     ) -> None:
         self._value = value
         self._model: BatchRecord | None = None
-        self.schema_version = SCHEMA_VERSION
+        self.schema_version = _VERSION
         self.batch = batch
         self.receipt_id = receipt_id
         self.received_at = received_at
@@ -218,7 +222,7 @@ def _json_text(value: Any) -> str:
 
 def _record(value: bytes, document: Any) -> FastRecord:
     record = _keys(document, _RECORD_KEYS)
-    if record["schema_version"] != SCHEMA_VERSION or record["kind"] != "batch":
+    if record["schema_version"] != _VERSION or record["kind"] != "batch":
         raise _Slow
     tenant = _text(record["tenant_id"], required=True)
     agents_value = record["agents"]

@@ -207,3 +207,23 @@ def test_a_repeated_key_keeps_its_last_value_on_both_paths() -> None:
         assert assert_same(doubled, written=False)
         record = fast_record(doubled)
         assert record is not None and record.model().stream == stream
+
+
+def test_a_genai_request_s_version_5_record_is_left_to_the_models() -> None:
+    """A request with holonograph spans and GenAI evaluations packs a version 4 record
+    (the hot path takes it, with the reference's rows) and a version 5 record of events
+    without ordinals, which only the models decode; one relabelled version 4 is not
+    taken either (its stream is empty and its events have no emission)."""
+    from tests.schemas.test_records import _genai_batch
+
+    values = _records(_genai_batch())
+    versions = [json.loads(v)["schema_version"] for v in values]
+    assert versions == [4, 5]
+    assert assert_same(values[0])
+    assert fast_record(values[1]) is None
+    decoded = decode(values[1])
+    assert isinstance(decoded, BatchRecord) and decoded.schema_version == 5
+    assert [e.emission for e in decoded.events] == [None, None]
+    relabelled = values[1].replace(b'{"schema_version":5,', b'{"schema_version":4,', 1)
+    assert relabelled != values[1]
+    assert fast_record(relabelled) is None
