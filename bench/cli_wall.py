@@ -5,8 +5,8 @@ Seeds a fresh chDB store with 1,000 evaluation events of the bench payload (and 
 sentinels) through the receiver's own row path, then runs each command as a user
 would, a new process every time (`python -m holonograph ...` from the tree), no
 `serve` holding the store, alternating commands and trees for `--repeats` rounds.
-Prints one JSON document: the median wall seconds per command and tree, and each
-median over `--help`'s of the same tree.
+Prints one JSON document: the median wall seconds per command and tree, each median
+over `--help`'s of the same tree, and the median CPU seconds (user + system) of each.
 
     python -m bench.cli_wall --repeats 5
     python -m bench.cli_wall --repeats 5 --baseline-ref main   # the old tree alongside
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -70,29 +71,37 @@ def commands(data_dir: Path, surface: str, since: str, until: str) -> dict[str, 
     }
 
 
-def wall(root: Path, args: list[str]) -> tuple[float, int]:
+def wall(root: Path, args: list[str]) -> tuple[float, int, float]:
+    """(wall seconds, exit code, CPU seconds) of one run: on a loaded machine the CPU
+    (user + system of the process) says what the command costs, the wall what a user
+    waited."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(
         python_module("holonograph", *args), cwd=root, capture_output=True, timeout=300
     )
-    return time.perf_counter() - started, done.returncode
+    seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return seconds, done.returncode, cpu
 
 
 def render(result: dict[str, Any], command: str) -> str:
     """The markdown table of one result document."""
     trees = result["trees"]
     names = list(next(iter(trees.values()))["median_wall_s"])
-    head = " | ".join(f"{t} s (x `--help`)" for t in trees)
+    head = " | ".join(f"{t} wall s (x `--help`) | {t} CPU s" for t in trees)
     out = [
         f"Command: `{command}`; median of {result['repeats']} runs each, a new process per"
         f" run, offline store of {result['events']:,} events.",
         "",
         f"| command | {head} |",
-        "|---|" + "---|" * len(trees),
+        "|---|" + "---|---|" * len(trees),
     ]
     for name in names:
         cells = [
             f"{trees[t]['median_wall_s'][name]:.2f} ({trees[t]['over_help'][name]:.1f}x)"
+            f" | {trees[t].get('median_cpu_s', {}).get(name, float('nan')):.2f}"
             for t in trees
         ]
         out.append(f"| `{name}` | " + " | ".join(cells) + " |")
@@ -120,12 +129,14 @@ def main(argv: list[str] | None = None) -> None:
         for root in trees.values():  # the first run migrates the store for that tree
             wall(root, runs["quarantine"])
         times: dict[str, dict[str, list[float]]] = {t: {c: [] for c in runs} for t in trees}
+        cpus: dict[str, dict[str, list[float]]] = {t: {c: [] for c in runs} for t in trees}
         codes: dict[str, dict[str, set[int]]] = {t: {c: set() for c in runs} for t in trees}
         for _ in range(args.repeats):
             for name, argv_ in runs.items():
                 for label, root in trees.items():
-                    seconds, code = wall(root, argv_)
+                    seconds, code, cpu = wall(root, argv_)
                     times[label][name].append(seconds)
+                    cpus[label][name].append(cpu)
                     codes[label][name].add(code)
             last = {t: {c: round(v[-1], 2) for c, v in times[t].items()} for t in trees}
             print(f"round done: {json.dumps(last)}", file=sys.stderr, flush=True)
@@ -135,6 +146,7 @@ def main(argv: list[str] | None = None) -> None:
         out["trees"][label] = {
             "median_wall_s": medians,
             "over_help": {c: m / medians["--help"] for c, m in medians.items()},
+            "median_cpu_s": {c: statistics.median(v) for c, v in cpus[label].items()},
             "exit_codes": {c: sorted(v) for c, v in codes[label].items()},
             "runs_s": times[label],
         }

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import AwareDatetime, Field, StringConstraints, field_validator, model_validator
 
 from schemas.analysis import LayerSource
-from schemas.contracts import Id, Model
+from schemas.contractbase import Id, Model
 from schemas.routing import serves_as
 
 OperatorKind = Literal["deploy", "prompt", "config", "lens", "model", "vendor", "other"]

@@ -18,17 +18,16 @@ from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     StringConstraints,
     field_serializer,
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
 from schemas.conformance import require_unique
+from schemas.contractbase import Id as Id
+from schemas.contractbase import Model as Model
 from schemas.events import RunMode
 from schemas.genai import GenAIMapping
 
@@ -38,21 +37,9 @@ Visibility = Literal["transparent", "announced", "opaque"]
 Semantic = Literal["deployment-state", "diagnostic"]
 Altitude = Literal["surface", "dimension", "tag", "column"]
 
-# Ids as SDKs write them (`prompt_hash`, `customer-tier`, `anthropic/claude-sonnet-5`).
-Id = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:/@+-]{0,127}$")]
 Value = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 Text = Annotated[str, StringConstraints(max_length=2000)]
 MAX_ITEMS = 1000
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, populate_by_name=True, alias_generator=to_camel
-    )
-
-    def to_json(self) -> dict[str, Any]:
-        """The camelCase JSON shape, without unset optional fields."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 class _Declared(Model):

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from schemas.contracts import Routing, Surface
+if TYPE_CHECKING:  # annotations only: the analyses import this module, not the models
+    from schemas.contracts import Routing, Surface
 
 FallbackRule = Literal["routing", "requested"]
 

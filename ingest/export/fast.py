@@ -23,9 +23,10 @@ models: the store refusing a commit, a hand-off without a fast form.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -33,6 +34,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from pydantic_core import to_json
 
+from ingest.export import flat
 from ingest.export.contracts import NO_CONTRACT, ContractBook
 from ingest.export.decode import attributes, jsonable
 from ingest.export.domain import INT64_MAX, attributes_problem
@@ -220,8 +222,8 @@ class FastBatch:
         self.ignored_spans = 0
         self.collapsed_spans = 0
         self.quarantined: tuple[()] = ()
-        self._source: tuple[PB2ExportTraceServiceRequest, Principal, ContractBook | None] | None
-        self._source = None
+        # What gives the same batch as models (`materialize`).
+        self._source: Callable[[], ValidatedBatch] | None = None
         self._materialized: ValidatedBatch | None = None
 
     @property
@@ -259,10 +261,9 @@ class FastBatch:
             receipt[RECEIVED_AT] = received
             rows.receipts.append(receipt)
 
-    def identities(self) -> Iterator[tuple[str, str]]:
+    def identities(self) -> list[tuple[str, str]]:
         """(event id, agent id) of each event, for the ownership check."""
-        for row in self.events:
-            yield row[1], row[3]
+        return [(row[1], row[3]) for row in self.events]
 
     def streams(self) -> list[str]:
         """The streams of the batch, in order: every span has an arrival on its stream."""
@@ -272,8 +273,7 @@ class FastBatch:
         """The same request as the reference path validates it (models and all)."""
         if self._materialized is None:
             assert self._source is not None
-            request, principal, contracts = self._source
-            self._materialized = validate_request(request, principal=principal, contracts=contracts)
+            self._materialized = self._source()
         return self._materialized
 
 
@@ -294,7 +294,9 @@ def fast_batch(
         _decode(request, principal, contracts, batch)
     except _Slow:
         return None
-    batch._source = (request, principal, contracts)
+    batch._source = functools.partial(
+        validate_request, request, principal=principal, contracts=contracts
+    )
     return batch
 
 
@@ -309,25 +311,31 @@ def _decode(
     arrived: set[tuple[str, int]] = set()
     event_ids = batch.event_ids
     events, receipts = batch.events, batch.receipts
-    for resource_spans in request.resource_spans:
+    parsed = flat.parse(request)
+    if parsed is None:
+        raise _Slow
+    for r, (resource_spans, flat_resource_spans) in enumerate(
+        zip(request.resource_spans, parsed.resource_spans, strict=True)
+    ):
         resource = jsonable(attributes(resource_spans.resource.attributes))
         resource_json: str | None = None
-        for scope_spans in resource_spans.scope_spans:
-            for span in scope_spans.spans:
+        for s, scope_spans in enumerate(flat_resource_spans.scope_spans):
+            for n, span in enumerate(scope_spans.spans):
                 name = span.name
                 if not name.startswith(PREFIX):
                     if carries_results(span):
                         raise _Slow  # a GenAI evaluation: the reference maps it
                     batch.ignored_spans += 1
                     continue
-                attrs = attributes(span.attributes)
+                reader = _Reader(request, r, s, n)
+                attrs = reader.span(span)
                 if name == EVALUATION_SPAN:
                     if resource_json is None:
                         if attributes_problem(resource) is not None:
                             raise _Slow
                         resource_json = _json(resource)
                     dims_before = len(batch.dimensions)
-                    event, extras = _evaluation(tenant, span, attrs, resource_json, batch)
+                    event, extras = _evaluation(tenant, span, attrs, resource_json, batch, reader)
                     event_id, agent_id, surface_id = event[1], event[3], event[2]
                     if event_id in event_ids:
                         raise _Slow  # a repeat: the reference collapses or rejects it
@@ -363,6 +371,45 @@ def _decode(
                 receipts.append(receipt)
 
 
+class _Reader:
+    """Reads one span's attributes (and its events') from the flat form (`flat`), or
+    from the OTLP span at the same place where the flat form cannot say what the
+    reference reads: a value of another shape, or the order of the attributes the rows
+    keep in span order (substrate columns, markers, extras), when there are several."""
+
+    __slots__ = ("_at", "_request", "_span")
+
+    def __init__(self, request: PB2ExportTraceServiceRequest, *at: int) -> None:
+        self._request = request
+        self._at = at
+        self._span: Any = None
+
+    def _otlp(self) -> Any:
+        if self._span is None:
+            r, s, n = self._at
+            self._span = self._request.resource_spans[r].scope_spans[s].spans[n]
+        return self._span
+
+    def span(self, span: Any) -> dict[str, Any]:
+        try:
+            attrs = flat.read(span.attributes)
+        except flat.Unread:
+            return attributes(self._otlp().attributes)
+        kept = 0
+        for key in attrs.keys() - _EVALUATION_KEYS:
+            if key.startswith(PREFIX):
+                kept += 1
+        if kept > 1:  # their order is the span's: read it in order
+            return attributes(self._otlp().attributes)
+        return attrs
+
+    def event(self, event: Any, index: int) -> dict[str, Any]:
+        try:
+            return flat.read(event.attributes)
+        except flat.Unread:
+            return attributes(self._otlp().events[index].attributes)
+
+
 def _spelled(attrs: dict[str, Any], key: str, baggage: str) -> Any:
     """An attribute that may come in its baggage spelling too (`validate._spelled`):
     either one alone, or both the same; `_Slow` for two that differ."""
@@ -378,7 +425,12 @@ def _spelled(attrs: dict[str, Any], key: str, baggage: str) -> Any:
 
 
 def _evaluation(
-    tenant: str, span: Any, attrs: dict[str, Any], resource_json: str, batch: FastBatch
+    tenant: str,
+    span: Any,
+    attrs: dict[str, Any],
+    resource_json: str,
+    batch: FastBatch,
+    reader: _Reader,
 ) -> tuple[list[Any], dict[str, Any]]:
     """The event row (up to `extras`) of an evaluation span and its extras, its
     dimension rows added to `batch`; `_Slow` for anything the reference would reject
@@ -420,7 +472,7 @@ def _evaluation(
     if extras and attributes_problem(extras) is not None:
         raise _Slow
     dimension_ids = _dimensions(
-        tenant, event_id, span.events, batch.dimensions,
+        tenant, event_id, span.events, batch.dimensions, reader,
         [surface_id, agent_id, correlation_id, run_mode, provenance, ticks, lens_version,
          light_source_id, requested, columns, cohort_tags, stream],
     )  # fmt: skip
@@ -436,14 +488,19 @@ def _evaluation(
 
 
 def _dimensions(
-    tenant: str, event_id: str, events: Sequence[Any], out: list[list[Any]], layers: list[Any]
+    tenant: str,
+    event_id: str,
+    events: Sequence[Any],
+    out: list[list[Any]],
+    reader: _Reader,
+    layers: list[Any],
 ) -> list[str]:
     """Dimension rows (up to `emission_stream`) of a span's dimension events; their ids."""
     ids: list[str] = []
-    for event in events:
+    for index, event in enumerate(events):
         if event.name != DIMENSION_EVENT:
             continue
-        attrs = attributes(event.attributes)
+        attrs = reader.event(event, index)
         get = attrs.get
         dimension_id = get("holonograph.dimension.id")
         if type(dimension_id) is not str or not dimension_id or dimension_id in ids:

@@ -19,13 +19,17 @@ from typing import Any
 
 from aiokafka.structs import TopicPartition
 
+from ingest.export.fast import FastBatch
+from ingest.sink.fast import FastRecord
 from ingest.store.owners import Submission, Writer
 from ingest.store.rows import TableRows
 from schemas.events import EvaluationEvent, ValidatedBatch
 from schemas.records import OWNER_VERSION, BatchRecord, PoisonLetter, QuarantinedLetter
 from schemas.store import QueryResult, Store
 
-StoredRecord = BatchRecord | QuarantinedLetter
+# What the sink keeps of a record it stores: a batch record decoded by the hot path
+# (`ingest.sink.fast`), else its models.
+StoredRecord = FastRecord | BatchRecord | QuarantinedLetter
 
 
 @dataclass(frozen=True)
@@ -42,18 +46,21 @@ class Consumed:
     key: bytes | None = None
     checked: ValidatedBatch | None = None
 
-    def batch(self) -> ValidatedBatch | None:
+    def batch(self) -> ValidatedBatch | FastBatch | None:
         """What this item writes: its checked batch, else its record's."""
         return self.checked if self.checked is not None else self.recorded()
 
-    def recorded(self) -> ValidatedBatch | None:
-        """The record's rows as decoded (None for an item that yields no rows)."""
+    def recorded(self) -> ValidatedBatch | FastBatch | None:
+        """The record's rows as decoded (None for an item that yields no rows): a
+        hot-path record's `FastBatch`, else a batch of its models."""
         record = self.record
+        if isinstance(record, FastRecord):
+            return record.batch
         if isinstance(record, BatchRecord):
             return ValidatedBatch.model_construct(
                 tenant_id=record.tenant_id,
                 agents=None if record.agents is None else frozenset(record.agents),
-                events=_shared_resources(record.events),
+                events=shared_resources(record.events),
                 emissions=record.emissions,
             )
         if isinstance(record, QuarantinedLetter):
@@ -70,7 +77,10 @@ class Consumed:
         if record is None or batch is None:
             return None
         writer: Writer | None = None
-        if record.schema_version >= OWNER_VERSION:
+        if isinstance(batch, FastBatch):  # a version 4 record: its token's agents
+            writer = Writer(batch.agents)
+        elif record.schema_version >= OWNER_VERSION:
+            assert not isinstance(record, FastRecord)
             writer = Writer(None if record.agents is None else frozenset(record.agents))
         elif batch.events:
             writer = Writer(frozenset(e.agent_id for e in batch.events))
@@ -80,11 +90,13 @@ class Consumed:
 def record_rows(record: StoredRecord) -> int:
     if isinstance(record, QuarantinedLetter):
         return 1
+    if isinstance(record, FastRecord):
+        return record.rows
     dims = sum(len(e.outcome.dimensions) for e in record.events)
     return len(record.events) + dims + len(record.emissions)
 
 
-def _shared_resources(events: tuple[EvaluationEvent, ...]) -> tuple[EvaluationEvent, ...]:
+def shared_resources(events: tuple[EvaluationEvent, ...]) -> tuple[EvaluationEvent, ...]:
     """Let events with equal resource attributes share one dict, as they do in the
     receiver (decoding gave each its own): row building serializes a request's
     resource once per distinct dict, not once per event. Equal values, so the events
@@ -153,7 +165,11 @@ def items_rows(items: Iterable[Consumed]) -> TableRows:
     rows = TableRows()
     for item in items:
         record, batch = item.record, item.batch()
-        if record is not None and batch is not None:
+        if record is None or batch is None:
+            continue
+        if isinstance(batch, FastBatch):
+            batch.add_to(rows, record.receipt_id, record.received_at)
+        else:
             rows.add(batch, record.receipt_id, record.received_at)
     return rows
 

@@ -41,19 +41,13 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 from ingest.metrics import SinkMetrics
 from ingest.sink.batch import Batch, Consumed, DedupTokenStore, items_rows, items_token
 from ingest.sink.dlq import DeadLetterSink, PoisonBrake, SinkHalted
+from ingest.sink.fast import FastRecord, fast_record
 from ingest.sink.liveness import Liveness
 from ingest.store import owners
 from ingest.store.errors import is_permanent, isolate, refusal
 from ingest.store.rows import write_rows
 from schemas.events import QuarantineRecord, ValidatedBatch
-from schemas.records import (
-    BatchRecord,
-    PoisonLetter,
-    QuarantinedLetter,
-    RecordError,
-    decode,
-    encode,
-)
+from schemas.records import PoisonLetter, Record, RecordError, decode, encode
 from schemas.store import Store
 from schemas.times import Clock, utc_now
 from schemas.topics import Topics
@@ -180,7 +174,7 @@ class Sink:
             self._batch = Batch(self._monotonic())
         data = message.topic != self._topics.dead_letter
         try:
-            record = decode(value)
+            record: FastRecord | Record = fast_record(value) or decode(value)
         except RecordError as err:
             if not data:
                 log.error("undecodable dead letter at %s:%d: %s", tp, message.offset, err)
@@ -201,7 +195,7 @@ class Sink:
             return
         if data:
             self._brake.passed()
-        stored = record if isinstance(record, (BatchRecord, QuarantinedLetter)) else None
+        stored = record if not isinstance(record, PoisonLetter) else None
         self._batch.add(Consumed(tp, message.offset, digest, record=stored, key=message.key))
 
     async def _flush_until_done(self, stop: asyncio.Event) -> None:
@@ -289,13 +283,12 @@ class Sink:
         )
         rejected: list[QuarantineRecord] = []
         for (index, submission), result in zip(checking, results, strict=True):
-            assert isinstance(result, ValidatedBatch)  # a record's batch is its models
-            changed = result is not submission.batch
-            batch.items[index] = dataclasses.replace(
-                batch.items[index], checked=result if changed else None
-            )
-            if changed:
+            checked: ValidatedBatch | None = None
+            if result is not submission.batch:  # something rejected: the record's models
+                assert isinstance(result, ValidatedBatch)
+                checked = result
                 rejected += result.quarantined[len(submission.batch.quarantined) :]
+            batch.items[index] = dataclasses.replace(batch.items[index], checked=checked)
         if rejected:
             self._metrics.owner_rejected.inc(len(rejected))
             if self._on_rejected is not None:
@@ -346,7 +339,10 @@ class Sink:
             source_partition=item.tp.partition,
             source_offset=item.offset,
             key=item.key,
-            value=encode(item.record),  # the record as decoded, re-encoded
+            # The record as decoded, re-encoded.
+            value=encode(
+                item.record.model() if isinstance(item.record, FastRecord) else item.record
+            ),
         )
 
     async def _commit(self, offsets: dict[TopicPartition, int]) -> None:

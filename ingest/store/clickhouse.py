@@ -8,6 +8,7 @@ process's admin endpoint instead (see `ingest.service.admin`). Read-only connect
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import threading
@@ -132,6 +133,7 @@ def connect_client(url: str, *, session: bool = True) -> Client:
     parsed = urlparse(url)
     if parsed.scheme == "chdb":
         own_data_dir(Path(parsed.path))
+        _chdb_without_arrow()
         return clickhouse_connect.get_client(dsn=url)
     return clickhouse_connect.get_client(
         host=parsed.hostname,
@@ -142,6 +144,27 @@ def connect_client(url: str, *, session: bool = True) -> Client:
         database="default",
         autogenerate_session_id=session,
     )
+
+
+_CHDB_CONNECTION_MODULE = "chdb.state.sqlitelike"
+_chdb_import = threading.Lock()
+
+
+def _chdb_without_arrow() -> None:
+    """chDB's connection module imports pyarrow, for its Arrow APIs only, and reads it as
+    optional (None when absent): a fifth of a second of CPU and tens of MiB at every
+    start, for nothing here (clickhouse-connect reads and writes Native). Load that
+    module with pyarrow unavailable, unless pyarrow is already loaded; a later `import
+    pyarrow` anywhere works as usual."""
+    with _chdb_import:
+        if _CHDB_CONNECTION_MODULE in sys.modules or "pyarrow" in sys.modules:
+            return
+        sys.modules["pyarrow"] = None  # type: ignore[assignment]  # import says absent
+        try:
+            importlib.import_module(_CHDB_CONNECTION_MODULE)
+        finally:
+            if "pyarrow" in sys.modules and sys.modules["pyarrow"] is None:
+                del sys.modules["pyarrow"]
 
 
 def _skip_pandas_probe() -> None:

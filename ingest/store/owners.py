@@ -114,6 +114,9 @@ class Owners:
     streams: dict[Key, StreamOwner] = field(default_factory=dict)
     event_claims: dict[Key, list[Any]] = field(default_factory=dict)
     stream_claims: dict[Key, list[Any]] = field(default_factory=dict)
+    # False: the commit's event rows claim their new ids themselves (one writer), so
+    # `decide` records only who owns them within the commit, no claim rows.
+    claim_events: bool = field(default=True, compare=False)
 
 
 def check(store: Store, submissions: Sequence[Submission], *, verify: bool) -> list[Batch]:
@@ -124,9 +127,8 @@ def check(store: Store, submissions: Sequence[Submission], *, verify: bool) -> l
     if not submissions:
         return []
     owners = lookup(store, _event_keys(submissions), _stream_keys(submissions))
+    owners.claim_events = verify  # else the event rows claim their ids as they are written
     checked = [decide(owners, s) for s in submissions]
-    if not verify:  # the event rows will claim their ids as they are written
-        owners.event_claims.clear()
     if not (owners.event_claims or owners.stream_claims):
         return checked
     claim(store, owners)
@@ -219,9 +221,10 @@ def _fast_stands(owners: Owners, submission: Submission, batch: FastBatch) -> bo
             owner = owners.streams.get(key)
             if owner is not None and not writer.covers(owner):
                 return False
-    identities = [((tenant, event_id), agent) for event_id, agent in batch.identities()]
-    for key, agent in identities:
-        first = owners.events.get(key)
+    known = owners.events
+    identities = batch.identities()
+    for event_id, agent in identities:
+        first = known.get((tenant, event_id))
         if first is not None and first != agent:
             return False
     if writer is not None:
@@ -229,8 +232,9 @@ def _fast_stands(owners: Owners, submission: Submission, batch: FastBatch) -> bo
             if key not in owners.streams:
                 _claim_stream(owners, key, writer, submission)
     stamps = _stamps(submission)
-    for key, agent in identities:
-        if key not in owners.events:
+    for event_id, agent in identities:
+        key = (tenant, event_id)
+        if key not in known:
             _claim_event(owners, key, agent, stamps)
     return True
 
@@ -243,7 +247,8 @@ def _stamps(submission: Submission) -> tuple[int, int]:
 
 def _claim_event(owners: Owners, key: Key, agent: str, stamps: tuple[int, int]) -> None:
     owners.events[key] = agent
-    owners.event_claims[key] = [*key, agent, *stamps]
+    if owners.claim_events:
+        owners.event_claims[key] = [*key, agent, *stamps]
 
 
 def _claim_stream(owners: Owners, key: Key, writer: Writer, submission: Submission) -> None:
@@ -300,7 +305,14 @@ def _event_reason(event: EvaluationEvent, owner: str, writer: Writer | None) -> 
 
 
 def _event_keys(submissions: Iterable[Submission]) -> set[Key]:
-    return {(s.batch.tenant_id, event_id) for s in submissions for event_id, _ in _ids(s.batch)}
+    keys: set[Key] = set()
+    for s in submissions:
+        tenant, batch = s.batch.tenant_id, s.batch
+        if isinstance(batch, FastBatch):  # its event ids, all distinct
+            keys.update([(tenant, event_id) for event_id in batch.event_ids])
+        else:
+            keys.update((tenant, event_id) for event_id, _ in _ids(batch))
+    return keys
 
 
 def _ids(batch: Batch) -> Iterator[tuple[str, str]]:

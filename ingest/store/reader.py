@@ -136,7 +136,7 @@ def read_only(
     embedded = is_embedded(url)
     try:
         filters = tenant_filters(client, tenant) if tenant is not None else {}
-        table_functions = _table_functions(client)
+        table_functions = _table_functions(client, embedded)
         settings: dict[str, Any] = {}
         if filters:
             settings["additional_table_filters"] = filters
@@ -260,12 +260,23 @@ def tenant_filters(client: Client, tenant: str) -> dict[str, str]:
     return {f"{DATABASE}.{table}": condition for (table,) in tables}
 
 
-def _table_functions(client: Client) -> frozenset[str]:
+# The embedded engine's table functions: a fact of the chDB in this process, read once
+# (the query costs tens of milliseconds, and a command opens several connections).
+_engine_table_functions: frozenset[str] | None = None
+
+
+def _table_functions(client: Client, embedded: bool) -> frozenset[str]:
+    global _engine_table_functions
+    if embedded and _engine_table_functions is not None:
+        return _engine_table_functions
     rows = client.query(
         "SELECT name FROM system.table_functions"
         " WHERE name NOT IN (SELECT name FROM system.functions)"
     ).result_rows
-    return frozenset(str(name) for (name,) in rows)
+    names = frozenset(str(name) for (name,) in rows)
+    if embedded:
+        _engine_table_functions = names
+    return names
 
 
 def _setting_literal(value: Any) -> str:

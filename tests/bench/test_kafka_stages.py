@@ -35,4 +35,7 @@ def test_stages_smoke_both_paths() -> None:
     for path in ("hot", "reference"):
         result = measure_stages(batch=16, requests=2, requests_per_insert=2, path=path)
         assert result["path"] == path and result["spans"] == 32
-        assert set(result["stages"]) == {"parse", "decode_validate", "build_rows", "insert"}
+        stages = {"parse", "decode_validate", "own", "build_rows", "insert", "chdb_background"}
+        assert set(result["stages"]) == stages
+        timed = [result["stages"][name]["cpu_s"] for name in stages - {"chdb_background"}]
+        assert all(cpu > 0 for cpu in timed), result["stages"]

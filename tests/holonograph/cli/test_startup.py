@@ -80,3 +80,47 @@ def test_light_commands_through_the_admin_endpoint_import_nothing_heavy(
 ) -> None:
     """While `serve` holds the store, these talk HTTP to it: no driver, no server libs."""
     assert heavy(imported(*args, "--data-dir", str(served))) == set()
+
+
+@pytest.fixture(scope="module")
+def offline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated embedded store no process holds (made by another process: chDB opens
+    one directory per process)."""
+    data_dir = tmp_path_factory.mktemp("offline") / "data"
+    made = subprocess.run(
+        [sys.executable, "-c", "import sys; from holonograph.storeaccess import connect;"
+         " connect(f'chdb://{sys.argv[1]}', write=True).close()", str(data_dir)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr[-2000:]
+    return data_dir
+
+
+@pytest.mark.clickhouse
+def test_offline_commands_open_chdb_without_pyarrow_or_the_contract_models(offline: Path) -> None:
+    """chDB opened in the command's own process: its Arrow support (pyarrow) is not
+    loaded, and drift reads change records without loading every contract model."""
+    window = ["--since", "2026-12-01T00:00:00Z", "--until", "2026-12-02T00:00:00Z"]
+    drift = imported("drift", "--surface", "s", *window, "--no-save", "--data-dir", str(offline))
+    quarantine = imported("quarantine", "--json", "--data-dir", str(offline))
+    for modules in (drift, quarantine):
+        assert "chdb.state.sqlitelike" in modules  # chDB itself was opened
+        # (`-X importtime` lists the refused `import pyarrow` too: nothing of it loads)
+        assert not {name for name in modules if name.startswith("pyarrow.")}
+    assert "processors.drift.job" in drift
+    assert not {"schemas.contracts", "schemas.conformance", "schemas.genai"} & drift
+
+
+def test_pyarrow_still_imports_after_chdb_opened_without_it(tmp_path: Path) -> None:
+    """The connection opened without pyarrow leaves it importable (for any other user)."""
+    code = (
+        "import sys; from ingest.store.clickhouse import open_store;"
+        " s = open_store(f'chdb://{sys.argv[1]}'); assert s.query('SELECT 1').rows == [(1,)];"
+        " assert 'pyarrow' not in sys.modules; import pyarrow; print(pyarrow.__name__)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "store")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "pyarrow"

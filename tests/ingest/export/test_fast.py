@@ -95,15 +95,17 @@ def assert_same_records(
 
 
 taken: list[bool] = []
-
-
-@settings(
+# The fuzz corpus's settings (the sink's records test runs the same examples).
+CORPUS = settings(
     max_examples=300,
     derandomize=True,
     database=None,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+
+
+@CORPUS
 @given(
     mutations=st.lists(MUTATIONS, min_size=0, max_size=4),
     contracts=st.booleans(),
@@ -330,3 +332,20 @@ def test_a_genai_evaluation_anywhere_in_a_request_takes_the_reference_path(
     expected, got = reference_rows(own), fast_rows(alone)
     for table in ("events", "dimensions", "receipts"):
         assert getattr(got, table) == getattr(expected, table), table
+
+
+def test_several_substrate_columns_markers_and_extras_keep_the_span_order() -> None:
+    """The flat reader's map has no order: a span with several attributes whose order
+    the rows keep is read in order (the Map columns and the Kafka JSON alike)."""
+    names = [f"c{n}" for n in range(8, 0, -1)]  # eight: a map's order is not theirs by chance
+    extra: dict[str, Any] = {f"holonograph.substrate.{name}": name for name in names}
+    extra |= {f"holonograph.marker.{name}": [name] for name in names}
+    extra |= {f"holonograph.custom.{name}": name for name in names}
+    request = export_request(record_spans([Evaluation("s", 0, extra=extra)], seed=1))
+    request = parse_protobuf(request.SerializeToString())
+    assert assert_same(request)
+    fast = fast_batch(request)
+    assert fast is not None
+    event = fast_rows(fast).events[0]
+    assert list(event[11]) == names
+    assert list(event[15]) == names

@@ -1,0 +1,191 @@
+"""Span attributes read without a Python object per attribute, for the hot path.
+
+Reading `span.attributes` of the OTLP classes costs a `KeyValue` and an `AnyValue`
+wrapper per attribute, and two calls on each: more than half of the hot path's CPU.
+A `KeyValue` is encoded exactly like an entry of a protobuf map (`key` = 1, `value` =
+2), so the same request bytes parse, under the messages below, into spans whose
+`attributes` are `map<string, bytes>`: upb builds the whole map in C, and each value
+is left as its `AnyValue` encoding, which `read` decodes for the shapes nearly every
+attribute has (a string, an int, a double, a bool, an array of those).
+
+What the map form cannot say, `read` does not guess: it raises `Unread` and the
+caller reads that span the ordinary way (`ingest.export.decode.attributes`, the
+reference). So: an `AnyValue` of another shape (a key-value list, bytes, several
+fields); and the order of the attributes, which a map does not keep, so a caller
+that needs it (substrate columns, markers and extras keep the span's order) reads the
+span the ordinary way when it has more than one such attribute. The bytes parsed are
+the request's own serialization after the OTLP classes parsed it (`parse`): a value
+sent twice in one `KeyValue` was merged by that parse, as the reference reads it, and
+a repeated key keeps its last value in both (`attributes` keeps the first position,
+which only order-keeping callers see).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError, Message
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
+)
+
+_PACKAGE = "holonograph.flat"
+_FIELD = descriptor_pb2.FieldDescriptorProto
+_ONE, _MANY = _FIELD.LABEL_OPTIONAL, _FIELD.LABEL_REPEATED
+
+
+def _message(
+    file: descriptor_pb2.FileDescriptorProto,
+    name: str,
+    fields: list[tuple[str, int, int, int, str]],
+    attributes_at: int = 0,
+) -> None:
+    message = file.message_type.add(name=name)
+    for field_name, number, kind, label, type_name in fields:
+        field = message.field.add(name=field_name, number=number, type=kind, label=label)
+        if type_name:
+            field.type_name = f".{_PACKAGE}.{type_name}"
+    if attributes_at:  # attributes as map<string, bytes>: KeyValue's own encoding
+        entry = message.nested_type.add(name="AttributesEntry")
+        entry.field.add(name="key", number=1, type=_FIELD.TYPE_STRING, label=_ONE)
+        entry.field.add(name="value", number=2, type=_FIELD.TYPE_BYTES, label=_ONE)
+        entry.options.map_entry = True
+        message.field.add(
+            name="attributes",
+            number=attributes_at,
+            type=_FIELD.TYPE_MESSAGE,
+            label=_MANY,
+            type_name=f".{_PACKAGE}.{name}.AttributesEntry",
+        )
+
+
+def _request_class() -> type[Message]:
+    """The OTLP trace request's messages, with the fields the hot path reads (field
+    numbers of opentelemetry-proto's trace.proto; the others stay unknown fields)."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name="holonograph_flat_trace.proto", package=_PACKAGE, syntax="proto3"
+    )
+    m = _FIELD.TYPE_MESSAGE
+    _message(file, "Event", [("name", 2, _FIELD.TYPE_STRING, _ONE, "")], attributes_at=3)
+    _message(
+        file,
+        "Span",
+        [
+            ("trace_id", 1, _FIELD.TYPE_BYTES, _ONE, ""),
+            ("span_id", 2, _FIELD.TYPE_BYTES, _ONE, ""),
+            ("name", 5, _FIELD.TYPE_STRING, _ONE, ""),
+            ("end_time_unix_nano", 8, _FIELD.TYPE_FIXED64, _ONE, ""),
+            ("events", 11, m, _MANY, "Event"),
+        ],
+        attributes_at=9,
+    )
+    _message(file, "ScopeSpans", [("spans", 2, m, _MANY, "Span")])
+    _message(file, "ResourceSpans", [("scope_spans", 2, m, _MANY, "ScopeSpans")])
+    _message(file, "Request", [("resource_spans", 1, m, _MANY, "ResourceSpans")])
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    flat: type[Message] = message_factory.GetMessageClass(
+        pool.FindMessageTypeByName(f"{_PACKAGE}.Request")
+    )
+    return flat
+
+
+FlatRequest = _request_class()
+
+
+class Unread(Exception):
+    """This attribute value (or this span's attribute order) is for the reference reader."""
+
+
+def parse(request: PB2ExportTraceServiceRequest) -> Any | None:
+    """`request` under the flat messages (its spans in the same places), or None."""
+    try:
+        return FlatRequest.FromString(request.SerializeToString())
+    except DecodeError:
+        return None
+
+
+_double = struct.Struct("<d").unpack_from
+_TWO_64 = 1 << 64
+_INT64_SIGN = 1 << 63
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """(value, position after it) of the varint at `at`."""
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+        if shift > 63:
+            raise Unread
+
+
+def _value(data: bytes, at: int, end: int) -> Any:
+    """The `AnyValue` encoded in data[at:end], as `decode.any_value` reads it."""
+    if at == end:
+        return None  # no value set
+    tag = data[at]
+    if tag == 0x0A:  # string_value
+        size = data[at + 1]
+        start = at + 2
+        if size >= 0x80:
+            size, start = _varint(data, at + 1)
+        if start + size != end:
+            raise Unread
+        try:
+            return data[start:end].decode()
+        except UnicodeDecodeError:
+            raise Unread from None
+    if tag == 0x18:  # int_value
+        number, after = _varint(data, at + 1)
+        if after != end:
+            raise Unread
+        return number - _TWO_64 if number >= _INT64_SIGN else number
+    if tag == 0x21:  # double_value
+        if at + 9 != end:
+            raise Unread
+        return _double(data, at + 1)[0]
+    if tag == 0x10:  # bool_value
+        if at + 2 != end or data[at + 1] > 1:
+            raise Unread
+        return data[at + 1] == 1
+    if tag == 0x2A:  # array_value: ArrayValue { repeated AnyValue values = 1 }
+        size, start = _varint(data, at + 1)
+        if start + size != end:
+            raise Unread
+        values = []
+        while start < end:
+            if data[start] != 0x0A:
+                raise Unread
+            size, item = _varint(data, start + 1)
+            start = item + size
+            if start > end:
+                raise Unread
+            values.append(_value(data, item, start))
+        return values
+    raise Unread  # kvlist_value, bytes_value, several fields, unknown fields
+
+
+def read(attributes: Any) -> dict[str, Any]:
+    """A flat span's or event's attributes as `decode.attributes` reads them (in
+    another order); `Unread` for a value it does not decode."""
+    out: dict[str, Any] = {}
+    try:
+        for key in attributes:  # (the map's `items` is a Python-level view: slower)
+            data = attributes[key]
+            size = len(data)
+            if size < 130 and data[0] == 0x0A and data[1] == size - 2:  # a short string
+                out[key] = data[2:].decode()
+            elif size == 9 and data[0] == 0x21:
+                out[key] = _double(data, 1)[0]
+            else:
+                out[key] = _value(data, 0, size)
+    except (IndexError, UnicodeDecodeError):  # not from a parsed request (or empty)
+        raise Unread from None
+    return out

@@ -1,0 +1,363 @@
+"""The sink's hot path: a batch record as our receivers write it, straight from its
+JSON to the store's rows, without a pydantic model per event.
+
+Nearly every record a sink reads is one a receiver of this version wrote (`schemas.records`,
+version 4): compact JSON, every field present, in model order. `fast_record` parses it
+(pydantic-core's JSON parser, the one the models' own validation uses), checks every
+field the way the models would, conservatively (exact types and keys, every constraint
+of `schemas.events`), and lays out the rows `ingest.store.rows` builds from the models
+(a `FastBatch`, `ingest.export.fast`). It takes a record only when serializing what it
+parsed gives back the very bytes it was given: so no field was repeated, reordered or
+spelled unusually, and what it checked is the whole record. Anything else (another
+version: an older one, or 5, events without emission ordinals; a quarantined letter, a
+value it does not check, a record the models reject) returns None and the record takes
+`schemas.records.decode`, the reference, which says what is wrong.
+`tests/ingest/sink/test_fast_records.py` compares the rows of both on the fuzz corpus
+and the wire fixtures.
+
+A `FastRecord` becomes its models on demand (`model`: the record decoded by the
+reference), for what needs them: a record the store refuses (its dead letter), an
+ownership rejection (`FastBatch.materialize`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from typing import Any
+
+from pydantic_core import from_json
+
+from ingest.export.fast import FastBatch
+from ingest.store.rows import ticks_ns
+from schemas.events import PROVENANCES, RUN_MODES, ValidatedBatch
+from schemas.records import BatchRecord, decode_batch_fast
+
+_RECORD_KEYS = (
+    "schema_version", "kind", "tenant_id", "agents", "receipt_id", "received_at", "stream",
+    "events", "emissions",
+)  # fmt: skip
+_EVENT_KEYS = (
+    "event_id", "surface_id", "agent_id", "correlation_id", "run_mode", "provenance",
+    "timestamp", "emission", "trace_id", "span_id", "substrate", "light_source", "lens",
+    "outcome", "multiplex_role", "sdk_name", "sdk_version", "resource_attributes", "extras",
+    "contract_version_id", "contract_findings",
+)  # fmt: skip
+_EMISSION_KEYS = ("stream", "seq", "final")
+_SUBSTRATE_KEYS = (
+    "surface_id", "agent_id", "run_mode", "provenance", "lens_version", "light_source_id",
+    "columns", "diagnostic",
+)  # fmt: skip
+_LIGHT_SOURCE_KEYS = ("id", "requested")
+_LENS_KEYS = ("version", "fixture_id")
+_OUTCOME_KEYS = (
+    "dimensions", "cohort_tags", "markers", "latency_ms", "cost_usd", "tokens_input",
+    "tokens_output",
+)  # fmt: skip
+_DIMENSION_KEYS = ("dimension_id", "passed", "score", "expected", "actual", "judge")
+_RECORD_KEYS_EMISSION = (
+    "stream", "seq", "kind", "final", "quarantined", "event_id", "surface_id", "event_time",
+    "sentinel",
+)  # fmt: skip
+_SENTINEL_KEYS = (
+    "interval_ms", "offered", "delivered", "dropped", "failed", "window_start", "window_end",
+)  # fmt: skip
+_KINDS = frozenset({"evaluation", "sentinel"})
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# An RFC 3339 time as pydantic writes one; others go to the reference.
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:\d\d)")
+# The one version it takes: the layout it checks is version 4's (pinned, not the version
+# writers write now, so that a new version goes to the models until this path knows it).
+_VERSION = 4
+_PREFIX = b'{"schema_version":%d,"kind":"batch",' % _VERSION
+_STRINGS = {str}
+
+
+class _Slow(Exception):
+    """This record takes the reference path."""
+
+
+class FastRecord:
+    """A batch record decoded by the hot path: its envelope and its rows."""
+
+    __slots__ = ("_model", "_value", "batch", "receipt_id", "received_at", "schema_version")
+
+    def __init__(
+        self, value: bytes, batch: FastBatch, receipt_id: str, received_at: dt.datetime
+    ) -> None:
+        self._value = value
+        self._model: BatchRecord | None = None
+        self.schema_version = _VERSION
+        self.batch = batch
+        self.receipt_id = receipt_id
+        self.received_at = received_at
+
+    @property
+    def tenant_id(self) -> str:
+        return self.batch.tenant_id
+
+    @property
+    def rows(self) -> int:
+        """Rows it writes: events, their dimensions, emission records."""
+        return len(self.batch.events) + len(self.batch.dimensions) + len(self.batch.receipts)
+
+    def model(self) -> BatchRecord:
+        """The record as the reference decodes it."""
+        if self._model is None:
+            model = decode_batch_fast(self._value)
+            assert model is not None, "the hot path took a record the models reject"
+            self._model = model
+        return self._model
+
+    def models(self) -> ValidatedBatch:
+        """Its batch as `ingest.sink.batch.Consumed.recorded` gives a record's."""
+        from ingest.sink.batch import shared_resources
+
+        record = self.model()
+        return ValidatedBatch.model_construct(
+            tenant_id=record.tenant_id,
+            agents=None if record.agents is None else frozenset(record.agents),
+            events=shared_resources(record.events),
+            emissions=record.emissions,
+        )
+
+
+def fast_record(value: bytes) -> FastRecord | None:
+    """The record in `value` with its rows when the hot path takes it (see the module);
+    None otherwise."""
+    if not value.startswith(_PREFIX):
+        return None
+    try:
+        # A key repeated in an object keeps its last value here as in the models' own
+        # parse (which ignores the earlier ones): the same document either way.
+        record = _record(value, from_json(value))
+    except (_Slow, ValueError, TypeError, KeyError, AttributeError, OverflowError):
+        return None
+    return record
+
+
+def _keys(document: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    """`document` when it is an object of exactly `keys`, in that order."""
+    if type(document) is not dict or tuple(document) != keys:
+        raise _Slow
+    return document
+
+
+def _text(value: Any, required: bool = False) -> str:
+    if type(value) is not str or (required and not value):
+        raise _Slow
+    return value
+
+
+def _texts(value: Any) -> list[str]:
+    if type(value) is not list:
+        raise _Slow
+    for item in value:
+        if type(item) is not str:
+            raise _Slow
+    return value
+
+
+def _text_map(value: Any) -> dict[str, str]:
+    if type(value) is not dict:
+        raise _Slow
+    for item in value.values():
+        if type(item) is not str:
+            raise _Slow
+    return value
+
+
+def _flag(value: Any) -> bool:
+    if type(value) is not bool:
+        raise _Slow
+    return value
+
+
+def _integer(value: Any, minimum: int = _INT64_MIN) -> int:
+    if type(value) is not int or not minimum <= value <= _INT64_MAX:
+        raise _Slow
+    return value
+
+
+def _optional_integer(value: Any) -> int | None:
+    return None if value is None else _integer(value)
+
+
+def _optional_number(value: Any) -> float | None:
+    """A float field: finite; an int the models would make a float exactly."""
+    if value is None or (type(value) is float and math.isfinite(value)):
+        return value
+    if type(value) is int and -(2**53) <= value <= 2**53:
+        return float(value)
+    raise _Slow
+
+
+def _optional_flag(value: Any) -> bool | None:
+    return None if value is None else _flag(value)
+
+
+def _time(value: Any) -> dt.datetime:
+    if type(value) is not str or not _TIME.fullmatch(value):
+        raise _Slow
+    parsed = dt.datetime.fromisoformat(value)  # ValueError: to the reference
+    if parsed.tzinfo is None:
+        raise _Slow
+    return parsed
+
+
+def _optional_time(value: Any) -> dt.datetime | None:
+    return None if value is None else _time(value)
+
+
+def _json_text(value: Any) -> str:
+    """`ingest.store.rows._json` of an object."""
+    if type(value) is not dict:
+        raise _Slow
+    if not value:
+        return "{}"
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _record(value: bytes, document: Any) -> FastRecord:
+    record = _keys(document, _RECORD_KEYS)
+    if record["schema_version"] != _VERSION or record["kind"] != "batch":
+        raise _Slow
+    tenant = _text(record["tenant_id"], required=True)
+    agents_value = record["agents"]
+    agents = None if agents_value is None else frozenset(_texts(agents_value))
+    receipt_id = _text(record["receipt_id"], required=True)
+    received_at = _time(record["received_at"])
+    stream = _text(record["stream"], required=True)
+    events, emissions = record["events"], record["emissions"]
+    if type(events) is not list or type(emissions) is not list or (events and not emissions):
+        raise _Slow
+    findings: tuple[str, ...] | None = None
+    batch = FastBatch(tenant, (), agents=agents)
+    resource: dict[str, Any] | None = None
+    resource_json = ""
+    for event in events:
+        row, event_findings = _event(tenant, stream, event, batch)
+        if findings is None:
+            findings = event_findings
+        elif event_findings != findings:
+            raise _Slow  # one batch, one set of findings (`FastBatch.contract_findings`)
+        attributes = event["resource_attributes"]
+        if attributes != resource:
+            resource = attributes
+            resource_json = _json_text(attributes)
+        row.append(resource_json)
+        row.append(_json_text(event["extras"]))
+        if row[1] in batch.event_ids:
+            raise _Slow  # a repeat: `decide` judges the second against the first
+        batch.event_ids.add(row[1])
+        batch.events.append(row)
+    batch.contract_findings = findings or ()
+    for emission in emissions:
+        batch.receipts.append(_receipt(tenant, stream, emission))
+    out = FastRecord(value, batch, receipt_id, received_at)
+    batch._source = out.models
+    return out
+
+
+def _event(
+    tenant: str, stream: str, document: Any, batch: FastBatch
+) -> tuple[list[Any], tuple[str, ...]]:
+    """An event's row up to `extras` (its dimension rows added to `batch`) and its
+    contract findings."""
+    event = _keys(document, _EVENT_KEYS)
+    (event_id, surface_id, agent_id, correlation_id, run_mode, provenance, timestamp,
+     emission, trace_id, span_id, substrate, light_source, lens, outcome, multiplex_role,
+     sdk_name, sdk_version, _, _, contract_version_id,
+     contract_findings) = event.values()  # fmt: skip
+    if set(
+        map(type, (event_id, surface_id, agent_id, correlation_id, trace_id, span_id,
+                   multiplex_role, sdk_name, sdk_version, contract_version_id))
+    ) != _STRINGS:  # fmt: skip
+        raise _Slow
+    if not event_id or not surface_id or run_mode not in RUN_MODES:
+        raise _Slow
+    if provenance not in PROVENANCES or contract_version_id:
+        raise _Slow  # checked against a contract version: `FastBatch` rows carry none
+    ticks = ticks_ns(_time(timestamp))
+    emission = _keys(emission, _EMISSION_KEYS)
+    if _text(emission["stream"], required=True) != stream:
+        raise _Slow
+    seq = _integer(emission["seq"], minimum=0)
+    final = _flag(emission["final"])
+    substrate = _keys(substrate, _SUBSTRATE_KEYS)
+    (sub_surface, sub_agent, sub_run_mode, sub_provenance, sub_lens, sub_light, columns,
+     diagnostic) = substrate.values()  # fmt: skip
+    if set(map(type, (sub_surface, sub_agent, sub_lens, sub_light))) != _STRINGS:
+        raise _Slow
+    if sub_run_mode not in RUN_MODES or sub_provenance not in PROVENANCES:
+        raise _Slow
+    columns = _text_map(columns)
+    _text_map(diagnostic)
+    light_source_id, requested = _keys(light_source, _LIGHT_SOURCE_KEYS).values()
+    lens_version, fixture_id = _keys(lens, _LENS_KEYS).values()
+    if set(map(type, (light_source_id, requested, lens_version, fixture_id))) != _STRINGS:
+        raise _Slow
+    outcome = _keys(outcome, _OUTCOME_KEYS)
+    cohort_tags = _texts(outcome["cohort_tags"])
+    markers = outcome["markers"]
+    if type(markers) is not dict:
+        raise _Slow
+    for values in markers.values():
+        _texts(values)
+    findings = tuple(_texts(contract_findings))
+    dimensions = outcome["dimensions"]
+    if type(dimensions) is not list:
+        raise _Slow
+    layers = [
+        surface_id, agent_id, correlation_id, run_mode, provenance, ticks, lens_version,
+        light_source_id, requested, columns, cohort_tags, stream,
+    ]  # fmt: skip
+    dimension_ids: list[str] = []
+    for item in dimensions:
+        dimension_id, passed, score, expected, actual, judge = _keys(item, _DIMENSION_KEYS).values()
+        if set(map(type, (dimension_id, expected, actual, judge))) != _STRINGS or not dimension_id:
+            raise _Slow
+        dimension_ids.append(dimension_id)
+        batch.dimensions.append(
+            [
+                tenant, event_id, dimension_id, _optional_flag(passed), _optional_number(score),
+                expected, actual, judge, *layers,
+            ]
+        )  # fmt: skip
+    row = [
+        tenant, event_id, surface_id, agent_id, correlation_id, run_mode, provenance, ticks,
+        lens_version, light_source_id, requested, columns, cohort_tags,
+        multiplex_role, fixture_id, markers,
+        _optional_number(outcome["latency_ms"]), _optional_number(outcome["cost_usd"]),
+        _optional_integer(outcome["tokens_input"]), _optional_integer(outcome["tokens_output"]),
+        sdk_name, sdk_version, dimension_ids, stream, seq, final, trace_id, span_id,
+    ]  # fmt: skip
+    return row, findings
+
+
+def _receipt(tenant: str, stream: str, document: Any) -> list[Any]:
+    """An emission record's receipt row, the receipt id and time left to fill."""
+    (emission_stream, seq, kind, final, quarantined, event_id, surface_id, event_time,
+     sentinel) = _keys(document, _RECORD_KEYS_EMISSION).values()  # fmt: skip
+    if emission_stream != stream or kind not in _KINDS:
+        raise _Slow
+    if type(seq) is not int or not 0 <= seq <= _INT64_MAX:
+        raise _Slow
+    if type(final) is not bool or type(quarantined) is not bool:
+        raise _Slow
+    if type(event_id) is not str or type(surface_id) is not str:
+        raise _Slow
+    counters: list[Any] = [None] * 7
+    if sentinel is not None:
+        values = _keys(sentinel, _SENTINEL_KEYS)
+        counters = [
+            *(_optional_integer(values[key]) for key in _SENTINEL_KEYS[:5]),
+            _optional_time(values["window_start"]),
+            _optional_time(values["window_end"]),
+        ]
+    return [
+        tenant, stream, seq, None, kind, final, quarantined, event_id, surface_id,
+        ticks_ns(_time(event_time)), None, *counters,
+    ]  # fmt: skip

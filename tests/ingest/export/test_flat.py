@@ -1,0 +1,88 @@
+"""The flat attribute reader (`ingest.export.flat`) against the reference reader
+(`ingest.export.decode.attributes`) on the same spans: every value it decodes is the
+reference's value, and everything else it leaves to the reference (`Unread`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from ingest.export import flat
+from ingest.export.decode import attributes, parse_protobuf, to_any_value
+
+SCALARS = st.one_of(
+    st.text(max_size=300),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False),
+    st.booleans(),
+)
+VALUES = st.one_of(SCALARS, st.lists(SCALARS, max_size=4), st.lists(st.lists(SCALARS, max_size=2)))
+
+
+def _request(pairs: list[KeyValue]) -> PB2ExportTraceServiceRequest:
+    request = PB2ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.attributes.extend(pairs)
+    span.events.add(name="e").attributes.extend(pairs)
+    return parse_protobuf(request.SerializeToString())
+
+
+def _read_both(request: PB2ExportTraceServiceRequest) -> tuple[dict[str, Any], Any]:
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    parsed = flat.parse(request)
+    assert parsed is not None
+    flat_span = parsed.resource_spans[0].scope_spans[0].spans[0]
+    try:
+        got: Any = flat.read(flat_span.attributes)
+        for event in flat_span.events:
+            assert flat.read(event.attributes) == got
+    except flat.Unread:
+        got = flat.Unread
+    return attributes(span.attributes), got
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "", "é"]), VALUES), max_size=6))
+def test_every_value_it_reads_is_the_reference_value(items: list[tuple[str, Any]]) -> None:
+    """Repeated keys too: both keep the last value."""
+    reference, got = _read_both(
+        _request([KeyValue(key=k, value=to_any_value(v)) for k, v in items])
+    )
+    assert got == reference
+    for key, value in reference.items():  # the same types, not only equal values
+        assert type(got[key]) is type(value)
+
+
+def test_other_shapes_are_left_to_the_reference() -> None:
+    kvlist = to_any_value({"k": "v"})
+    for value in (kvlist, AnyValue(bytes_value=b"\x00\xff"), to_any_value([{"k": 1}])):
+        reference, got = _read_both(_request([KeyValue(key="x", value=value)]))
+        assert got is flat.Unread
+        assert reference["x"] is not None
+
+
+def test_a_key_without_a_value_reads_none() -> None:
+    reference, got = _read_both(_request([KeyValue(key="x")]))
+    assert reference == {"x": None}
+    assert got in ({"x": None}, flat.Unread)
+
+
+def test_a_value_sent_twice_in_one_pair_reads_as_the_reference_merged_it() -> None:
+    """Two `value` fields in one KeyValue: the OTLP parse merges them (arrays append)
+    and the flat form reads the request as that parse left it."""
+    first = KeyValue(key="x", value=to_any_value(["a"])).SerializeToString()
+    second = KeyValue(value=to_any_value(["b"])).SerializeToString()
+    pair = first + second  # key, value, value
+    span_field = b"\x4a" + bytes([len(pair)]) + pair  # Span.attributes = 9
+    scope = b"\x12" + bytes([len(span_field)]) + span_field
+    resource = b"\x12" + bytes([len(scope)]) + scope
+    request = parse_protobuf(b"\x0a" + bytes([len(resource)]) + resource)
+    reference, got = _read_both(request)
+    assert reference == {"x": ["a", "b"]}
+    assert got == reference
