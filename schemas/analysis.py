@@ -13,17 +13,25 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from schemas import jsoncodec
+from schemas.completeness import Unknown
 from schemas.events import DEFAULT_TENANT
 
 Source = Literal["substrate", "light source", "lens", "noise"]
 LayerSource = Literal["lens", "light source", "substrate"]
 SOURCES: tuple[Source, ...] = ("substrate", "light source", "lens", "noise")
 BracketReason = Literal[
-    "sparse", "delivery-loss", "confounded", "unattributed", "cohort-mix", "availability"
+    "sparse",
+    "delivery-loss",
+    "delivery-unmeasurable",
+    "confounded",
+    "unattributed",
+    "cohort-mix",
+    "availability",
 ]
 BRACKET_REASONS: tuple[BracketReason, ...] = (
     "sparse",
     "delivery-loss",
+    "delivery-unmeasurable",
     "confounded",
     "unattributed",
     "cohort-mix",
@@ -254,6 +262,9 @@ class ChangePoint(Model):
     corroboration: Corroboration | None = None
     cohort_mix: CohortMix | None = None
     change_events: list[ChangeEvidence] = []
+    # The reasons of the bracketed windows this point's window overlaps (its own
+    # dimension's or the surface's): read them before acting on the label.
+    brackets: list[BracketReason] = []
 
 
 class BracketedWindow(Model):
@@ -327,6 +338,23 @@ class DriftParameters(Model):
     seed: int
 
 
+DeliveryMeasurable = Literal["all", "part", "none"]
+
+
+class DeliveryLossCheck(Model):
+    """Whether delivery loss can be measured for the events a run read: only for those
+    that carry emission ordinals (OpenTelemetry GenAI evaluations carry none, so no
+    stream accounts for them; completeness calls their surface `unknown: no emission
+    ordinals`). `measurable`: for all of them, part or none."""
+
+    measurable: DeliveryMeasurable
+    events: int
+    without_ordinals: int
+    share_without_ordinals: float
+    status: Unknown | None = None  # `unknown: no emission ordinals` when any has none
+    detail: str = ""
+
+
 class DriftReport(Model):
     """Mirrors `POST /lens/attribute`: surfaceId, eventCount, changePoints,
     bracketedWindows; plus the run's id, tenant (None: every tenant), window, parameters
@@ -345,6 +373,8 @@ class DriftReport(Model):
     parameters: DriftParameters
     notes: list[str] = []
     series: SeriesRead = Field(default_factory=SeriesRead)
+    # None on reports recorded before the check existed
+    delivery_loss: DeliveryLossCheck | None = None
 
 
 class VarianceReading(Model):

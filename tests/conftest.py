@@ -39,6 +39,14 @@ from testkit.backends import (
 from testkit.faulty_store import FaultyStore
 
 BACKENDS_KEY = pytest.StashKey[Backends]()
+MAX_WORKERS = 4  # each worker holds a chDB engine and starts its own servers
+
+# One BLAS thread per process (set before any test module imports numpy; subprocesses
+# inherit it). The analyses solve many small systems, and OpenBLAS's threads spinning for
+# a shared, loaded pair of cores made each 150x150 solve take 0.17 s instead of 1 ms;
+# with several test workers they would also fight each other.
+for _blas in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_blas, "1")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,6 +58,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         " (Apache Kafka + ClickHouse server through testcontainers; needs Docker)."
         " Default: $HOLONOGRAPH_TEST_BACKEND, else default.",
     )
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own (CPU count), however this is loaded
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (the default, pyproject's addopts): one worker per available CPU, at
+    most `MAX_WORKERS`, and none (serial) on a ClickHouse server of one's own
+    (`HOLONOGRAPH_TEST_CLICKHOUSE`): every test re-creates its one `holonograph`
+    database, which workers would drop under each other. Containers are per worker;
+    an external Kafka is shared safely (every test has its own topics and group).
+    `PYTEST_XDIST_AUTO_NUM_WORKERS` still overrides."""
+    if "PYTEST_XDIST_AUTO_NUM_WORKERS" in os.environ:
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    try:
+        backends = choose(config.getoption("--backend"), os.environ)
+    except BackendError:
+        return 0  # pytest_configure says why
+    if backends.clickhouse is not None:
+        return 0
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
 
 
 def pytest_configure(config: pytest.Config) -> None:

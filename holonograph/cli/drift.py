@@ -142,6 +142,9 @@ def _headline(report: DriftReport) -> str:
 def render(report: DriftReport) -> str:
     """The report as an operator reads it: change points, then the bracketed windows."""
     out = [_headline(report)]
+    delivery = report.delivery_loss
+    if delivery is not None and delivery.measurable != "all":
+        out.append(f"delivery loss: {delivery.detail}")
     if report.change_points:
         rows = [
             [
@@ -150,12 +153,15 @@ def render(report: DriftReport) -> str:
                 p.source + ("" if p.confident else " (not confident)"),
                 f"{p.effect.delta:+.3f} [{p.effect.ci_low:+.3f}, {p.effect.ci_high:+.3f}]",
                 f"{p.window.from_:%Y-%m-%d %H:%M} .. {p.window.to:%Y-%m-%d %H:%M}",
+                ", ".join(p.brackets) or "-",
                 p.reason,
             ]
             for p in report.change_points
         ]
         out.append(
-            format_table(["timestamp", "dimension", "source", "shift", "window", "why"], rows)
+            format_table(
+                ["timestamp", "dimension", "source", "shift", "window", "bracketed", "why"], rows
+            )
         )
     cited = [(p, c) for p in report.change_points for c in p.change_events]
     if cited:

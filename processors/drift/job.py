@@ -6,8 +6,10 @@ primary's series by default, an observer's on request, never a blend unless aske
 change points calibrated on the series itself (`changepoint`) -> attribution from
 recorded layer values and the change events recorded for the surface (`attribution`,
 `recorded`; the observers on the same calls as the control of a silent vendor change,
-`corroborate.observer_control`) -> brackets (sparse buckets, delivery loss,
-availability, confounded, unattributed, cohort mix) -> a report shaped like the Guide's
+`corroborate.observer_control`) -> brackets (sparse buckets, delivery loss, buckets
+whose events carry no emission ordinals so loss there cannot be measured, availability,
+confounded, unattributed, cohort mix; each change point lists those its window
+overlaps) -> a report shaped like the Guide's
 `POST /lens/attribute`, persisted to `drift_change_points` and `analysis_events`.
 
 The job (`processors.jobs`): `Request` is the Guide's attribution request (`surfaceId`,
@@ -54,13 +56,19 @@ from processors.series.cells import (
     read_selection,
 )
 from processors.series.cycle import PERIODS, Cycle, fit_cycle, sums_without
-from processors.series.delivery import fetch_loss_windows, staleness_note
+from processors.series.delivery import (
+    Unmeasured,
+    fetch_loss_windows,
+    fetch_without_ordinals,
+    staleness_note,
+)
 from processors.series.request import SeriesRequest
 from schemas.analysis import (
     BracketedWindow,
     Bucket,
     ChangePoint,
     CycleRemoved,
+    DeliveryLossCheck,
     DimensionSummary,
     DriftParameters,
     DriftReport,
@@ -71,6 +79,7 @@ from schemas.analysis import (
     SeriesRead,
     TimeWindow,
 )
+from schemas.completeness import UNKNOWN_WITHOUT_ORDINALS
 from schemas.store import Store
 from schemas.tables import CHANGE_EVENTS, COMPLETENESS_WINDOWS
 from schemas.times import Clock, UtcTime
@@ -209,9 +218,16 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
         if not summary.tested:
             notes.append(too_short_note(summary, request))
     brackets += delivery_brackets(store, query, notes)
+    events = event_count(store, query)
+    unmeasured = fetch_without_ordinals(store, query)
+    brackets += unmeasurable_brackets(unmeasured)
+    delivery = delivery_check(events, unmeasured)
+    if delivery.measurable != "all":
+        notes.append(f"delivery-loss: {delivery.detail}")
     notes += selection_notes(selection)
     if not summaries:
         notes.append("no outcomes recorded for this surface, window and filter")
+    points = [with_brackets(p, brackets) for p in points]
     report = DriftReport(
         run_id=run_id or f"drift_{uuid.uuid4().hex}",
         tenant_id=request.tenant_id,
@@ -219,15 +235,70 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
         dimension_id=request.dimension_id,
         since=request.since,
         until=request.until,
-        event_count=event_count(store, query),
+        event_count=events,
         change_points=sorted(points, key=lambda p: (p.timestamp, p.dimension_id)),
         bracketed_windows=sorted(brackets, key=lambda b: (b.from_, b.reason)),
         dimensions=summaries,
         parameters=request.parameters(),
         notes=notes,
         series=selection,
+        delivery_loss=delivery,
     )
     return DriftRun(report, traces)
+
+
+def unmeasurable_brackets(unmeasured: list[Unmeasured]) -> list[BracketedWindow]:
+    """Each run of buckets holding events without emission ordinals: loss there cannot
+    be measured, so no `delivery-loss` window can clear it."""
+    return [
+        BracketedWindow.of(
+            u.start,
+            u.end,
+            "delivery-unmeasurable",
+            f"{u.without_ordinals} of {u.events} event(s) carry no emission ordinals:"
+            " delivery loss cannot be measured for them",
+        )
+        for u in unmeasured
+    ]
+
+
+def delivery_check(events: int, unmeasured: list[Unmeasured]) -> DeliveryLossCheck:
+    """Whether delivery loss is measurable for the events read: all, part or none."""
+    without = sum(u.without_ordinals for u in unmeasured)
+    share = without / events if events else 0.0
+    if without == 0:
+        return DeliveryLossCheck(
+            measurable="all", events=events, without_ordinals=0, share_without_ordinals=0.0
+        )
+    return DeliveryLossCheck(
+        measurable="none" if without >= events else "part",
+        events=events,
+        without_ordinals=without,
+        share_without_ordinals=share,
+        status=UNKNOWN_WITHOUT_ORDINALS,
+        detail=f"cannot be measured for {without} of {events} event(s) ({share:.1%}):"
+        " they carry no emission ordinals (OpenTelemetry GenAI evaluations), so no"
+        " stream accounts for them",
+    )
+
+
+def with_brackets(point: ChangePoint, brackets: list[BracketedWindow]) -> ChangePoint:
+    """The point with the reasons of the bracketed windows its window overlaps (its own
+    dimension's or the whole surface's)."""
+    reasons = sorted(
+        {
+            b.reason
+            for b in brackets
+            if b.dimension_id in ("", point.dimension_id)
+            and _utc(b.from_) < _utc(point.window.to)
+            and _utc(point.window.from_) < _utc(b.to)
+        }
+    )
+    return point.model_copy(update={"brackets": reasons}) if reasons else point
+
+
+def _utc(at: dt.datetime) -> dt.datetime:
+    return at if at.tzinfo is not None else at.replace(tzinfo=dt.UTC)
 
 
 def paired_control(

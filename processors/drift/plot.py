@@ -28,9 +28,11 @@ SOURCE_COLOURS = {
 REASON_COLOURS = {
     "sparse": "#bbbbbb",
     "delivery-loss": "#e377c2",
+    "delivery-unmeasurable": "#f7b6d2",
     "confounded": "#d62728",
     "unattributed": "#8c564b",
     "cohort-mix": "#17becf",
+    "availability": "#bcbd22",
 }
 
 

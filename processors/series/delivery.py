@@ -1,10 +1,15 @@
-"""Delivery-loss windows of a surface, read from `holonograph.completeness_windows`.
+"""Delivery-loss windows of a surface, read from `holonograph.completeness_windows`, and
+the buckets whose events carry no emission ordinals, where no loss can be measured.
 
 That table belongs to the completeness job and is read by the columns its migration
 gives it: the surface-scope rows flagged `bias_flag`, at the query's bucket
 granularity (or else the finest the table holds). Without the table (a store the
 completeness migration never reached) the answer is None and callers say so instead of
 pretending there was no loss.
+
+Events without emission ordinals (OpenTelemetry GenAI evaluations, stored with
+`emission_stream = ''`) are on no stream, so no completeness window can count their
+loss: `fetch_without_ordinals` finds the buckets holding them, from the series' own rows.
 """
 
 from __future__ import annotations
@@ -12,11 +17,17 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from processors.series.cells import SeriesQuery
+from processors.series.cells import (
+    BUCKET_SQL,
+    BUCKETS,
+    SELECTION_FILTER,
+    SERIES_FILTER,
+    SeriesQuery,
+)
 from processors.series.refreshes import last_refresh
 from schemas.migrations import table_exists
 from schemas.store import Store
-from schemas.tables import COMPLETENESS_WINDOWS
+from schemas.tables import COMPLETENESS_WINDOWS, EVALUATION_DIMENSIONS
 from schemas.times import to_store_time
 
 _WIDTH_SQL = {
@@ -68,6 +79,43 @@ def fetch_loss_windows(store: Store, query: SeriesQuery) -> list[LossWindow] | N
         if stop > to_store_time(query.since):
             windows.append(LossWindow(start, stop, float(off), float(dlv)))
     return merge(windows)
+
+
+@dataclass(frozen=True)
+class Unmeasured:
+    """A run of consecutive buckets holding events without emission ordinals: `events`
+    read there, `without_ordinals` of them with none."""
+
+    start: dt.datetime
+    end: dt.datetime
+    events: int
+    without_ordinals: int
+
+
+def fetch_without_ordinals(store: Store, query: SeriesQuery) -> list[Unmeasured]:
+    """The query's buckets (its series: filters, role, dimension) with events that carry
+    no emission ordinals, consecutive ones merged; events counted once per (tenant,
+    event) as `event_count` counts them."""
+    sql = f"""
+        SELECT {BUCKET_SQL[query.bucket]} AS bucket_start,
+               uniqExact(tenant_id, event_id) AS events,
+               uniqExactIf(tenant_id, event_id, emission_stream = '') AS without_ordinals
+        FROM {EVALUATION_DIMENSIONS.qualified} FINAL
+        WHERE {SERIES_FILTER} {SELECTION_FILTER}
+          AND ({{dimension:String}} = '' OR dimension_id = {{dimension:String}})
+        GROUP BY bucket_start HAVING without_ordinals > 0 ORDER BY bucket_start
+    """
+    step = BUCKETS[query.bucket]
+    out: list[Unmeasured] = []
+    for start, events, without in store.query(sql, query.params()).rows:
+        if out and out[-1].end == start:
+            last = out[-1]
+            out[-1] = Unmeasured(
+                last.start, start + step, last.events + events, last.without_ordinals + without
+            )
+        else:
+            out.append(Unmeasured(start, start + step, int(events), int(without)))
+    return out
 
 
 def _granularity(

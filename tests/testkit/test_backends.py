@@ -190,9 +190,10 @@ def test_a_server_is_refused_until_the_suite_made_its_database(store: ClickHouse
 
 
 def _pytest(
-    tmp_path: Path, *args: str, tiny_text: str = TINY, **environ: str
+    tmp_path: Path, *args: str, tiny_text: str = TINY, workers: str = "0", **environ: str
 ) -> subprocess.CompletedProcess[str]:
-    """A pytest of its own on the tiny file, with the suite's fixtures as plugins."""
+    """A pytest of its own on the tiny file, with the suite's fixtures as plugins;
+    serial unless `workers` says otherwise (pyproject's default is `-n auto`)."""
     tiny = tmp_path / "test_tiny.py"
     tiny.write_text(tiny_text)
     env = {
@@ -205,7 +206,7 @@ def _pytest(
         [sys.executable, "-m", "pytest", "-p", "tests.conftest",
          "-p", "tests.e2e.kafka.conftest", "-p", "no:cacheprovider",
          "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT),
-         "-rs", *args, str(tiny)],
+         "-rs", "-n", workers, *args, str(tiny)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
 
@@ -258,3 +259,19 @@ def test_an_unknown_backend_stops_the_run_before_any_test(tmp_path: Path) -> Non
     from_option = _pytest(tmp_path, "--backend", "docker")
     assert from_option.returncode == pytest.ExitCode.USAGE_ERROR, from_option.stdout
     assert "invalid choice: 'docker'" in from_option.stderr
+
+
+def test_auto_runs_workers_but_serially_on_a_clickhouse_server_of_ones_own(
+    tmp_path: Path,
+) -> None:
+    """`-n auto` starts workers (one per CPU, at most 4), except on a named ClickHouse
+    server: every test there re-creates the one `holonograph` database."""
+    expected = min(4, len(os.sched_getaffinity(0)))
+    parallel = _pytest(tmp_path, "-k", "plain", workers="auto")
+    assert parallel.returncode == 0, parallel.stdout + parallel.stderr
+    assert f"created: {expected}/{expected} workers" in parallel.stdout, parallel.stdout
+    serial = _pytest(
+        tmp_path, "-k", "plain", workers="auto", HOLONOGRAPH_TEST_CLICKHOUSE="http://127.0.0.1:9"
+    )
+    assert serial.returncode == 0, serial.stdout + serial.stderr
+    assert "workers" not in serial.stdout and "1 passed" in serial.stdout, serial.stdout

