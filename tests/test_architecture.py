@@ -151,6 +151,7 @@ JOB_MODULES = (
     "processors.topology.bootstrap",
     "processors.quarantine.job",
     "processors.compare.job",
+    "processors.report.job",
     "processors.drift.job",
     "processors.variance.decompose",
     "processors.variance.evaluate",
@@ -166,7 +167,7 @@ JOB_MODULES = (
     "processors.status.job",
 )
 # Job packages not converted yet (their follow-up converts them): this set only shrinks.
-NOT_CONVERTED = frozenset({"report"})
+NOT_CONVERTED: frozenset[str] = frozenset()
 SHARED = frozenset({"series"})  # what jobs share, no job of its own
 
 

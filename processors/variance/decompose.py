@@ -41,7 +41,7 @@ from processors.series.cells import (
     dimension_kinds,
     read_selection,
 )
-from processors.series.request import SeriesRequest
+from processors.series.request import SeriesRequest, window_at
 from schemas.analysis import Bucket, Interval, Role, VarianceReading
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
@@ -335,25 +335,34 @@ class DecomposeVarianceRequest(SeriesRequest):
 
     surface_id: Annotated[str, Field(min_length=1, description="The surface to read.")]
     dimension_id: Annotated[str, Field(min_length=1, description="The dimension to read.")]
-    since: UtcTime = Field(description="Window start, inclusive.")
-    until: UtcTime = Field(description="Window end, exclusive.")
+    since: UtcTime | None = Field(
+        None, description="Window start, inclusive (default: 7 days, or 28 by day, before until)."
+    )
+    until: UtcTime | None = Field(
+        None, description="Window end, exclusive (default: the run's midnight UTC)."
+    )
     bucket: Bucket = Field("hour", description="Bucket of the outcome series.")
 
     @model_validator(mode="after")
     def _window(self) -> DecomposeVarianceRequest:
-        if self.until <= self.since:
+        if self.since is not None and self.until is not None and self.until <= self.since:
             raise ValueError("until must be after since")
         return self
 
     def persists(self) -> bool:
         return True  # the reading is what evaluate and lifecycle take, by its eventId
 
-    def analysis(self) -> DecomposeRequest:
+    def analysis(self, now: dt.datetime) -> DecomposeRequest:
+        """The reading's parameters, its window relative to the run at `now` where the
+        request leaves it out (a schedule's `variance.decompose` reads the last week)."""
+        since, until = window_at(self.since, self.until, self.bucket, now)
+        if until <= since:
+            raise JobError("until must be after since")
         return DecomposeRequest(
             self.surface_id,
             self.dimension_id,
-            self.since,
-            self.until,
+            since,
+            until,
             self.bucket,
             self.run_modes,
             self.provenances_read(),
@@ -369,8 +378,9 @@ Report = VarianceReading
 
 def run(store: Store, request: Request, clock: Clock) -> Report:
     """The reading of the surface's dimension over the window, read-only."""
+    now = clock()
     try:
-        return decompose(store, request.analysis(), clock())
+        return decompose(store, request.analysis(now), now)
     except SelectionError as err:
         raise JobError(str(err), "series_ambiguous") from None
 
