@@ -41,8 +41,9 @@ from ingest.export.contracts import ContractBook
 from ingest.export.handler import ExportHandler, ExportObservers
 from ingest.handoff.embedded import EmbeddedHandoff
 from ingest.handoff.kafka import KafkaHandoff
+from ingest.handoff.kafka_metrics import ProducerMetrics
 from ingest.handoff.protocol import Handoff
-from ingest.metrics import PipelineMetrics, ProducerMetrics
+from ingest.metrics import PipelineMetrics
 from ingest.service.admin import AdminEndpoint
 from ingest.service.background import Background
 from ingest.service.changes import StoreChangeLog
