@@ -28,7 +28,6 @@ from typing import Annotated, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field, model_validator
-from scipy import optimize, stats
 
 from processors.analysis_events import record_event
 from processors.jobs import Job, JobError, never_a_finding
@@ -71,6 +70,8 @@ def generalised_q(x: FloatArray, v: FloatArray, tau2: float) -> float:
 
 def _solve(x: FloatArray, v: FloatArray, target: float) -> float:
     """tau^2 >= 0 where Q(tau^2) = target (Q falls as tau^2 grows); 0 if Q(0) < target."""
+    from scipy import optimize  # at the first reading, not at serve's start (docs/api.md)
+
     if generalised_q(x, v, 0.0) <= target:
         return 0.0
     hi = max(float(np.var(x)), float(np.max(v)), 1e-12)
@@ -81,13 +82,16 @@ def _solve(x: FloatArray, v: FloatArray, target: float) -> float:
 
 def paule_mandel(x: FloatArray, v: FloatArray, level: float = 0.95) -> Decomposition:
     """tau^2 with its Q-profile interval; needs at least two buckets."""
+    from scipy import special  # chi2's quantiles, without importing scipy.stats
+
     if x.size < 2:
         raise ValueError("at least two buckets are needed")
     dof = x.size - 1
     tau2 = _solve(x, v, float(dof))
     tail = (1.0 - level) / 2.0
-    low = _solve(x, v, float(stats.chi2.ppf(1.0 - tail, dof)))
-    high = _solve(x, v, float(stats.chi2.ppf(tail, dof)))
+    # chdtri(k, p) is chi2's inverse survival function: chi2.ppf(1 - p, k).
+    low = _solve(x, v, float(special.chdtri(dof, tail)))
+    high = _solve(x, v, float(special.chdtri(dof, 1.0 - tail)))
     return Decomposition(
         mean=float(np.sum(x / (v + tau2)) / np.sum(1.0 / (v + tau2))),
         observed=float(np.var(x, ddof=1)),
