@@ -41,7 +41,7 @@ def test_the_api_answers_on_its_own_port_behind_the_same_tls_and_tokens(served: 
     assert served.call("/holonograph/completeness", request, token=None).status_code == 401
     refused = served.call("/holonograph/completeness", request, token=SDK)
     assert (refused.status_code, refused.json()["code"]) == (403, "insufficient_scope")
-    absent = served.call("/lessons/publish", {})
+    absent = served.call("/holonograph/messages", {})
     assert (absent.status_code, absent.json()["code"]) == (501, "not_implemented")
     contract = {"agentId": "billing-triage", "surfaces": [{"id": "classify-intent"}]}
     assert served.call("/holonograph/contract", contract, token=SDK).status_code == 200
