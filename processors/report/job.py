@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import contextvars
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import ConfigDict, Field, model_validator, with_config
 from typing_extensions import TypedDict
@@ -60,6 +61,10 @@ PROGRESS: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
 class ReportJobRequest(JobRequest):
     """`holonograph report` and `POST /holonograph/report`: one window of the token's (or
     `--tenant`'s) tenant; `surfaceId` left out: every surface with events in it."""
+
+    # A surface the tenant never had events for is refused (`processors.names`), never
+    # a page of zeros for a misspelt --surface.
+    named_fields: ClassVar[Mapping[str, str]] = {"surface_id": "surface"}
 
     since: UtcTime | None = Field(
         None, description="Window start, inclusive (default: a day before until)."
