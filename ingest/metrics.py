@@ -1,8 +1,9 @@
-"""Every Prometheus metric the services export, on a registry owned by each service
-(no module-level globals), exposed on the admin endpoint's `/metrics`: the export
-path and the embedded writer (`PipelineMetrics`), the Kafka producer
-(`ProducerMetrics`) and the sink (`SinkMetrics`), which register beside it so one
-`/metrics` shows the whole process."""
+"""The Prometheus metrics of the services, on a registry owned by each service (no
+module-level globals), exposed on the admin endpoint's `/metrics`: the export path and
+the embedded writer (`PipelineMetrics`) and the sink (`SinkMetrics`); the Kafka
+producer's (`ingest.handoff.kafka_metrics`) register beside them, so one `/metrics`
+shows the whole process. This module labels the export path's outcomes, so it imports
+`ingest.export`; the hand-off, which `ingest.export` imports, must not import it."""
 
 from __future__ import annotations
 
@@ -191,41 +192,6 @@ class PipelineMetrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
-
-
-class ProducerMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.records = Counter(
-            "holonograph_kafka_records_produced",
-            "Records acknowledged by the broker, by topic.",
-            ["topic"],
-            registry=registry,
-        )
-        self.bytes = Counter(
-            "holonograph_kafka_bytes_produced",
-            "Record value bytes acknowledged by the broker.",
-            registry=registry,
-        )
-        self.failures = Counter(
-            "holonograph_kafka_produce_failures",
-            "Requests answered with a retryable error because the broker failed, by kind.",
-            ["kind"],
-            registry=registry,
-        )
-        self.latency = Histogram(
-            "holonograph_kafka_produce_seconds",
-            "Time from send to the broker's acknowledgement of every record of a request.",
-            registry=registry,
-        )
-        self.inflight_bytes = Gauge(
-            "holonograph_kafka_inflight_bytes",
-            "Record bytes sent and not yet acknowledged.",
-            registry=registry,
-        )
-
-    def produced(self, topic: str, count: int, size: int) -> None:
-        self.records.labels(topic=topic).inc(count)
-        self.bytes.inc(size)
 
 
 class SinkMetrics:

@@ -8,6 +8,7 @@ out of `NOT_SERVED`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,8 @@ from processors.lessons import publish as lesson_publish
 from processors.lessons import reject as lesson_reject
 from processors.lessons import rerun as fixture_rerun
 from processors.quarantine import job as quarantine
+from processors.report import html as report_html
+from processors.report import job as report
 from processors.status import job as status
 from processors.topology import bootstrap, inventory, scan
 from processors.variance import decompose, evaluate, lifecycle
@@ -35,7 +38,8 @@ from processors.variance import decompose, evaluate, lifecycle
 class Endpoint:
     """`POST path` runs `job` for the token's tenant; the token needs `scope`, and to
     persist (`request.persists()`) also `persist_scope` when one is named. `cli` is the
-    command that runs the same job."""
+    command that runs the same job. `html`: the report as a page too, answered to a
+    client that asks for `text/html` (`Accept`)."""
 
     path: str
     job: Job[Any, Any]
@@ -45,6 +49,11 @@ class Endpoint:
     persist_scope: Scope | None = None
     method: str = "POST"
     agent_field: str | None = None  # the Request field naming an agent the token must own
+    html: Callable[[Any], str] | None = None
+
+
+def _report_page(answer: report.Report) -> str:
+    return report_html.render(answer.data)
 
 
 ENDPOINTS: tuple[Endpoint, ...] = (
@@ -223,6 +232,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Re-run a live fixture over its surface's stored events: actual beside expected[].",
         "holonograph fixtures rerun",
     ),
+    Endpoint(
+        "/holonograph/report",
+        report.JOB,
+        "read",
+        "Everything the dashboards show over a window: stream health, rejected spans, and per"
+        " surface hourly pass rates, change points, recorded changes, variance verdicts and the"
+        " vendor comparison; `Accept: text/html` answers the self-contained page.",
+        "holonograph report",
+        html=_report_page,
+    ),
 )
 
 
@@ -237,7 +256,6 @@ class NotServed:
 
 
 NOT_SERVED: tuple[NotServed, ...] = (
-    NotServed("POST", "/holonograph/report", "holonograph report"),
     NotServed("POST", "/lens/events", "an OTLP exporter to /v1/traces (docs/receiver-edge.md)"),
     NotServed("POST", "/holonograph/messages", ""),
 )

@@ -51,6 +51,29 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 # How often a running analysis checks that its client is still there.
 _WATCH_SECONDS = 0.1
 _STATUS = {"invalid": 400, "not-found": 404, "conflict": 409}
+# A page the API answers loads nothing: its styles are inline, its figures inline SVG.
+PAGE_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+def wants_html(accept: str) -> bool:
+    """Whether `Accept` prefers text/html to JSON (by q-value; JSON on a tie, by
+    default and for `*/*`)."""
+    weights: dict[str, float] = {}
+    for part in accept.split(","):
+        kind, *params = (p.strip() for p in part.split(";"))
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        kind = kind.lower()
+        weights[kind] = max(weights.get(kind, 0.0), q)
+    html = weights.get("text/html", 0.0)
+    json_ = max(weights.get("application/json", 0.0), weights.get("application/*", 0.0))
+    return html > 0.0 and html > json_
 
 
 class MarkedSessions:
@@ -169,6 +192,12 @@ class JobApi(JsonApi):
                 503, "busy", str(err), headers={"Retry-After": str(err.retry_after)}
             ) from None
         finding = "true" if job.finding(report) else "false"
+        if endpoint.html is not None and wants_html(request.headers.get("Accept", "")):
+            return web.Response(
+                text=endpoint.html(report),
+                content_type="text/html",
+                headers={FINDING_HEADER: finding, "Content-Security-Policy": PAGE_POLICY},
+            )
         return web.json_response(
             jsoncodec.plain(report.to_json()), headers={FINDING_HEADER: finding}
         )

@@ -115,6 +115,13 @@ def document() -> dict[str, Any]:
         }
         answer = _json(schemas[(endpoint.path, "response")], "the CLI's --json document")
         answer["headers"] = {"x-holonograph-finding": finding}
+        if endpoint.html is not None:
+            answer["content"]["text/html"] = {
+                "schema": {
+                    "type": "string",
+                    "description": "The report as one self-contained page (Accept: text/html).",
+                }
+            }
         paths.setdefault(endpoint.path, {})[endpoint.method.lower()] = {
             "summary": endpoint.summary,
             "description": f"The same job as `{endpoint.cli} --json`. Scope: {endpoint.scope}"

@@ -1,29 +1,29 @@
-"""`holonograph report`: one self-contained HTML page with what the dashboards show."""
+"""`holonograph report`: one self-contained HTML page with what the dashboards show (the
+report job, `processors.report.job`: its --json is `POST /holonograph/report`'s body)."""
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import datetime as dt
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
 from holonograph.cli.errors import EXIT_USAGE, CommandFailed
+from holonograph.cli.jobs import Rendering, report_of, request_from, show
 from holonograph.cli.options import (
     RFC3339,
-    open_store_or_exit,
-    provenance_filter,
     provenance_option,
     series_options,
     store_options,
 )
-from holonograph.cli.tenants import tenant_option, tenant_or_exit
-from processors.names import UnknownName, require_known
-from processors.report.gather import ReportRequest, gather, steps, surfaces_in_window
+from holonograph.cli.tenants import tenant_option
 from processors.report.html import render
-from processors.series.cells import SelectionError
+from processors.report.job import JOB, PROGRESS, Report, Request
 
 
 @click.command("report")
@@ -34,8 +34,7 @@ from processors.series.cells import SelectionError
     "--out",
     "out",
     type=click.Path(dir_okay=False, writable=True),
-    required=True,
-    help="Write the HTML page here.",
+    help="Write the HTML page here (needed unless --json).",
 )
 @click.option("--as-of", "as_of", type=RFC3339(), help="Judge stream status at T (default: now).")
 @provenance_option
@@ -46,7 +45,7 @@ def report_command(
     since: dt.datetime,
     until: dt.datetime,
     surface_id: str | None,
-    out: str,
+    out: str | None,
     as_of: dt.datetime | None,
     provenances: tuple[str, ...],
     role: str,
@@ -63,53 +62,68 @@ def report_command(
     stream health as `completeness` reports it, and rejected spans. On a multiplexed
     surface the pass rates are the primary's (what the agent used) unless --role or
     --light-source asks for another series. Progress goes to stderr on a terminal;
-    --json prints where the page went and what it holds.
+    --json prints what the page shows as JSON (`POST /holonograph/report`'s body), with
+    or without --out.
 
     Exit 0: written; 2: usage; 3: store unavailable."""
-    provenances_read = provenance_filter(provenances)
-    try:
-        request = ReportRequest(
-            since=since,
-            until=until,
-            as_of=as_of or dt.datetime.now(dt.UTC),
-            surface_id=surface_id,
-            provenances=provenances_read,
-            role=role,  # type: ignore[arg-type]
-            light_source=light_source,
-        )
-    except ValueError as err:
-        raise click.UsageError(str(err)) from None
-    target = Path(out)
-    if not target.parent.is_dir():
+    if out is None and not as_json:
+        raise click.UsageError("give --out FILE for the page, --json for its data, or both")
+    flags = {"since": since, "until": until, "surface_id": surface_id, "as_of": as_of,
+             "provenances": provenances, "role": role, "light_source": light_source,
+             "tenant": tenant}  # fmt: skip
+    request = request_from(Request, flags)
+    target = Path(out) if out is not None else None
+    if target is not None and not target.parent.is_dir():
         raise CommandFailed(f"no directory {target.parent} for --out", EXIT_USAGE)
-    store = open_store_or_exit(store_url, data_dir)
-    request = dataclasses.replace(request, tenant_id=tenant_or_exit(store, tenant))
-    try:
-        require_known(store, request.tenant_id, {"surface": surface_id})
-        surfaces = surfaces_in_window(store, request)
-        if sys.stderr.isatty():  # progress is for a person watching, not for a log
-            with click.progressbar(
-                length=steps(request, surfaces), label="report", file=sys.stderr, show_pos=True
-            ) as bar:
-                data = gather(store, request, surfaces, lambda step: bar.update(1))
-        else:
-            data = gather(store, request, surfaces, lambda step: None)
-    except SelectionError as err:
-        raise CommandFailed(str(err), EXIT_USAGE) from None
-    except UnknownName as err:  # never a page of zeros for a misspelt --surface
-        raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
-    finally:
-        store.close()
-    page = render(data)
-    partial = target.with_name(f".{target.name}.partial")
-    partial.write_text(page, encoding="utf-8")
-    os.replace(partial, target)  # a reader never sees half a page
-    if as_json:
-        from holonograph.cli.options import emit_json
+    with _progress():
+        (report,) = report_of(JOB, [request], store_url, data_dir)
+    if target is not None:
+        page = render(report.data)
+        partial = target.with_name(f".{target.name}.partial")
+        partial.write_text(page, encoding="utf-8")
+        os.replace(partial, target)  # a reader never sees half a page
+        written = (
+            f"wrote {target} ({len(report.data.surfaces)} surface(s), {len(page.encode())} bytes)"
+        )
+        if not as_json:
+            click.echo(written)
+            return
+        click.echo(written, err=True)
+    show(report, Rendering[Report](lambda r: ""), as_json=True)
 
-        emit_json({"out": str(target), "bytes": len(page.encode()), "surfaces": surfaces})
-    else:
-        click.echo(f"wrote {target} ({len(surfaces)} surface(s), {len(page.encode())} bytes)")
+
+class _Bar:
+    """The report's progress as a bar on stderr, opened once the steps are known."""
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+
+    def begin(self, total: int) -> None:
+        self._bar = click.progressbar(length=total, label="report", file=sys.stderr, show_pos=True)
+        self._bar.__enter__()
+
+    def step(self, label: str) -> None:
+        if self._bar is not None:
+            self._bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+
+
+@contextlib.contextmanager
+def _progress() -> Iterator[None]:
+    """A bar for a person watching, not for a log: only on a terminal."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    bar = _Bar()
+    token = PROGRESS.set(bar)
+    try:
+        yield
+    finally:
+        PROGRESS.reset(token)
+        bar.close()
 
 
 def register(group: click.Group) -> None:

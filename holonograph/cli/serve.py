@@ -52,6 +52,8 @@ def announce(service: ReceiverService, as_json: bool) -> None:
         "http": f"{scheme}://{host}:{listeners.http_port}/v1/traces",
         "admin": f"http://127.0.0.1:{listeners.admin_port}",
     }
+    if listeners.api_port is not None:
+        info["api"] = f"{scheme}://{host}:{listeners.api_port}/openapi.json"
     if config.metrics_port is not None:
         info["metrics"] = f"http://{host}:{listeners.metrics_port}/metrics"
     if service.store is not None:
@@ -71,6 +73,8 @@ def announce(service: ReceiverService, as_json: bool) -> None:
         return
     click.echo(f"OTLP/gRPC  listening on {info['grpc']}")
     click.echo(f"OTLP/HTTP  listening on {info['http']}")
+    if listeners.api_port is not None:
+        click.echo(f"HTTP API   listening on {info['api']}")
     click.echo(f"admin      listening on {info['admin']} (loopback only)")
     if "metrics" in info:
         click.echo(f"metrics    listening on {info['metrics']}")
@@ -112,6 +116,12 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
 @click.option("--host", help="Interface for the OTLP listeners [127.0.0.1].")
 @click.option("--grpc-port", type=int, help="OTLP/gRPC port [4317].")
 @click.option("--http-port", type=int, help="OTLP/HTTP port [4318].")
+@click.option(
+    "--api-port",
+    type=int,
+    help="The HTTP API (analyses, contracts, changes) on its own port, same TLS and tokens"
+    " [off: on the OTLP/HTTP port].",
+)
 @click.option("--admin-port", type=int, help="Loopback admin port [0: any free port].")
 @click.option("--metrics-port", type=int, help="/metrics, /healthz, /readyz on --host [off].")
 @click.option("--store", "store", help="chdb:///path or http(s)://host:8123.")

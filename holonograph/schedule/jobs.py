@@ -14,7 +14,9 @@ from processors.completeness import job as completeness
 from processors.conformance import check, derive
 from processors.drift import job as drift
 from processors.jobs import Job
+from processors.report import job as report
 from processors.topology import scan
+from processors.variance import decompose
 
 SCHEDULABLE: MappingProxyType[str, Job[Any, Any]] = MappingProxyType(
     {
@@ -22,6 +24,8 @@ SCHEDULABLE: MappingProxyType[str, Job[Any, Any]] = MappingProxyType(
         "conformance.check": check.JOB,
         "conformance.derive": derive.JOB,
         "drift": drift.JOB,
+        "report": report.JOB,
         "topology.scan": scan.JOB,
+        "variance.decompose": decompose.JOB,
     }
 )

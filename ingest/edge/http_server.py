@@ -311,10 +311,12 @@ def build_http_app(
     connections: ConnectionTable | None = None,
     changes: ChangeApi | None = None,
     mounts: Sequence[Callable[[web.Application], None]] = (),
+    otlp: bool = True,
 ) -> web.Application:
-    """OTLP's traces and logs paths, and the contract registry's and change events' paths when
-    their endpoints are given, then what each of `mounts` adds (the analyses: routes
-    `ingest` does not know, registered by its wiring). `connections` (default: 256, 64
+    """OTLP's traces and logs paths (unless `otlp` is False: an API listener of its
+    own), and the contract registry's and change events' paths when their endpoints are
+    given, then what each of `mounts` adds (the analyses: routes `ingest` does not know,
+    registered by its wiring). `connections` (default: 256, 64
     per client address) is what `CappedSite` admits connections by; every request
     marks its connection as having sent one."""
     table = connections if connections is not None else ConnectionTable(256, 64)
@@ -333,7 +335,7 @@ def build_http_app(
 
     app = web.Application(client_max_size=edge.max_request_bytes + 1, middlewares=[mark])
     app[CONNECTIONS] = table
-    for signal in SIGNALS:
+    for signal in SIGNALS if otlp else ():
         app.router.add_post(signal.http_path, ExportRoute(edge, table, signal).handle)
     if contracts is not None:
         add_contract_routes(app, contracts)
@@ -449,6 +451,7 @@ async def start_http_site(
     port: int,
     handshake_timeout: float,
     ssl_context: ssl.SSLContext | None = None,
+    what: str = "OTLP/HTTP",
 ) -> tuple[CappedSite, int]:
     await runner.setup()
     site = CappedSite(runner, host, port, handshake_timeout, ssl_context)
@@ -456,6 +459,6 @@ async def start_http_site(
         await site.start()
     except OSError as err:  # the caller owns `runner` and cleans it up
         raise ListenError(
-            f"cannot listen on {host}:{port} (OTLP/HTTP): {err.strerror or err}"
+            f"cannot listen on {host}:{port} ({what}): {err.strerror or err}"
         ) from err
     return site, site.port

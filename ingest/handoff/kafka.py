@@ -28,11 +28,11 @@ from aiokafka.errors import KafkaError
 
 from ingest.errors import Backpressure, Unavailable
 from ingest.export.fast import FastBatch
+from ingest.handoff.kafka_metrics import ProducerMetrics
 from ingest.handoff.kafka_packing import OutRecord, Screened, pack, screen, screen_fast
 from ingest.handoff.kafka_producer import BrokerRefused, start_producer
 from ingest.handoff.kafka_topics import ensure_topics
 from ingest.handoff.protocol import AnyBatch
-from ingest.metrics import ProducerMetrics
 from schemas.records import headers
 from schemas.times import Clock, utc_now
 from schemas.topics import Compression, Topics

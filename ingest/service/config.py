@@ -130,6 +130,9 @@ class ServeConfig(ServiceSettings):
 
     grpc_port: int = Field(4317, ge=0, le=65535)
     http_port: int = Field(4318, ge=0, le=65535)
+    # The HTTP API (analyses, contracts, change events, /openapi.json) on a listener of
+    # its own, same TLS and tokens; None: on the OTLP/HTTP port (docs/api.md).
+    api_port: int | None = Field(None, ge=0, le=65535)
     max_request_bytes: int = Field(64 * MIB, gt=0)
     max_inflight_bytes: int = Field(64 * MIB, gt=0)
     # Spans in one request: what a request alone may cost in memory is bounded by this

@@ -41,8 +41,9 @@ from ingest.export.contracts import ContractBook
 from ingest.export.handler import ExportHandler, ExportObservers
 from ingest.handoff.embedded import EmbeddedHandoff
 from ingest.handoff.kafka import KafkaHandoff
+from ingest.handoff.kafka_metrics import ProducerMetrics
 from ingest.handoff.protocol import Handoff
-from ingest.metrics import PipelineMetrics, ProducerMetrics
+from ingest.metrics import PipelineMetrics
 from ingest.service.admin import AdminEndpoint
 from ingest.service.background import Background
 from ingest.service.changes import StoreChangeLog
@@ -69,6 +70,7 @@ log = logging.getLogger(__name__)
 class Listeners:
     grpc_port: int = 0
     http_port: int = 0
+    api_port: int | None = None  # None: the API is on http_port
     admin_port: int = 0
     metrics_port: int = 0
 
@@ -113,6 +115,7 @@ class ReceiverService:
         )
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
+        self._api: web.AppRunner | None = None
         self._admin: AdminEndpoint | None = None
         self._workers: StoreWorkers | None = None
         self._side: ClickHouseStore | None = None
@@ -130,6 +133,18 @@ class ReceiverService:
         self._contract_problem = ""
         self._registry_store: ClickHouseStore | None = None
         self._topic_registrar: TopicRegistrar | None = None
+
+    def _runner(self, app: web.Application) -> web.AppRunner:
+        """An HTTP listener's runner: bodies stay compressed until our bounded inflater
+        sees them; an idle connection is closed after the header timeout."""
+        assert self.edge is not None
+        return web.AppRunner(
+            app,
+            access_log=None,
+            logger=ServerLog(self.edge),
+            auto_decompress=False,
+            keepalive_timeout=self.config.http_header_timeout_seconds,
+        )
 
     def _load_edge_files(self) -> None:
         """TLS material and tokens, before any socket opens (`TlsError`, `TokensFileError`
@@ -242,18 +257,16 @@ class ReceiverService:
         # idle connection (no complete header yet, or none since its last answer) is
         # closed after the header timeout.
         context = ApiContext(self.authenticator, self._workers, self.clock)
-        self._http = web.AppRunner(
+        mounts = [_bound(mount, context) for mount in self.routes]
+        separate = config.api_port is not None
+        self._http = self._runner(
             build_http_app(
                 edge,
-                self._contract_api(),
+                None if separate else self._contract_api(),
                 self.http_connections,
-                self._change_api(),
-                [_bound(mount, context) for mount in self.routes],
-            ),
-            access_log=None,
-            logger=ServerLog(edge),
-            auto_decompress=False,
-            keepalive_timeout=config.http_header_timeout_seconds,
+                None if separate else self._change_api(),
+                [] if separate else mounts,
+            )
         )
         _, self.listeners.http_port = await start_http_site(
             self._http,
@@ -262,6 +275,26 @@ class ReceiverService:
             config.http_header_timeout_seconds,
             self.tls.ssl_context() if self.tls else None,
         )
+        if config.api_port is not None:
+            # The API on a listener of its own: the same TLS, tokens and connection
+            # limits (a table of its own), no OTLP paths.
+            api_connections = ConnectionTable(
+                config.http_max_connections, config.http_max_connections_per_client
+            )
+            self._api = self._runner(
+                build_http_app(
+                    edge, self._contract_api(), api_connections, self._change_api(), mounts,
+                    otlp=False,
+                )
+            )  # fmt: skip
+            _, self.listeners.api_port = await start_http_site(
+                self._api,
+                config.host,
+                config.api_port,
+                config.http_header_timeout_seconds,
+                self.tls.ssl_context() if self.tls else None,
+                "HTTP API",
+            )
         jobs_store = self.job_store or self._side
         if jobs_store is not None:
             self.jobs.start(jobs_store)
@@ -374,9 +407,10 @@ class ReceiverService:
         self._reloader = self._contract_refresher = None
         if self._grpc is not None:
             await self._grpc.stop(grace_seconds)
-        if self._http is not None:
-            await self._http.shutdown()
-            await self._http.cleanup()
+        for runner in (self._http, self._api):
+            if runner is not None:
+                await runner.shutdown()
+                await runner.cleanup()
         await self.rejections.stop()  # after the listeners: the last count is logged
         await self.ignored.log.stop()
         await self.refusals.stop()

@@ -443,7 +443,13 @@ class Report:
 
 
 def run(store: Store, request: Request, clock: Clock) -> Report:
-    """Check the fixture(s) over the window, read-only (`persist` records them)."""
+    """Check the fixture(s) over the window, read-only (`persist` records them). An
+    empty window is the request's mistake whatever the store holds: refused before any
+    fixture is looked up."""
+    try:
+        Window.resolve(request.since, request.until, clock)
+    except ValueError as err:
+        raise JobError(str(err)) from None
     options: dict[str, Any] = {
         "since": request.since,
         "until": request.until,

@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 from pydantic import ConfigDict, Field, JsonValue, with_config
-from scipy.cluster.hierarchy import fcluster, linkage
 from typing_extensions import TypedDict
 
 from processors.jobs import Job, JobError, JobRequest, never_a_finding
@@ -220,6 +219,10 @@ def cluster_id(member_ids: Sequence[str]) -> str:
 
 def _labels(similarity: np.ndarray, threshold: float) -> list[int]:
     """Average-linkage groups of rows whose mean cosine is at least `threshold`."""
+    # Imported at the first clustering: serve mounts this job and does not pay for
+    # scipy at start (tests/holonograph/cli/test_startup.py).
+    from scipy.cluster.hierarchy import fcluster, linkage
+
     n = similarity.shape[0]
     if n == 1:
         return [1]

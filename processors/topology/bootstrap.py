@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from processors.jobs import Job, JobRequest, NotFound, never_a_finding, saves_nothing
+from processors.topology.documents import BootstrapDocument
 from schemas.contracts import Contract, Surface
 from schemas.events import DEFAULT_TENANT
 from schemas.registry import active_version
@@ -295,7 +296,7 @@ finding = never_a_finding
 JOB = Job(
     name="topology-bootstrap",
     request=BootstrapRequest,
-    document=dict[str, Any],
+    document=BootstrapDocument,
     run=run,
     persist=persist,
     finding=finding,

@@ -40,6 +40,7 @@ from pydantic import Field, model_validator
 
 from processors.analysis_events import record_event
 from processors.jobs import Job, JobRequest
+from processors.topology.documents import ScanDocument
 from processors.topology.inventory import LatestInventory, latest_inventories
 from schemas.contracts import ContractVersion, Surface
 from schemas.events import DEFAULT_TENANT
@@ -516,7 +517,7 @@ def finding(report: ScanReport) -> bool:
 JOB = Job(
     name="topology-scan",
     request=ScanRequest,
-    document=dict[str, Any],
+    document=ScanDocument,
     run=run,
     persist=persist,
     finding=finding,

@@ -28,7 +28,6 @@ from typing import Annotated, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field, model_validator
-from scipy import optimize, stats
 
 from processors.analysis_events import record_event
 from processors.jobs import Job, JobError, never_a_finding
@@ -41,7 +40,7 @@ from processors.series.cells import (
     dimension_kinds,
     read_selection,
 )
-from processors.series.request import SeriesRequest
+from processors.series.request import SeriesRequest, window_at
 from schemas.analysis import Bucket, Interval, Role, VarianceReading
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
@@ -71,6 +70,8 @@ def generalised_q(x: FloatArray, v: FloatArray, tau2: float) -> float:
 
 def _solve(x: FloatArray, v: FloatArray, target: float) -> float:
     """tau^2 >= 0 where Q(tau^2) = target (Q falls as tau^2 grows); 0 if Q(0) < target."""
+    from scipy import optimize  # at the first reading, not at serve's start (docs/api.md)
+
     if generalised_q(x, v, 0.0) <= target:
         return 0.0
     hi = max(float(np.var(x)), float(np.max(v)), 1e-12)
@@ -81,13 +82,16 @@ def _solve(x: FloatArray, v: FloatArray, target: float) -> float:
 
 def paule_mandel(x: FloatArray, v: FloatArray, level: float = 0.95) -> Decomposition:
     """tau^2 with its Q-profile interval; needs at least two buckets."""
+    from scipy import special  # chi2's quantiles, without importing scipy.stats
+
     if x.size < 2:
         raise ValueError("at least two buckets are needed")
     dof = x.size - 1
     tau2 = _solve(x, v, float(dof))
     tail = (1.0 - level) / 2.0
-    low = _solve(x, v, float(stats.chi2.ppf(1.0 - tail, dof)))
-    high = _solve(x, v, float(stats.chi2.ppf(tail, dof)))
+    # chdtri(k, p) is chi2's inverse survival function: chi2.ppf(1 - p, k).
+    low = _solve(x, v, float(special.chdtri(dof, tail)))
+    high = _solve(x, v, float(special.chdtri(dof, 1.0 - tail)))
     return Decomposition(
         mean=float(np.sum(x / (v + tau2)) / np.sum(1.0 / (v + tau2))),
         observed=float(np.var(x, ddof=1)),
@@ -335,25 +339,34 @@ class DecomposeVarianceRequest(SeriesRequest):
 
     surface_id: Annotated[str, Field(min_length=1, description="The surface to read.")]
     dimension_id: Annotated[str, Field(min_length=1, description="The dimension to read.")]
-    since: UtcTime = Field(description="Window start, inclusive.")
-    until: UtcTime = Field(description="Window end, exclusive.")
+    since: UtcTime | None = Field(
+        None, description="Window start, inclusive (default: 7 days, or 28 by day, before until)."
+    )
+    until: UtcTime | None = Field(
+        None, description="Window end, exclusive (default: the run's midnight UTC)."
+    )
     bucket: Bucket = Field("hour", description="Bucket of the outcome series.")
 
     @model_validator(mode="after")
     def _window(self) -> DecomposeVarianceRequest:
-        if self.until <= self.since:
+        if self.since is not None and self.until is not None and self.until <= self.since:
             raise ValueError("until must be after since")
         return self
 
     def persists(self) -> bool:
         return True  # the reading is what evaluate and lifecycle take, by its eventId
 
-    def analysis(self) -> DecomposeRequest:
+    def analysis(self, now: dt.datetime) -> DecomposeRequest:
+        """The reading's parameters, its window relative to the run at `now` where the
+        request leaves it out (a schedule's `variance.decompose` reads the last week)."""
+        since, until = window_at(self.since, self.until, self.bucket, now)
+        if until <= since:
+            raise JobError("until must be after since")
         return DecomposeRequest(
             self.surface_id,
             self.dimension_id,
-            self.since,
-            self.until,
+            since,
+            until,
             self.bucket,
             self.run_modes,
             self.provenances_read(),
@@ -369,8 +382,9 @@ Report = VarianceReading
 
 def run(store: Store, request: Request, clock: Clock) -> Report:
     """The reading of the surface's dimension over the window, read-only."""
+    now = clock()
     try:
-        return decompose(store, request.analysis(), clock())
+        return decompose(store, request.analysis(now), now)
     except SelectionError as err:
         raise JobError(str(err), "series_ambiguous") from None
 

@@ -82,8 +82,9 @@ def _seed(data_dir: Path) -> None:
 @dataclass
 class Served:
     data_dir: Path
-    url: str
+    url: str  # the HTTP API's (the OTLP/HTTP port's unless --api-port)
     ca_file: Path
+    otlp_url: str = ""  # the OTLP/HTTP port's
 
     def call(
         self,
@@ -114,8 +115,9 @@ class Served:
 
 
 @contextlib.contextmanager
-def live_serve(root: Path, data_dir: Path) -> Iterator[Served]:
-    """`serve` over `data_dir` with TLS (a private CA) and the four tokens above."""
+def live_serve(root: Path, data_dir: Path, *extra: str) -> Iterator[Served]:
+    """`serve` over `data_dir` with TLS (a private CA) and the four tokens above (and
+    `extra` flags)."""
     tokens = (
         "tokens:\n"
         + _entry("acme-sdk", "acme", SDK)
@@ -123,13 +125,16 @@ def live_serve(root: Path, data_dir: Path) -> Iterator[Served]:
         + _entry("acme-ops", "acme", OPS, "[read, govern]")
         + _entry("globex", "globex", GLOBEX, "[write, read, govern]")
     )
-    with serve_with_tokens(root, data_dir, tokens) as live:
+    with serve_with_tokens(root, data_dir, tokens, *extra) as live:
         yield live
 
 
 @contextlib.contextmanager
-def serve_with_tokens(root: Path, data_dir: Path, tokens_yaml: str) -> Iterator[Served]:
-    """`serve` over `data_dir` with TLS (a private CA) and the tokens file `tokens_yaml`."""
+def serve_with_tokens(
+    root: Path, data_dir: Path, tokens_yaml: str, *extra: str
+) -> Iterator[Served]:
+    """`serve` over `data_dir` with TLS (a private CA) and the tokens file `tokens_yaml`
+    (and `extra` flags)."""
     ca = CertificateAuthority()
     ca.issue("receiver").write(root / "server.pem", root / "server.key")
     (root / "ca.pem").write_bytes(ca.cert_pem)
@@ -142,13 +147,16 @@ def serve_with_tokens(root: Path, data_dir: Path, tokens_yaml: str) -> Iterator[
         server = ServeProcess(
             data_dir,
             "--tls-cert-file", str(root / "server.pem"), "--tls-key-file", str(root / "server.key"),
-            "--auth-tokens-file", str(tokens),
+            "--auth-tokens-file", str(tokens), *extra,
         )  # fmt: skip
     try:
         line = next(line for line in server.lines if line.startswith("OTLP/HTTP"))
         match = re.search(r"(https://127\.0\.0\.1:\d+)/v1/traces", line)
         assert match, server.lines
-        yield Served(data_dir, match[1], root / "ca.pem")
+        api = [re.search(r"(https://127\.0\.0\.1:\d+)/openapi.json", line)
+               for line in server.lines if line.startswith("HTTP API")]  # fmt: skip
+        url = api[0][1] if api and api[0] else match[1]
+        yield Served(data_dir, url, root / "ca.pem", match[1])
     finally:
         code, stderr = server.stop()
         assert code == 0, stderr
@@ -187,23 +195,28 @@ def test_each_endpoint_answers_the_clis_json_for_the_same_request(served: Served
     assert derived.json() == served.cli("conformance", "derive", str(surface_file), store=False)
     _documented("/lens/conformance/derive", derived.json())
 
-    approved = served.call("/lens/conformance/fixtures", APPROVAL)
+    # A fixture of this test's own: approved here first, whatever the other tests did.
+    fixture_id = "refund-requires-lookup-each"
+    approval = {**APPROVAL, "fixture": {**APPROVAL["fixture"], "fixtureId": fixture_id}}
+    approval_file = served.data_dir.parent / "approval-each.json"
+    approval_file.write_text(json.dumps(approval))
+    approved = served.call("/lens/conformance/fixtures", approval)
     assert approved.status_code == 200, approved.text
     assert approved.json()["created"] and approved.json()["tenantId"] == "acme"
     assert approved.json()["eventId"].startswith("apv_")
     # The CLI approving the same fixture finds it in force: the same record, not created.
-    (again,) = served.cli("conformance", "approve", str(EXAMPLES / "approval.json"))
+    (again,) = served.cli("conformance", "approve", str(approval_file))
     assert again == {**approved.json(), "created": False}
     _documented("/lens/conformance/fixtures", approved.json())
 
-    check = {"fixtureId": "refund-requires-lookup", **DAY, "persist": False}
+    check = {"fixtureId": fixture_id, **DAY, "persist": False}
     checked = served.call("/lens/conformance/check", check)
     assert checked.status_code == 200, checked.text
     assert checked.headers["x-holonograph-finding"] == "true"  # e2 asked, no lookup
     assert checked.json()["window"] == {"since": "2026-07-01T00:00:00Z",
                                         "until": "2026-07-02T00:00:00Z"}  # fmt: skip
-    cli_check = served.cli("conformance", "check", "--fixture-id", "refund-requires-lookup",
-                           *DAY_FLAGS, "--no-persist")  # fmt: skip
+    cli_check = served.cli("conformance", "check", "--fixture-id", fixture_id, *DAY_FLAGS,
+                           "--no-persist")  # fmt: skip
     assert _same_run(checked.json()) == _same_run(cli_check)
     assert checked.json()["counts"] == {"fail": 1, "pass": 1, "requires-judge": 0,
                                         "unevaluable": 0, "not-applicable": 1}  # fmt: skip

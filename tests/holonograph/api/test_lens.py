@@ -14,7 +14,15 @@ from urllib.parse import urlencode
 
 import requests
 
-from tests.holonograph.api.test_api import GLOBEX, OPS, READER, SDK, Served, served
+from tests.holonograph.api.test_api import (
+    GLOBEX,
+    OPS,
+    READER,
+    SDK,
+    Served,
+    _documented,
+    served,
+)
 from tests.otel_emit import BASE_NS, Dim, Evaluation, export_request, record_spans
 
 __all__ = ["served"]  # the module-scoped live serve, one for this module
@@ -223,6 +231,8 @@ def test_topology_answers_the_clis_json_and_needs_govern_to_write(served: Served
         "topology", "bootstrap", "--surface", "classify-intent", *WINDOW_FLAGS
     )
     assert (proposed.json()["tenantId"], proposed.json()["events"]) == ("acme", 3)
+    _documented("/lens/topology/scan", scanned.json())
+    _documented("/lens/topology/bootstrap", proposed.json())
 
 
 def test_topology_sees_the_tokens_tenant_only(served: Served) -> None:

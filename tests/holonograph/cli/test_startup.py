@@ -124,3 +124,18 @@ def test_pyarrow_still_imports_after_chdb_opened_without_it(tmp_path: Path) -> N
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "pyarrow"
+
+
+def test_serve_mounts_the_analyses_without_importing_scipy() -> None:
+    """`serve` mounts drift and variance over HTTP and on schedules: scipy (seconds of
+    start-up, half of serve's) is imported by the first reading, not at start."""
+    check = (
+        "import sys, holonograph.cli.serve, holonograph.api, holonograph.schedule.jobs;"
+        " print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'numpy'}));"
+        " print('processors.variance.decompose' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["['numpy']", "True"]

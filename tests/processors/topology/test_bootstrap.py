@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from pydantic import TypeAdapter
 
 from holonograph.cli import cli
+from processors.topology.documents import BootstrapDocument
 from schemas.contracts import parse_contract
 from schemas.registry import register
 from testkit.backends import migrated_store
@@ -64,6 +66,7 @@ def bootstrap(data_dir: Path, *extra: str) -> dict[str, Any]:
     )  # fmt: skip
     assert done.exit_code == 0, done.output
     result: dict[str, Any] = json.loads(done.output)
+    TypeAdapter(BootstrapDocument).validate_python(result)  # the OpenAPI schema's type
     return result
 
 

@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from pydantic import TypeAdapter
 
 from holonograph.cli import cli
+from processors.topology.documents import ScanDocument
 from schemas.contracts import parse_contract
 from schemas.registry import register
 from testkit.backends import migrated_store
@@ -94,6 +96,9 @@ def data_dir(tmp_path: Path) -> Path:
     return path
 
 
+SCAN_DOCUMENT = TypeAdapter(ScanDocument)
+
+
 def scan(data_dir: Path, *extra: str) -> tuple[int, dict[str, Any]]:
     done = invoke(
         "scan", "--agent", "billing-triage", "--since", "2026-07-01T00:00:00Z",
@@ -101,7 +106,9 @@ def scan(data_dir: Path, *extra: str) -> tuple[int, dict[str, Any]]:
         "--json", *extra,
     )  # fmt: skip
     assert done.exit_code in (0, 1), done.output
-    return done.exit_code, json.loads(done.output)
+    report = json.loads(done.output)
+    SCAN_DOCUMENT.validate_python(report)  # the OpenAPI schema's type, no key unknown to it
+    return done.exit_code, report
 
 
 def ids(block: dict[str, Any]) -> list[Any]:

@@ -1,0 +1,261 @@
+"""The report as a job (processors/jobs.py): `holonograph report`, `POST /holonograph/report`
+and a schedule's `job: report` run this one code path.
+
+The report's document (`ReportDocument`) is everything the page shows, as JSON: the CLI's
+--json and the HTTP body. The page itself (`html.render`) is drawn from the same report:
+the CLI writes it to --out, the HTTP API answers it to `Accept: text/html`.
+
+Left out of the request, the window is the day that ended at the run's midnight UTC (a
+nightly schedule reports yesterday) and stream status is judged at the run's time.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Protocol
+
+from pydantic import ConfigDict, Field, model_validator, with_config
+from typing_extensions import TypedDict
+
+from processors.jobs import Job, JobError, JobRequest, never_a_finding, saves_nothing
+from processors.quarantine.job import QuarantineDocument
+from processors.report.gather import (
+    ReportData,
+    ReportRequest,
+    SurfaceSection,
+    gather,
+    steps,
+    surfaces_in_window,
+)
+from processors.series.cells import SelectionError
+from schemas.analysis import Role, SeriesRead
+from schemas.changes import ChangeEvent
+from schemas.compare import CompareReport
+from schemas.completeness import CompletenessReport
+from schemas.events import Provenance
+from schemas.store import Store
+from schemas.times import Clock, UtcTime
+
+DEFAULT_DAYS = 1
+
+
+class Progress(Protocol):
+    """Who watches a report being gathered (the CLI's bar on a terminal): told how many
+    steps there are, then each step as it starts."""
+
+    def begin(self, total: int) -> None: ...
+
+    def step(self, label: str) -> None: ...
+
+
+# The caller's progress for the report it runs (the runner passes a request, a store and
+# a clock, no callback): the CLI sets it around its run; HTTP and schedules leave it.
+PROGRESS: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
+    "report_progress", default=None
+)
+
+
+class ReportJobRequest(JobRequest):
+    """`holonograph report` and `POST /holonograph/report`: one window of the token's (or
+    `--tenant`'s) tenant; `surfaceId` left out: every surface with events in it."""
+
+    # A surface the tenant never had events for is refused (`processors.names`), never
+    # a page of zeros for a misspelt --surface.
+    named_fields: ClassVar[Mapping[str, str]] = {"surface_id": "surface"}
+
+    since: UtcTime | None = Field(
+        None, description="Window start, inclusive (default: a day before until)."
+    )
+    until: UtcTime | None = Field(
+        None, description="Window end, exclusive (default: the run's midnight UTC)."
+    )
+    surface_id: str | None = Field(
+        None, min_length=1, description="One surface (default: every surface with events)."
+    )
+    as_of: UtcTime | None = Field(None, description="Judge stream status at T (default: now).")
+    provenances: tuple[Provenance | Literal["any"], ...] = Field(
+        ("production-state",), description="Only these provenances; 'any' reads every one."
+    )
+    role: Role = Field(
+        "primary", description="The pass-rate series of a multiplexed surface (primary, observer"
+        " or all)."
+    )  # fmt: skip
+    light_source: str = Field("", description="Only events that answered for this light source.")
+
+    @model_validator(mode="after")
+    def _window(self) -> ReportJobRequest:
+        if self.since is not None and self.until is not None and self.until <= self.since:
+            raise ValueError("until must be after since")
+        return self
+
+    def analysis(self, now: dt.datetime) -> ReportRequest:
+        """What `gather` reads for this request at run time `now`."""
+        until = self.until or now.astimezone(dt.UTC).replace(
+            hour=0, minute=0, second=0, microsecond=0
+        )
+        since = self.since or until - dt.timedelta(days=DEFAULT_DAYS)
+        try:
+            return ReportRequest(
+                since=since,
+                until=until,
+                as_of=self.as_of or now,
+                surface_id=self.surface_id,
+                tenant_id=self.tenant,
+                provenances=() if "any" in self.provenances else tuple(self.provenances),
+                role=self.role,
+                light_source=self.light_source,
+            )
+        except ValueError as err:
+            raise JobError(str(err).replace("--", "")) from None
+
+
+Request = ReportJobRequest
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the report read (`gather`): the page is drawn from it, its JSON is
+    `to_json()`."""
+
+    data: ReportData
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.data
+        r = data.request
+        return {
+            "tenantId": r.tenant_id,
+            "since": r.since,
+            "until": r.until,
+            "asOf": data.generated_at,
+            "surfaceId": r.surface_id,
+            "provenances": list(r.provenances),
+            "role": r.role,
+            "lightSource": r.light_source,
+            "completeness": data.completeness.model_dump(by_alias=True),
+            "rejections": data.rejections.to_json(),
+            "surfaces": [_surface(s) for s in data.surfaces],
+        }
+
+
+def _surface(section: SurfaceSection) -> dict[str, Any]:
+    return {
+        "surfaceId": section.surface_id,
+        "selection": section.selection.to_json() if section.selection else None,
+        "series": {
+            dimension: [
+                {
+                    "hour": p.hour,
+                    "graded": p.graded,
+                    "passes": p.passes,
+                    "passRate": p.pass_rate,
+                    "completenessLowerBound": p.completeness_lower_bound,
+                }
+                for p in points
+            ]
+            for dimension, points in section.series.items()
+        },
+        "changePoints": [
+            {
+                "dimensionId": m.dimension_id,
+                "kind": m.kind,
+                "at": m.at,
+                "until": m.until,
+                "source": m.source,
+                "reason": m.reason,
+                "confident": m.confident,
+                "effect": m.effect,
+            }
+            for m in section.marks
+        ],
+        "changes": [c.model_dump(by_alias=True) for c in section.changes],
+        "verdicts": [
+            {"dimensionId": v.dimension_id, "verdict": v.verdict, "createdAt": v.created_at}
+            for v in section.verdicts
+        ],
+        "comparison": section.comparison.to_json() if section.comparison else None,
+    }
+
+
+# --- the document (the OpenAPI response schema is generated from it)
+
+_FORBID = ConfigDict(extra="forbid")
+
+
+@with_config(_FORBID)
+class HourDocument(TypedDict):
+    hour: dt.datetime
+    graded: int
+    passes: int
+    passRate: float
+    completenessLowerBound: float | None
+
+
+@with_config(_FORBID)
+class ChangePointDocument(TypedDict):
+    """A change point (`kind` change_point) or bracketed window of the latest stored
+    drift run over the surface and series, overlapping the window."""
+
+    dimensionId: str
+    kind: str
+    at: dt.datetime
+    until: dt.datetime
+    source: str
+    reason: str
+    confident: bool
+    effect: float | None
+
+
+@with_config(_FORBID)
+class VerdictDocument(TypedDict):
+    dimensionId: str
+    verdict: str
+    createdAt: dt.datetime
+
+
+@with_config(_FORBID)
+class SurfaceDocument(TypedDict):
+    surfaceId: str
+    selection: SeriesRead | None
+    series: dict[str, list[HourDocument]]  # per pass/fail dimension, hourly
+    changePoints: list[ChangePointDocument]
+    changes: list[ChangeEvent]  # recorded changes of the surface in the window
+    verdicts: list[VerdictDocument]  # the newest variance verdict per dimension
+    comparison: CompareReport | None  # `compare` over the window
+
+
+@with_config(_FORBID)
+class ReportDocument(TypedDict):
+    tenantId: str | None
+    since: dt.datetime
+    until: dt.datetime
+    asOf: dt.datetime
+    surfaceId: str | None
+    provenances: list[str]
+    role: Role
+    lightSource: str
+    completeness: CompletenessReport
+    rejections: QuarantineDocument
+    surfaces: list[SurfaceDocument]
+
+
+def run(store: Store, request: ReportJobRequest, clock: Clock) -> Report:
+    """Every section of the report over the window, read-only."""
+    asked = request.analysis(clock())
+    progress = PROGRESS.get()
+    try:
+        surfaces = surfaces_in_window(store, asked)
+        if progress is None:
+            return Report(gather(store, asked, surfaces, lambda step: None))
+        progress.begin(steps(asked, surfaces))
+        return Report(gather(store, asked, surfaces, progress.step))
+    except SelectionError as err:
+        raise JobError(str(err), "series_ambiguous") from None
+
+
+persist = saves_nothing
+finding = never_a_finding  # the sections' own commands say what is a finding
+
+JOB = Job("report", Request, ReportDocument, run, persist, finding)
