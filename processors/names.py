@@ -86,6 +86,8 @@ def known_names(
 def closest_first(name: str, known: list[str]) -> list[str]:
     """`known` with the names most like `name` first (difflib's ratio), then the rest
     in order."""
+    if not known:  # difflib refuses n=0
+        return []
     close = difflib.get_close_matches(name, known, n=len(known), cutoff=0.6)
     return close + [k for k in known if k not in close]
 

@@ -17,7 +17,7 @@ from holonograph.schedule.scheduler import Scheduler
 from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.reader import StoreSessions
 from processors.variance.decompose import load_reading
-from schemas.tables import EVALUATION_DIMENSIONS
+from schemas.tables import EVALUATION_DIMENSIONS, EVALUATION_EVENTS
 from tests.holonograph.schedule.helpers import T0, FakeClock, Sleeps
 
 pytestmark = pytest.mark.clickhouse
@@ -43,6 +43,10 @@ def _seed(store: ClickHouseStore) -> dict[str, int]:
                          "production-state", at + dt.timedelta(minutes=i)])  # fmt: skip
             counts["week"] += -7 * 24 <= h < 0
             counts["day"] += -24 <= h < 0
+    store.insert(  # the events, so the surface is one the tenant has (processors.names)
+        EVALUATION_EVENTS.qualified, [[r[0], "s", r[6]] for r in rows],
+        EVALUATION_EVENTS.pick("event_id", "surface_id", "timestamp"),
+    )  # fmt: skip
     store.insert(
         EVALUATION_DIMENSIONS.qualified, rows,
         EVALUATION_DIMENSIONS.pick("event_id", "dimension_id", "passed", "surface_id",
