@@ -503,10 +503,10 @@ def override_span(span: PB2Span, attrs: dict[str, Any]) -> OverrideEvent:
         fields = OverrideFields.model_validate(body)
     except ValidationError as err:
         first = err.errors()[0]
-        where = [str(p) for p in first["loc"]]
-        if where and where[0] in _OVERRIDE_FIELD_KEYS:
-            where[0] = _OVERRIDE_FIELD_KEYS[where[0]]
-        raise SpanRejected(f"{'.'.join(where)}: {first['msg']}") from None
+        field, *inner = [str(p) for p in first["loc"]] or ["span"]
+        where = _OVERRIDE_FIELD_KEYS.get(field, field)
+        item = f" item {'.'.join(inner)}:" if inner else ""
+        raise SpanRejected(f"{where}:{item} {first['msg']}") from None
     record = Emission(**emission)
     return override_event(fields, fields.at or dt.datetime.now(dt.UTC), record, trace_id, span_id)
 

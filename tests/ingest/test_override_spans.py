@@ -147,13 +147,13 @@ def test_a_bad_override_span_is_quarantined_and_the_evaluations_beside_it_are_st
     items: list[Item] = [Evaluation("strm_b", 0), bad, Evaluation("strm_b", 2), no_output, typo]
     rejected, message = send(receiver.grpc_endpoint, items, "", seed=2)
     assert rejected == 3
-    assert "holonograph.override.tags.1: String should match pattern" in message
+    assert "holonograph.override.tags: item 1: String should match pattern" in message
     assert _quarantine(store) == [
         ("holonograph.override", "holonograph.override.corrected_output: missing"
          " (or holonograph.override.corrected_output_json)"),
         ("holonograph.override", "holonograph.override.rationle: not an attribute of"
          " holonograph.override"),
-        ("holonograph.override", "holonograph.override.tags.1: String should match pattern"
+        ("holonograph.override", "holonograph.override.tags: item 1: String should match pattern"
          " '^[^\\x00-\\x1f]+$'"),
     ]  # fmt: skip
     assert _rows(store) == []
