@@ -30,7 +30,7 @@ from schemas.overrides import (
     stored_override,
 )
 from schemas.store import Store
-from schemas.tables import LESSON_OVERRIDES
+from schemas.tables import EVENT_OWNERS, LESSON_OVERRIDES
 from schemas.times import Clock, from_store_time
 
 
@@ -124,6 +124,15 @@ def plan(store: Store, candidate: Override) -> Recorded:
     the same event id with other content is refused."""
     previous = stored(store, candidate.tenant_id, candidate.event_id)
     if previous is None:
+        owner = _owner(store, candidate.tenant_id, candidate.event_id)
+        if owner not in (None, candidate.agent_id):
+            raise ConflictingOverride(
+                f"event id {candidate.event_id} belongs to agent {owner!r} (an evaluation"
+                " of its); an override of agent"
+                f" {candidate.agent_id!r} cannot take it",
+                "event_id_owned",
+                details={"eventId": candidate.event_id, "owner": owner},
+            )
         return Recorded(candidate, created=True)
     if previous.content_digest != candidate.content_digest:
         raise ConflictingOverride(
@@ -135,8 +144,26 @@ def plan(store: Store, candidate: Override) -> Recorded:
     return Recorded(replace(previous), created=False)
 
 
+def _owner(store: Store, tenant: str, event_id: str) -> str | None:
+    """The agent an event id belongs to (its first claim: docs/security.md, "Event ids
+    and streams have owners"), None for an id nobody claimed."""
+    found = store.query(
+        f"SELECT argMin(agent_id, _block_number) FROM {EVENT_OWNERS.qualified}"
+        " WHERE tenant_id = {tenant:String} AND event_id = {id:String} HAVING count() > 0",
+        {"tenant": tenant, "id": event_id},
+    ).rows
+    return str(found[0][0]) if found else None
+
+
 def write(store: Store, overrides: list[Override]) -> None:
+    """The rows, after their ids' claims (as the receiver claims a span's)."""
     if overrides:
+        claims = [
+            [o.tenant_id, o.event_id, o.agent_id, o.recorded_at,
+             int(o.recorded_at.timestamp()) * 1_000_000_000]
+            for o in overrides
+        ]  # fmt: skip
+        store.insert(EVENT_OWNERS.qualified, claims, EVENT_OWNERS.columns)
         store.insert(
             LESSON_OVERRIDES.qualified, [o.row() for o in overrides], LESSON_OVERRIDES.columns
         )

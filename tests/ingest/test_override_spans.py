@@ -203,6 +203,21 @@ def test_an_override_is_its_agents_and_another_agents_token_is_refused(
     assert tenants == [(TENANT,)]
 
 
+def test_post_hil_override_keeps_the_same_ownership_rules(receiver: RunningReceiver) -> None:
+    """The other way in: an evaluation's id is its agent's, and an override written over
+    HTTP claims its id, so a span of another agent cannot take it."""
+    store = receiver.store
+    _export(receiver, [Evaluation("s", 0, event_id="evt_1", extra={"holonograph.agent.id": "a"})])
+    with pytest.raises(overrides.ConflictingOverride, match="belongs to agent 'a'"):
+        call(store, overrides.JOB, _body(eventId="evt_1"), Clock())
+    call(store, overrides.JOB, _body(eventId="ovr_h"), Clock())
+    taken = Override("t", 0, agent="intruder", event_id="ovr_h", correlation_id="c9")
+    rejected, message = send(receiver.grpc_endpoint, [taken], "", seed=5)
+    assert rejected == 1
+    assert f"{EVENT_OWNED}: 'ovr_h' belongs to agent 'billing-triage'" in message
+    assert [r[1] for r in _rows(store)] == ["ovr_h"]
+
+
 def test_a_resend_stores_nothing_new_and_other_content_under_its_id_is_refused(
     receiver: RunningReceiver,
 ) -> None:
