@@ -43,7 +43,6 @@ from ingest.export.validate import (
     emission_of,
     evaluation_event,
     is_holonograph_span,
-    override_emission,
     override_span,
     quarantine_record,
     quarantined_emission,
@@ -138,7 +137,7 @@ class _Collected:
                     " is one override"
                 )
             self.collapsed += 1
-        self.arrived(override_emission(override))
+        self.arrived(emission_of(override))
 
     def quarantine(
         self,

@@ -511,22 +511,6 @@ def override_span(span: PB2Span, attrs: dict[str, Any]) -> OverrideEvent:
     return override_event(fields, fields.at or dt.datetime.now(dt.UTC), record, trace_id, span_id)
 
 
-def override_emission(override: OverrideEvent) -> EmissionRecord:
-    """The arrival of an override span: counted on its stream like an evaluation's, under
-    its event id."""
-    emission = override.emission
-    assert emission is not None, "an override without ordinals has no arrival"
-    return EmissionRecord(
-        stream=emission.stream,
-        seq=emission.seq,
-        kind="evaluation",
-        final=emission.final,
-        event_id=override.event_id,
-        surface_id=override.surface_id,
-        event_time=override.occurred_at,
-    )
-
-
 # --- sentinels -----------------------------------------------------------------------
 
 
@@ -557,10 +541,12 @@ def sentinel_record(span: PB2Span, attrs: dict[str, Any]) -> EmissionRecord:
     )
 
 
-def emission_of(event: EvaluationEvent) -> EmissionRecord:
-    """The arrival of an event with an ordinal (a holonograph span's)."""
+def emission_of(event: EvaluationEvent | OverrideEvent) -> EmissionRecord:
+    """The arrival of an event with an ordinal (a holonograph span's); an override's is
+    counted on its stream like an evaluation's, under its event id."""
     emission = event.emission
     assert emission is not None, "an event without ordinals has no arrival"
+    time = event.occurred_at if isinstance(event, OverrideEvent) else event.timestamp
     return EmissionRecord(
         stream=emission.stream,
         seq=emission.seq,
@@ -568,7 +554,7 @@ def emission_of(event: EvaluationEvent) -> EmissionRecord:
         final=emission.final,
         event_id=event.event_id,
         surface_id=event.surface_id,
-        event_time=event.timestamp,
+        event_time=time,
     )
 
 
@@ -665,7 +651,6 @@ __all__ = [
     "emission_of",
     "evaluation_event",
     "is_holonograph_span",
-    "override_emission",
     "override_span",
     "quarantine_record",
     "quarantined_emission",

@@ -21,6 +21,7 @@ import datetime as dt
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from ingest.export.fast import FastBatch
 from ingest.handoff.protocol import Prepared
@@ -308,34 +309,26 @@ def _batch_record(
     receipt_id: str,
     received_at: dt.datetime,
 ) -> OutRecord:
+    fields: dict[str, Any] = {
+        "tenant_id": tenant_id,
+        "agents": agents,
+        "receipt_id": receipt_id,
+        "received_at": received_at,
+        "stream": stream,
+        "events": tuple(e for u in chunk for e in u.events),
+        "emissions": tuple(e for u in chunk for e in u.emissions),
+    }
     if any(u.overrides for u in chunk):  # version 6, written by the model (rare)
-        record = BatchRecord(
-            schema_version=OVERRIDE_VERSION,
-            tenant_id=tenant_id,
-            agents=agents,
-            receipt_id=receipt_id,
-            received_at=received_at,
-            stream=stream,
-            events=tuple(e for u in chunk for e in u.events),
-            emissions=tuple(e for u in chunk for e in u.emissions),
-            overrides=tuple(o for u in chunk for o in u.overrides),
-        )
-        return OutRecord(stream.encode(), encode(record), record)
+        overrides = tuple(o for u in chunk for o in u.overrides)
+        full = BatchRecord(schema_version=OVERRIDE_VERSION, overrides=overrides, **fields)
+        return OutRecord(stream.encode(), encode(full), full)
     value = join_batch(
         head,
         (j for u in chunk for j in u.event_json),
         (j for u in chunk for j in u.emission_json),
     )
-    record = BatchRecord.model_construct(
-        schema_version=NO_ORDINALS_VERSION if stream == NO_STREAM else SCHEMA_VERSION,
-        tenant_id=tenant_id,
-        agents=agents,
-        receipt_id=receipt_id,
-        received_at=received_at,
-        stream=stream,
-        events=tuple(e for u in chunk for e in u.events),
-        emissions=tuple(e for u in chunk for e in u.emissions),
-    )
+    version = NO_ORDINALS_VERSION if stream == NO_STREAM else SCHEMA_VERSION
+    record = BatchRecord.model_construct(schema_version=version, **fields)
     key = stream if stream != NO_STREAM else f"{tenant_id}/{record.events[0].event_id}"
     return OutRecord(key.encode(), value, record)
 

@@ -6,8 +6,6 @@ re-send store nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +19,9 @@ from schemas.records import OVERRIDE_VERSION, SCHEMA_VERSION, BatchRecord, decod
 from schemas.tables import LESSON_OVERRIDES
 from tests.e2e.kafka.conftest import Broker, KafkaReceiver, RunningSink
 from tests.e2e.kafka.helpers import wait_until
+from tests.e2e.kafka.test_ownership_kafka import token_receiver  # noqa: F401 (a fixture)
 from tests.otel_emit import Evaluation, Item, Override, export_http, record_spans
-from tests.ownership_cases import ATTACKER_TOKEN, VICTIM_TOKEN, send, tokens_file
+from tests.ownership_cases import ATTACKER_TOKEN, VICTIM_TOKEN, send
 from tests.processors.lessons.support import Clock, call
 
 pytestmark = [pytest.mark.kafka, pytest.mark.e2e, pytest.mark.clickhouse]
@@ -112,17 +111,10 @@ async def test_an_override_span_reaches_the_store_through_kafka_as_on_the_embedd
     assert shown.to_json()["eventCount"] == 1
 
 
-@pytest.fixture
-def token_receiver(
-    broker: Broker, names: dict[str, str], tmp_path: Path
-) -> Iterator[KafkaReceiver]:
-    running = KafkaReceiver(broker, names, auth_tokens_file=tokens_file(tmp_path / "tokens.yaml"))
-    yield running
-    running.stop()
-
-
 def test_the_sink_refuses_another_agents_reuse_of_an_override_id_and_stores_a_resend_once(
-    token_receiver: KafkaReceiver, sink: RunningSink, store: ClickHouseStore
+    token_receiver: KafkaReceiver,  # noqa: F811
+    sink: RunningSink,
+    store: ClickHouseStore,
 ) -> None:
     endpoint = token_receiver.grpc_endpoint
     assert send(endpoint, [Override("victim", 0, event_id="ovr_v")], VICTIM_TOKEN, 1) == (0, "")
