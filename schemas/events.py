@@ -12,7 +12,7 @@ import datetime as dt
 import hashlib
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 RunMode = Literal["production", "test", "eval", "replay", "local_dev"]
 Provenance = Literal["production-state", "exploratory-state"]
@@ -26,6 +26,8 @@ DEFAULT_TENANT = "default"
 
 EVALUATION_SPAN = "holonograph.evaluation"
 SENTINEL_SPAN = "holonograph.session.sentinel"
+# A human's correction of one call (`schemas.overrides`, docs/lessons.md).
+OVERRIDE_SPAN = "holonograph.override"
 DIMENSION_EVENT = "holonograph.dimension"
 # An OpenTelemetry GenAI evaluation result (`schemas.genai`): the span event, log event
 # or span of that name an event without emission ordinals comes from.
@@ -130,6 +132,32 @@ class EvaluationEvent(_Model):
         return self.emission.stream if self.emission is not None else ""
 
 
+class OverrideEvent(_Model):
+    """A human's correction of one call, as it travels from the door to the store: from
+    a `holonograph.override` span (with its ordinal and span ids) or `POST
+    /hil/override` (without). Its values were checked at the door against the columns
+    of `lesson_overrides` (`schemas.overrides.OverrideFields`); `event_id` is resolved
+    (given, or a digest of the content) and `occurred_at` is at store precision."""
+
+    event_id: str = Field(min_length=1)
+    agent_id: str = Field(min_length=1)
+    surface_id: str = Field(min_length=1)
+    correlation_id: str = Field(min_length=1)
+    run_mode: RunMode
+    original_output: JsonValue
+    corrected_output: JsonValue
+    rationale: str = ""
+    tags: tuple[str, ...] = ()
+    occurred_at: dt.datetime
+    emission: Emission | None = None
+    trace_id: str = ""
+    span_id: str = ""
+
+    @property
+    def stream(self) -> str:
+        return self.emission.stream if self.emission is not None else ""
+
+
 class SentinelCounters(_Model):
     """The client's own accounting for its last window, as a sentinel reports it."""
 
@@ -172,11 +200,24 @@ class QuarantineRecord(_Model):
     source: str = "receiver"
 
 
-def decoded_quarantine(item: EvaluationEvent | EmissionRecord, reason: str) -> QuarantineRecord:
+def decoded_quarantine(
+    item: EvaluationEvent | EmissionRecord | OverrideEvent, reason: str
+) -> QuarantineRecord:
     """A span rejected after decoding (at the store edge, where its bytes are no longer
     at hand), as the quarantine keeps it: the decoded event (or emission) as its
     attributes, nothing to replay, and a digest of that content as its id."""
     body = item.model_dump(mode="json")
+    if isinstance(item, OverrideEvent):
+        return QuarantineRecord(
+            quarantine_id=hashlib.sha256(item.model_dump_json().encode()).hexdigest(),
+            reason=reason,
+            span_name=OVERRIDE_SPAN,
+            trace_id=item.trace_id,
+            span_id=item.span_id,
+            emission_stream=item.emission.stream if item.emission else None,
+            emission_seq=item.emission.seq if item.emission else None,
+            attributes=body,
+        )
     if isinstance(item, EvaluationEvent):
         return QuarantineRecord(
             quarantine_id=hashlib.sha256(item.model_dump_json().encode()).hexdigest(),
@@ -215,6 +256,7 @@ class ValidatedBatch(_Model):
     events: tuple[EvaluationEvent, ...] = ()
     emissions: tuple[EmissionRecord, ...] = ()
     quarantined: tuple[QuarantineRecord, ...] = ()
+    overrides: tuple[OverrideEvent, ...] = ()
     ignored_spans: int = 0
     collapsed_spans: int = 0
 

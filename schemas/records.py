@@ -1,4 +1,4 @@
-"""The Kafka record format of the scale-out path, versions 4 and 5 (see
+"""The Kafka record format of the scale-out path, versions 4, 5 and 6 (see
 `schemas/RECORDS.md`).
 
 A record is one UTF-8 JSON object with a `schema_version` and a `kind`:
@@ -13,7 +13,9 @@ A record is one UTF-8 JSON object with a `schema_version` and a `kind`:
 Version 5 is a batch record of events without emission ordinals (OpenTelemetry GenAI
 evaluations): its `stream` is '' and its events' `emission` null, and it holds no
 emission records; writers write it only for such events, every other record as version
-4, so a sink that reads version 4 only keeps reading them.
+4, so a sink that reads version 4 only keeps reading them. Version 6 is a batch record of
+a stream that also holds `overrides` (`holonograph.override` spans,
+`schemas.events.OverrideEvent`); it is written only for a record that holds one.
 
 Version 4 records carry `agents`, what the request's token may write (null: any
 agent): the sink checks stream ownership with it (`ingest.store.owners`). Version 3
@@ -46,11 +48,17 @@ from pydantic import (
 )
 from pydantic_core import to_json
 
-from schemas.events import DEFAULT_TENANT, EmissionRecord, EvaluationEvent, QuarantineRecord
+from schemas.events import (
+    DEFAULT_TENANT,
+    EmissionRecord,
+    EvaluationEvent,
+    OverrideEvent,
+    QuarantineRecord,
+)
 
 # What writers write for a record of an emission stream.
 SCHEMA_VERSION = 4
-SUPPORTED_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5})
+SUPPORTED_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6})
 # The first version whose batch and quarantined records carry `tenant_id`.
 TENANT_VERSION = 2
 # The first version whose events carry `contract_version_id` and `contract_findings`.
@@ -59,6 +67,8 @@ CONTRACT_VERSION = 3
 OWNER_VERSION = 4
 # The version of a batch record of events without emission ordinals (stream '').
 NO_ORDINALS_VERSION = 5
+# The version of a batch record that holds overrides (`holonograph.override` spans).
+OVERRIDE_VERSION = 6
 # The `stream` of such a record: never an emission stream's name.
 NO_STREAM = ""
 _CONTRACT_FIELDS = frozenset({"contract_version_id", "contract_findings"})
@@ -108,10 +118,14 @@ class BatchRecord(_Record):
     stream: str
     events: tuple[EvaluationEvent, ...] = ()
     emissions: tuple[EmissionRecord, ...] = ()
+    # From version 6 on: the stream's overrides (a record of another version has none).
+    overrides: tuple[OverrideEvent, ...] = ()
 
     @model_validator(mode="after")
     def _one_stream(self) -> BatchRecord:
         _check_tenant(self)
+        if "overrides" in self.model_fields_set and self.schema_version < OVERRIDE_VERSION:
+            raise ValueError(f"overrides: not a field of schema_version {self.schema_version}")
         if self.schema_version < CONTRACT_VERSION:
             for event in self.events:
                 if event.model_fields_set & _CONTRACT_FIELDS:
@@ -123,12 +137,15 @@ class BatchRecord(_Record):
                 raise ValueError(
                     f"stream: empty, and a record of schema_version {self.schema_version} has one"
                 )
-            if self.emissions or any(e.emission is not None for e in self.events):
+            if self.emissions or self.overrides or any(e.emission is not None for e in self.events):
                 raise ValueError("a record of no stream holds only events without ordinals")
             return self
         if any(e.emission is None for e in self.events):
             raise ValueError(f"record of stream {self.stream!r} holds an event without ordinals")
+        if any(o.emission is None for o in self.overrides):
+            raise ValueError(f"record of stream {self.stream!r} holds an override without ordinals")
         streams = {e.stream for e in self.events} | {e.stream for e in self.emissions}
+        streams |= {o.stream for o in self.overrides}
         if streams - {self.stream}:
             raise ValueError(f"record of stream {self.stream!r} holds {sorted(streams)}")
         return self
@@ -261,14 +278,23 @@ def encode(record: Record) -> bytes:
 def _not_of_version(record: Record) -> dict[str, Any] | None:
     """The fields a record of its version does not have (a record read as an older
     version, written again: a refused record's letter, a replay)."""
-    if isinstance(record, PoisonLetter) or record.schema_version >= OWNER_VERSION:
+    if isinstance(record, PoisonLetter):
+        return None
+    if record.schema_version >= OWNER_VERSION:
+        if isinstance(record, BatchRecord) and record.schema_version < OVERRIDE_VERSION:
+            return _NO_OVERRIDES
         return None
     absent: dict[str, Any] = {"agents": True}
+    if isinstance(record, BatchRecord):
+        absent["overrides"] = True
     if record.schema_version < TENANT_VERSION:
         absent["tenant_id"] = True
     if isinstance(record, BatchRecord) and record.schema_version < CONTRACT_VERSION:
         absent["events"] = {"__all__": dict.fromkeys(_CONTRACT_FIELDS, True)}
     return absent
+
+
+_NO_OVERRIDES: dict[str, Any] = {"overrides": True}
 
 
 def _rfc3339(value: dt.datetime) -> str:
@@ -368,6 +394,7 @@ __all__ = [
     "KIND_HEADER",
     "NO_ORDINALS_VERSION",
     "NO_STREAM",
+    "OVERRIDE_VERSION",
     "OWNER_VERSION",
     "SCHEMA_VERSION",
     "SUPPORTED_VERSIONS",

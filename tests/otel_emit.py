@@ -107,7 +107,48 @@ class Sentinel:
         return attrs
 
 
-Item = Evaluation | Sentinel
+@dataclass
+class Override:
+    """A `holonograph.override` span: a human's correction of one call. `original` and
+    `corrected` are sent as JSON text (`..._json`: the OpenTelemetry SDK carries only
+    primitive attributes); `extra` adds or replaces attributes (None removes one)."""
+
+    stream: str
+    seq: int
+    correlation_id: str = "corr_000"
+    agent: str = "billing-triage"
+    surface: str = "classify-intent"
+    original: Any = field(default_factory=lambda: {"answer": "Your refund is on its way."})
+    corrected: Any = field(default_factory=lambda: {"answer": "Let me look up your refund."})
+    rationale: str = "Refund lookup wasn't invoked; agent guessed the refund status."
+    tags: Sequence[str] = ("fix_tier=tool-input-schema", "tool=refund_lookup")
+    event_id: str | None = None
+    run_mode: str = "production"
+    extra: dict[str, Any] = field(default_factory=dict)
+    end_ns: int | None = None
+
+    def attributes(self) -> dict[str, Any]:
+        import json
+
+        attrs: dict[str, Any] = {
+            "holonograph.emission.stream": self.stream,
+            "holonograph.emission.seq": self.seq,
+            "holonograph.agent.id": self.agent,
+            "holonograph.surface.id": self.surface,
+            "holonograph.correlation.id": self.correlation_id,
+            "holonograph.run_mode": self.run_mode,
+            "holonograph.override.original_output_json": json.dumps(self.original),
+            "holonograph.override.corrected_output_json": json.dumps(self.corrected),
+            "holonograph.override.rationale": self.rationale,
+            "holonograph.override.tags": list(self.tags),
+        }
+        if self.event_id is not None:
+            attrs["holonograph.event.id"] = self.event_id
+        attrs.update(self.extra)
+        return {k: v for k, v in attrs.items() if v is not None}
+
+
+Item = Evaluation | Sentinel | Override
 
 
 def record_spans(
@@ -132,6 +173,10 @@ def record_spans(
             )
             for dim in item.dims:
                 span.add_event("holonograph.dimension", dim.attributes(), timestamp=end)
+        elif isinstance(item, Override):
+            span = tracer.start_span(
+                "holonograph.override", attributes=item.attributes(), start_time=end - 5_000_000
+            )
         else:
             span = tracer.start_span(
                 "holonograph.session.sentinel",

@@ -155,7 +155,7 @@ class ExportHandler(Generic[PreparedT]):
 def _has_rows(batch: AnyBatch) -> bool:
     if isinstance(batch, FastBatch):
         return bool(batch.rows)
-    return bool(batch.events or batch.emissions or batch.quarantined)
+    return bool(batch.events or batch.emissions or batch.quarantined or batch.overrides)
 
 
 def _outcome(batch: AnyBatch, signal: Signal = TRACES) -> ExportOutcome:
@@ -171,6 +171,7 @@ def _outcome(batch: AnyBatch, signal: Signal = TRACES) -> ExportOutcome:
         )
     return ExportOutcome(
         accepted_spans=len(batch.events)
+        + len(batch.overrides)
         + batch.collapsed_spans
         + sum(e.kind == "sentinel" and not e.quarantined for e in batch.emissions),
         rejected_spans=batch.rejected,

@@ -37,11 +37,13 @@ from ingest.export.principal import ANONYMOUS, Principal
 from ingest.export.salvage import is_salvaged, unparsed_spans
 from ingest.export.validate import (
     EVALUATION_SPAN,
+    OVERRIDE_SPAN,
     SENTINEL_SPAN,
     SpanRejected,
     emission_of,
     evaluation_event,
     is_holonograph_span,
+    override_span,
     quarantine_record,
     quarantined_emission,
     sentinel_record,
@@ -51,16 +53,18 @@ from schemas.events import (
     GENAI_RESULT,
     EmissionRecord,
     EvaluationEvent,
+    OverrideEvent,
     QuarantineRecord,
     ValidatedBatch,
 )
+from schemas.overrides import content_digest
 
 MAX_REPORTED_PROBLEMS = 5
 # Every rejection for the agent allowlist starts so (replay keeps them rejected).
 AGENT_REJECTED = "holonograph.agent.id: not writable with this token"
 
 
-def authorize(event: EvaluationEvent, principal: Principal) -> None:
+def authorize(event: EvaluationEvent | OverrideEvent, principal: Principal) -> None:
     """Fail-closed: a token restricted to listed agents cannot write an evaluation
     that names no agent."""
     if principal.may_write(event.agent_id):
@@ -94,6 +98,7 @@ class _Collected:
     emissions: dict[tuple[str, int], EmissionRecord] = field(default_factory=dict)
     quarantined: list[QuarantineRecord] = field(default_factory=list)
     first_of: dict[str, EvaluationEvent] = field(default_factory=dict)
+    overrides: dict[str, OverrideEvent] = field(default_factory=dict)
     collapsed: int = 0
 
     def arrived(self, emission: EmissionRecord) -> None:
@@ -117,6 +122,22 @@ class _Collected:
             raise _conflict(event, first)
         if event.emission is not None:
             self.arrived(emission_of(event))
+
+    def override(self, override: OverrideEvent) -> None:
+        """Raises `SpanRejected` for an agent the principal may not write, or a repeat of
+        an override's event id with other content; a repeat with the same content (its
+        `content_digest`, as across requests) is stored once, as first sent."""
+        authorize(override, self.principal)
+        first = self.overrides.setdefault(override.event_id, override)
+        if first is not override:
+            if content_digest(override) != content_digest(first):
+                raise SpanRejected(
+                    f"holonograph.event.id: {override.event_id!r} was already sent in this"
+                    f" request by span {first.span_id} with different content; one event id"
+                    " is one override"
+                )
+            self.collapsed += 1
+        self.arrived(emission_of(override))
 
     def quarantine(
         self,
@@ -179,6 +200,7 @@ class _Collected:
             events=tuple(self.events),
             emissions=tuple(self.emissions.values()),
             quarantined=tuple(self.quarantined),
+            overrides=tuple(self.overrides.values()),
             ignored_spans=ignored,
             collapsed_spans=self.collapsed,
         )
@@ -219,6 +241,8 @@ def validate_request(
                         collected.evaluation(evaluation_event(span, attrs, resource))
                     elif name == SENTINEL_SPAN:
                         collected.arrived(sentinel_record(span, attrs))
+                    elif name == OVERRIDE_SPAN:
+                        collected.override(override_span(span, attrs))
                     else:
                         raise SpanRejected(f"span name {name!r} is not in the wire contract")
                 except (SpanRejected, ValidationError) as err:

@@ -16,6 +16,7 @@ import math
 from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PB2Span
+from pydantic import ValidationError
 
 from ingest.export.decode import attributes, jsonable
 from ingest.export.domain import (
@@ -28,16 +29,20 @@ from ingest.export.domain import (
 from schemas.events import (
     DIMENSION_EVENT,
     EVALUATION_SPAN,
+    OVERRIDE_SPAN,
     PROVENANCES,
     RUN_MODES,
     SENTINEL_SPAN,
+    Emission,
     EmissionKind,
     EmissionRecord,
     EvaluationEvent,
+    OverrideEvent,
     QuarantineRecord,
     SentinelCounters,
     default_provenance,
 )
+from schemas.overrides import OverrideFields, override_event
 
 PREFIX = "holonograph."
 SUBSTRATE_PREFIX = "holonograph.substrate."
@@ -77,19 +82,48 @@ _EVALUATION_KEYS = _BAGGAGE_KEYS | frozenset(
     }
 )
 _SENTINEL_COUNTERS = ("offered", "delivered", "dropped", "failed")
+OVERRIDE_PREFIX = "holonograph.override."
+# Each output comes as a value (a string is the text itself; an array or kvlist, the
+# JSON it maps to) or, for exporters that carry only primitive attributes, as JSON text.
+_OUTPUTS = ("original_output", "corrected_output")
+_OVERRIDE_KEYS = frozenset(
+    {
+        *(f"{OVERRIDE_PREFIX}{name}" for name in _OUTPUTS),
+        *(f"{OVERRIDE_PREFIX}{name}_json" for name in _OUTPUTS),
+        f"{OVERRIDE_PREFIX}rationale",
+        f"{OVERRIDE_PREFIX}tags",
+    }
+)
+# The attribute each field of `OverrideFields` is read from (named in a rejection).
+_OVERRIDE_FIELD_KEYS = {
+    "agent_id": "holonograph.agent.id",
+    "surface_id": "holonograph.surface.id",
+    "correlation_id": "holonograph.correlation.id",
+    "original_output": f"{OVERRIDE_PREFIX}original_output",
+    "corrected_output": f"{OVERRIDE_PREFIX}corrected_output",
+    "rationale": f"{OVERRIDE_PREFIX}rationale",
+    "tags": f"{OVERRIDE_PREFIX}tags",
+    "event_id": "holonograph.event.id",
+    "run_mode": "holonograph.run_mode",
+    "at": "holonograph.timestamp",
+}
 # Every attribute the wire contract names: a rejection's reason starts with the one
 # at fault (metrics count reasons by it, `ingest.metrics.reason_label`).
-CONTRACT_ATTRIBUTES = _EVALUATION_KEYS | frozenset(
-    {
-        *(f"holonograph.completeness.{name}" for name in _SENTINEL_COUNTERS),
-        "holonograph.completeness.window_start",
-        "holonograph.completeness.window_end",
-        "holonograph.sentinel.interval_ms",
-        *(
-            f"holonograph.dimension.{name}"
-            for name in ("id", "passed", "score", "expected", "actual", "judge")
-        ),
-    }
+CONTRACT_ATTRIBUTES = (
+    _EVALUATION_KEYS
+    | _OVERRIDE_KEYS
+    | frozenset(
+        {
+            *(f"holonograph.completeness.{name}" for name in _SENTINEL_COUNTERS),
+            "holonograph.completeness.window_start",
+            "holonograph.completeness.window_end",
+            "holonograph.sentinel.interval_ms",
+            *(
+                f"holonograph.dimension.{name}"
+                for name in ("id", "passed", "score", "expected", "actual", "judge")
+            ),
+        }
+    )
 )
 
 
@@ -416,6 +450,67 @@ def evaluation_event(
     )
 
 
+# --- overrides -----------------------------------------------------------------------
+
+
+def _output(attrs: dict[str, Any], name: str) -> Any:
+    key = f"{OVERRIDE_PREFIX}{name}"
+    as_json = f"{key}_json"
+    if key in attrs and as_json in attrs:
+        raise SpanRejected(f"{as_json}: {key} is set too; send the output once")
+    if as_json in attrs:
+        text = _string(attrs, as_json)
+        try:
+            return json.loads(text)
+        except ValueError as err:
+            raise SpanRejected(f"{as_json}: not JSON text ({err})") from None
+    if key not in attrs:
+        raise SpanRejected(f"{key}: missing (or {as_json})")
+    value = jsonable(attrs[key])
+    problem = attributes_problem({key: value})
+    if problem is not None:
+        raise SpanRejected(problem)
+    return value
+
+
+def override_span(span: PB2Span, attrs: dict[str, Any]) -> OverrideEvent:
+    """A `holonograph.override` span: its values read into the fields `POST
+    /hil/override` takes (`schemas.overrides.OverrideFields`, the same domains), with
+    its ordinal and span ids. Unknown `holonograph.override.*` attributes reject it (a
+    misspelt rationale is not silently lost); other attributes are not stored."""
+    trace_id, span_id = _ids(span)
+    emission = _emission(attrs)
+    for key in attrs:
+        if key.startswith(OVERRIDE_PREFIX) and key not in _OVERRIDE_KEYS:
+            raise SpanRejected(f"{key}: not an attribute of {OVERRIDE_SPAN}")
+    _, correlation_id = _spelled(attrs, "holonograph.correlation.id", CORRELATION_BAGGAGE)
+    body = {
+        "agent_id": _string(attrs, "holonograph.agent.id", required=True),
+        "surface_id": _string(attrs, "holonograph.surface.id", required=True),
+        "correlation_id": correlation_id
+        or _string(attrs, "holonograph.correlation.id", required=True),
+        "run_mode": _run_mode(attrs),
+        "original_output": _output(attrs, "original_output"),
+        "corrected_output": _output(attrs, "corrected_output"),
+        "rationale": _string(attrs, f"{OVERRIDE_PREFIX}rationale"),
+        "tags": _strings(attrs, f"{OVERRIDE_PREFIX}tags"),
+        "at": _timestamp(span, attrs),
+    }
+    event_id = _string(attrs, "holonograph.event.id")
+    if event_id:
+        body["event_id"] = event_id
+    try:
+        fields = OverrideFields.model_validate(body)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field, *inner = [str(p) for p in first["loc"]] or ["span"]
+        where = _OVERRIDE_FIELD_KEYS.get(field, field)
+        item = f" item {'.'.join(inner)}:" if inner else ""
+        raise SpanRejected(f"{where}:{item} {first['msg']}") from None
+    record = Emission(**emission)
+    return override_event(fields, fields.at or dt.datetime.now(dt.UTC), record, trace_id, span_id)
+
+
 # --- sentinels -----------------------------------------------------------------------
 
 
@@ -446,10 +541,12 @@ def sentinel_record(span: PB2Span, attrs: dict[str, Any]) -> EmissionRecord:
     )
 
 
-def emission_of(event: EvaluationEvent) -> EmissionRecord:
-    """The arrival of an event with an ordinal (a holonograph span's)."""
+def emission_of(event: EvaluationEvent | OverrideEvent) -> EmissionRecord:
+    """The arrival of an event with an ordinal (a holonograph span's); an override's is
+    counted on its stream like an evaluation's, under its event id."""
     emission = event.emission
     assert emission is not None, "an event without ordinals has no arrival"
+    time = event.occurred_at if isinstance(event, OverrideEvent) else event.timestamp
     return EmissionRecord(
         stream=emission.stream,
         seq=emission.seq,
@@ -457,7 +554,7 @@ def emission_of(event: EvaluationEvent) -> EmissionRecord:
         final=emission.final,
         event_id=event.event_id,
         surface_id=event.surface_id,
-        event_time=event.timestamp,
+        event_time=time,
     )
 
 
@@ -548,11 +645,13 @@ def quarantined_emission(
 __all__ = [
     "CONTRACT_ATTRIBUTES",
     "EVALUATION_SPAN",
+    "OVERRIDE_SPAN",
     "SENTINEL_SPAN",
     "SpanRejected",
     "emission_of",
     "evaluation_event",
     "is_holonograph_span",
+    "override_span",
     "quarantine_record",
     "quarantined_emission",
     "sentinel_record",

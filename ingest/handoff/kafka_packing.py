@@ -21,20 +21,24 @@ import datetime as dt
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from ingest.export.fast import FastBatch
 from ingest.handoff.protocol import Prepared
 from schemas.events import (
     EVALUATION_SPAN,
+    OVERRIDE_SPAN,
     SENTINEL_SPAN,
     EmissionRecord,
     EvaluationEvent,
+    OverrideEvent,
     QuarantineRecord,
     ValidatedBatch,
 )
 from schemas.records import (
     NO_ORDINALS_VERSION,
     NO_STREAM,
+    OVERRIDE_VERSION,
     SCHEMA_VERSION,
     BatchRecord,
     QuarantinedLetter,
@@ -52,6 +56,10 @@ from schemas.records import (
 RECORD_OVERHEAD = 512
 _EVENT_JSON = EvaluationEvent.__pydantic_serializer__.to_json
 _EMISSION_JSON = EmissionRecord.__pydantic_serializer__.to_json
+_OVERRIDE_JSON = OverrideEvent.__pydantic_serializer__.to_json
+# What a record holding overrides (version 6) has besides a version 4 record's frame:
+# `,"overrides":[` and `]`.
+_OVERRIDES_FRAME = 16
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,7 @@ class _Unit:
     event_json: tuple[bytes, ...]
     emission_json: tuple[bytes, ...]
     size: int
+    overrides: tuple[OverrideEvent, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,16 +115,31 @@ def _pair(event: EvaluationEvent, emission: EmissionRecord) -> _Unit:
     return _Unit(emission.stream, (event,), (emission,), (event_json,), (emission_json,), size)
 
 
+def _override_unit(override: OverrideEvent, emission: EmissionRecord) -> _Unit:
+    """An override with its arrival: they travel together, in a version 6 record."""
+    emission_json = _EMISSION_JSON(emission)
+    size = len(_OVERRIDE_JSON(override)) + len(emission_json) + 2 + _OVERRIDES_FRAME
+    return _Unit(emission.stream, (), (emission,), (), (emission_json,), size, (override,))
+
+
 def _units(batch: ValidatedBatch) -> Iterator[_Unit]:
     by_key = {(e.stream, e.emission.seq, e.event_id): e for e in batch.events if e.emission}
+    overrides = {(o.stream, o.emission.seq, o.event_id): o for o in batch.overrides if o.emission}
     for emission in batch.emissions:
-        event = by_key.pop((emission.stream, emission.seq, emission.event_id), None)
+        key = (emission.stream, emission.seq, emission.event_id)
+        event = by_key.pop(key, None)
+        override = overrides.pop(key, None) if event is None and overrides else None
         if event is not None and emission.kind == "evaluation" and not emission.quarantined:
             yield _pair(event, emission)
+        elif override is not None and not emission.quarantined:
+            yield _override_unit(override, emission)
         else:
             yield _unit(emission.stream, (), (emission,))
     for event in by_key.values():  # an event with ordinals has an emission; defensive only
         yield _unit(event.stream, (event,), ())
+    for override in overrides.values():  # as for events: defensive only
+        size = len(_OVERRIDE_JSON(override)) + 1 + _OVERRIDES_FRAME
+        yield _Unit(override.stream, (), (), (), (), size, (override,))
     for event in batch.events:  # without ordinals: records of no stream (version 5)
         if event.emission is None:
             yield _unit(NO_STREAM, (event,), ())
@@ -141,7 +165,7 @@ def screen(batch: ValidatedBatch, max_message_bytes: int) -> Screened:
             oversized.extend(u for u in units if empty + u.size > limit)
     if not oversized:
         return Screened(batch, streams)
-    drop_events = {id(e) for u in oversized for e in u.events}
+    drop_events = {id(e) for u in oversized for e in (*u.events, *u.overrides)}
     drop_emissions = {id(e) for u in oversized for e in u.emissions}
     quarantined, arrived = [], []
     for unit in oversized:
@@ -152,7 +176,7 @@ def screen(batch: ValidatedBatch, max_message_bytes: int) -> Screened:
             f" message limit of {max_message_bytes} bytes"
         )
         for emission in unit.emissions:
-            event = unit.events[0] if unit.events else None
+            event = unit.events[0] if unit.events else (unit.overrides or (None,))[0]
             quarantined.append(_too_large(emission, event, reason))
             arrived.append(emission.model_copy(update={"quarantined": True, "sentinel": None}))
     screened = ValidatedBatch(
@@ -162,6 +186,7 @@ def screen(batch: ValidatedBatch, max_message_bytes: int) -> Screened:
         events=tuple(e for e in batch.events if id(e) not in drop_events),
         emissions=tuple(e for e in batch.emissions if id(e) not in drop_emissions) + tuple(arrived),
         quarantined=batch.quarantined + tuple(quarantined),
+        overrides=tuple(o for o in batch.overrides if id(o) not in drop_events),
         ignored_spans=batch.ignored_spans,
     )
     gone = {id(u) for u in oversized}
@@ -202,13 +227,14 @@ def _chain(*parts: Iterator[_Unit]) -> Iterator[_Unit]:
 
 
 def _too_large(
-    emission: EmissionRecord, event: EvaluationEvent | None, reason: str
+    emission: EmissionRecord, event: EvaluationEvent | OverrideEvent | None, reason: str
 ) -> QuarantineRecord:
     ident = f"too-large\x00{emission.stream}\x00{emission.seq}\x00{emission.event_id}"
+    name = EVALUATION_SPAN if emission.kind == "evaluation" else SENTINEL_SPAN
     return QuarantineRecord(
         quarantine_id=hashlib.sha256(ident.encode()).hexdigest(),
         reason=reason,
-        span_name=EVALUATION_SPAN if emission.kind == "evaluation" else SENTINEL_SPAN,
+        span_name=OVERRIDE_SPAN if isinstance(event, OverrideEvent) else name,
         trace_id=event.trace_id if event else "",
         span_id=event.span_id if event else "",
         emission_stream=emission.stream,
@@ -283,21 +309,26 @@ def _batch_record(
     receipt_id: str,
     received_at: dt.datetime,
 ) -> OutRecord:
+    fields: dict[str, Any] = {
+        "tenant_id": tenant_id,
+        "agents": agents,
+        "receipt_id": receipt_id,
+        "received_at": received_at,
+        "stream": stream,
+        "events": tuple(e for u in chunk for e in u.events),
+        "emissions": tuple(e for u in chunk for e in u.emissions),
+    }
+    if any(u.overrides for u in chunk):  # version 6, written by the model (rare)
+        overrides = tuple(o for u in chunk for o in u.overrides)
+        full = BatchRecord(schema_version=OVERRIDE_VERSION, overrides=overrides, **fields)
+        return OutRecord(stream.encode(), encode(full), full)
     value = join_batch(
         head,
         (j for u in chunk for j in u.event_json),
         (j for u in chunk for j in u.emission_json),
     )
-    record = BatchRecord.model_construct(
-        schema_version=NO_ORDINALS_VERSION if stream == NO_STREAM else SCHEMA_VERSION,
-        tenant_id=tenant_id,
-        agents=agents,
-        receipt_id=receipt_id,
-        received_at=received_at,
-        stream=stream,
-        events=tuple(e for u in chunk for e in u.events),
-        emissions=tuple(e for u in chunk for e in u.emissions),
-    )
+    version = NO_ORDINALS_VERSION if stream == NO_STREAM else SCHEMA_VERSION
+    record = BatchRecord.model_construct(schema_version=version, **fields)
     key = stream if stream != NO_STREAM else f"{tenant_id}/{record.events[0].event_id}"
     return OutRecord(key.encode(), value, record)
 

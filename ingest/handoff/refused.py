@@ -3,8 +3,8 @@
 Validation at the door keeps values the store cannot hold out of every commit, so
 this is for what only the store can tell (a schema it does not have, a block it
 cannot take). To find the spans to blame, a request's batch is cut into one unit
-per span (`span_units`: an event with its emission, a sentinel, a rejected span with
-its arrival); a unit the store refuses alone becomes a quarantine row with the
+per span (`span_units`: an event or an override with its emission, a sentinel, a
+rejected span with its arrival); a unit the store refuses alone becomes a quarantine row with the
 store's message and an arrival marked quarantined (`refused_unit`), and the batch
 the client is answered for is rebuilt from what was stored (`stored_batch`).
 
@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from schemas.events import (
     EmissionRecord,
     EvaluationEvent,
+    OverrideEvent,
     QuarantineRecord,
     ValidatedBatch,
     decoded_quarantine,
@@ -31,10 +32,16 @@ def _unit(
     events: tuple[EvaluationEvent, ...] = (),
     emissions: tuple[EmissionRecord, ...] = (),
     quarantined: tuple[QuarantineRecord, ...] = (),
+    overrides: tuple[OverrideEvent, ...] = (),
 ) -> ValidatedBatch:
     # A copy keeps whatever else the batch carries (its ignored count, its owner).
     return batch.model_copy(
-        update={"events": events, "emissions": emissions, "quarantined": quarantined}
+        update={
+            "events": events,
+            "emissions": emissions,
+            "quarantined": quarantined,
+            "overrides": overrides,
+        }
     )
 
 
@@ -56,6 +63,12 @@ def span_units(batch: ValidatedBatch) -> list[ValidatedBatch]:
         key = (ordinal.stream, ordinal.seq, event.event_id) if ordinal else ("", 0, "")
         mine = arrivals.get(key) if ordinal else None
         units.append(_unit(batch, events=(event,), emissions=(mine.pop(0),) if mine else ()))
+    for override in batch.overrides:
+        ordinal = override.emission
+        key = (ordinal.stream, ordinal.seq, override.event_id) if ordinal else ("", 0, "")
+        mine = arrivals.get(key) if ordinal else None
+        emissions = (mine.pop(0),) if mine else ()
+        units.append(_unit(batch, emissions=emissions, overrides=(override,)))
     for record in batch.quarantined:
         mine = rejected.get((record.emission_stream, record.emission_seq))
         units.append(_unit(batch, emissions=(mine.pop(0),) if mine else (), quarantined=(record,)))
@@ -82,6 +95,8 @@ def refused_unit(unit: ValidatedBatch, text: str, received_at: dt.datetime) -> V
     )
     if unit.events:
         record = decoded_quarantine(unit.events[0], text)
+    elif unit.overrides:
+        record = decoded_quarantine(unit.overrides[0], text)
     elif unit.quarantined:  # a rejection the store would not record: keep its reason only
         original = unit.quarantined[0]
         record = original.model_copy(
@@ -108,4 +123,5 @@ def stored_batch(
         events=tuple(e for part in parts for e in part.events),
         emissions=tuple(e for part in parts for e in part.emissions),
         quarantined=tuple(q for part in parts for q in part.quarantined),
+        overrides=tuple(o for part in parts for o in part.overrides),
     )

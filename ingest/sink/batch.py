@@ -62,6 +62,7 @@ class Consumed:
                 agents=None if record.agents is None else frozenset(record.agents),
                 events=shared_resources(record.events),
                 emissions=record.emissions,
+                overrides=record.overrides,
             )
         if isinstance(record, QuarantinedLetter):
             return ValidatedBatch.model_construct(
@@ -93,7 +94,7 @@ def record_rows(record: StoredRecord) -> int:
     if isinstance(record, FastRecord):
         return record.rows
     dims = sum(len(e.outcome.dimensions) for e in record.events)
-    return len(record.events) + dims + len(record.emissions)
+    return len(record.events) + dims + len(record.emissions) + len(record.overrides)
 
 
 def shared_resources(events: tuple[EvaluationEvent, ...]) -> tuple[EvaluationEvent, ...]:

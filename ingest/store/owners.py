@@ -44,16 +44,20 @@ from ingest.store.rows import ingest_version, ticks_ms
 from schemas.events import (
     EmissionRecord,
     EvaluationEvent,
+    OverrideEvent,
     QuarantineRecord,
     ValidatedBatch,
     decoded_quarantine,
 )
+from schemas.overrides import content_digest
 from schemas.store import Store
-from schemas.tables import EVENT_OWNERS, STREAM_OWNERS
+from schemas.tables import EVENT_OWNERS, LESSON_OVERRIDES, STREAM_OWNERS
 
 # Every ownership rejection's reason starts with one of these (replay keeps them rejected).
 EVENT_OWNED = "holonograph.event.id: owned by another agent"
 STREAM_OWNED = "holonograph.emission.stream: owned by another token"
+# An override's event id already stored with other content (replay keeps it rejected).
+OVERRIDE_CONFLICT = "holonograph.event.id: an override already stored with other content"
 
 Key = tuple[str, str]  # (tenant_id, event id or stream)
 
@@ -117,6 +121,10 @@ class Owners:
     # False: the commit's event rows claim their new ids themselves (one writer), so
     # `decide` records only who owns them within the commit, no claim rows.
     claim_events: bool = field(default=True, compare=False)
+    # Overrides (`lesson_overrides`): (agent, content digest) of those stored, and of
+    # those this commit writes.
+    stored_overrides: dict[Key, tuple[str, str]] = field(default_factory=dict)
+    new_overrides: dict[Key, tuple[str, str]] = field(default_factory=dict)
 
 
 def check(store: Store, submissions: Sequence[Submission], *, verify: bool) -> list[Batch]:
@@ -128,6 +136,7 @@ def check(store: Store, submissions: Sequence[Submission], *, verify: bool) -> l
         return []
     owners = lookup(store, _event_keys(submissions), _stream_keys(submissions))
     owners.claim_events = verify  # else the event rows claim their ids as they are written
+    owners.stored_overrides = stored_overrides(store, _override_keys(submissions))
     checked = [decide(owners, s) for s in submissions]
     if not (owners.event_claims or owners.stream_claims):
         return checked
@@ -141,7 +150,9 @@ def check(store: Store, submissions: Sequence[Submission], *, verify: bool) -> l
     if not lost:
         return checked
     known = Owners(
-        events={**owners.events, **stood.events}, streams={**owners.streams, **stood.streams}
+        events={**owners.events, **stood.events},
+        streams={**owners.streams, **stood.streams},
+        stored_overrides=owners.stored_overrides,
     )
     return [decide(known, s) for s in submissions]
 
@@ -182,6 +193,18 @@ def decide(owners: Owners, submission: Submission) -> Batch:
                 refused_arrivals.add((stream, event.emission.seq, event.event_id))
             continue
         events.append(event)
+    overrides: list[OverrideEvent] = []
+    resent = False
+    for override in batch.overrides:
+        reason = _override_refused(owners, tenant, override, foreign, submission.writer, stamps)
+        if reason == "":
+            overrides.append(override)
+            continue
+        resent = resent or reason is None
+        if reason is not None:
+            rejected.append(decoded_quarantine(override, reason))
+            if override.emission is not None and override.stream not in foreign:
+                refused_arrivals.add((override.stream, override.emission.seq, override.event_id))
     emissions: list[EmissionRecord] = []
     for emission in batch.emissions:
         if emission.stream in foreign:
@@ -193,7 +216,7 @@ def decide(owners: Owners, submission: Submission) -> Batch:
             # Arrived on the writer's own stream, invalid: as a rejection at the door.
             emission = emission.model_copy(update={"quarantined": True, "event_id": ""})
         emissions.append(emission)
-    if not (foreign or rejected):
+    if not (foreign or rejected or resent):
         return batch
     quarantined = tuple(
         q.model_copy(update={"reason": f"{q.reason}; {foreign[q.emission_stream]}"})
@@ -206,8 +229,40 @@ def decide(owners: Owners, submission: Submission) -> Batch:
             "events": tuple(events),
             "emissions": tuple(emissions),
             "quarantined": (*quarantined, *rejected),
+            "overrides": tuple(overrides),
         }
     )
+
+
+def _override_refused(
+    owners: Owners, tenant: str, override: OverrideEvent, foreign: dict[str, str],
+    writer: Writer | None, stamps: tuple[int, int],
+) -> str | None:  # fmt: skip
+    """Why `override` may not be stored ('' : it may; None: it is a re-send of a stored
+    override (or of one earlier in the commit), which writes nothing). Records what it
+    claims in `owners`."""
+    if override.stream in foreign:
+        return foreign[override.stream]
+    key = (tenant, override.event_id)
+    digest = content_digest(override)
+    known = owners.new_overrides.get(key) or owners.stored_overrides.get(key)
+    if known is not None:
+        agent, stored_digest = known
+        if stored_digest == digest:
+            return None
+        if agent == override.agent_id:
+            return (
+                f"{OVERRIDE_CONFLICT}: {override.event_id!r}; a correction of a correction"
+                " is a new override (a new holonograph.event.id)"
+            )
+        return _owned_reason(override.event_id, agent, override.agent_id, writer)
+    owner = owners.events.get(key)
+    if owner is None:
+        _claim_event(owners, key, override.agent_id, stamps, always=True)
+    elif owner != override.agent_id:
+        return _owned_reason(override.event_id, owner, override.agent_id, writer)
+    owners.new_overrides[key] = (override.agent_id, digest)
+    return ""
 
 
 def _fast_stands(owners: Owners, submission: Submission, batch: FastBatch) -> bool:
@@ -245,9 +300,12 @@ def _stamps(submission: Submission) -> tuple[int, int]:
     return ticks_ms(received_at), ingest_version(received_at, submission.order)
 
 
-def _claim_event(owners: Owners, key: Key, agent: str, stamps: tuple[int, int]) -> None:
+def _claim_event(
+    owners: Owners, key: Key, agent: str, stamps: tuple[int, int], always: bool = False
+) -> None:
+    """`always`: an override's id, which no row claims as it is written."""
     owners.events[key] = agent
-    if owners.claim_events:
+    if owners.claim_events or always:
         owners.event_claims[key] = [*key, agent, *stamps]
 
 
@@ -290,6 +348,7 @@ def _streams_of(batch: Batch) -> Iterator[str]:
     for stream in (
         *(e.stream for e in batch.emissions),
         *(e.emission.stream for e in batch.events if e.emission is not None),
+        *(o.emission.stream for o in batch.overrides if o.emission is not None),
         *(q.emission_stream for q in batch.quarantined if q.emission_stream is not None),
     ):
         if stream not in seen:
@@ -298,10 +357,14 @@ def _streams_of(batch: Batch) -> Iterator[str]:
 
 
 def _event_reason(event: EvaluationEvent, owner: str, writer: Writer | None) -> str:
-    head = f"{EVENT_OWNED}: {event.event_id!r} belongs to agent {owner!r}"
+    return _owned_reason(event.event_id, owner, event.agent_id, writer)
+
+
+def _owned_reason(event_id: str, owner: str, agent: str, writer: Writer | None) -> str:
+    head = f"{EVENT_OWNED}: {event_id!r} belongs to agent {owner!r}"
     if writer is not None and writer.agents is not None and owner not in writer.agents:
         return f"{head}, which this token may not write"
-    return f"{head}; a span naming agent {event.agent_id!r} cannot replace it"
+    return f"{head}; a span naming agent {agent!r} cannot replace it"
 
 
 def _event_keys(submissions: Iterable[Submission]) -> set[Key]:
@@ -312,7 +375,16 @@ def _event_keys(submissions: Iterable[Submission]) -> set[Key]:
             keys.update([(tenant, event_id) for event_id in batch.event_ids])
         else:
             keys.update((tenant, event_id) for event_id, _ in _ids(batch))
-    return keys
+    return keys | _override_keys(submissions)
+
+
+def _override_keys(submissions: Iterable[Submission]) -> set[Key]:
+    return {
+        (s.batch.tenant_id, o.event_id)
+        for s in submissions
+        if isinstance(s.batch, ValidatedBatch)
+        for o in s.batch.overrides
+    }
 
 
 def _ids(batch: Batch) -> Iterator[tuple[str, str]]:
@@ -375,6 +447,22 @@ def _keys(store: Store, keys: set[Key]) -> Any:
     return PreEscaped(text) if isinstance(store, ClickHouseStore) else text
 
 
+_STORED_OVERRIDES = (
+    f"SELECT tenant_id, event_id, argMax(agent_id, recorded_at),"
+    f" argMax(content_digest, recorded_at) FROM {LESSON_OVERRIDES.qualified}"
+    f" WHERE (tenant_id, event_id) IN ({_KEYS % 'keys'}) GROUP BY tenant_id, event_id"
+)
+
+
+def stored_overrides(store: Store, keys: set[Key]) -> dict[Key, tuple[str, str]]:
+    """(agent, content digest) of the stored overrides among `keys`: one query, none
+    for a commit without overrides."""
+    if not keys:
+        return {}
+    rows = store.query(_STORED_OVERRIDES, {"keys": _keys(store, keys)}).rows
+    return {(str(t), str(k)): (str(agent), str(digest)) for t, k, agent, digest in rows}
+
+
 def claim(store: Store, owners: Owners) -> None:
     """Insert the claims `decide` recorded. A claim the store refuses for good (a value
     it cannot hold) is left out: the rows it would allow are refused the same way."""
@@ -403,6 +491,7 @@ def _insert_keeping_good(
 
 __all__ = [
     "EVENT_OWNED",
+    "OVERRIDE_CONFLICT",
     "STREAM_OWNED",
     "Owners",
     "StreamOwner",

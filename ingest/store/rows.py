@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.events import EmissionRecord, EvaluationEvent, QuarantineRecord, ValidatedBatch
+from schemas.overrides import stored_override
 from schemas.store import Store
 from schemas.tables import (
     EMISSION_RECEIPTS,
     EVALUATION_DIMENSIONS,
     EVALUATION_EVENTS,
+    LESSON_OVERRIDES,
     QUARANTINE,
     Table,
 )
@@ -138,6 +140,7 @@ class TableRows:
     dimensions: list[list[Any]] = field(default_factory=list)
     receipts: list[list[Any]] = field(default_factory=list)
     quarantine: list[list[Any]] = field(default_factory=list)
+    overrides: list[list[Any]] = field(default_factory=list)
 
     def add(
         self, batch: ValidatedBatch, receipt_id: str, received_at: dt.datetime, order: int = 0
@@ -159,10 +162,16 @@ class TableRows:
             self.dimensions.extend(dimension_rows(tenant, event, received, version))
         self.receipts.extend(receipt_row(tenant, r, receipt_id, received) for r in batch.emissions)
         self.quarantine.extend(quarantine_row(tenant, q, received) for q in batch.quarantined)
+        self.overrides.extend(
+            stored_override(o, tenant, "otlp", received_at).row() for o in batch.overrides
+        )
 
     @property
     def row_count(self) -> int:
-        return len(self.events) + len(self.dimensions) + len(self.receipts) + len(self.quarantine)
+        return (
+            len(self.events) + len(self.dimensions) + len(self.receipts) + len(self.quarantine)
+            + len(self.overrides)
+        )  # fmt: skip
 
 
 def write_rows(store: Store, rows: TableRows) -> None:
@@ -172,6 +181,7 @@ def write_rows(store: Store, rows: TableRows) -> None:
         (EVALUATION_EVENTS, rows.events),
         (EVALUATION_DIMENSIONS, rows.dimensions),
         (QUARANTINE, rows.quarantine),
+        (LESSON_OVERRIDES, rows.overrides),
         (EMISSION_RECEIPTS, rows.receipts),
     )
     for table, table_rows in plan:

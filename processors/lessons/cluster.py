@@ -33,9 +33,10 @@ from typing_extensions import TypedDict
 
 from processors.jobs import Job, JobError, JobRequest, never_a_finding
 from processors.lessons.common import canonical, check_window, short_id
-from processors.lessons.overrides import Override, in_window
+from processors.lessons.overrides import in_window
 from schemas.contracts import Id
 from schemas.events import DEFAULT_TENANT
+from schemas.overrides import Override
 from schemas.store import Store
 from schemas.tables import EVALUATION_DIMENSIONS, LESSON_CLUSTERS
 from schemas.times import Clock, UtcTime, from_store_time

@@ -12,9 +12,10 @@ from typing_extensions import TypedDict
 
 from processors.jobs import Job, JobRequest, never_a_finding, saves_nothing
 from processors.lessons.common import check_window
-from processors.lessons.overrides import Override, in_window
+from processors.lessons.overrides import in_window
 from schemas.contracts import Id
 from schemas.events import DEFAULT_TENANT
+from schemas.overrides import Override
 from schemas.store import Store
 from schemas.tables import EVALUATION_EVENTS
 from schemas.times import Clock, UtcTime

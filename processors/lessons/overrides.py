@@ -13,161 +13,41 @@ writes nothing; the same id with other content is refused (409). Without an
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import ConfigDict, Field, JsonValue, StringConstraints, field_validator, with_config
+from pydantic import ConfigDict, JsonValue, with_config
 from typing_extensions import TypedDict
 
 from processors.jobs import Job, JobError, JobRequest, never_a_finding
-from processors.lessons.common import canonical, digest, short_id, to_millisecond
-from schemas.changes import store_moment
-from schemas.contracts import Id
-from schemas.events import DEFAULT_TENANT, RunMode
+from schemas.events import DEFAULT_TENANT
+from schemas.overrides import (
+    Override,
+    OverrideFields,
+    Source,
+    override_event,
+    stored_override,
+)
 from schemas.store import Store
-from schemas.tables import LESSON_OVERRIDES
-from schemas.times import Clock, UtcTime, from_store_time
-
-# What one override may hold: the store takes any String, the limits keep one person's
-# paste from becoming every reader's problem (checked at the door, named in the error).
-MAX_OUTPUT_CHARS = 64 * 1024
-MAX_TAGS = 50
-Tag = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f]+$")]
-Rationale = Annotated[str, StringConstraints(strip_whitespace=True, max_length=4000)]
-Source = Literal["http", "otlp"]
+from schemas.tables import EVENT_OWNERS, LESSON_OVERRIDES
+from schemas.times import Clock, from_store_time
 
 
-class OverrideRequest(JobRequest):
-    """The Guide's POST /hil/override body (ch. 12): a human's correction of one call."""
-
-    agent_id: Id = Field(description="The agent whose output was corrected.")
-    surface_id: Id = Field(description="The surface of the corrected call.")
-    correlation_id: Id = Field(description="The call's correlationId (its evaluation events').")
-    original_output: JsonValue = Field(description="What the system produced.")
-    corrected_output: JsonValue = Field(description="What the human sent instead.")
-    rationale: Rationale = Field("", description="Why the human corrected it.")
-    tags: tuple[Tag, ...] = Field(
-        (), max_length=MAX_TAGS, description="e.g. fix_tier=tool-input-schema."
-    )
-    event_id: Id | None = Field(
-        None, description="The idempotency key (default: a function of the content)."
-    )
-    run_mode: RunMode = Field("production", description="The run mode of the corrected call.")
-    at: UtcTime | None = Field(None, description="When the human corrected it (default: now).")
-
-    @field_validator("original_output", "corrected_output")
-    @classmethod
-    def _bounded(cls, value: JsonValue) -> JsonValue:
-        if len(canonical(value)) > MAX_OUTPUT_CHARS:
-            raise ValueError(f"longer than {MAX_OUTPUT_CHARS} characters as JSON")
-        return value
-
-    @field_validator("at")
-    @classmethod
-    def _moment(cls, value: dt.datetime | None) -> dt.datetime | None:
-        return None if value is None else store_moment(value)
-
-    @field_validator("tags")
-    @classmethod
-    def _distinct(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(sorted(set(value)))
+class OverrideRequest(JobRequest, OverrideFields):
+    """The Guide's POST /hil/override body (ch. 12): a human's correction of one call
+    (its fields and their domains: `schemas.overrides.OverrideFields`, which a
+    `holonograph.override` span is read into too)."""
 
     def persists(self) -> bool:
         return True
 
 
-@dataclass(frozen=True)
-class Override:
-    """One stored override (a row of `lesson_overrides`)."""
-
-    tenant_id: str
-    event_id: str
-    agent_id: str
-    surface_id: str
-    correlation_id: str
-    run_mode: str
-    original_output: Any
-    corrected_output: Any
-    rationale: str
-    tags: tuple[str, ...]
-    source: Source
-    emission_stream: str
-    emission_seq: int
-    content_digest: str
-    occurred_at: dt.datetime
-    recorded_at: dt.datetime
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "eventId": self.event_id,
-            "agentId": self.agent_id,
-            "surfaceId": self.surface_id,
-            "correlationId": self.correlation_id,
-            "runMode": self.run_mode,
-            "originalOutput": self.original_output,
-            "correctedOutput": self.corrected_output,
-            "rationale": self.rationale,
-            "tags": list(self.tags),
-            "source": self.source,
-            "contentDigest": self.content_digest,
-            "at": self.occurred_at,
-            "recordedAt": self.recorded_at,
-        }
-
-    def row(self) -> list[Any]:
-        values = {
-            **self.__dict__,
-            "original_output": canonical(self.original_output),
-            "corrected_output": canonical(self.corrected_output),
-            "tags": list(self.tags),
-        }
-        return [values[column] for column in LESSON_OVERRIDES.columns]
-
-
-def content_of(
-    agent_id: str, surface_id: str, correlation_id: str, run_mode: str,
-    original: Any, corrected: Any, rationale: str, tags: tuple[str, ...],
-) -> dict[str, Any]:  # fmt: skip
-    """What a re-send repeats: the digest and the default event id are of this."""
-    return {
-        "agentId": agent_id, "surfaceId": surface_id, "correlationId": correlation_id,
-        "runMode": run_mode, "originalOutput": original, "correctedOutput": corrected,
-        "rationale": rationale, "tags": sorted(tags),
-    }  # fmt: skip
-
-
-def override_of(
-    request: OverrideRequest, tenant: str, now: dt.datetime, source: Source = "http",
-    emission_stream: str = "", emission_seq: int = 0,
-) -> Override:  # fmt: skip
-    content = content_of(
-        request.agent_id, request.surface_id, request.correlation_id, request.run_mode,
-        request.original_output, request.corrected_output, request.rationale, request.tags,
-    )  # fmt: skip
-    moment = to_millisecond(now)
-    return Override(
-        tenant_id=tenant,
-        event_id=request.event_id or short_id("ovr", content),
-        agent_id=request.agent_id,
-        surface_id=request.surface_id,
-        correlation_id=request.correlation_id,
-        run_mode=request.run_mode,
-        original_output=request.original_output,
-        corrected_output=request.corrected_output,
-        rationale=request.rationale,
-        tags=request.tags,
-        source=source,
-        emission_stream=emission_stream,
-        emission_seq=emission_seq,
-        content_digest=digest(content),
-        occurred_at=to_millisecond(request.at) if request.at else moment,
-        recorded_at=moment,
-    )
+def override_of(request: OverrideRequest, tenant: str, now: dt.datetime) -> Override:
+    return stored_override(override_event(request, now), tenant, "http", now)
 
 
 def _from_row(row: dict[str, Any]) -> Override:
-    import json
-
     return Override(
         tenant_id=row["tenant_id"],
         event_id=row["event_id"],
@@ -244,6 +124,15 @@ def plan(store: Store, candidate: Override) -> Recorded:
     the same event id with other content is refused."""
     previous = stored(store, candidate.tenant_id, candidate.event_id)
     if previous is None:
+        owner = _owner(store, candidate.tenant_id, candidate.event_id)
+        if owner not in (None, candidate.agent_id):
+            raise ConflictingOverride(
+                f"event id {candidate.event_id} belongs to agent {owner!r} (an evaluation"
+                " of its); an override of agent"
+                f" {candidate.agent_id!r} cannot take it",
+                "event_id_owned",
+                details={"eventId": candidate.event_id, "owner": owner},
+            )
         return Recorded(candidate, created=True)
     if previous.content_digest != candidate.content_digest:
         raise ConflictingOverride(
@@ -255,8 +144,26 @@ def plan(store: Store, candidate: Override) -> Recorded:
     return Recorded(replace(previous), created=False)
 
 
+def _owner(store: Store, tenant: str, event_id: str) -> str | None:
+    """The agent an event id belongs to (its first claim: docs/security.md, "Event ids
+    and streams have owners"), None for an id nobody claimed."""
+    found = store.query(
+        f"SELECT argMin(agent_id, _block_number) FROM {EVENT_OWNERS.qualified}"
+        " WHERE tenant_id = {tenant:String} AND event_id = {id:String} HAVING count() > 0",
+        {"tenant": tenant, "id": event_id},
+    ).rows
+    return str(found[0][0]) if found else None
+
+
 def write(store: Store, overrides: list[Override]) -> None:
+    """The rows, after their ids' claims (as the receiver claims a span's)."""
     if overrides:
+        claims = [
+            [o.tenant_id, o.event_id, o.agent_id, o.recorded_at,
+             int(o.recorded_at.timestamp()) * 1_000_000_000]
+            for o in overrides
+        ]  # fmt: skip
+        store.insert(EVENT_OWNERS.qualified, claims, EVENT_OWNERS.columns)
         store.insert(
             LESSON_OVERRIDES.qualified, [o.row() for o in overrides], LESSON_OVERRIDES.columns
         )

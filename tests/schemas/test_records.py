@@ -72,7 +72,7 @@ def test_records_round_trip_byte_for_byte() -> None:
         (b"", "empty record"),
         (b"\xff\xfe", "not JSON"),
         (b"[1]", "not a JSON object"),
-        (b'{"schema_version": 6, "kind": "batch"}', "schema_version 6 is not supported"),
+        (b'{"schema_version": 7, "kind": "batch"}', "schema_version 7 is not supported"),
         (b'{"kind": "batch"}', "schema_version None is not supported"),
         (b'{"schema_version": 1, "kind": "nope"}', "kind 'nope' is not one of"),
         (b'{"schema_version": 1, "kind": "batch"}', "batch: receipt_id: Field required"),
@@ -172,6 +172,8 @@ def _old_encoding(record: records.Record) -> bytes:
         raise TypeError(type(value).__name__)
 
     body = record.model_dump(mode="python")
+    if record.schema_version < records.OVERRIDE_VERSION:
+        body.pop("overrides", None)  # no writer before version 6 knew the field
     return json.dumps(body, default=default, separators=(",", ":"), ensure_ascii=False).encode()
 
 
@@ -215,7 +217,7 @@ def test_a_non_finite_float_is_written_as_null_and_an_old_nan_still_decodes() ->
     ("edit", "reason"),
     [
         (lambda v: v[:-1] + b',"extra_field":1}', "batch: extra_field: Extra inputs"),
-        (lambda v: v[:-1] + b',"schema_version":6}', "schema_version 6 is not supported"),
+        (lambda v: v[:-1] + b',"schema_version":7}', "schema_version 7 is not supported"),
         (lambda v: v[:-1] + b',"kind":"poison"}', "poison: "),
         (lambda v: v.replace(b'"seq":0', b'"seq":"zero"', 1), "seq: Input should be"),
         (lambda v: v.replace(b'"receipt_id":"r"', b'"receipt_id":7', 1), "receipt_id"),
@@ -429,6 +431,50 @@ def test_events_without_ordinals_travel_in_version_5_records_of_no_stream() -> N
 def test_a_record_of_no_stream_is_read_strictly(edit: Any, reason: str) -> None:
     out = _packed(_genai_batch(), "r1")
     body = json.loads(out[1].value)
+    edit(body)
+    with pytest.raises(records.RecordError, match=reason):
+        records.decode(json.dumps(body).encode())
+
+
+def _override_batch() -> ValidatedBatch:
+    from tests.otel_emit import Override
+
+    items = [Evaluation("s0", 0), Override("s0", 1), Evaluation("s1", 0)]
+    return validate_request(export_request(record_spans(items, seed=3)))
+
+
+def test_overrides_travel_with_their_arrivals_in_version_6_records_and_only_there() -> None:
+    batch = _override_batch()
+    out = _packed(batch, "r1")
+    assert [(r.key, r.record.schema_version) for r in out] == [(b"s0", 6), (b"s1", 4)]
+    record = out[0].record
+    assert isinstance(record, records.BatchRecord)
+    assert record.overrides == batch.overrides
+    assert [e.event_id for e in record.emissions] == ["evt_s0_0", batch.overrides[0].event_id]
+    for packed in out:
+        decoded = records.decode(packed.value)
+        assert decoded == packed.record
+        assert records.encode(decoded) == packed.value
+    assert "overrides" not in json.loads(out[1].value)  # a version 4 reader reads it
+    consumed = Consumed(TopicPartition("t", 0), 0, b"d", record=records.decode(out[0].value))
+    assert consumed.recorded() is not None
+    assert consumed.recorded().overrides == batch.overrides  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (lambda r: r.update(schema_version=4), "overrides: not a field of schema_version 4"),
+        (lambda r: r["overrides"][0].update(emission=None), "holds an override without ordinals"),
+        (
+            lambda r: r["overrides"][0].update(emission={"stream": "s9", "seq": 1, "final": False}),
+            "record of stream 's0' holds",
+        ),
+        (lambda r: r["overrides"][0].update(run_mode="staging"), "run_mode"),
+    ],
+)
+def test_a_record_with_overrides_is_read_strictly(edit: Any, reason: str) -> None:
+    body = json.loads(_packed(_override_batch(), "r1")[0].value)
     edit(body)
     with pytest.raises(records.RecordError, match=reason):
         records.decode(json.dumps(body).encode())
