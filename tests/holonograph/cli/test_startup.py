@@ -4,6 +4,7 @@ at start-up). Checked on the import set `python -X importtime` reports, not on t
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from holonograph.cli import BLAS_THREAD_VARIABLES
 from tests.holonograph.cli.test_serve import ServeProcess
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -138,3 +140,24 @@ def test_serve_mounts_the_analyses_without_importing_scipy() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[:2] == ["['numpy']", "True"]
+
+
+def test_the_command_runs_numpy_on_one_blas_thread_unless_told_otherwise() -> None:
+    """Small solves contend on BLAS threads: the command defaults them to one, and an
+    operator's own setting is kept."""
+    code = (
+        "import os, sys; sys.argv = ['holonograph', '--help'];"
+        " from holonograph.cli import main, BLAS_THREAD_VARIABLES\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(','.join(os.environ[v] for v in BLAS_THREAD_VARIABLES), file=sys.stderr)"
+    )
+    for given, expected in ((None, "1,1,1"), ("4", "4,1,1")):
+        env = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARIABLES}
+        if given is not None:
+            env["OPENBLAS_NUM_THREADS"] = given
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stderr.strip().splitlines()[-1] == expected
