@@ -33,7 +33,13 @@ def test_serve_logs_a_summary_and_quarantine_lists_the_spans(tmp_path: Path) -> 
             later = _payload(f"later-{seed}", [None], seed=seed)
             assert grpc_export(server.grpc_endpoint, later).code is grpc.StatusCode.OK
         listed = holonograph("quarantine", "--data-dir", str(data_dir), "--json")
-        text = holonograph("quarantine", "--data-dir", str(data_dir), "--reason", "PROD")
+        text = holonograph(
+            "quarantine",
+            "--data-dir",
+            str(data_dir),
+            "--reason-prefix",
+            "holonograph.run_mode: 'prod'",
+        )
     finally:
         code, stderr = server.stop()
     assert code == 0, stderr
