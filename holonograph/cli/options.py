@@ -164,12 +164,18 @@ def refuse_if_held(url: str) -> None:
     from pathlib import Path
 
     from holonograph.admin_client import read_admin_file
+    from ingest.filecheck import UnsafeFile
     from ingest.store.url import chdb_path, is_embedded
 
     if not is_embedded(url):
         return
     directory = Path(chdb_path(url))
-    info = read_admin_file(directory) if directory.is_dir() else None
+    try:
+        info = read_admin_file(directory) if directory.is_dir() else None
+    except UnsafeFile:
+        # A file that is not this user's alone names no holder we can trust; serve makes
+        # the tree owner-only itself, and the engine's lock still refuses a second owner.
+        info = None
     if info is None:
         return
     pid = info.get("pid")
