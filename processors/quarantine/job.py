@@ -30,11 +30,12 @@ _WHERE = (
 )
 # A quarantined span whose event has since been stored (a replay after a fix let it
 # through) is no longer rejected: listed and counted only as replayed. The replayed
-# span keeps its trace and span ids, which is how it is found.
+# span keeps its trace and span ids, which is how it is found; a rejection without a span
+# id (a log record outside any trace) names no span, so nothing stored replays it.
 _REPLAYED = (
-    f"(tenant_id, trace_id, span_id) IN (SELECT tenant_id, trace_id, span_id"
-    f" FROM {EVALUATION_EVENTS.qualified} WHERE (tenant_id, trace_id) IN"
-    f" (SELECT tenant_id, trace_id FROM {QUARANTINE.qualified}{_WHERE}))"
+    f"(span_id != '' AND (tenant_id, trace_id, span_id) IN (SELECT tenant_id, trace_id,"
+    f" span_id FROM {EVALUATION_EVENTS.qualified} WHERE span_id != '' AND"
+    f" (tenant_id, trace_id) IN (SELECT tenant_id, trace_id FROM {QUARANTINE.qualified}{_WHERE})))"
 )
 _STILL_REJECTED = f"{_WHERE} AND NOT {_REPLAYED}"
 

@@ -117,3 +117,22 @@ def test_a_replayed_span_is_counted_as_replayed_and_no_longer_listed(data_dir: P
     assert (report["total"], report["replayed"]) == (1, 1)
     assert [s["spanId"] for s in report["spans"]] == [f"{2:016x}"]  # type: ignore[attr-defined]
     assert "1 rejected span(s), 1 reason(s); 1 replayed since" in str(_quarantine(data_dir)["text"])
+
+
+def test_a_rejection_without_span_ids_is_never_taken_for_replayed(data_dir: Path) -> None:
+    """A log record outside any trace is quarantined with empty trace and span ids; an
+    event stored without them (GenAI logs) is not its replay."""
+    store = open_store(f"chdb://{data_dir}")
+    try:
+        bare = rejected("acme", 4, "gen_ai.evaluation.name: missing")
+        bare[5:7] = ["", ""]
+        store.insert("holonograph.quarantine", [bare], COLUMNS)
+        store.insert(
+            "holonograph.evaluation_events",
+            [["acme", "evt-log", "classify-intent", "", "", T0]],
+            ["tenant_id", "event_id", "surface_id", "trace_id", "span_id", "timestamp"],
+        )
+    finally:
+        store.close()
+    report = _quarantine(data_dir, "--json")
+    assert (report["total"], report["replayed"]) == (3, 0)
