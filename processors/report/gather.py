@@ -24,6 +24,10 @@ from schemas.tables import (
     CHANGE_EVENTS,
     DRIFT_CHANGE_POINTS,
     EVALUATION_DIMENSIONS,
+    LESSON_ARTIFACTS,
+    LESSON_CLUSTERS,
+    LESSON_DRAFTS,
+    LESSON_OVERRIDES,
     VARIANCE_READINGS,
 )
 from schemas.times import from_store_time, to_store_time
@@ -83,6 +87,28 @@ class Verdict:
     created_at: dt.datetime
 
 
+@dataclass(frozen=True)
+class Published:
+    artifact_id: str
+    version: int
+    kind: str
+    published_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class LessonsState:
+    """The lessons pipeline on one surface (docs/lessons.md): overrides received in the
+    window, clusterings recorded in it whose cluster nothing was published from, drafts
+    whose latest gate record before `until` is `drafted` (waiting for a name at the gate)
+    or `approved` (not yet published), and artifacts published in the window."""
+
+    overrides: int
+    open_clusters: int
+    drafts_at_gate: int
+    approved_unpublished: int
+    published: list[Published]
+
+
 @dataclass
 class SurfaceSection:
     surface_id: str
@@ -92,6 +118,7 @@ class SurfaceSection:
     verdicts: list[Verdict] = field(default_factory=list)
     comparison: CompareReport | None = None
     selection: SeriesRead | None = None  # which events the pass-rate series took
+    lessons: LessonsState | None = None  # None: a store not migrated to 0012
 
 
 @dataclass
@@ -104,8 +131,8 @@ class ReportData:
 
 
 def steps(request: ReportRequest, surfaces: list[str]) -> int:
-    """How many progress steps `gather` reports: five per surface and two more."""
-    return 5 * len(surfaces) + 2
+    """How many progress steps `gather` reports: six per surface and two more."""
+    return 6 * len(surfaces) + 2
 
 
 def surfaces_in_window(store: Store, request: ReportRequest) -> list[str]:
@@ -158,6 +185,7 @@ def gather(
     }
     sections = []
     recorded = table_exists(store, CHANGE_EVENTS)  # a server not migrated to 0008: none
+    lessons = table_exists(store, LESSON_ARTIFACTS)  # nor to 0012
     for surface_id in surfaces:
         section = SurfaceSection(surface_id)
         progress(f"{surface_id}: pass rates")
@@ -183,6 +211,9 @@ def gather(
                 tenant_id=request.tenant_id,
             ),
         )
+        progress(f"{surface_id}: lessons")
+        if lessons:
+            section.lessons = _lessons(store, request, surface_id)
         sections.append(section)
     return ReportData(
         request=request,
@@ -315,4 +346,54 @@ def _verdicts(store: Store, request: ReportRequest, surface_id: str) -> list[Ver
     return sorted(
         (Verdict(str(d), str(v), from_store_time(c)) for d, v, c in rows),
         key=lambda v: v.dimension_id,
+    )
+
+
+def _lessons(store: Store, request: ReportRequest, surface_id: str) -> LessonsState:
+    """Counted in ClickHouse, as the lessons dashboard counts them."""
+    params = {
+        "tenant": request.tenant_id or "",
+        "surface": surface_id,
+        "since": to_store_time(request.since),
+        "until": to_store_time(request.until),
+    }
+    scope = (
+        "({tenant:String} = '' OR tenant_id = {tenant:String}) AND surface_id = {surface:String}"
+    )
+    window = " >= {since:DateTime64(3, 'UTC')} AND %s < {until:DateTime64(3, 'UTC')}"
+    overrides = store.query(
+        f"SELECT count() FROM {LESSON_OVERRIDES.qualified} FINAL WHERE {scope}"
+        f" AND occurred_at{window % 'occurred_at'}",
+        params,
+    ).rows[0][0]
+    clusters = store.query(
+        f"SELECT count() FROM {LESSON_CLUSTERS.qualified} FINAL WHERE {scope}"
+        f" AND computed_at{window % 'computed_at'} AND (tenant_id, cluster_id) NOT IN"
+        f" (SELECT tenant_id, cluster_id FROM {LESSON_ARTIFACTS.qualified} FINAL"
+        f" WHERE {scope} AND published_at < {{until:DateTime64(3, 'UTC')}})",
+        params,
+    ).rows[0][0]
+    statuses = dict(
+        store.query(
+            "SELECT status, count() FROM (SELECT toString(argMax(action, seq)) AS status"
+            f" FROM {LESSON_DRAFTS.qualified} FINAL WHERE {scope}"
+            " AND recorded_at < {until:DateTime64(3, 'UTC')} GROUP BY tenant_id, draft_id)"
+            " GROUP BY status",
+            params,
+        ).rows
+    )
+    published = store.query(
+        f"SELECT artifact_id, version, toString(kind), published_at"
+        f" FROM {LESSON_ARTIFACTS.qualified} FINAL WHERE {scope}"
+        f" AND published_at{window % 'published_at'} ORDER BY published_at, artifact_id",
+        params,
+    ).rows
+    return LessonsState(
+        overrides=int(overrides),
+        open_clusters=int(clusters),
+        drafts_at_gate=int(statuses.get("drafted", 0)),
+        approved_unpublished=int(statuses.get("approved", 0)),
+        published=[
+            Published(str(a), int(v), str(k), from_store_time(at)) for a, v, k, at in published
+        ],
     )

@@ -10,7 +10,13 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from html import escape
 
-from processors.report.gather import ChangeMark, HourPoint, ReportData, SurfaceSection
+from processors.report.gather import (
+    ChangeMark,
+    HourPoint,
+    LessonsState,
+    ReportData,
+    SurfaceSection,
+)
 from schemas.analysis import Interval
 from schemas.changes import ChangeEvent
 from schemas.compare import CompareReport
@@ -217,6 +223,33 @@ def _surface(data: ReportData, section: SurfaceSection) -> str:
         html.append('<p class="muted">No verdict stored (holonograph variance evaluate).</p>')
     if section.comparison is not None:
         html.append(_comparison(section.comparison))
+    if section.lessons is not None:
+        html.append(_lessons(sid, section.lessons))
+    return "".join(html)
+
+
+def _lessons(sid: str, state: LessonsState) -> str:
+    counts = [
+        ("overrides", "overrides received", state.overrides),
+        ("openClusters", "open clusters", state.open_clusters),
+        ("draftsAtGate", "drafts waiting at the gate", state.drafts_at_gate),
+        ("approvedUnpublished", "approved, not yet published", state.approved_unpublished),
+    ]
+    items = "".join(
+        f'<li><b data-metric="lessons/{escape(sid)}/{key}">{n}</b> {label}</li>'
+        for key, label, n in counts
+    )
+    html = ["<h3>Lessons (holonograph lessons)</h3>", f"<ul>{items}</ul>"]
+    if state.published:
+        rows = [
+            "<tr>" + _cell(p.artifact_id, f"lessons/{sid}/published/{p.artifact_id}", cls="")
+            + _cell(str(p.version)) + _cell(p.kind, cls="")
+            + _cell(rfc3339(p.published_at), cls="") + "</tr>"
+            for p in state.published
+        ]  # fmt: skip
+        html.append(_table(["artifact", "version", "kind", "published"], rows))
+    else:
+        html.append('<p class="muted">Nothing published in the window.</p>')
     return "".join(html)
 
 

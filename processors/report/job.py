@@ -23,6 +23,7 @@ from typing_extensions import TypedDict
 from processors.jobs import Job, JobError, JobRequest, never_a_finding, saves_nothing
 from processors.quarantine.job import QuarantineDocument
 from processors.report.gather import (
+    LessonsState,
     ReportData,
     ReportRequest,
     SurfaceSection,
@@ -176,6 +177,25 @@ def _surface(section: SurfaceSection) -> dict[str, Any]:
             for v in section.verdicts
         ],
         "comparison": section.comparison.to_json() if section.comparison else None,
+        "lessons": _lessons(section.lessons) if section.lessons else None,
+    }
+
+
+def _lessons(state: LessonsState) -> dict[str, Any]:
+    return {
+        "overrides": state.overrides,
+        "openClusters": state.open_clusters,
+        "draftsAtGate": state.drafts_at_gate,
+        "approvedUnpublished": state.approved_unpublished,
+        "published": [
+            {
+                "artifactId": p.artifact_id,
+                "version": p.version,
+                "kind": p.kind,
+                "publishedAt": p.published_at,
+            }
+            for p in state.published
+        ],
     }
 
 
@@ -216,6 +236,25 @@ class VerdictDocument(TypedDict):
 
 
 @with_config(_FORBID)
+class PublishedDocument(TypedDict):
+    artifactId: str
+    version: int
+    kind: str
+    publishedAt: dt.datetime
+
+
+@with_config(_FORBID)
+class LessonsDocument(TypedDict):
+    """The lessons pipeline on the surface (docs/lessons.md)."""
+
+    overrides: int  # received in the window
+    openClusters: int  # recorded in the window, nothing published from them
+    draftsAtGate: int  # latest gate record `drafted`
+    approvedUnpublished: int  # latest gate record `approved`
+    published: list[PublishedDocument]  # artifacts published in the window
+
+
+@with_config(_FORBID)
 class SurfaceDocument(TypedDict):
     surfaceId: str
     selection: SeriesRead | None
@@ -224,6 +263,7 @@ class SurfaceDocument(TypedDict):
     changes: list[ChangeEvent]  # recorded changes of the surface in the window
     verdicts: list[VerdictDocument]  # the newest variance verdict per dimension
     comparison: CompareReport | None  # `compare` over the window
+    lessons: LessonsDocument | None  # None: a store without the lessons tables
 
 
 @with_config(_FORBID)
