@@ -18,17 +18,24 @@ from typing import Literal
 
 from processors.jobs import NotFound
 from schemas.store import Store
-from schemas.tables import EMISSION_RECEIPTS, EVALUATION_DIMENSIONS, EVALUATION_EVENTS
+from schemas.tables import (
+    EMISSION_RECEIPTS,
+    EVALUATION_DIMENSIONS,
+    EVALUATION_EVENTS,
+    LESSON_OVERRIDES,
+)
 
 Vocabulary = Literal["surface", "dimension", "agent", "stream"]
 
 # Where each kind of name is recorded. Receipts hold quarantined evaluations too, so a
 # surface or stream whose every event was rejected is known (its analyses answer, and
-# completeness calls the stream all-quarantined) rather than "unknown".
+# completeness calls the stream all-quarantined) rather than "unknown". A surface a human
+# corrected a call of (`POST /hil/override`) is known too: its lessons jobs answer.
 _SOURCES: Mapping[Vocabulary, tuple[tuple[str, str], ...]] = {
     "surface": (
         (EVALUATION_EVENTS.qualified, "surface_id"),
         (EMISSION_RECEIPTS.qualified, "surface_id"),
+        (LESSON_OVERRIDES.qualified, "surface_id"),
     ),
     "dimension": ((EVALUATION_DIMENSIONS.qualified, "dimension_id"),),
     "agent": ((EVALUATION_EVENTS.qualified, "agent_id"),),

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+from pydantic import BeforeValidator, PlainSerializer, ValidationInfo, WithJsonSchema
 
 # What services and jobs are given instead of reading the wall clock themselves, so
 # tests can set the time.
@@ -89,9 +89,15 @@ def parse_moment(text: str, now: dt.datetime) -> dt.datetime:
     return from_store_time(now) - dt.timedelta(seconds=amount * _UNIT_SECONDS[unit])
 
 
-def _utc(value: Any) -> Any:
+# The validation context key under which a caller gives the request's "now" (the HTTP
+# API: its clock, once per request); with it a request's time may also be relative.
+NOW = "now"
+
+
+def _utc(value: Any, info: ValidationInfo) -> Any:
     if isinstance(value, str):
-        return parse_utc(value)
+        now = info.context.get(NOW) if isinstance(info.context, dict) else None
+        return parse_moment(value, now) if isinstance(now, dt.datetime) else parse_utc(value)
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             raise ValueError("a time needs its UTC offset")
@@ -99,8 +105,8 @@ def _utc(value: Any) -> Any:
     return value
 
 
-# A request's time: RFC 3339 with an offset or a bare date, held as aware UTC, written
-# back as RFC 3339 UTC (`...Z`).
+# A request's time: RFC 3339 with an offset or a bare date (with a `NOW` context also
+# `now` or `24h`), held as aware UTC, written back as RFC 3339 UTC (`...Z`).
 UtcTime = Annotated[
     dt.datetime,
     BeforeValidator(_utc),
@@ -108,8 +114,8 @@ UtcTime = Annotated[
     WithJsonSchema(
         {
             "type": "string",
-            "description": "RFC 3339 with an offset (2026-06-01T00:00:00Z), or a date"
-            " (2026-06-01: midnight UTC)",
+            "description": "RFC 3339 with an offset (2026-06-01T00:00:00Z), a date"
+            " (2026-06-01: midnight UTC), now, or a span before now (24h, 7d)",
             "anyOf": [{"format": "date-time"}, {"format": "date"}],
         }
     ),

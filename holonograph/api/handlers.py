@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -39,7 +40,7 @@ from ingest.service.workers import Sessions, WorkersBusy
 from ingest.store.limits import ReadLimitExceeded
 from ingest.store.reader import Marked
 from processors.jobs import Job, JobError, Report
-from schemas import jsoncodec
+from schemas import jsoncodec, times
 from schemas.contracts import problems
 from schemas.store import Store
 
@@ -159,7 +160,7 @@ class JobApi(JsonApi):
             body: Any = _query_of(request)
         else:
             body = await read_json(request, MAX_BODY_BYTES, "a request")
-        job_request = _request_of(job, body).for_tenant(principal.tenant_id)
+        job_request = _request_of(job, body, self._clock()).for_tenant(principal.tenant_id)
         if endpoint.agent_field is not None:
             require_agent(principal, getattr(job_request, endpoint.agent_field))
         if job_request.persists() and endpoint.persist_scope is not None:
@@ -214,9 +215,10 @@ def _query_of(request: web.Request) -> dict[str, str]:
     return dict(request.query)
 
 
-def _request_of(job: Job[Any, Any], body: Any) -> Any:
+def _request_of(job: Job[Any, Any], body: Any, now: dt.datetime) -> Any:
     """The job's Request from a JSON body: an object of its fields by their JSON names;
-    the tenant is the token's, never the body's."""
+    the tenant is the token's, never the body's. Its times may be relative to `now`
+    (`"since": "24h"`), as on the CLI's flags."""
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_request", "the body must be a JSON object")
     if "tenant" in body:
@@ -225,7 +227,9 @@ def _request_of(job: Job[Any, Any], body: Any) -> Any:
             {"problems": ["tenant: the token decides the tenant"]},
         )  # fmt: skip
     try:
-        return job.request.model_validate(body, by_alias=True, by_name=False)
+        return job.request.model_validate(
+            body, by_alias=True, by_name=False, context={times.NOW: now}
+        )
     except ValidationError as err:
         raise ApiError(
             400, "invalid_request", f"the {job.name} request is invalid; nothing was run",

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "completeness": ("completeness", "Per-stream delivery accounting and biased windows."),
     "contract": ("contract", "Register surface contracts; read back versions and history."),
     "conformance": ("conformance", "Derive, approve and check fixtures; gate CI on suites."),
+    "demo": ("demo", "Send days of seeded multiplexed traffic to a running serve."),
     "drift": ("drift", "Change points of a surface's outcomes, labelled by source."),
     "fixtures": ("lessons", "Re-run published fixtures over their surface's events."),
     "events": ("events", "Stored events a page at a time (the Guide's GET /lens/events)."),

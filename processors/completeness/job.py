@@ -301,8 +301,8 @@ _RANK = {"dead": 0, "all-quarantined": 1, "closed-lossy": 2, "open": 3, "closed-
 def _status(row: dict[str, Any]) -> StreamState:
     """The stored or computed status, except that a closed stream that delivered every
     evaluation, each of them rejected, is `all-quarantined`: nothing of it reached the
-    analyses, so it is not complete. (Told here rather than in SQL: the stored table's
-    status enum predates the state.)"""
+    analyses, so it is not complete. The SQL says so too (migration 0015 added the value
+    to the stored enum); this keeps rows stored before it saying the same."""
     status: StreamState = row["status"]
     evaluations = row["delivered"] - row["sentinels"]
     if status == "closed-complete" and evaluations > 0 and row["quarantined"] >= evaluations:

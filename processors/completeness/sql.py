@@ -62,6 +62,8 @@ SELECT
     tenant AS tenant_id,
     stream AS emission_stream,
     multiIf(
+        final_seen AND missing = 0 AND countIf(is_quarantined) > 0
+            AND countIf(is_quarantined) >= count() - countIf(is_sentinel), 'all-quarantined',
         final_seen AND missing = 0, 'closed-complete',
         final_seen, 'closed-lossy',
         toUnixTimestamp64Milli(last_seen_at) + dead_after_ms

@@ -23,9 +23,9 @@ import datetime as dt
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import ConfigDict, Field, JsonValue, with_config
@@ -357,6 +357,8 @@ def items_of(store: Store, tenant: str, overrides: Sequence[Override]) -> list[I
 
 class ClusterRequest(JobRequest):
     """The Guide's POST /lessons/cluster body: a surface's overrides over [since, until)."""
+
+    named_fields: ClassVar[Mapping[str, str]] = {"surface_id": "surface"}
 
     surface_id: Id = Field(description="The surface whose overrides are clustered.")
     since: UtcTime = Field(description="Window start, inclusive.")

@@ -4,8 +4,9 @@ with the evaluation events of its call (by correlation id)."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field, JsonValue, with_config
 from typing_extensions import TypedDict
@@ -25,6 +26,8 @@ MAX_LIST = 1000
 
 class OverridesRequest(JobRequest):
     """A surface's overrides over [since, until), oldest first."""
+
+    named_fields: ClassVar[Mapping[str, str]] = {"surface_id": "surface"}
 
     surface_id: Id = Field(description="The surface.")
     since: UtcTime = Field(description="Window start, inclusive.")

@@ -116,8 +116,10 @@ def test_the_loop_over_http(served: Served) -> None:
         "2026-07-02T00:00:00Z",
     ]
     assert served.cli("lessons", "cluster", *flags) == clustered
-    other_tenant = ok(served, "/lessons/cluster", WINDOW, GLOBEX)
-    assert (other_tenant["eventCount"], other_tenant["clusters"]) == (0, [])
+    # Another tenant never had the surface: not an empty answer, an unknown name.
+    other_tenant = post(served, "/lessons/cluster", WINDOW, GLOBEX)
+    assert _envelope(other_tenant) == (404, "unknown_surface")
+    assert other_tenant.json()["details"]["known"] == []
     refused = post(served, "/lessons/cluster", {**WINDOW, "record": True}, READER)
     assert _envelope(refused) == (403, "insufficient_scope")
     recorded = ok(served, "/lessons/cluster", {**WINDOW, "record": True})

@@ -72,8 +72,10 @@ KNOWN_SURFACES = "known: classify-intent, answer-question"
         ],
         ["completeness", "--surface", MISSPELT_SURFACE],
         ["topology", "bootstrap", "--surface", MISSPELT_SURFACE, *WINDOW],
+        ["lessons", "cluster", "--surface", MISSPELT_SURFACE, *WINDOW, "--record"],
+        ["lessons", "overrides", "--surface", MISSPELT_SURFACE, *WINDOW],
     ],
-    ids=["drift", "compare", "variance", "completeness", "bootstrap"],
+    ids=["drift", "compare", "variance", "completeness", "bootstrap", "cluster", "overrides"],
 )
 def test_a_misspelt_surface_exits_2_with_the_closest_first_and_stores_nothing(
     data_dir: Path, command: list[str]

@@ -26,7 +26,7 @@ from processors.completeness import job
 from schemas.completeness import CompletenessWindow, StreamAccounting
 from schemas.migrations import apply_migrations
 from schemas.store import Store
-from schemas.tables import EMISSION_RECEIPTS
+from schemas.tables import EMISSION_RECEIPTS, STREAM_STATUS
 
 pytestmark = pytest.mark.clickhouse
 
@@ -633,3 +633,12 @@ def test_a_closed_stream_whose_every_evaluation_was_rejected_is_all_quarantined(
         "rejected": "all-quarantined",
         "half": "closed-complete",
     }
+    # The stored row says it too: a dashboard reading the table agrees (migration 0015).
+    stored = store.query(
+        f"SELECT emission_stream, toString(status) FROM {STREAM_STATUS.qualified} FINAL"
+        " ORDER BY emission_stream"
+    ).rows
+    assert [tuple(row) for row in stored] == [
+        ("half", "closed-complete"),
+        ("rejected", "all-quarantined"),
+    ]

@@ -262,7 +262,13 @@ def test_a_successor_lesson_merges_or_replaces_its_predecessor_as_its_next_versi
     assert third["changeEvent"]["artifactVersion"] == "3"
 
 
+def test_a_surface_nothing_was_ever_recorded_for_is_unknown(store: Store) -> None:
+    with pytest.raises(NotFound, match=f"unknown surface '{SURFACE}'; the tenant has no"):
+        call(store, cluster.JOB, WINDOW, Clock())
+
+
 def test_a_window_too_long_or_empty_is_refused(store: Store) -> None:
+    call(store, overrides.JOB, override_body(0), Clock())  # the surface is known
     with pytest.raises(JobError, match="empty window"):
         call(store, cluster.JOB, {**WINDOW, "until": WINDOW["since"]}, Clock())
     with pytest.raises(JobError, match="longer than"):

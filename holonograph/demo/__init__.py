@@ -1,0 +1,1 @@
+"""`holonograph demo`: seeded, realistic traffic sent through OTLP to a running `serve`."""
