@@ -35,7 +35,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.otel_emit import BASE_NS, SeededIds, grpc_options, http_options
+from holonograph.demo.traffic import SeededIds
+from tests.otel_emit import BASE_NS, grpc_options, http_options
 
 RESULT = "gen_ai.evaluation.result"
 RESOURCE = {

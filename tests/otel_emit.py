@@ -3,7 +3,6 @@ and sent with the official OTLP exporters, the way an instrumented client would.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,20 +22,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.id_generator import IdGenerator
+
+from holonograph.demo.traffic import SeededIds
 
 BASE_NS = 1_796_046_238_000_000_000  # 2026-11-30T13:43:58Z
-
-
-class SeededIds(IdGenerator):
-    def __init__(self, seed: int) -> None:
-        self._random = random.Random(seed)
-
-    def generate_span_id(self) -> int:
-        return self._random.getrandbits(64) or 1
-
-    def generate_trace_id(self) -> int:
-        return self._random.getrandbits(128) or 1
 
 
 @dataclass

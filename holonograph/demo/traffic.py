@@ -258,7 +258,10 @@ def _rfc3339(ns: int) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class _SeededIds(IdGenerator):
+class SeededIds(IdGenerator):
+    """Trace and span ids from a seed: the same flags send the same spans (the tests'
+    emitters use it too)."""
+
     def __init__(self, seed: int) -> None:
         self._random = random.Random(seed)
 
@@ -273,7 +276,7 @@ def _batches(items: Sequence[_Item], seed: int, size: int) -> Iterator[list[Read
     """The items as SDK spans, `size` at a time (never all of them in memory)."""
     memory = InMemorySpanExporter()
     provider = TracerProvider(
-        resource=Resource.create({"service.name": AGENT}), id_generator=_SeededIds(seed)
+        resource=Resource.create({"service.name": AGENT}), id_generator=SeededIds(seed)
     )
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("holonograph.demo", "1")

@@ -18,9 +18,10 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from holonograph.demo.traffic import SeededIds
 from tests.conftest import RunningReceiver
 from tests.ingest.helpers import grpc_export
-from tests.otel_emit import BASE_NS, SeededIds, export_request
+from tests.otel_emit import BASE_NS, export_request
 
 pytestmark = [pytest.mark.e2e, pytest.mark.clickhouse]
 
