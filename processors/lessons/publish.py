@@ -124,8 +124,15 @@ def artifacts(store: Store, tenant: str, where: str = "1", **parameters: Any) ->
     return [_artifact(r) for r in store.query(sql, {**parameters, "tenant": tenant}).dicts()]
 
 
-def latest(store: Store, tenant: str, artifact_id: str) -> Artifact | None:
-    found = artifacts(store, tenant, "artifact_id = {id:String}", id=artifact_id)
+def latest(store: Store, tenant: str, artifact_id: str, before_draft: str = "") -> Artifact | None:
+    """The latest version of `artifact_id`, leaving out what `before_draft` itself wrote:
+    a publication stopped between its artifact and its `published` record (a crash) is
+    planned again as it was the first time, and its re-run converges on the same
+    version instead of superseding its own half-written one."""
+    found = artifacts(
+        store, tenant, "artifact_id = {id:String} AND draft_id != {draft:String}",
+        id=artifact_id, draft=before_draft,
+    )  # fmt: skip
     return found[-1] if found else None
 
 
@@ -210,7 +217,7 @@ def plan_publication(store: Store, request: PublishRequest, now: dt.datetime) ->
     body = approval.draft
     candidates = []
     for artifact_id in sorted(set(request.candidate_existing_lesson_ids)):
-        found = latest(store, tenant, artifact_id)
+        found = latest(store, tenant, artifact_id, request.draft_id)
         if found is None:
             raise NotFound(f"no published artifact {artifact_id!r}", "artifact_not_found")
         candidates.append(Superseding(found.artifact_id, found.version, mode_of(found, body)))
@@ -219,7 +226,7 @@ def plan_publication(store: Store, request: PublishRequest, now: dt.datetime) ->
     if any(c.mode == "merged" for c in kept):
         merged = set(content["evidence"]["overrideIds"])
         for c in kept:
-            old = latest(store, tenant, c.artifact_id)
+            old = latest(store, tenant, c.artifact_id, request.draft_id)
             assert old is not None
             merged |= set(old.content.get("evidence", {}).get("overrideIds", []))
         content["evidence"] = content["evidence"] | {"overrideIds": sorted(merged)}
@@ -252,7 +259,11 @@ def plan_publication(store: Store, request: PublishRequest, now: dt.datetime) ->
 
 def write_publication(store: Store, report: Publication) -> Publication:
     """The fixture record, the artifact, then the draft's `published` record; the change
-    event the store derived is read back and named."""
+    event the store derived is read back and named. Not one transaction: a crash
+    between the writes leaves the draft `approved`, and publishing it again writes the
+    same fixture record (`plan` finds it in force), the same artifact id and version
+    (`latest` leaves the stopped one out) and its change event once (both tables
+    replace by key)."""
     if not report.created:
         return report
     if report.fixture is not None:

@@ -4,14 +4,16 @@ the gate, publication with its change event, and a published fixture re-run."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
 
 from processors.jobs import JobError, NotFound
 from processors.lessons import approve, cluster, draft, listing, overrides, publish, reject, rerun
-from schemas.store import Store
+from schemas.store import QueryResult, Store
 from schemas.tables import CHANGE_EVENTS, CONFORMANCE_FIXTURES, LESSON_ARTIFACTS, LESSON_OVERRIDES
+from testkit.faulty_store import StoreDown
 from tests.processors.lessons.support import (
     SURFACE,
     T0,
@@ -278,3 +280,73 @@ def test_a_window_too_long_or_empty_is_refused(store: Store) -> None:
 def test_times_are_utc_in_the_answer(store: Store) -> None:
     shown = call(store, overrides.JOB, override_body(3), Clock()).to_json()
     assert shown["at"] == T0 + dt.timedelta(minutes=3)
+
+
+class _DownAfterInserts:
+    """The store, until `inserts` inserts have gone through: then down (a crash between
+    two writes of one job)."""
+
+    def __init__(self, inner: Store, inserts: int) -> None:
+        self._inner, self._left, self.inserted = inner, inserts, list[str]()
+        self.url = inner.url
+
+    def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
+        return self._inner.query(sql, parameters)
+
+    def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> None:
+        self._inner.command(sql, parameters)
+
+    def insert(
+        self, table: str, rows: Sequence[Sequence[Any]], column_names: Sequence[str],
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:  # fmt: skip
+        if self._left == 0:
+            raise StoreDown("the store went away between two writes (injected)")
+        self._left -= 1
+        self._inner.insert(table, rows, column_names, settings)
+        self.inserted.append(table)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def test_a_publication_stopped_after_its_artifact_converges_when_published_again(
+    store: Store,
+) -> None:
+    clock = Clock()
+    refund = _seeded(store, clock)["clusters"][0]
+    first_draft = call(
+        store, draft.JOB, {"kind": "lesson", "clusterId": refund["clusterId"]}, clock
+    )
+    first_id = first_draft.to_json()["draftId"]
+    call(store, approve.JOB, {"draftId": first_id, "approverId": "ana"}, clock)
+    artifact_id = call(store, publish.JOB, {"draftId": first_id}, clock).to_json()["artifact"][
+        "artifactId"
+    ]
+    grown = {**refund, "clusterId": "cl_grown", "memberIds": [*refund["memberIds"], "ovr_new"]}
+    second = call(store, draft.JOB, {"kind": "lesson", "cluster": grown}, clock).to_json()
+    call(store, approve.JOB, {"draftId": second["draftId"], "approverId": "ana"}, clock)
+    body = {"draftId": second["draftId"], "candidateExistingLessonIds": [artifact_id]}
+    # The artifact is written, then the store goes away before the `published` record.
+    faulty = _DownAfterInserts(store, 1)
+    with pytest.raises(StoreDown):
+        call(faulty, publish.JOB, body, clock)
+    assert faulty.inserted == [LESSON_ARTIFACTS.qualified]
+    again = call(store, publish.JOB, body, clock).to_json()
+    assert again["created"] and again["status"] == "published"
+    assert (again["artifact"]["artifactId"], again["artifact"]["version"]) == (artifact_id, 2)
+    assert again["superseded"] == [{"artifactId": artifact_id, "version": 1, "mode": "merged"}]
+    versions = store.query(
+        f"SELECT version, draft_id FROM {LESSON_ARTIFACTS.qualified} FINAL"
+        " WHERE artifact_id = {id:String} ORDER BY version",
+        {"id": artifact_id},
+    ).dicts()
+    assert versions == [
+        {"version": 1, "draft_id": first_id},
+        {"version": 2, "draft_id": second["draftId"]},
+    ]
+    changes = store.query(
+        f"SELECT count() FROM {CHANGE_EVENTS.qualified} FINAL WHERE change_id = {{id:String}}",
+        {"id": f"lesson:{artifact_id}:2"},
+    ).scalar()
+    assert changes == 1
