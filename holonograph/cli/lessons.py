@@ -175,42 +175,29 @@ def _decision_text(report: Decision) -> str:
     return "\n".join(lines)
 
 
-@lessons_group.command("approve")
-@request_option(approve.Request, "draft_id", "--draft", required=True)
-@request_option(approve.Request, "approver_id", "--approver", required=True)
-@request_option(approve.Request, "comment", "--comment")
-@tenant_option
-@store_options
-def approve_command(
-    tenant: str | None, store_url: Any, data_dir: Any, as_json: bool, **flags: Any
-) -> None:
-    """Let a draft through the gate, as a named approver."""
-    request = request_from(approve.Request, {**flags, "tenant": tenant})
-    _run(
-        approve.JOB,
-        request,
-        _decision_text,
-        {"store_url": store_url, "data_dir": data_dir, "as_json": as_json},
-    )
+def _decision_command(name: str, job: Any, summary: str, comment_required: bool) -> None:
+    """`lessons approve` and `lessons reject`: one gate decision by a named approver (they
+    differ in the job and in whether --comment is required)."""
+
+    @lessons_group.command(name, help=summary)
+    @request_option(job.Request, "draft_id", "--draft", required=True)
+    @request_option(job.Request, "approver_id", "--approver", required=True)
+    @request_option(job.Request, "comment", "--comment", required=comment_required)
+    @tenant_option
+    @store_options
+    def command(
+        tenant: str | None, store_url: Any, data_dir: Any, as_json: bool, **flags: Any
+    ) -> None:
+        request = request_from(job.Request, {**flags, "tenant": tenant})
+        options = {"store_url": store_url, "data_dir": data_dir, "as_json": as_json}
+        _run(job.JOB, request, _decision_text, options)
 
 
-@lessons_group.command("reject")
-@request_option(reject.Request, "draft_id", "--draft", required=True)
-@request_option(reject.Request, "approver_id", "--approver", required=True)
-@request_option(reject.Request, "comment", "--comment", required=True)
-@tenant_option
-@store_options
-def reject_command(
-    tenant: str | None, store_url: Any, data_dir: Any, as_json: bool, **flags: Any
-) -> None:
-    """Reject a draft, as a named approver, saying why (--comment is required)."""
-    request = request_from(reject.Request, {**flags, "tenant": tenant})
-    _run(
-        reject.JOB,
-        request,
-        _decision_text,
-        {"store_url": store_url, "data_dir": data_dir, "as_json": as_json},
-    )
+_decision_command("approve", approve, "Let a draft through the gate, as a named approver.", False)
+_decision_command(
+    "reject", reject,
+    "Reject a draft, as a named approver, saying why (--comment is required).", True,
+)  # fmt: skip
 
 
 @lessons_group.command("publish")
