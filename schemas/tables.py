@@ -208,6 +208,20 @@ CONFORMANCE_RESULTS = Table(
     ),
 )  # fmt: skip
 
+# --- written by harness conformance runs (`processors.conformance.record`)
+
+HARNESS_CONFORMANCE_RESULTS = Table(
+    "harness_conformance_results",
+    (
+        "tenant_id", "run_id", "suite_id", "suite_revision", "suite_digest", "ran_at",
+        "run_status", "executor", "combination_id", "provider", "model", "profile", "policy",
+        "sandbox", "scenario_id", "surface_id", "tier", "status", "trials", "passes", "missing",
+        "pass_rate", "mean_latency_ms", "p95_latency_ms", "latency_sd_ms", "tokens_total",
+        "cost_usd_total", "retries", "failure_classes", "baseline_revision", "regressions",
+        "failures",
+    ),
+)  # fmt: skip
+
 # --- written by the lessons pipeline (`processors.lessons`, docs/lessons.md): overrides
 # (`.overrides`), recorded clusterings (`.cluster`), the gate's records of each draft
 # (`.gate`), published artifacts (`.publish`)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -32,8 +33,17 @@ from holonograph.cli.tenants import owner_or_exit, tenant_option
 from processors.conformance import approve as approval
 from processors.conformance import check as checking
 from processors.conformance import derive as deriving
+from processors.conformance import record
 from processors.conformance.check import CheckResult, Window, list_results
 from processors.conformance.derive import Derivation
+from processors.conformance.executors import (
+    HarnessExecutor,
+    RecordedExecutor,
+    StoreExecutor,
+    load_observations,
+)
+from processors.conformance.result import HarnessResult
+from processors.conformance.runner import run_harness
 from processors.conformance.suite import (
     RecordedSource,
     ResolvedFixture,
@@ -55,8 +65,8 @@ from schemas.conformance import (
     VERDICT_ORDER,
     Fixture,
     RejectionRequest,
-    Suite,
 )
+from schemas.harness import Suite
 from schemas.store import Store
 
 
@@ -468,6 +478,21 @@ def _approved(
 @click.argument("suite_file")
 @click.option("--events", "events_file", help="Recorded events file instead of the store.")
 @click.option(
+    "--observations",
+    "observations_file",
+    help="Recorded harness observations (a suite with combinations) instead of the store.",
+)
+@click.option(
+    "--allow-credential-gated",
+    is_flag=True,
+    help="Also run combinations the suite marks credentialGated (never enabled by the suite).",
+)
+@click.option(
+    "--persist/--no-persist",
+    default=True,
+    help="Store a combinations run's results when a store is given (default: persist).",
+)
+@click.option(
     "--since", type=RFC3339(), help="Window start, inclusive (store default until - 24h)."
 )
 @click.option("--until", type=RFC3339(), help="Window end, exclusive (store default now).")
@@ -477,6 +502,9 @@ def _approved(
 def suite_run(
     suite_file: str,
     events_file: str | None,
+    observations_file: str | None,
+    allow_credential_gated: bool,
+    persist: bool,
     since: dt.datetime | None,
     until: dt.datetime | None,
     run_modes: tuple[str, ...],
@@ -485,11 +513,32 @@ def suite_run(
     data_dir: str | None,
     as_json: bool,
 ) -> None:
-    """Run a suite; exit 1 on any failure, regression or disallowed verdict. Fixtures
-    the suite lists under `approvedFixtures` come from the store (with `--events`
-    too, which then needs `--store` or `--data-dir`)."""
+    """Run a suite; exit 1 on any failure, missing evidence, regression or disallowed
+    verdict. A suite with combinations plays back `--observations` or reduces the
+    store's traffic per combination. Fixtures the suite lists under `approvedFixtures`
+    come from the store (with `--events` too, which then needs `--store` or
+    `--data-dir`)."""
     suite = _load_suite(suite_file)
     now = dt.datetime.now(dt.UTC)
+    if suite.combinations:
+        if events_file is not None:
+            raise click.UsageError(
+                "a suite with combinations runs on --observations or over the store, not --events"
+            )
+        lane = HarnessLane(observations_file, allow_credential_gated, persist)
+        store_at = StoreAt(store_url, data_dir, tenant, since, until, run_modes)
+        harness = _run_harness(suite, lane, store_at, now)
+        if as_json:
+            emit_json(harness.to_json())
+        else:
+            _print_harness(harness)
+        if not harness.passed:
+            sys.exit(EXIT_FINDING)
+        return
+    if observations_file is not None or allow_credential_gated:
+        raise click.UsageError(
+            "--observations and --allow-credential-gated apply to a suite with combinations"
+        )
     if events_file is not None:
         try:
             events = load_recorded_events(_read(events_file), events_file)
@@ -593,6 +642,97 @@ def suite_record(
         click.echo(f"{len(trials)} events written to {output}", err=True)
     else:
         click.echo(text, nl=False)
+
+
+@dataclass(frozen=True)
+class HarnessLane:
+    observations_file: str | None
+    allow_credential_gated: bool
+    persist: bool
+
+
+@dataclass(frozen=True)
+class StoreAt:
+    url: str | None
+    data_dir: str | None
+    tenant: str | None
+    since: dt.datetime | None
+    until: dt.datetime | None
+    run_modes: tuple[str, ...]
+
+    @property
+    def given(self) -> bool:
+        return self.url is not None or self.data_dir is not None
+
+
+def _run_harness(suite: Suite, lane: HarnessLane, at: StoreAt, now: dt.datetime) -> HarnessResult:
+    """The recorded lane (persisted when a store is given) or the store lane."""
+    progress = None if not sys.stderr.isatty() else (lambda s: click.echo(f"... {s}", err=True))
+    allow = lane.allow_credential_gated
+    if lane.observations_file is not None:
+        path = lane.observations_file
+        try:
+            recorded = load_observations(_read(path), path)
+        except SuiteError as err:
+            _fail_input(err.problems, path)
+        if recorded.suite_id is not None and recorded.suite_id != suite.suite_id:
+            _fail_input([f"observations of suite {recorded.suite_id}, not {suite.suite_id}"], path)
+        executor: HarnessExecutor = RecordedExecutor(recorded, path)
+        result = run_harness(suite, executor, now, allow_credential_gated=allow, progress=progress)
+        if lane.persist and at.given:
+            store = open_store_or_exit(at.url, at.data_dir, write=True)
+            try:
+                record.persist(store, result, owner_or_exit(store, at.tenant))
+            finally:
+                store.close()
+        return result
+    try:
+        window = Window.resolve(at.since, at.until, lambda: now)
+    except ValueError as err:
+        raise click.UsageError(str(err)) from None
+    store = open_store_or_exit(at.url, at.data_dir, write=lane.persist)
+    try:
+        owner = owner_or_exit(store, at.tenant)
+        executor = StoreExecutor(store, window.since, window.until, at.run_modes, owner)
+        result = run_harness(suite, executor, now, allow_credential_gated=allow, progress=progress)
+        if lane.persist:
+            record.persist(store, result, owner)
+    finally:
+        store.close()
+    return result
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _print_harness(result: HarnessResult) -> None:
+    out = result.to_json()
+    rows = []
+    for combo in out["combinations"]:
+        if combo["status"] == "skipped":
+            rows.append([combo["combinationId"], "*", "-", "skipped", "-", "-", "-", "-", "-",
+                         "-", "-", "-", "credential-gated"])  # fmt: skip
+        for c in combo["scenarios"]:
+            rate = "-" if c["passRate"] is None else f"{c['passRate']:.0%}"
+            classes = ", ".join(f"{k} {v}" for k, v in sorted(c["failureClasses"].items()))
+            rows.append([combo["combinationId"], c["scenarioId"], c["tier"], c["status"],
+                         f"{c['trials']}/{c['repetitions']}", rate, _num(c["latency"]["meanMs"]),
+                         _num(c["latency"]["p95Ms"]), _num(c["latency"]["sdMs"]),
+                         _num(c["tokens"]["total"], 0), _num(c["costUsd"]["total"], 6),
+                         c["retries"]["total"], classes or "-"])  # fmt: skip
+    columns = ["combination", "scenario", "tier", "status", "trials", "pass", "mean ms",
+               "p95 ms", "sd ms", "tokens", "cost $", "retries", "failure classes"]  # fmt: skip
+    click.echo(format_table(columns, rows))
+    for claim in out["claims"]:
+        per = ", ".join(f"{k} {v}" for k, v in claim["combinations"].items())
+        click.echo(f"claim {claim['claimId']} ({claim['capability']}): {per}")
+    for line in out["failures"]:
+        click.echo(f"FAIL {line}")
+    for r in out["regressions"]:
+        click.echo(f"REGRESSION {r['reason']}")
+    status = "passed" if result.passed else "FAILED"
+    click.echo(f"suite {result.suite.suite_id} r{result.suite.revision}: {status}")
 
 
 def _print_suite(result: SuiteResult) -> None:

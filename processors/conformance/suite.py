@@ -26,19 +26,16 @@ import yaml
 from pydantic import ValidationError
 
 from processors.conformance.eval import DimensionView, EventView, evaluate_event
-from schemas.conformance import (
+from schemas.conformance import VERDICT_ORDER, Fixture, RecordedEvents, Verdict, strongest
+from schemas.events import DEFAULT_TENANT
+from schemas.harness import (
     MAX_TRIALS,
     SUITE_RESULT_SCHEMA,
-    VERDICT_ORDER,
     Baseline,
-    Fixture,
-    RecordedEvents,
+    CombinationSelect,
     Scenario,
     Suite,
-    Verdict,
-    strongest,
 )
-from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
 from schemas.tables import EVALUATION_DIMENSIONS, EVALUATION_EVENTS
 from schemas.times import from_store_time
@@ -147,6 +144,8 @@ class Trial:
     surface_id: str
     fixture_id: str
     run_mode: str = "test"
+    tokens: int | None = None  # input + output, when the store recorded either
+    emission_seq: int | None = None
 
 
 def load_recorded_events(text: str, name: str = "events") -> list[Trial]:
@@ -223,9 +222,11 @@ def select_events(
     run_modes: Sequence[str] = (),
     limit: int = MAX_TRIALS,
     tenant_id: str = DEFAULT_TENANT,
+    slice_: CombinationSelect | None = None,
 ) -> list[Trial]:
     """The most recent `limit` events of a tenant's surface in [since, until), oldest
-    first."""
+    first; with `slice_`, only a combination's traffic (light source, lens version,
+    substrate values)."""
     filters = [
         "tenant_id = {tenant:String}",
         "surface_id = {surface:String}",
@@ -238,12 +239,25 @@ def select_events(
         filters.append("has(cohort_tags, {cohort_tag:String})")
     if run_modes:
         filters.append("run_mode IN {run_modes:Array(String)}")
+    slice_params: dict[str, Any] = {}
+    if slice_ is not None:
+        if slice_.light_source_id is not None:
+            filters.append("light_source_id = {light_source:String}")
+            slice_params["light_source"] = slice_.light_source_id
+        if slice_.lens_version is not None:
+            filters.append("lens_version = {lens_version:String}")
+            slice_params["lens_version"] = slice_.lens_version
+        for i, (key, value) in enumerate(sorted(slice_.substrate.items())):
+            filters.append(f"substrate[{{sk{i}:String}}] = {{sv{i}:String}}")
+            slice_params |= {f"sk{i}": key, f"sv{i}": value}
     sql = f"""
         SELECT e.event_id, e.timestamp, e.markers, e.cohort_tags, e.latency_ms, e.cost_usd,
-               e.fixture_id, e.run_mode, d.dims
+               e.fixture_id, e.run_mode, d.dims, e.tokens, e.emission_seq
         FROM (
             SELECT event_id, timestamp, markers, cohort_tags, latency_ms, cost_usd, fixture_id,
-                   run_mode
+                   run_mode, if(isNull(tokens_input) AND isNull(tokens_output), NULL,
+                                ifNull(tokens_input, 0) + ifNull(tokens_output, 0)) AS tokens,
+                   emission_seq
             FROM {EVALUATION_EVENTS.qualified} FINAL WHERE {" AND ".join(filters)}
             ORDER BY timestamp DESC, event_id DESC LIMIT {{limit:UInt32}}
         ) AS e
@@ -262,14 +276,16 @@ def select_events(
         "cohort_tag": cohort_tag,
         "run_modes": list(run_modes),
         "limit": limit,
+        **slice_params,
     }
     trials = []
     for row in store.query(sql, parameters).rows:
-        event_id, ts, markers, tags, latency, cost, fixture, run_mode, dims = row
+        event_id, ts, markers, tags, latency, cost, fixture, run_mode, dims, tokens, seq = row
         ts = from_store_time(ts)
         views = {d[0]: DimensionView(d[1], d[2], d[3]) for d in dims}
         view = EventView(event_id, ts, markers, tags, latency, cost, views)
-        trials.append(Trial(view, ts, surface_id, fixture, run_mode))
+        tokens = None if tokens is None else int(tokens)
+        trials.append(Trial(view, ts, surface_id, fixture, run_mode, tokens, int(seq)))
     return trials
 
 
