@@ -717,7 +717,7 @@ def _print_harness(result: HarnessResult) -> None:
             rate = "-" if c["passRate"] is None else f"{c['passRate']:.0%}"
             classes = ", ".join(f"{k} {v}" for k, v in sorted(c["failureClasses"].items()))
             rows.append([combo["combinationId"], c["scenarioId"], c["tier"], c["status"],
-                         f"{c['trials']}/{c['repetitions']}", rate, _num(c["latency"]["meanMs"]),
+                         f"{c['trialsRun']}/{c['repetitions']}", rate, _num(c["latency"]["meanMs"]),
                          _num(c["latency"]["p95Ms"]), _num(c["latency"]["sdMs"]),
                          _num(c["tokens"]["total"], 0), _num(c["costUsd"]["total"], 6),
                          c["retries"]["total"], classes or "-"])  # fmt: skip

@@ -108,6 +108,8 @@ def cell_regressions(
     """Every regression of every cell a baseline covers, in cell then kind order."""
     found: list[Regression] = []
     for combination_id, scenario, reductions in cells:
+        if not reductions.trials:
+            continue  # nothing ran: the cell already fails for missing evidence
         covering = [b for b in baselines if b.covers(combination_id, scenario)]
         for b in covering:
             for t in _tests(b, reductions):

@@ -38,7 +38,7 @@ def persist(store: Store, result: HarnessResult, tenant_id: str) -> str:
                 to_store_time(result.ran_at), out["status"], result.executor["kind"],
                 combo["combinationId"], combo["provider"], combo["model"], combo["profile"],
                 combo["policy"], combo["sandbox"], c["scenarioId"], c["surfaceId"], c["tier"],
-                "skipped" if gated else c["status"], c.get("trials", 0), c.get("passes", 0),
+                "skipped" if gated else c["status"], c.get("trialsRun", 0), c.get("passes", 0),
                 c.get("missing", 0), c.get("passRate"), latency.get("meanMs"),
                 latency.get("p95Ms"), latency.get("sdMs"), c.get("tokens", {}).get("total"),
                 c.get("costUsd", {}).get("total"), c.get("retries", {}).get("total", 0),

@@ -113,7 +113,7 @@ class Reductions:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "trials": self.trials,
+            "trialsRun": self.trials,
             "passes": self.passes,
             "missing": self.missing,
             "passRate": self.pass_rate,

@@ -47,9 +47,9 @@ Progress = Callable[[str], None]
 def normalize_diagnostic(text: str) -> str:
     """Executor text fit for a result: secrets redacted, URLs cut to their host,
     control characters and runs of whitespace collapsed, at most 300 characters."""
+    text = URL.sub(lambda m: m.group(1), text)
     for _, pattern in SECRET_PATTERNS:
         text = pattern.sub("[redacted]", text)
-    text = URL.sub(lambda m: m.group(1), text)
     text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
     return text if len(text) <= MAX_DIAGNOSTIC else text[: MAX_DIAGNOSTIC - 1] + "…"
 
