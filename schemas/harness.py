@@ -559,6 +559,7 @@ class Suite(Model):
     fixture: HarnessFixture | None = None
     combinations: list[Combination] = Field(default_factory=list, max_length=MAX_COMBINATIONS)
     capability_claims: list[CapabilityClaim] = Field(default_factory=list, max_length=MAX_CLAIMS)
+    alpha: Annotated[float, Field(ge=0.001, le=0.2, allow_inf_nan=False)] | None = None
     fixtures: list[Fixture] = Field(default_factory=list, max_length=100)
     approved_fixtures: list[ApprovedFixtureRef] = Field(default_factory=list, max_length=100)
     scenarios: list[Scenario] = Field(min_length=1, max_length=MAX_SCENARIOS)
@@ -626,6 +627,17 @@ class Suite(Model):
         for c in self.combinations:
             for s in self.scenarios:
                 covering = [b.key for b in self.baselines if b.covers(c.combination_id, s)]
+                spreads = [
+                    b.key
+                    for b in self.baselines
+                    if b.covers(c.combination_id, s)
+                    and (b.latency_sd_ms is not None or b.pass_rate_variance is not None)
+                ]
+                if spreads and s.repetitions < 2:
+                    raise ValueError(
+                        f"baseline {spreads[0]}: a spread needs at least 2 repetitions of"
+                        f" {s.scenario_id}"
+                    )
                 if len(covering) > 1:
                     raise ValueError(
                         f"{c.combination_id} x {s.scenario_id} is covered by several"

@@ -1,20 +1,35 @@
-"""Baseline comparisons per combination x scenario cell, one test per baseline kind.
+"""Baseline regressions that know sampling error, per combination x scenario cell.
 
-Kinds: `pass-rate` (below the baseline), `latency-mean`, `latency-p95`, `latency-sd`,
-`pass-rate-variance`, `tokens-mean`, `cost-mean` (above it). Each compares the
-cell's reduction with the baseline and its tolerance (absolute for the pass rate and
-its variance, relative for the others). A baseline whose kind the cell has no data for
-(no latency recorded, one repetition for a spread) regresses too: missing evidence
+Every baseline kind a cell's baseline names is one one-sided test of "worse than the
+baseline" (`processors.conformance.significance`): `pass-rate` (exact binomial),
+`latency-mean`, `tokens-mean`, `cost-mean` (Student's t), `latency-p95` (exceedances,
+exact binomial), `latency-sd` and `pass-rate-variance` (studentized log variance). The
+tolerance is honoured inside each test: absolute for the pass rate and its variance
+(H0: rate >= baseline - tolerance), relative for the others (H0: statistic <=
+baseline x (1 + tolerance)). A regression is a test Holm rejects across every test of
+the run at the suite's `alpha` (default `DEFAULT_ALPHA`, 0.05), so an unchanged suite
+fails at most one run in twenty however many cells it has. A baseline the cell has no
+values for (no latency recorded, say) regresses without a test: missing evidence
 never passes a gate.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from schemas.harness import Baseline, Scenario
+from processors.conformance.significance import (
+    DEFAULT_ALPHA,
+    holm,
+    mean_p,
+    p95_p,
+    pass_rate_p,
+    pass_variance_p,
+    sd_p,
+)
+from schemas.harness import Baseline, Scenario, Suite
 
 if TYPE_CHECKING:
     from processors.conformance.result import Reductions
@@ -30,6 +45,10 @@ KINDS = (
 )
 
 
+def suite_alpha(suite: Suite) -> float:
+    return suite.alpha if suite.alpha is not None else DEFAULT_ALPHA
+
+
 @dataclass(frozen=True)
 class Regression:
     combination_id: str
@@ -38,7 +57,8 @@ class Regression:
     baseline_revision: int
     observed: float | None
     baseline: float
-    limit: float
+    tolerance: float
+    p_value: float | None  # None: no values to test (missing evidence)
     reason: str
 
     def to_json(self) -> dict[str, Any]:
@@ -49,7 +69,8 @@ class Regression:
             "baselineRevision": self.baseline_revision,
             "observed": self.observed,
             "baseline": self.baseline,
-            "limit": self.limit,
+            "tolerance": self.tolerance,
+            "pValue": self.p_value,
             "reason": self.reason,
         }
 
@@ -58,44 +79,38 @@ class Regression:
 class _Test:
     kind: str
     what: str
-    unit: str
     observed: float | None
     baseline: float
-    limit: float
-    below: bool  # a regression is the observed value below the limit (the pass rate)
+    tolerance: float
+    run: Callable[[], float]
 
 
 def _tests(b: Baseline, r: Reductions) -> list[_Test]:
-    t: list[_Test] = []
-    if b.pass_rate is not None:
-        t.append(
-            _Test(
-                "pass-rate",
-                "pass rate",
-                "",
-                r.pass_rate,
-                b.pass_rate,
-                b.pass_rate - b.pass_rate_tolerance,
-                True,
-            )
-        )
-    ms, lat = " ms", b.latency_tolerance
-    relative = (
-        ("latency-mean", "mean latency", ms, r.mean_latency_ms, b.mean_latency_ms, lat),
-        ("latency-p95", "p95 latency", ms, r.p95_latency_ms, b.p95_latency_ms, lat),
-        ("latency-sd", "latency sd", " ms", r.latency_sd_ms, b.latency_sd_ms, b.variance_tolerance),
-        ("tokens-mean", "mean tokens", "", _mean(r.tokens), b.mean_tokens, b.token_tolerance),
-        ("cost-mean", "mean cost", " USD", _mean(r.costs), b.mean_cost_usd, b.cost_tolerance),
+    """One test per kind the baseline names; `run` gives its p-value (ValueError: no
+    values to test)."""
+    lat, tok, cost = list(r.latencies), list(r.tokens), list(r.costs)
+    specs = (
+        ("pass-rate", "pass rate", r.pass_rate, b.pass_rate, b.pass_rate_tolerance,
+         lambda base, tol: pass_rate_p(r.passes, r.trials, base, tol)),
+        ("latency-mean", "mean latency (ms)", r.mean_latency_ms, b.mean_latency_ms,
+         b.latency_tolerance, lambda base, tol: mean_p(lat, base, tol)),
+        ("latency-p95", "p95 latency (ms)", r.p95_latency_ms, b.p95_latency_ms,
+         b.latency_tolerance, lambda base, tol: p95_p(lat, base, tol)),
+        ("latency-sd", "latency sd (ms)", r.latency_sd_ms, b.latency_sd_ms, b.variance_tolerance,
+         lambda base, tol: sd_p(lat, base, tol)),
+        ("pass-rate-variance", "pass-rate variance", r.pass_rate_variance, b.pass_rate_variance,
+         b.pass_rate_variance_tolerance,
+         lambda base, tol: pass_variance_p(list(r.pass_values), base, tol)),
+        ("tokens-mean", "mean tokens", _mean(tok), b.mean_tokens, b.token_tolerance,
+         lambda base, tol: mean_p(tok, base, tol)),
+        ("cost-mean", "mean cost (USD)", _mean(cost), b.mean_cost_usd, b.cost_tolerance,
+         lambda base, tol: mean_p(cost, base, tol)),
     )  # fmt: skip
-    for kind, what, unit, observed, base, tolerance in relative:
-        if base is not None:
-            t.append(_Test(kind, what, unit, observed, base, base * (1 + tolerance), False))
-    if b.pass_rate_variance is not None:
-        t.append(_Test("pass-rate-variance", "pass-rate variance", "", r.pass_rate_variance,
-                       b.pass_rate_variance,
-                       b.pass_rate_variance + b.pass_rate_variance_tolerance, False))  # fmt: skip
-    order = {k: i for i, k in enumerate(KINDS)}
-    return sorted(t, key=lambda x: order[x.kind])
+    return [
+        _Test(kind, what, observed, base, tol, partial(test, base, tol))
+        for kind, what, observed, base, tol, test in specs
+        if base is not None
+    ]
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -103,35 +118,45 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def cell_regressions(
-    baselines: Sequence[Baseline], cells: Sequence[tuple[str, Scenario, Reductions]]
+    baselines: Sequence[Baseline],
+    cells: Sequence[tuple[str, Scenario, Reductions]],
+    alpha: float | None = None,
 ) -> list[Regression]:
-    """Every regression of every cell a baseline covers, in cell then kind order."""
-    found: list[Regression] = []
-    for combination_id, scenario, reductions in cells:
+    """Every regression of the run, in cell then kind order."""
+    level = alpha if alpha is not None else DEFAULT_ALPHA
+    tested: dict[tuple[int, str], tuple[str, Scenario, Baseline, _Test, float]] = {}
+    missing: dict[tuple[int, str], Regression] = {}
+    for i, (combination_id, scenario, reductions) in enumerate(cells):
         if not reductions.trials:
             continue  # nothing ran: the cell already fails for missing evidence
-        covering = [b for b in baselines if b.covers(combination_id, scenario)]
-        for b in covering:
+        for b in (b for b in baselines if b.covers(combination_id, scenario)):
             for t in _tests(b, reductions):
                 where = (
                     f"{combination_id} x {scenario.scenario_id} (baseline revision {b.revision})"
                 )
-                if t.observed is None:
-                    reason = f"{where}: no {t.what} to compare with the baseline"
-                elif t.below and t.observed < t.limit - 1e-12:
-                    reason = (
-                        f"{where}: {t.what} {t.observed:.4g} below baseline {t.baseline:.4g}"
-                        f" (limit {t.limit:.4g})"
-                    )
-                elif not t.below and t.observed > t.limit + 1e-12:
-                    reason = (
-                        f"{where}: {t.what} {t.observed:.6g}{t.unit} above baseline"
-                        f" {t.baseline:.6g}{t.unit} (limit {t.limit:.6g}{t.unit})"
-                    )
-                else:
-                    continue
-                found.append(
-                    Regression(combination_id, scenario.scenario_id, t.kind, b.revision,
-                               t.observed, t.baseline, t.limit, reason)
-                )  # fmt: skip
-    return found
+                try:
+                    tested[(i, t.kind)] = (combination_id, scenario, b, t, t.run())
+                except ValueError:
+                    missing[(i, t.kind)] = Regression(
+                        combination_id, scenario.scenario_id, t.kind, b.revision, None,
+                        t.baseline, t.tolerance, None,
+                        f"{where}: no {t.what} to compare with the baseline",
+                    )  # fmt: skip
+    rejected = holm({key: found[4] for key, found in tested.items()}, level)
+    found = dict(missing)
+    for key in rejected:
+        combination_id, scenario, b, t, p = tested[key]
+        where = f"{combination_id} x {scenario.scenario_id} (baseline revision {b.revision})"
+        direction = "below" if t.kind == "pass-rate" else "above"
+        found[key] = Regression(
+            combination_id, scenario.scenario_id, t.kind, b.revision, t.observed, t.baseline,
+            t.tolerance, p,
+            f"{where}: {t.what} {_show(t.observed)} significantly {direction} baseline"
+            f" {t.baseline:.6g} (tolerance {t.tolerance:g}, p = {p:.3g}, Holm at alpha {level:g})",
+        )  # fmt: skip
+    order = {k: n for n, k in enumerate(KINDS)}
+    return [found[k] for k in sorted(found, key=lambda k: (k[0], order[k[1]]))]
+
+
+def _show(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"

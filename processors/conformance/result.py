@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from processors.conformance.assertions import Checked
-from processors.conformance.baselines import Regression, cell_regressions
+from processors.conformance.baselines import Regression, cell_regressions, suite_alpha
 from processors.conformance.suite import p95, suite_digest
 from schemas.harness import SUITE_RESULT_SCHEMA, Combination, Observation, Scenario, Suite
 
@@ -80,6 +80,7 @@ class Reductions:
     missing: int
     pass_rate: float | None
     pass_rate_variance: float | None
+    pass_values: tuple[float, ...]  # each repetition's pass (1.0) or not (0.0)
     latencies: tuple[float, ...]
     mean_latency_ms: float | None
     p95_latency_ms: float | None
@@ -101,6 +102,7 @@ class Reductions:
             missing=len(trials) - len(ran),
             pass_rate=_mean(passes),
             pass_rate_variance=statistics.variance(passes) if len(passes) > 1 else None,
+            pass_values=tuple(passes),
             latencies=latencies,
             mean_latency_ms=_mean(latencies),
             p95_latency_ms=p95(latencies),
@@ -188,6 +190,7 @@ class HarnessResult:
         regressions = cell_regressions(
             suite.baselines,
             [(c.combination.combination_id, c.scenario, c.reductions) for c in cells],
+            suite.alpha,
         )
         return cls(
             suite, executor, ran_at, tuple(cells), tuple(skipped), allow_credential_gated,
@@ -296,6 +299,7 @@ class HarnessResult:
             "executor": self.executor,
             "allowCredentialGated": self.allow_credential_gated,
             "baselineRevisions": revisions,
+            "alpha": suite_alpha(self.suite),
             "failures": self.failures,
             "regressions": [r.to_json() for r in self.regressions],
             "claims": self.claims(),

@@ -456,28 +456,40 @@ def test_per_cell_reductions_match_hand_computation(tmp_path: Path) -> None:
     assert cell["failureClasses"] == {"verification-failure": 1}
 
 
+# 20 trials: latencies 1000, 1010, ..., 1190 (mean 1095, sd 59.2, nearest-rank p95 1180);
+# 8 of them fail (pass rate 0.6, pass-rate variance 0.2526); tokens 120 and cost 0.002
+# every trial.
+FAILING = {1, 3, 6, 8, 11, 13, 16, 18}
 BASELINE_KINDS = [
-    ("pass-rate", {"passRate": 1.0}),
-    ("latency-mean", {"meanLatencyMs": 1000}),
-    ("latency-p95", {"p95LatencyMs": 1200}),
-    ("latency-sd", {"latencySdMs": 200}),
-    ("pass-rate-variance", {"passRateVariance": 0.1}),
+    ("pass-rate", {"passRate": 0.95}),
+    ("latency-mean", {"meanLatencyMs": 900}),
+    ("latency-p95", {"p95LatencyMs": 1000}),
+    ("latency-sd", {"latencySdMs": 10}),
+    ("pass-rate-variance", {"passRateVariance": 0.01}),
     ("tokens-mean", {"meanTokens": 100}),
     ("cost-mean", {"meanCostUsd": 0.0015}),
 ]
 
 
-def _baseline_run(tmp_path: Path, baseline: dict[str, Any]) -> Any:
+def _baseline_run(
+    tmp_path: Path,
+    baseline: dict[str, Any],
+    combinations: int = 1,
+    n: int = 20,
+    failing: set[int] = FAILING,
+) -> Any:
     # extended tier: a failed trial does not gate, so only the baseline can fail the run
     doc = harness_suite(
-        combinations=[combination("a")],
-        scenarios=[scenario(repetitions=2, tier="extended")],
+        combinations=[combination(f"c{i}") for i in range(combinations)],
+        scenarios=[scenario(repetitions=n, tier="extended")],
         baselines=[{"revision": 5, "scenarioId": "lookup", **baseline}],
     )
     trials = {
-        ("a", "lookup", 1): {"observation": observation(latencyMs=1000.0)},
-        ("a", "lookup", 2): {"observation": observation(latencyMs=1400.0, outcome="failed")},
-    }
+        (f"c{c}", "lookup", i + 1): {"observation": observation(
+            latencyMs=1000.0 + 10 * i, outcome="failed" if i in failing else "succeeded")}
+        for c in range(combinations)
+        for i in range(n)
+    }  # fmt: skip
     return run_harness_cli(tmp_path, doc, recorded(doc, trials), "--json")
 
 
@@ -489,21 +501,55 @@ def test_each_baseline_kind_regresses_and_exits_one(
     assert result.exit_code == 1, result.output
     out = json.loads(result.output)
     assert out["failures"] == [] and [r["kind"] for r in out["regressions"]] == [kind]
-    assert out["regressions"][0]["baselineRevision"] == 5
+    regression = out["regressions"][0]
+    assert regression["baselineRevision"] == 5 and regression["pValue"] <= 0.05
+    assert "significantly" in regression["reason"]
     cell = out["combinations"][0]["scenarios"][0]
     assert cell["baselineRevision"] == 5 and cell["status"] == "failed"
 
 
-def test_baselines_within_tolerance_pass(tmp_path: Path) -> None:
-    # observed: pass rate 0.5, mean 1200, p95 1400, sd 282.8, variance 0.5, tokens 120, cost 0.002
+def test_an_unchanged_surface_within_sampling_error_does_not_regress(tmp_path: Path) -> None:
+    # each observed statistic sits at (or just past) its baseline: the old point
+    # comparison failed this run on the pass rate, the sd and the variance
     result = _baseline_run(tmp_path, {
-        "passRate": 0.6, "passRateTolerance": 0.1, "meanLatencyMs": 1100,
-        "p95LatencyMs": 1300, "latencySdMs": 260, "passRateVariance": 0.5, "meanTokens": 110,
-        "meanCostUsd": 0.002,
+        "passRate": 0.65, "meanLatencyMs": 1095, "p95LatencyMs": 1180, "latencySdMs": 55,
+        "passRateVariance": 0.24, "meanTokens": 120, "meanCostUsd": 0.002,
+        "latencyTolerance": 0, "varianceTolerance": 0,
     })  # fmt: skip
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     assert out["status"] == "passed" and out["baselineRevisions"] == [5]
+    assert out["alpha"] == 0.05
+
+
+def test_an_explicit_tolerance_is_honoured_on_top(tmp_path: Path) -> None:
+    strict = _baseline_run(tmp_path, {"passRate": 0.95})
+    assert [r["kind"] for r in json.loads(strict.output)["regressions"]] == ["pass-rate"]
+    tolerant = _baseline_run(tmp_path, {"passRate": 0.95, "passRateTolerance": 0.4})
+    assert tolerant.exit_code == 0, tolerant.output
+
+
+def test_holm_holds_the_family_wise_rate_across_cells(tmp_path: Path) -> None:
+    # 15 of 20 against 0.9: P(X <= 15) = 0.043, a regression alone at alpha 0.05, but
+    # not when two cells share the run (Holm: the smallest p must be <= 0.025)
+    fail5 = {0, 1, 2, 3, 4}
+    one = _baseline_run(tmp_path, {"passRate": 0.9}, failing=fail5)
+    assert one.exit_code == 1
+    assert json.loads(one.output)["regressions"][0]["pValue"] == pytest.approx(0.0432, abs=1e-4)
+    two = _baseline_run(tmp_path, {"passRate": 0.9}, combinations=2, failing=fail5)
+    assert two.exit_code == 0, two.output
+
+
+def test_a_baseline_without_values_regresses_as_missing_evidence(tmp_path: Path) -> None:
+    doc = harness_suite(
+        combinations=[combination("a")],
+        baselines=[{"revision": 1, "meanCostUsd": 0.01}],
+    )
+    trials = {("a", "lookup", r): {"observation": observation(costUsd=None)} for r in (1, 2)}
+    result = run_harness_cli(tmp_path, doc, recorded(doc, trials), "--json")
+    assert result.exit_code == 1
+    (regression,) = json.loads(result.output)["regressions"]
+    assert regression["pValue"] is None and "no mean cost (USD) to compare" in regression["reason"]
 
 
 # --- the worked example of docs/conformance.md ----------------------------------------------
