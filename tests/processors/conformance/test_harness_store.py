@@ -79,7 +79,7 @@ def suite_doc() -> dict[str, Any]:
                     "substrate": {"policy": "strict", "region": "eu"},
                 },
             ),
-        ],  # fmt: skip
+        ],
         scenarios=[
             {
                 "scenarioId": "lookup",
