@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from processors.compare.job import CompareRequest, compare
 from processors.completeness.job import Selection, read_report
+from processors.conformance.record import SuiteRun, latest_runs
 from processors.quarantine import QuarantineReport, QuarantineSelection, read_quarantine
 from processors.series.cells import SELECTION_FILTER, SERIES_FILTER, SeriesQuery, read_selection
 from schemas.analysis import ROLES, Role, SeriesRead
@@ -24,6 +25,7 @@ from schemas.tables import (
     CHANGE_EVENTS,
     DRIFT_CHANGE_POINTS,
     EVALUATION_DIMENSIONS,
+    HARNESS_CONFORMANCE_RESULTS,
     LESSON_ARTIFACTS,
     LESSON_CLUSTERS,
     LESSON_DRAFTS,
@@ -128,11 +130,12 @@ class ReportData:
     surfaces: list[SurfaceSection]
     completeness: CompletenessReport
     rejections: QuarantineReport
+    harness: list[SuiteRun] = field(default_factory=list)  # latest run per suite
 
 
 def steps(request: ReportRequest, surfaces: list[str]) -> int:
-    """How many progress steps `gather` reports: six per surface and two more."""
-    return 6 * len(surfaces) + 2
+    """How many progress steps `gather` reports: six per surface and three more."""
+    return 6 * len(surfaces) + 3
 
 
 def surfaces_in_window(store: Store, request: ReportRequest) -> list[str]:
@@ -178,6 +181,10 @@ def gather(
             tenant=request.tenant_id, since=request.since, until=request.until, limit=10
         ),
     )
+    progress("harness conformance")
+    harness = []
+    if table_exists(store, HARNESS_CONFORMANCE_RESULTS):  # a store not migrated to 0019: none
+        harness = latest_runs(store, request.since, request.until, request.tenant_id)
     bounds = {
         (w.surface_id, w.bucket_start): w.completeness_lower_bound
         for w in completeness.windows
@@ -221,6 +228,7 @@ def gather(
         surfaces=sections,
         completeness=completeness,
         rejections=rejections,
+        harness=harness,
     )
 
 

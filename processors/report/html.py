@@ -10,6 +10,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from html import escape
 
+from processors.conformance.record import summary
 from processors.report.gather import (
     ChangeMark,
     HourPoint,
@@ -80,6 +81,7 @@ def render(data: ReportData) -> str:
         f" · stream status as of {escape(rfc3339(data.generated_at))}</p>",
         _health(data.completeness),
         _rejections(data),
+        _harness(data),
     ]
     for section in data.surfaces:
         body.append(_surface(data, section))
@@ -160,6 +162,35 @@ def _rejections(data: ReportData) -> str:
             for c in q.reasons
         ]  # fmt: skip
         html.append(_table(["reason", "spans", "last"], rows))
+    return "".join(html)
+
+
+def _harness(data: ReportData) -> str:
+    """The latest harness conformance run of each suite, and its failing cells."""
+    if not data.harness:
+        return ""
+    html = ['<h2 id="harness">Harness conformance</h2>']
+    rows = []
+    for run in data.harness:
+        key = f"harness/{run.suite_id}"
+        counts = summary(run.cells)
+        failing = "; ".join(
+            f"{c.combination_id} x {c.scenario_id}"
+            + (f" ({', '.join(sorted(c.failure_classes))})" if c.failure_classes else "")
+            + (" (regressed)" if c.regressions else "")
+            for c in run.cells
+            if c.status == "failed"
+        )
+        rows.append(
+            "<tr>" + _cell(f"{run.suite_id} r{run.suite_revision}", cls="")
+            + _cell(run.status, f"{key}/status", cls="") + _cell(rfc3339(run.ran_at), cls="")
+            + _cell(str(counts["passed"]), f"{key}/passed")
+            + _cell(str(counts["failed"]), f"{key}/failed")
+            + _cell(str(counts["skipped"]), f"{key}/skipped") + _cell(failing or "-", cls="")
+            + "</tr>"
+        )  # fmt: skip
+    head = ["suite", "status", "ran", "cells passed", "failed", "skipped", "failing cells"]
+    html.append(_table(head, rows))
     return "".join(html)
 
 

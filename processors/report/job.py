@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from pydantic import ConfigDict, Field, model_validator, with_config
 from typing_extensions import TypedDict
 
+from processors.conformance.record import SuiteRun, summary
 from processors.jobs import Job, JobError, JobRequest, never_a_finding, saves_nothing
 from processors.quarantine.job import QuarantineDocument
 from processors.report.gather import (
@@ -137,8 +138,32 @@ class Report:
             "lightSource": r.light_source,
             "completeness": data.completeness.model_dump(by_alias=True),
             "rejections": data.rejections.to_json(),
+            "harnessConformance": [_harness(r) for r in data.harness],
             "surfaces": [_surface(s) for s in data.surfaces],
         }
+
+
+def _harness(run: SuiteRun) -> dict[str, Any]:
+    return {
+        "suiteId": run.suite_id,
+        "revision": run.suite_revision,
+        "runId": run.run_id,
+        "ranAt": run.ran_at,
+        "status": run.status,
+        "executor": run.executor,
+        "cells": summary(run.cells),
+        "failing": [
+            {
+                "combinationId": c.combination_id,
+                "scenarioId": c.scenario_id,
+                "passRate": c.pass_rate,
+                "failureClasses": c.failure_classes,
+                "regressions": list(c.regressions),
+            }
+            for c in run.cells
+            if c.status == "failed"
+        ],
+    }
 
 
 def _surface(section: SurfaceSection) -> dict[str, Any]:
@@ -267,6 +292,29 @@ class SurfaceDocument(TypedDict):
 
 
 @with_config(_FORBID)
+class HarnessCellDocument(TypedDict):
+    combinationId: str
+    scenarioId: str
+    passRate: float | None
+    failureClasses: dict[str, int]
+    regressions: list[str]
+
+
+@with_config(_FORBID)
+class HarnessRunDocument(TypedDict):
+    """The latest harness conformance run of a suite in the window (docs/conformance.md)."""
+
+    suiteId: str
+    revision: int
+    runId: str
+    ranAt: dt.datetime
+    status: str
+    executor: str
+    cells: dict[str, int]  # passed / failed / skipped
+    failing: list[HarnessCellDocument]
+
+
+@with_config(_FORBID)
 class ReportDocument(TypedDict):
     tenantId: str | None
     since: dt.datetime
@@ -278,6 +326,7 @@ class ReportDocument(TypedDict):
     lightSource: str
     completeness: CompletenessReport
     rejections: QuarantineDocument
+    harnessConformance: list[HarnessRunDocument]
     surfaces: list[SurfaceDocument]
 
 
