@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from processors.conformance.reduce import Reductions
 from processors.conformance.significance import (
     DEFAULT_ALPHA,
     holm,
@@ -30,9 +31,6 @@ from processors.conformance.significance import (
     sd_p,
 )
 from schemas.harness import Baseline, Scenario, Suite
-
-if TYPE_CHECKING:
-    from processors.conformance.result import Reductions
 
 KINDS = (
     "pass-rate",
@@ -101,9 +99,9 @@ def _tests(b: Baseline, r: Reductions) -> list[_Test]:
         ("pass-rate-variance", "pass-rate variance", r.pass_rate_variance, b.pass_rate_variance,
          b.pass_rate_variance_tolerance,
          lambda base, tol: pass_variance_p(list(r.pass_values), base, tol)),
-        ("tokens-mean", "mean tokens", _mean(tok), b.mean_tokens, b.token_tolerance,
+        ("tokens-mean", "mean tokens", r.mean_tokens, b.mean_tokens, b.token_tolerance,
          lambda base, tol: mean_p(tok, base, tol)),
-        ("cost-mean", "mean cost (USD)", _mean(cost), b.mean_cost_usd, b.cost_tolerance,
+        ("cost-mean", "mean cost (USD)", r.mean_cost_usd, b.mean_cost_usd, b.cost_tolerance,
          lambda base, tol: mean_p(cost, base, tol)),
     )  # fmt: skip
     return [
@@ -113,8 +111,24 @@ def _tests(b: Baseline, r: Reductions) -> list[_Test]:
     ]
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+@dataclass(frozen=True)
+class Unit:
+    """What one baseline is compared with: a combination x scenario cell, or (a suite
+    without combinations, `combination_id` empty) a surface's trials together."""
+
+    combination_id: str
+    scenario_id: str
+    baseline: Baseline
+    reductions: Reductions
+
+    @property
+    def where(self) -> str:
+        cell = (
+            f"{self.combination_id} x {self.scenario_id}"
+            if self.combination_id
+            else self.scenario_id
+        )
+        return f"{cell} (baseline revision {self.baseline.revision})"
 
 
 def cell_regressions(
@@ -122,36 +136,40 @@ def cell_regressions(
     cells: Sequence[tuple[str, Scenario, Reductions]],
     alpha: float | None = None,
 ) -> list[Regression]:
-    """Every regression of the run, in cell then kind order."""
+    """Every regression of a run with combinations, in cell then kind order. A cell
+    where nothing ran is not tested: it already fails for missing evidence."""
+    units = [
+        Unit(combination_id, scenario.scenario_id, b, reductions)
+        for combination_id, scenario, reductions in cells
+        if reductions.trials
+        for b in baselines
+        if b.covers(combination_id, scenario)
+    ]
+    return regressions(units, alpha)
+
+
+def regressions(units: Sequence[Unit], alpha: float | None = None) -> list[Regression]:
+    """Each unit's tests, Holm across all of them at `alpha` (default DEFAULT_ALPHA)."""
     level = alpha if alpha is not None else DEFAULT_ALPHA
-    tested: dict[tuple[int, str], tuple[str, Scenario, Baseline, _Test, float]] = {}
-    missing: dict[tuple[int, str], Regression] = {}
-    for i, (combination_id, scenario, reductions) in enumerate(cells):
-        if not reductions.trials:
-            continue  # nothing ran: the cell already fails for missing evidence
-        for b in (b for b in baselines if b.covers(combination_id, scenario)):
-            for t in _tests(b, reductions):
-                where = (
-                    f"{combination_id} x {scenario.scenario_id} (baseline revision {b.revision})"
-                )
-                try:
-                    tested[(i, t.kind)] = (combination_id, scenario, b, t, t.run())
-                except ValueError:
-                    missing[(i, t.kind)] = Regression(
-                        combination_id, scenario.scenario_id, t.kind, b.revision, None,
-                        t.baseline, t.tolerance, None,
-                        f"{where}: no {t.what} to compare with the baseline",
-                    )  # fmt: skip
-    rejected = holm({key: found[4] for key, found in tested.items()}, level)
-    found = dict(missing)
-    for key in rejected:
-        combination_id, scenario, b, t, p = tested[key]
-        where = f"{combination_id} x {scenario.scenario_id} (baseline revision {b.revision})"
+    tested: dict[tuple[int, str], tuple[Unit, _Test, float]] = {}
+    found: dict[tuple[int, str], Regression] = {}
+    for i, unit in enumerate(units):
+        for t in _tests(unit.baseline, unit.reductions):
+            try:
+                tested[(i, t.kind)] = (unit, t, t.run())
+            except ValueError:
+                found[(i, t.kind)] = Regression(
+                    unit.combination_id, unit.scenario_id, t.kind, unit.baseline.revision, None,
+                    t.baseline, t.tolerance, None,
+                    f"{unit.where}: no {t.what} to compare with the baseline",
+                )  # fmt: skip
+    for key in holm({key: found[2] for key, found in tested.items()}, level):
+        unit, t, p = tested[key]
         direction = "below" if t.kind == "pass-rate" else "above"
         found[key] = Regression(
-            combination_id, scenario.scenario_id, t.kind, b.revision, t.observed, t.baseline,
-            t.tolerance, p,
-            f"{where}: {t.what} {_show(t.observed)} significantly {direction} baseline"
+            unit.combination_id, unit.scenario_id, t.kind, unit.baseline.revision, t.observed,
+            t.baseline, t.tolerance, p,
+            f"{unit.where}: {t.what} {_show(t.observed)} significantly {direction} baseline"
             f" {t.baseline:.6g} (tolerance {t.tolerance:g}, p = {p:.3g}, Holm at alpha {level:g})",
         )  # fmt: skip
     order = {k: n for n, k in enumerate(KINDS)}

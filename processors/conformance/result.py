@@ -12,8 +12,6 @@ baseline regressed.
 from __future__ import annotations
 
 import datetime as dt
-import math
-import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +19,8 @@ from typing import Any
 
 from processors.conformance.assertions import Checked
 from processors.conformance.baselines import Regression, cell_regressions, suite_alpha
-from processors.conformance.suite import p95, suite_digest
+from processors.conformance.reduce import Reductions
+from processors.conformance.suite import suite_digest
 from schemas.harness import SUITE_RESULT_SCHEMA, Combination, Observation, Scenario, Suite
 
 
@@ -69,70 +68,19 @@ class TrialResult:
         return out
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
-
-
-@dataclass(frozen=True)
-class Reductions:
-    trials: int
-    passes: int
-    missing: int
-    pass_rate: float | None
-    pass_rate_variance: float | None
-    pass_values: tuple[float, ...]  # each repetition's pass (1.0) or not (0.0)
-    latencies: tuple[float, ...]
-    mean_latency_ms: float | None
-    p95_latency_ms: float | None
-    latency_sd_ms: float | None
-    tokens: tuple[float, ...]
-    costs: tuple[float, ...]
-    retries: int
-    failure_classes: dict[str, int]
-
-    @classmethod
-    def of(cls, trials: Sequence[TrialResult]) -> Reductions:
-        ran = [t for t in trials if t.status != "missing"]
-        obs = [t.observation for t in ran if t.observation is not None]
-        passes = [1.0 if t.status == "passed" else 0.0 for t in ran]
-        latencies = tuple(o.latency_ms for o in obs if o.latency_ms is not None)
-        return cls(
-            trials=len(ran),
-            passes=int(sum(passes)),
-            missing=len(trials) - len(ran),
-            pass_rate=_mean(passes),
-            pass_rate_variance=statistics.variance(passes) if len(passes) > 1 else None,
-            pass_values=tuple(passes),
-            latencies=latencies,
-            mean_latency_ms=_mean(latencies),
-            p95_latency_ms=p95(latencies),
-            latency_sd_ms=statistics.stdev(latencies) if len(latencies) > 1 else None,
-            tokens=tuple(float(o.tokens) for o in obs if o.tokens is not None),
-            costs=tuple(o.cost_usd for o in obs if o.cost_usd is not None),
-            retries=sum(o.retries for o in obs),
-            failure_classes=dict(Counter(t.failure_class for t in ran if t.failure_class)),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "trialsRun": self.trials,
-            "passes": self.passes,
-            "missing": self.missing,
-            "passRate": self.pass_rate,
-            "passRateVariance": self.pass_rate_variance,
-            "latency": {
-                "meanMs": self.mean_latency_ms,
-                "p95Ms": self.p95_latency_ms,
-                "sdMs": self.latency_sd_ms,
-            },
-            "tokens": {"total": sum(self.tokens) if self.tokens else None,
-                       "mean": _mean(self.tokens)},
-            "costUsd": {"total": math.fsum(self.costs) if self.costs else None,
-                        "mean": _mean(self.costs)},
-            "retries": {"total": self.retries,
-                        "mean": self.retries / self.trials if self.trials else None},
-            "failureClasses": self.failure_classes,
-        }  # fmt: skip
+def reduce_trials(trials: Sequence[TrialResult]) -> Reductions:
+    """A cell's trials reduced; a missing trial counts as missing, not as failed."""
+    ran = [t for t in trials if t.status != "missing"]
+    obs = [t.observation for t in ran if t.observation is not None]
+    return Reductions.of(
+        [1.0 if t.status == "passed" else 0.0 for t in ran],
+        [o.latency_ms for o in obs if o.latency_ms is not None],
+        [float(o.tokens) for o in obs if o.tokens is not None],
+        [o.cost_usd for o in obs if o.cost_usd is not None],
+        retries=sum(o.retries for o in obs),
+        missing=len(trials) - len(ran),
+        failure_classes=dict(Counter(t.failure_class for t in ran if t.failure_class)),
+    )
 
 
 @dataclass(frozen=True)
@@ -143,7 +91,7 @@ class CellResult:
 
     @property
     def reductions(self) -> Reductions:
-        return Reductions.of(self.trials)
+        return reduce_trials(self.trials)
 
     @property
     def gating(self) -> bool:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +24,9 @@ from typing import Any, Literal, Protocol
 import yaml
 from pydantic import ValidationError
 
+from processors.conformance.baselines import Unit, regressions
 from processors.conformance.eval import DimensionView, EventView, evaluate_event
+from processors.conformance.reduce import Reductions, p95
 from schemas.conformance import VERDICT_ORDER, Fixture, RecordedEvents, Verdict, strongest
 from schemas.events import DEFAULT_TENANT
 from schemas.harness import (
@@ -364,14 +365,6 @@ def pass_rate(trials: Sequence[TrialResult]) -> float | None:
     return sum(1 for t in decided if t.status == "passed") / len(decided) if decided else None
 
 
-def p95(values: Sequence[float]) -> float | None:
-    """Nearest-rank 95th percentile."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
-
-
 @dataclass(frozen=True)
 class TrialResult:
     """One trial. Its verdict is the strongest of its fixtures' and inline assertions'
@@ -387,6 +380,7 @@ class TrialResult:
     assertions: Verdict | None
     latency_ms: float | None
     cost_usd: float | None
+    tokens: int | None = None
 
     @property
     def components(self) -> list[Verdict]:
@@ -527,6 +521,7 @@ def _trial(
         inline,
         trial.view.latency_ms,
         trial.view.cost_usd,
+        trial.tokens,
     )
 
 
@@ -550,38 +545,29 @@ def run_scenario(
     return ScenarioResult(scenario, trials, tuple(failures))
 
 
-def baseline_regressions(baseline: Baseline, results: Sequence[ScenarioResult]) -> list[str]:
-    """Compare one surface's trials (all its scenarios) with its baseline."""
+def surface_reductions(results: Sequence[ScenarioResult]) -> Reductions:
+    """One surface's trials (all its scenarios) as a baseline reads them: the pass rate
+    over decided trials (a tolerated one counts neither way), latency, tokens and cost
+    over every trial that recorded them."""
     trials = [t for r in results for t in r.trials]
-    where = f"{baseline.surface_id} (baseline revision {baseline.revision})"
-    found: list[str] = []
-    if baseline.pass_rate is not None:
-        rate = pass_rate(trials)
-        if rate is None:
-            found.append(f"{where}: no decided trials to compare the pass rate with")
-        elif rate < baseline.pass_rate - baseline.pass_rate_tolerance - 1e-12:
-            found.append(f"{where}: pass rate {rate:.3f} below baseline {baseline.pass_rate:.3f}")
-    if baseline.p95_latency_ms is not None:
-        observed = p95([t.latency_ms for t in trials if t.latency_ms is not None])
-        limit = baseline.p95_latency_ms * (1 + baseline.latency_tolerance)
-        if observed is None:
-            found.append(f"{where}: no latency recorded to compare with the p95 baseline")
-        elif observed > limit:
-            found.append(
-                f"{where}: p95 latency {observed:g} ms above baseline"
-                f" {baseline.p95_latency_ms:g} ms (+{baseline.latency_tolerance:.0%})"
-            )
-    if baseline.mean_cost_usd is not None:
-        costs = [t.cost_usd for t in trials if t.cost_usd is not None]
-        limit = baseline.mean_cost_usd * (1 + baseline.cost_tolerance)
-        if not costs:
-            found.append(f"{where}: no cost recorded to compare with the cost baseline")
-        elif sum(costs) / len(costs) > limit:
-            found.append(
-                f"{where}: mean cost ${sum(costs) / len(costs):.6f} above baseline"
-                f" ${baseline.mean_cost_usd:.6f} (+{baseline.cost_tolerance:.0%})"
-            )
-    return found
+    return Reductions.of(
+        [1.0 if t.status == "passed" else 0.0 for t in trials if t.status != "tolerated"],
+        [t.latency_ms for t in trials if t.latency_ms is not None],
+        [float(t.tokens) for t in trials if t.tokens is not None],
+        [t.cost_usd for t in trials if t.cost_usd is not None],
+    )
+
+
+def baseline_regressions(suite: Suite, results: Sequence[ScenarioResult]) -> list[str]:
+    """Each surface baseline's tests (`processors.conformance.baselines`), Holm across
+    every test of the run at the suite's alpha."""
+    units = [
+        Unit("", b.surface_id, b, surface_reductions(on_surface))
+        for b in suite.baselines
+        if b.surface_id is not None
+        and (on_surface := [r for r in results if r.scenario.surface_id == b.surface_id])
+    ]
+    return [r.reason for r in regressions(units, suite.alpha)]
 
 
 @dataclass(frozen=True)
@@ -651,19 +637,15 @@ def run_suite(
         raise SuiteError([f"approved fixture {m} was not resolved from a store" for m in missing])
     results = tuple(run_scenario(suite, s, source, resolved) for s in suite.scenarios)
     baselines = {b.surface_id: b for b in suite.baselines}
-    regressions: list[str] = []
     surfaces: dict[str, dict[str, Any]] = {}
     for surface_id in dict.fromkeys(s.surface_id for s in suite.scenarios):
         on_surface = [r for r in results if r.scenario.surface_id == surface_id]
-        baseline = baselines.get(surface_id)
-        if baseline is not None:
-            regressions += baseline_regressions(baseline, on_surface)
-        surfaces[surface_id] = _surface_summary(on_surface, baseline)
+        surfaces[surface_id] = _surface_summary(on_surface, baselines.get(surface_id))
     return SuiteResult(
         suite,
         source.describe(),
         results,
-        tuple(regressions),
+        tuple(baseline_regressions(suite, results)),
         ran_at,
         surfaces,
         tuple(resolved[a.fixture_id] for a in suite.approved_fixtures),

@@ -200,23 +200,32 @@ def test_failed_trial_exits_one(tmp_path: Path) -> None:
     assert "FAIL refund-request: trial evt_001 failed" in result.output
 
 
+SLOW = {i: {"latencyMs": 1900} for i in range(0, 20, 4)}  # 5 of 20 above 1650 ms
+COSTLY = {i: {"costUsd": 0.02} for i in range(0, 20, 2)}  # mean cost 0.0115
+
+
 @pytest.mark.parametrize(
     ("events", "baseline", "message"),
     [
-        (recorded(overrides={2: {"latencyMs": 1900}}), {},
-         "p95 latency 1900 ms above baseline 1500 ms"),
-        (recorded(), {"p95LatencyMs": 900, "latencyTolerance": 0.5}, None),
-        (recorded(overrides={0: {"costUsd": 0.02}}), {}, "mean cost $0.008667 above baseline"),
-        (recorded(overrides={i: {"latencyMs": None} for i in range(3)}),
-         {}, "no latency recorded"),
-        (recorded(overrides={1: {"markers": {"user_message": "hello", "tool_invocations": []}}}),
+        (recorded(20, SLOW), {}, "p95 latency (ms) 1900 significantly above baseline 1500"),
+        # one slow trial of 20 is what a p95 of 1500 ms predicts: not a regression
+        (recorded(20, {3: {"latencyMs": 1900}}), {}, None),
+        (recorded(20), {"p95LatencyMs": 900, "latencyTolerance": 0.5}, None),
+        (recorded(20, COSTLY), {}, "mean cost (USD) 0.0115 significantly above baseline 0.004"),
+        (recorded(20, {i: {"latencyMs": None} for i in range(20)}),
+         {}, "no p95 latency (ms) to compare with the baseline"),
+        (recorded(20, {1: {"markers": {"user_message": "hello", "tool_invocations": []}}}),
          {"passRate": 1.0}, None),
+        (recorded(20), {"meanLatencyMs": 900}, "mean latency (ms) 1009.5 significantly above"),
+        (recorded(20), {"latencySdMs": 1}, "latency sd (ms) 5.91608 significantly above"),
+        (recorded(20), {"meanTokens": 10}, "no mean tokens to compare with the baseline"),
     ],
 )  # fmt: skip
 def test_baseline_regressions(
     tmp_path: Path, events: dict[str, Any], baseline: dict[str, Any], message: str | None
 ) -> None:
     doc = suite()
+    doc["scenarios"][0]["repetitions"] = 20
     doc["baselines"][0].update(baseline)
     # a not-applicable trial is not allowed: allow it so only the baseline decides
     doc["scenarios"][0]["allow"] = ["not-applicable"]
@@ -225,7 +234,8 @@ def test_baseline_regressions(
         assert result.exit_code == 0, result.output
     else:
         assert result.exit_code == 1, result.output
-        assert "REGRESSION" in result.output and message in result.output
+        assert "REGRESSION classify-intent (baseline revision 1)" in result.output
+        assert message in result.output
 
 
 def test_pass_rate_regression_with_tolerance(tmp_path: Path) -> None:
@@ -235,9 +245,23 @@ def test_pass_rate_regression_with_tolerance(tmp_path: Path) -> None:
     doc = suite()
     doc["scenarios"][0]["tier"] = "extended"  # the failed trial alone does not gate
     result = run_cli(tmp_path, doc, events=events)
-    assert result.exit_code == 1 and "pass rate 0.667 below baseline 1.000" in result.output
+    assert result.exit_code == 1
+    assert "pass rate 0.666667 significantly below baseline 1 (tolerance 0, p = 0" in result.output
+    # 2 of 3 is what a true rate of 0.9 - 0.25 gives often: no evidence of a regression
     doc["baselines"][0].update(passRate=0.9, passRateTolerance=0.25)
     assert run_cli(tmp_path, doc, events=events).exit_code == 0
+
+
+def test_surface_baselines_know_sampling_error(tmp_path: Path) -> None:
+    # 17 of 20 against a baseline of 0.9: below it, yet P(X <= 17) = 0.32 when the
+    # true rate is 0.9; the point comparison this replaces failed such a run
+    refused = {"markers": {"user_message": "refund", "tool_invocations": []}}
+    events = recorded(20, {i: refused for i in (2, 9, 15)})
+    doc = suite(baselines=[{"surfaceId": SURFACE, "revision": 1, "passRate": 0.9}])
+    doc["scenarios"][0].update(repetitions=20, tier="extended")
+    result = run_cli(tmp_path, doc, "--json", events=events)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["surfaces"][SURFACE]["passRate"] == 0.85
 
 
 def test_missing_evidence_fails_closed(tmp_path: Path) -> None:
