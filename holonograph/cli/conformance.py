@@ -458,10 +458,11 @@ def suite_validate(suite_file: str, as_json: bool) -> None:
     if as_json:
         emit_json(suite.to_json())
     else:
-        trials = sum(s.repetitions for s in suite.scenarios)
+        combos = f"{len(suite.combinations)} combinations, " if suite.combinations else ""
         scenarios = len(suite.scenarios)
         click.echo(
-            f"{suite.suite_id} r{suite.revision}: {scenarios} scenarios, {trials} trials: ok"
+            f"{suite.suite_id} r{suite.revision}: {combos}{scenarios} scenarios,"
+            f" {suite.trials()} trials: ok"
         )
 
 

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from holonograph.cli import cli
 from processors.conformance.executors import RecordedExecutor, TrialInput, load_observations
 from processors.conformance.runner import normalize_diagnostic, run_harness
 from processors.conformance.suite import SuiteError, load_suite
@@ -573,6 +575,8 @@ def test_the_docs_worked_example_runs(tmp_path: Path) -> None:
     assert out["claims"][0]["combinations"] == {
         "mini-strict": "holds", "large-strict": "holds", "hosted-strict": "skipped",
     }  # fmt: skip
+    checked = CliRunner().invoke(cli, ["conformance", "suite", "validate", suite])
+    assert "3 combinations, 2 scenarios, 15 trials: ok" in checked.output
     text = run_harness_cli(tmp_path, Path(suite).read_text(), None, "--observations",
                            observations, "--allow-credential-gated")  # fmt: skip
     assert text.exit_code == 1
