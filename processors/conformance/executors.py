@@ -15,7 +15,6 @@ other exception is a provider crash; the runner classifies, the executor only re
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,11 +23,11 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from processors.conformance.suite import (
+    StoreSource,
     SuiteError,
     Trial,
     find_secrets,
     parse_document,
-    select_events,
     validation_problems,
 )
 from schemas.events import DEFAULT_TENANT
@@ -256,18 +255,8 @@ class StoreExecutor:
                     f"combination {combination.combination_id} has no `select`: the store"
                     " cannot tell its traffic from another's"
                 )
-            self._slices[key] = select_events(
-                self.store,
-                scenario.surface_id,
-                self.since,
-                self.until,
-                fixture_id=scenario.select.fixture_id,
-                cohort_tag=scenario.select.cohort_tag,
-                run_modes=self.run_modes,
-                limit=scenario.repetitions,
-                tenant_id=self.tenant_id,
-                slice_=combination.select,
-            )
+            source = StoreSource(self.store, self.since, self.until, self.run_modes, self.tenant_id)
+            self._slices[key] = source.trials(scenario, combination.select)
         return self._slices[key]
 
     def reset(self, trial: TrialInput) -> None:
@@ -290,7 +279,3 @@ class StoreExecutor:
             "until": self.until,
             "runModes": list(self.run_modes) or None,
         }
-
-
-def dump_observation(obs: Observation) -> str:
-    return json.dumps(obs.to_json(), sort_keys=True)

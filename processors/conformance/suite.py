@@ -300,7 +300,8 @@ class StoreSource:
     run_modes: Sequence[str] = ()
     tenant_id: str = DEFAULT_TENANT
 
-    def trials(self, scenario: Scenario) -> list[Trial]:
+    def trials(self, scenario: Scenario, slice_: CombinationSelect | None = None) -> list[Trial]:
+        """With `slice_`, only that combination's traffic (the harness store lane)."""
         return select_events(
             self.store,
             scenario.surface_id,
@@ -311,6 +312,7 @@ class StoreSource:
             run_modes=self.run_modes,
             limit=scenario.repetitions,
             tenant_id=self.tenant_id,
+            slice_=slice_,
         )
 
     def describe(self) -> dict[str, Any]:
