@@ -678,7 +678,10 @@ def _run_harness(suite: Suite, lane: HarnessLane, at: StoreAt, now: dt.datetime)
             _fail_input(err.problems, path)
         if recorded.suite_id is not None and recorded.suite_id != suite.suite_id:
             _fail_input([f"observations of suite {recorded.suite_id}, not {suite.suite_id}"], path)
-        executor: HarnessExecutor = RecordedExecutor(recorded, path)
+        playback = RecordedExecutor(recorded, path)
+        if playback.strays(suite):
+            _fail_input(playback.strays(suite)[:20], path)
+        executor: HarnessExecutor = playback
         result = run_harness(suite, executor, now, allow_credential_gated=allow, progress=progress)
         if lane.persist and at.given:
             store = open_store_or_exit(at.url, at.data_dir, write=True)

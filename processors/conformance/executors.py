@@ -102,6 +102,18 @@ class RecordedExecutor:
             f"{t.combination_id}/{t.scenario_id}#{t.repetition}": t for t in self.recorded.trials
         }
 
+    def strays(self, suite: Suite) -> list[str]:
+        """Recorded trials the suite does not have (a wrong file, a stale recording)."""
+        known = {
+            f"{c.combination_id}/{s.scenario_id}#{r}"
+            for c in suite.combinations
+            for s in suite.scenarios
+            for r in range(1, s.repetitions + 1)
+        }
+        return [
+            f"trial {k} is not in suite {suite.suite_id}" for k in self._by_key if k not in known
+        ]
+
     def reset(self, trial: TrialInput) -> None:
         found = self._by_key.get(trial.key)
         if found is not None and found.reset_error is not None:

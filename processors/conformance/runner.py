@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from processors.conformance.assertions import Checked, evaluate_all
 from processors.conformance.executors import HarnessExecutor, MissingEvidence, TrialInput
 from processors.conformance.result import CellResult, HarnessResult, TrialResult
-from processors.conformance.suite import SECRET_PATTERNS, validation_problems
+from processors.conformance.suite import SECRET_PATTERNS, find_secrets, validation_problems
 from schemas.harness import Observation, OutcomeAssertion, Suite
 
 MAX_DIAGNOSTIC = 300
@@ -77,6 +77,10 @@ def run_trial(executor: HarnessExecutor, trial: TrialInput) -> TrialResult:
         obs = raw if isinstance(raw, Observation) else Observation.model_validate(raw)
     except ValidationError as err:
         diagnostic = normalize_diagnostic("; ".join(validation_problems(err)[:5]))
+        return TrialResult(*key, "failed", "malformed-observation", None, (), diagnostic)
+    secrets = find_secrets({k: v for k, v in obs.to_json().items() if k != "diagnostic"})
+    if secrets:  # the result echoes the observation: never a secret (paths only)
+        diagnostic = normalize_diagnostic("; ".join(secrets[:5]))
         return TrialResult(*key, "failed", "malformed-observation", None, (), diagnostic)
     checks = tuple(evaluate_all(trial.scenario.expect, obs))
     note = normalize_diagnostic(obs.diagnostic) if obs.diagnostic else None

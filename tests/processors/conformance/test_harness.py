@@ -421,6 +421,30 @@ def test_recorded_faults_and_missing_evidence_fail_closed(tmp_path: Path) -> Non
     assert "b x lookup: missing evidence: 1 of 2 trials observed" in out["failures"]
 
 
+def test_a_recording_of_trials_the_suite_lacks_is_refused(tmp_path: Path) -> None:
+    doc = harness_suite()
+    stray = recorded(doc)
+    stray["trials"].append({**stray["trials"][0], "repetition": 3})
+    stray["trials"].append({**stray["trials"][0], "combinationId": "z"})
+    result = run_harness_cli(tmp_path, doc, stray)
+    assert result.exit_code == 2
+    assert "trial a/lookup#3 is not in suite analyst-release" in result.output
+    assert "trial z/lookup#1 is not in suite analyst-release" in result.output
+    other = {**recorded(doc), "suiteId": "another-suite"}
+    assert run_harness_cli(tmp_path, doc, other).exit_code == 2
+
+
+def test_an_observation_holding_secret_like_text_is_malformed() -> None:
+    doc = harness_suite(combinations=[combination("a")])
+    leaky = observation(result={"envelope": {"note": f"Bearer {SECRET}"}})
+    faults = {"a/lookup#1": leaky}
+    result = run_harness(load_suite(json.dumps(doc)), ScriptedExecutor(faults), NOW)
+    trial = result.cells[0].trials[0]
+    assert trial.failure_class == "malformed-observation" and trial.observation is None
+    assert "secret-like text" in (trial.diagnostic or "")
+    assert SECRET not in json.dumps(result.to_json(), default=str)
+
+
 def test_diagnostics_are_normalized_redacted_and_truncated() -> None:
     text = "token=" + "x" * 20 + "\n\tat https://user:pw@api.example.com:8443/v1/run?key=1 " * 20
     cleaned = normalize_diagnostic(f"Authorization: Bearer {SECRET} {text}")
