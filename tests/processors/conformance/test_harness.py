@@ -404,6 +404,33 @@ def test_each_failure_class_comes_from_its_seeded_fault() -> None:
     }  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"retries": 101}, "retries"),
+        ({"latencyMs": 3_600_001}, "latencyMs"),
+        ({"costUsd": -1}, "costUsd"),
+        ({"causalSequence": 2**53 + 1}, "causalSequence"),
+        ({"tokensInput": 10**9}, "tokensInput"),
+        ({"toolCalls": [{"tool": "t", "outcome": "ok"}] * 201}, "toolCalls"),
+        ({"toolCalls": [{"tool": "t", "outcome": "ok", "arguments": {"sql": "DROP"}}]},
+         "arguments"),
+        ({"networkAttempts": [{"host": "https://example.com/a?b=c"}]}, "networkAttempts"),
+        ({"files": [{"path": "../outside", "change": "created"}]}, "files"),
+        ({"providerOutput": "raw text"}, "providerOutput"),
+        ({"launchManifestDigest": "sha1:abc"}, "launchManifestDigest"),
+        ({"providerRuntimeManifestDigest": None}, "providerRuntimeManifestDigest"),
+    ],
+)  # fmt: skip
+def test_observation_bounds_per_field(changes: dict[str, Any], message: str) -> None:
+    doc = harness_suite(combinations=[combination("a")])
+    faults = {"a/lookup#1": observation(**changes)}
+    result = run_harness(load_suite(json.dumps(doc)), ScriptedExecutor(faults), NOW)
+    trial = result.cells[0].trials[0]
+    assert trial.failure_class == "malformed-observation"
+    assert message in (trial.diagnostic or "")
+
+
 def test_recorded_faults_and_missing_evidence_fail_closed(tmp_path: Path) -> None:
     doc = harness_suite()
     trials = {
