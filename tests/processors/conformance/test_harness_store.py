@@ -57,7 +57,8 @@ def insert(store: Store, rows: Sequence[Mapping[str, Any]]) -> None:
         markers = r.get("markers", EVIDENCE)
         events.append([
             tenant, r["id"], surface, "production", "production-state", ts, markers, [],
-            r.get("latency", 1000.0), 0.002, 100, 20, r.get("fixture", "core/lookup"),
+            r.get("latency", 1000.0), r.get("cost", 0.002), r.get("tokens_in", 100),
+            r.get("tokens_out", 20), r.get("fixture", "core/lookup"),
             r.get("lens", "v2"), r["light"], r.get("substrate", {}),
             ["correctness"], "stream-1", seq, T0,
         ])  # fmt: skip
@@ -244,3 +245,89 @@ def test_an_event_becomes_an_observation_by_the_documented_markers() -> None:
     plain = EventView("evt-2", T0, EVIDENCE, (), None, None,
                       {"correctness": DimensionView(False, None)})  # fmt: skip
     assert event_observation(Trial(plain, T0, SURFACE, "f"))["outcome"] == "failed"
+
+
+EXAMPLES = Path(__file__).parents[3] / "docs" / "examples" / "conformance"
+SLICES = {"mini-strict": ("pilot-mini", {"policy": "strict"}),
+          "large-strict": ("pilot-large", {"policy": "strict"})}  # fmt: skip
+
+
+def as_markers(obs: Mapping[str, Any]) -> dict[str, list[str]]:
+    """An observation written as an SDK records it for the store lane (the inverse of
+    `event_observation`, docs/conformance.md)."""
+    calls = obs.get("toolCalls", [])
+    result = obs.get("result", {})
+    completion = obs.get("completion")
+    lower = {True: "true", False: "false"}
+    m: dict[str, list[str]] = {
+        "outcome": [obs["outcome"]],
+        "launch_manifest_digest": [obs["launchManifestDigest"]],
+        "provider_runtime_manifest_digest": [obs["providerRuntimeManifestDigest"]],
+        "retries": [str(obs.get("retries", 0))],
+        "tool_invocations": [c["tool"] for c in calls],
+        "tool_outcomes": [c["outcome"] for c in calls],
+        "tool_argument_shapes": [
+            ",".join(f"{k}={v}" for k, v in c.get("argumentShape", {}).items()) for c in calls
+        ],
+        "policy_decisions": [
+            f"{d['policy']}={d['decision']}" for d in obs.get("policyDecisions", [])
+        ],
+        "capabilities": [f"{k}={v}" for k, v in obs.get("capabilities", {}).items()],
+        "warning_codes": [f"{w['code']}@{w['sourceService']}" for w in obs.get("warnings", [])],
+        "result_envelope": [
+            f"{k}={lower.get(v, v)}" for k, v in result.get("envelope", {}).items()
+        ],
+    }
+    for key, marker in (("taskRef", "task_id"), ("attemptRef", "attempt_id")):
+        if key in obs:
+            m[marker] = [obs[key]]
+    if "errorCode" in result:
+        m["error_code"] = [result["errorCode"]]
+    if "columns" in result:
+        m["result_columns"] = result["columns"]
+    if "rowCount" in result:
+        m["result_row_count"] = [str(result["rowCount"])]
+    if completion:
+        m["completion_schema"] = [completion["schemaId"]]
+        m["completion_valid"] = [lower[completion["valid"]]]
+        m["completion_fields"] = completion["fields"]
+    return {k: v for k, v in m.items() if v}
+
+
+@pytest.mark.clickhouse
+def test_the_worked_example_runs_unchanged_over_stored_traffic(tmp_path: Path) -> None:
+    recording = json.loads((EXAMPLES / "harness-observations.json").read_text())
+    rows = []
+    for n, t in enumerate(recording["trials"]):
+        light, substrate = SLICES[t["combinationId"]]
+        obs = t["observation"]
+        rows.append({"id": f"evt-{n}", "light": light, "substrate": substrate, "at": n,
+                     "fixture": f"core/{t['scenarioId']}", "markers": as_markers(obs),
+                     "latency": obs["latencyMs"], "cost": obs["costUsd"],
+                     "tokens_in": obs["tokensInput"],
+                     "tokens_out": obs["tokensOutput"]})  # fmt: skip
+    # another model's traffic on the same surface: no combination's slice
+    rows.append({"id": "evt-other", "light": "pilot-xl", "at": 30,
+                 "fixture": "core/average-by-region",
+                 "markers": {**EVIDENCE, "outcome": ["failed"]}})  # fmt: skip
+    data = tmp_path / "store"
+    with migrated_store(data) as store:
+        insert_rows = [{**r, "surface": "analyst-agent"} for r in rows]
+        insert(store, insert_rows)
+    suite = str(EXAMPLES / "harness-suite.yaml")
+    argv = ["conformance", "suite", "run", suite, "--store", f"chdb://{data}", *WINDOW, "--json"]
+    over_store = CliRunner().invoke(cli, argv)
+    recorded_lane = ["--observations", str(EXAMPLES / "harness-observations.json"), "--json"]
+    played = CliRunner().invoke(cli, ["conformance", "suite", "run", suite, *recorded_lane])
+    assert over_store.exit_code == 0 and played.exit_code == 0, over_store.output
+    keep = ("status", "trialsRun", "passes", "passRate", "passRateVariance", "latency", "retries",
+            "failureClasses", "baselineRevision", "regressions")  # fmt: skip
+
+    def cells(output: str) -> list[dict[str, Any]]:
+        out = json.loads(output)
+        return [{"combination": c["combinationId"], **{k: cell[k] for k in keep},
+                 "tokens": cell["tokens"]["total"], "cost": round(cell["costUsd"]["total"], 9)}
+                for c in out["combinations"] for cell in c["scenarios"]]  # fmt: skip
+
+    assert cells(over_store.output) == cells(played.output)
+    assert json.loads(over_store.output)["claims"] == json.loads(played.output)["claims"]
