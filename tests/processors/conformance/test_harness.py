@@ -472,6 +472,20 @@ def test_an_observation_holding_secret_like_text_is_malformed() -> None:
     assert SECRET not in json.dumps(result.to_json(), default=str)
 
 
+def test_each_lane_takes_only_its_own_inputs(tmp_path: Path) -> None:
+    doc = harness_suite()
+    events = {"schema": "holonograph-recorded-events/v1", "events": []}
+    (tmp_path / "events.json").write_text(json.dumps(events))
+    wrong = run_harness_cli(tmp_path, doc, None, "--events", str(tmp_path / "events.json"))
+    assert wrong.exit_code == 2 and "runs on --observations or over the store" in wrong.output
+    legacy = {**harness_suite(), "combinations": [], "fixture": None}
+    tagged = [{"kind": "cohort-tag-present", "tag": "x"}]
+    legacy["scenarios"][0] = {**legacy["scenarios"][0], "expect": [], "assertions": tagged}
+    legacy = {k: v for k, v in legacy.items() if v is not None}
+    result = run_harness_cli(tmp_path, legacy, recorded(harness_suite()))
+    assert result.exit_code == 2 and "apply to a suite with combinations" in result.output
+
+
 def test_diagnostics_are_normalized_redacted_and_truncated() -> None:
     text = "token=" + "x" * 20 + "\n\tat https://user:pw@api.example.com:8443/v1/run?key=1 " * 20
     cleaned = normalize_diagnostic(f"Authorization: Bearer {SECRET} {text}")
