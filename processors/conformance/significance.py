@@ -1,0 +1,218 @@
+"""Baselines that know sampling error: one-sided tests of "worse than the baseline".
+
+A conformance run sees a handful of trials per combination x scenario, so an observed
+pass rate, mean or p95 wobbles around the truth even when nothing changed. Comparing
+the point estimate with the baseline (the rule this replaces) fails an unchanged
+surface whose true pass rate is 0.9 in 26% / 32% / 38% / 42% of runs at 10 / 20 / 50
+/ 100 trials. Here each baseline kind has its own one-sided test and returns a
+p-value: the probability, were the surface no worse than its baseline (after the
+tolerance), of evidence at least this bad. `holm` then decides which of a run's tests
+are regressions while holding the chance that an unchanged run fails at `alpha`.
+
+Which test, and why (false-regression rates measured by
+`bench/conformance_false_regression.py`, written up in
+`bench/CONFORMANCE_BASELINE_RESULTS.md`):
+
+- pass rate: exact binomial lower tail. Exact at every n; the discreteness only makes
+  it conservative.
+- mean latency, cost or tokens: Student's one-sided t on the raw values. It tests the
+  mean the baseline states (a t on logs would test the geometric mean; a sign test the
+  median). For right-skewed data the sample mean and standard deviation rise together,
+  so the upper tail of t is lighter than Student's: the test stays at or below alpha
+  at small n (conservative; it loses power, never size).
+- p95 latency: exceedances of the baseline p95. If the true p95 is at most the
+  baseline, each trial exceeds it with probability at most 0.05, so the count is at
+  most Binomial(n, 0.05): exact and distribution-free.
+- standard deviation of latency, pass-rate variance across repetitions: the log of
+  the sample variance, studentized by its kurtosis-aware standard error,
+  se^2 = (k - (n - 3) / n) / (n - 1), against Student's t with n - 1 degrees of
+  freedom; k is the sample kurtosis about a trimmed mean (trim 1 / (2 sqrt(n - 4)),
+  the median for n <= 4), after Bonett (2006, Comput. Stat. Data Anal. 50:775), less
+  his small-sample constant c, so slightly more conservative. The chi-square variance
+  test is exact only for normal data; on lognormal latency it fails unchanged
+  surfaces at two to four times alpha. The studentized sample variance on the raw
+  scale holds alpha too but, its own error skewed, has half the power on heavy tails.
+
+Tolerance, one meaning per kind (matching the suite's `*Tolerance` fields): for a pass
+rate and a pass-rate variance it is absolute (H0: rate >= baseline - tolerance;
+variance <= baseline + tolerance); for mean, p95 and standard deviation it is relative
+(H0: statistic <= baseline x (1 + tolerance)). A baseline of zero with no tolerance
+is refuted by any value above it (p = 0), as "no spread" is by any spread.
+
+Degenerate input: no trials or no values raise `ValueError` (missing evidence is the
+caller's finding to report, never a silent pass); one value carries no evidence about
+a mean or a spread and gives p = 1.0; values that are all equal give p = 0.0 if they
+are above the limit and 1.0 otherwise for a mean, and 1.0 for a spread unless the
+limit is zero. scipy is imported inside the functions so that importing this module
+stays cheap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "DEFAULT_ALPHA",
+    "holm",
+    "mean_p",
+    "p95_p",
+    "pass_rate_p",
+    "pass_variance_p",
+    "sd_p",
+]
+
+# The conventional 5%, and family-wise: with `holm` over every test of a run, a run of
+# an unchanged suite fails at most one time in twenty. Lower alpha buys fewer false
+# alarms with less power at the 10-20 trials a cell usually has (see the bench).
+DEFAULT_ALPHA = 0.05
+
+K = TypeVar("K", bound=Hashable)
+_P95_EXCEEDANCE = 0.05
+
+
+def pass_rate_p(passes: int, trials: int, baseline_rate: float, tolerance: float = 0.0) -> float:
+    """P(X <= passes) for X ~ Binomial(trials, baseline_rate - tolerance): small when the
+    true pass rate is significantly below the baseline less its (absolute) tolerance."""
+    if trials <= 0:
+        raise ValueError(f"no trials to compare with the pass-rate baseline (trials={trials})")
+    if not 0 <= passes <= trials:
+        raise ValueError(f"passes must be between 0 and trials ({trials}), got {passes}")
+    _check_fraction("baseline_rate", baseline_rate)
+    _check_tolerance(tolerance)
+    floor = baseline_rate - tolerance
+    if floor <= 0 or passes == trials:
+        return 1.0
+    from scipy.special import bdtr
+
+    return _clip(float(bdtr(passes, trials, min(floor, 1.0))))
+
+
+def mean_p(values: Sequence[float], baseline_mean: float, tolerance: float = 0.0) -> float:
+    """One-sided Student's t of H1: mean > baseline_mean x (1 + tolerance), on the raw
+    values (latency, cost, tokens); conservative for right-skewed data."""
+    x = _values(values, "mean")
+    limit = _limit("baseline_mean", baseline_mean, tolerance)
+    mean = float(x.mean())
+    if x.size == 1:
+        return 1.0
+    sd = float(x.std(ddof=1))
+    if sd == 0.0 or not math.isfinite(sd):
+        return 0.0 if mean > limit else 1.0
+    from scipy.special import stdtr
+
+    t = (mean - limit) / (sd / math.sqrt(x.size))
+    return _clip(float(stdtr(x.size - 1, -t)))
+
+
+def p95_p(values: Sequence[float], baseline_p95: float, tolerance: float = 0.0) -> float:
+    """P(Y >= k) for Y ~ Binomial(n, 0.05), k the values above baseline_p95 x (1 +
+    tolerance): exact whatever the latency distribution."""
+    x = _values(values, "p95")
+    limit = _limit("baseline_p95", baseline_p95, tolerance)
+    above = int(np.count_nonzero(x > limit))
+    if above == 0:
+        return 1.0
+    from scipy.special import bdtrc
+
+    return _clip(float(bdtrc(above - 1, x.size, _P95_EXCEEDANCE)))
+
+
+def sd_p(values: Sequence[float], baseline_sd: float, tolerance: float = 0.0) -> float:
+    """H1: standard deviation > baseline_sd x (1 + tolerance), by the studentized log
+    sample variance (robust to skew and heavy tails, unlike the chi-square test)."""
+    x = _values(values, "standard deviation")
+    limit = _limit("baseline_sd", baseline_sd, tolerance)
+    return _variance_p(x, limit * limit)
+
+
+def pass_variance_p(
+    rates_by_repetition: Sequence[float], baseline_variance: float, tolerance: float = 0.0
+) -> float:
+    """H1: the variance of the per-repetition pass rates > baseline_variance + tolerance
+    (absolute, in variance units), by the studentized log sample variance."""
+    x = _values(rates_by_repetition, "pass-rate variance")
+    if np.any((x < 0) | (x > 1)):
+        raise ValueError("pass rates by repetition must lie in [0, 1]")
+    _check_nonnegative("baseline_variance", baseline_variance)
+    _check_tolerance(tolerance)
+    return _variance_p(x, baseline_variance + tolerance)
+
+
+def holm(pvalues: Mapping[K, float], alpha: float) -> set[K]:
+    """Holm-Bonferroni step-down: the keys rejected at family-wise level alpha. Sorted
+    ascending, the i-th smallest (from 0) is rejected while p <= alpha / (m - i); the
+    first that is not stops the procedure."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    for key, p in pvalues.items():
+        if not 0 <= p <= 1:  # also rejects NaN
+            raise ValueError(f"p-value of {key!r} must be in [0, 1], got {p}")
+    ranked = sorted(pvalues.items(), key=lambda item: item[1])
+    rejected: set[K] = set()
+    for i, (key, p) in enumerate(ranked):
+        if p > alpha / (len(ranked) - i):
+            break
+        rejected.add(key)
+    return rejected
+
+
+def _variance_p(x: npt.NDArray[np.float64], limit: float) -> float:
+    """H1: variance > limit; log sample variance studentized (Bonett) against t(n - 1)."""
+    n = x.size
+    if n == 1:
+        return 1.0
+    deviations = x - x.mean()
+    ss = float(deviations @ deviations)
+    if ss == 0.0:
+        return 1.0
+    if limit == 0.0:
+        return 0.0
+    ordered = np.sort(x)
+    trim = int(n / (2 * math.sqrt(n - 4))) if n > 4 else 0
+    centre = float(ordered[trim : n - trim].mean()) if n > 4 else float(np.median(x))
+    kurtosis = n * float(np.sum((x - centre) ** 4)) / (ss * ss)  # >= 1 > (n - 3) / n
+    se = math.sqrt((kurtosis - (n - 3) / n) / (n - 1))
+    from scipy.special import stdtr
+
+    return _clip(float(stdtr(n - 1, -(math.log(ss / (n - 1)) - math.log(limit)) / se)))
+
+
+def _values(values: Sequence[float], kind: str) -> npt.NDArray[np.float64]:
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 1:
+        raise ValueError(f"values for the {kind} baseline must be a flat sequence")
+    if x.size == 0:
+        raise ValueError(f"no values to compare with the {kind} baseline")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"values for the {kind} baseline must be finite numbers")
+    return x
+
+
+def _limit(name: str, baseline: float, tolerance: float) -> float:
+    _check_nonnegative(name, baseline)
+    _check_tolerance(tolerance)
+    return baseline * (1 + tolerance)
+
+
+def _check_fraction(name: str, value: float) -> None:
+    if not 0 <= value <= 1:
+        raise ValueError(f"{name} must be in [0, 1], got {value}")
+
+
+def _check_nonnegative(name: str, value: float) -> None:
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+
+
+def _check_tolerance(tolerance: float) -> None:
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        raise ValueError(f"tolerance must be a finite number >= 0, got {tolerance}")
+
+
+def _clip(p: float) -> float:
+    return min(1.0, max(0.0, p))
