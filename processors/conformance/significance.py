@@ -43,8 +43,10 @@ Degenerate input: no trials or no values raise `ValueError` (missing evidence is
 caller's finding to report, never a silent pass); one value carries no evidence about
 a mean or a spread and gives p = 1.0; values that are all equal give p = 0.0 if they
 are above the limit and 1.0 otherwise for a mean, and 1.0 for a spread unless the
-limit is zero. scipy is imported inside the functions so that importing this module
-stays cheap.
+limit is zero. Each test also comes as `*_rows`, the same code over every row of a 2-D
+array (one row, one run's values): the scalar form is that on one row, and the bench
+draws thousands of runs at once through it. scipy is imported inside the functions so
+that importing this module stays cheap.
 """
 
 from __future__ import annotations
@@ -60,10 +62,15 @@ __all__ = [
     "DEFAULT_ALPHA",
     "holm",
     "mean_p",
+    "mean_p_rows",
     "p95_p",
+    "p95_p_rows",
     "pass_rate_p",
+    "pass_rate_p_rows",
     "pass_variance_p",
+    "pass_variance_p_rows",
     "sd_p",
+    "sd_p_rows",
 ]
 
 # The conventional 5%, and family-wise: with `holm` over every test of a run, a run of
@@ -72,60 +79,83 @@ __all__ = [
 DEFAULT_ALPHA = 0.05
 
 K = TypeVar("K", bound=Hashable)
+Floats = npt.NDArray[np.float64]
 _P95_EXCEEDANCE = 0.05
 
 
 def pass_rate_p(passes: int, trials: int, baseline_rate: float, tolerance: float = 0.0) -> float:
     """P(X <= passes) for X ~ Binomial(trials, baseline_rate - tolerance): small when the
     true pass rate is significantly below the baseline less its (absolute) tolerance."""
+    return float(pass_rate_p_rows([passes], trials, baseline_rate, tolerance)[0])
+
+
+def pass_rate_p_rows(
+    passes: npt.ArrayLike, trials: int, baseline_rate: float, tolerance: float = 0.0
+) -> Floats:
+    """`pass_rate_p` for each count of passes out of the same number of trials."""
+    k = np.asarray(passes)
     if trials <= 0:
         raise ValueError(f"no trials to compare with the pass-rate baseline (trials={trials})")
-    if not 0 <= passes <= trials:
-        raise ValueError(f"passes must be between 0 and trials ({trials}), got {passes}")
+    if k.ndim != 1 or np.any((k < 0) | (k > trials)):
+        raise ValueError(f"passes must be between 0 and trials ({trials}), got {k.tolist()}")
     _check_fraction("baseline_rate", baseline_rate)
     _check_tolerance(tolerance)
     floor = baseline_rate - tolerance
-    if floor <= 0 or passes == trials:
-        return 1.0
+    if floor <= 0:
+        return np.ones(k.shape)
     from scipy.special import bdtr
 
-    return _clip(float(bdtr(passes, trials, min(floor, 1.0))))
+    return np.where(k >= trials, 1.0, _clip(bdtr(k, trials, min(floor, 1.0))))
 
 
 def mean_p(values: Sequence[float], baseline_mean: float, tolerance: float = 0.0) -> float:
     """One-sided Student's t of H1: mean > baseline_mean x (1 + tolerance), on the raw
     values (latency, cost, tokens); conservative for right-skewed data."""
-    x = _values(values, "mean")
+    return float(mean_p_rows(_one_row(values), baseline_mean, tolerance)[0])
+
+
+def mean_p_rows(values: npt.ArrayLike, baseline_mean: float, tolerance: float = 0.0) -> Floats:
+    """`mean_p` for each row."""
+    x = _rows(values, "mean")
     limit = _limit("baseline_mean", baseline_mean, tolerance)
-    mean = float(x.mean())
-    if x.size == 1:
-        return 1.0
-    sd = float(x.std(ddof=1))
-    if sd == 0.0 or not math.isfinite(sd):
-        return 0.0 if mean > limit else 1.0
+    n = x.shape[1]
+    if n == 1:
+        return np.ones(x.shape[0])
+    mean = x.mean(axis=1)
+    constant = _constant(x)
+    sd = np.where(constant, 1.0, x.std(axis=1, ddof=1))
     from scipy.special import stdtr
 
-    t = (mean - limit) / (sd / math.sqrt(x.size))
-    return _clip(float(stdtr(x.size - 1, -t)))
+    p = stdtr(n - 1, -(mean - limit) / (sd / math.sqrt(n)))
+    return np.where(constant, np.where(x[:, 0] > limit, 0.0, 1.0), _clip(p))
 
 
 def p95_p(values: Sequence[float], baseline_p95: float, tolerance: float = 0.0) -> float:
     """P(Y >= k) for Y ~ Binomial(n, 0.05), k the values above baseline_p95 x (1 +
     tolerance): exact whatever the latency distribution."""
-    x = _values(values, "p95")
+    return float(p95_p_rows(_one_row(values), baseline_p95, tolerance)[0])
+
+
+def p95_p_rows(values: npt.ArrayLike, baseline_p95: float, tolerance: float = 0.0) -> Floats:
+    """`p95_p` for each row."""
+    x = _rows(values, "p95")
     limit = _limit("baseline_p95", baseline_p95, tolerance)
-    above = int(np.count_nonzero(x > limit))
-    if above == 0:
-        return 1.0
+    above = np.count_nonzero(x > limit, axis=1)
     from scipy.special import bdtrc
 
-    return _clip(float(bdtrc(above - 1, x.size, _P95_EXCEEDANCE)))
+    p = bdtrc(np.maximum(above - 1, 0), x.shape[1], _P95_EXCEEDANCE)
+    return np.where(above == 0, 1.0, _clip(p))
 
 
 def sd_p(values: Sequence[float], baseline_sd: float, tolerance: float = 0.0) -> float:
     """H1: standard deviation > baseline_sd x (1 + tolerance), by the studentized log
     sample variance (robust to skew and heavy tails, unlike the chi-square test)."""
-    x = _values(values, "standard deviation")
+    return float(sd_p_rows(_one_row(values), baseline_sd, tolerance)[0])
+
+
+def sd_p_rows(values: npt.ArrayLike, baseline_sd: float, tolerance: float = 0.0) -> Floats:
+    """`sd_p` for each row."""
+    x = _rows(values, "standard deviation")
     limit = _limit("baseline_sd", baseline_sd, tolerance)
     return _variance_p(x, limit * limit)
 
@@ -135,7 +165,16 @@ def pass_variance_p(
 ) -> float:
     """H1: the variance of the per-repetition pass rates > baseline_variance + tolerance
     (absolute, in variance units), by the studentized log sample variance."""
-    x = _values(rates_by_repetition, "pass-rate variance")
+    return float(
+        pass_variance_p_rows(_one_row(rates_by_repetition), baseline_variance, tolerance)[0]
+    )
+
+
+def pass_variance_p_rows(
+    rates_by_repetition: npt.ArrayLike, baseline_variance: float, tolerance: float = 0.0
+) -> Floats:
+    """`pass_variance_p` for each row of per-repetition pass rates."""
+    x = _rows(rates_by_repetition, "pass-rate variance")
     if np.any((x < 0) | (x > 1)):
         raise ValueError("pass rates by repetition must lie in [0, 1]")
     _check_nonnegative("baseline_variance", baseline_variance)
@@ -161,36 +200,52 @@ def holm(pvalues: Mapping[K, float], alpha: float) -> set[K]:
     return rejected
 
 
-def _variance_p(x: npt.NDArray[np.float64], limit: float) -> float:
+def _variance_p(x: Floats, limit: float) -> Floats:
     """H1: variance > limit; log sample variance studentized (Bonett) against t(n - 1)."""
-    n = x.size
+    rows, n = x.shape
     if n == 1:
-        return 1.0
-    deviations = x - x.mean()
-    ss = float(deviations @ deviations)
-    if ss == 0.0:
-        return 1.0
+        return np.ones(rows)
+    constant = _constant(x)
+    deviations = x - x.mean(axis=1, keepdims=True)
+    ss = np.where(constant, 1.0, np.einsum("ij,ij->i", deviations, deviations))
     if limit == 0.0:
-        return 0.0
-    ordered = np.sort(x)
-    trim = int(n / (2 * math.sqrt(n - 4))) if n > 4 else 0
-    centre = float(ordered[trim : n - trim].mean()) if n > 4 else float(np.median(x))
-    kurtosis = n * float(np.sum((x - centre) ** 4)) / (ss * ss)  # >= 1 > (n - 3) / n
-    se = math.sqrt((kurtosis - (n - 3) / n) / (n - 1))
+        return np.where(constant, 1.0, 0.0)
+    if n > 4:
+        trim = int(n / (2 * math.sqrt(n - 4)))
+        centre = np.sort(x, axis=1)[:, trim : n - trim].mean(axis=1, keepdims=True)
+    else:
+        centre = np.median(x, axis=1, keepdims=True)
+    fourth = np.where(constant, 1.0, np.sum((x - centre) ** 4, axis=1))
+    kurtosis = n * fourth / (ss * ss)  # >= 1 > (n - 3) / n: sum (x - c)^4 >= ss^2 / n
+    se = np.sqrt((kurtosis - (n - 3) / n) / (n - 1))
     from scipy.special import stdtr
 
-    return _clip(float(stdtr(n - 1, -(math.log(ss / (n - 1)) - math.log(limit)) / se)))
+    p = stdtr(n - 1, -(np.log(ss / (n - 1)) - math.log(limit)) / se)
+    return np.where(constant, 1.0, _clip(p))
 
 
-def _values(values: Sequence[float], kind: str) -> npt.NDArray[np.float64]:
+def _one_row(values: Sequence[float]) -> Floats:
     x = np.asarray(values, dtype=np.float64)
     if x.ndim != 1:
-        raise ValueError(f"values for the {kind} baseline must be a flat sequence")
-    if x.size == 0:
+        raise ValueError("values for a baseline must be a flat sequence of numbers")
+    return x.reshape(1, -1)
+
+
+def _rows(values: npt.ArrayLike, kind: str) -> Floats:
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"values for the {kind} baseline must be one row of values per run")
+    if x.shape[1] == 0:
         raise ValueError(f"no values to compare with the {kind} baseline")
     if not np.all(np.isfinite(x)):
         raise ValueError(f"values for the {kind} baseline must be finite numbers")
     return x
+
+
+def _constant(x: Floats) -> npt.NDArray[np.bool_]:
+    """Rows whose values are all equal (tested exactly: a mean's rounding must not read
+    as a spread)."""
+    return np.asarray(np.all(x == x[:, :1], axis=1))
 
 
 def _limit(name: str, baseline: float, tolerance: float) -> float:
@@ -214,5 +269,5 @@ def _check_tolerance(tolerance: float) -> None:
         raise ValueError(f"tolerance must be a finite number >= 0, got {tolerance}")
 
 
-def _clip(p: float) -> float:
-    return min(1.0, max(0.0, p))
+def _clip(p: npt.ArrayLike) -> Floats:
+    return np.clip(np.asarray(p, dtype=np.float64), 0.0, 1.0)

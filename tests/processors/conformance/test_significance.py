@@ -17,10 +17,15 @@ from processors.conformance.significance import (
     DEFAULT_ALPHA,
     holm,
     mean_p,
+    mean_p_rows,
     p95_p,
+    p95_p_rows,
     pass_rate_p,
+    pass_rate_p_rows,
     pass_variance_p,
+    pass_variance_p_rows,
     sd_p,
+    sd_p_rows,
 )
 
 
@@ -109,8 +114,11 @@ def test_mean_degenerate_inputs() -> None:
     assert mean_p([5000.0], 1000.0) == 1.0  # one trial carries no evidence of a shift
     assert mean_p([0.02, 0.02, 0.02], 0.01) == 0.0  # a constant cost above its baseline
     assert mean_p([0.01, 0.01], 0.01) == 1.0
+    assert mean_p([0.1] * 7, 0.1) == 1.0  # equal to the limit; the mean's rounding is no spread
     with pytest.raises(ValueError, match="no values"):
         mean_p([], 1.0)
+    with pytest.raises(ValueError, match="flat sequence"):
+        mean_p([[1.0, 2.0]], 1.0)  # type: ignore[list-item]
     with pytest.raises(ValueError, match="finite"):
         mean_p([1.0, math.inf], 1.0)
     with pytest.raises(ValueError, match="baseline_mean"):
@@ -167,6 +175,7 @@ def test_spread_degenerate_inputs() -> None:
     assert sd_p([900.0], 10.0) == 1.0
     assert sd_p([900.0, 900.0, 900.0], 10.0) == 1.0  # no spread is never above a baseline
     assert sd_p([900.0, 901.0], 0.0) == 0.0  # any spread refutes a baseline of none
+    assert sd_p([0.1] * 7, 0.0) == 1.0
     assert pass_variance_p([1.0, 1.0, 1.0], 0.0) == 1.0
     assert pass_variance_p([1.0, 0.8], 0.0) == 0.0
     with pytest.raises(ValueError, match="no values"):
@@ -232,6 +241,28 @@ def test_pass_variance_flags_flaky_repetitions_only() -> None:
         for _ in range(400)
     ]
     assert sum(p <= DEFAULT_ALPHA for p in unchanged) <= 0.05 * 400 + 2 * math.sqrt(400 * 0.05)
+
+
+# -- the row forms are the scalar tests, run by run --------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 12])
+def test_rows_equal_the_scalar_tests(n: int) -> None:
+    rng = np.random.default_rng(n)
+    latency = rng.lognormal(0.0, 0.7, (30, n))
+    latency[0] = 1.0  # a constant row
+    rates = rng.binomial(5, 0.8, (30, n)) / 5
+    passes = rng.binomial(n, 0.8, 30)
+    pairs: list[tuple[np.ndarray, list[float]]] = [
+        (mean_p_rows(latency, 1.2, 0.1), [mean_p(list(r), 1.2, 0.1) for r in latency]),
+        (p95_p_rows(latency, 2.0), [p95_p(list(r), 2.0) for r in latency]),
+        (sd_p_rows(latency, 0.5, 0.2), [sd_p(list(r), 0.5, 0.2) for r in latency]),
+        (pass_variance_p_rows(rates, 0.02), [pass_variance_p(list(r), 0.02) for r in rates]),
+        (pass_rate_p_rows(passes, n, 0.85), [pass_rate_p(int(k), n, 0.85) for k in passes]),
+    ]
+    for rows, scalars in pairs:
+        assert rows.shape == (30,)
+        assert list(rows) == scalars
 
 
 # -- Holm --------------------------------------------------------------------------------
