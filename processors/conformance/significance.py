@@ -61,6 +61,7 @@ import numpy.typing as npt
 __all__ = [
     "DEFAULT_ALPHA",
     "holm",
+    "holm_rows",
     "mean_p",
     "mean_p_rows",
     "p95_p",
@@ -186,17 +187,30 @@ def holm(pvalues: Mapping[K, float], alpha: float) -> set[K]:
     """Holm-Bonferroni step-down: the keys rejected at family-wise level alpha. Sorted
     ascending, the i-th smallest (from 0) is rejected while p <= alpha / (m - i); the
     first that is not stops the procedure."""
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    for key, p in pvalues.items():
-        if not 0 <= p <= 1:  # also rejects NaN
-            raise ValueError(f"p-value of {key!r} must be in [0, 1], got {p}")
-    ranked = sorted(pvalues.items(), key=lambda item: item[1])
-    rejected: set[K] = set()
-    for i, (key, p) in enumerate(ranked):
-        if p > alpha / (len(ranked) - i):
-            break
-        rejected.add(key)
+    keys = list(pvalues)
+    for key in keys:
+        if not 0 <= pvalues[key] <= 1:  # also rejects NaN
+            raise ValueError(f"p-value of {key!r} must be in [0, 1], got {pvalues[key]}")
+    if not keys:
+        _check_alpha(alpha)
+        return set()
+    rejected = holm_rows([[pvalues[k] for k in keys]], alpha)[0]
+    return {k for k, r in zip(keys, rejected, strict=True) if r}
+
+
+def holm_rows(pvalues: npt.ArrayLike, alpha: float) -> npt.NDArray[np.bool_]:
+    """`holm` for each row of a 2-D array of p-values (one row, one family): True where
+    rejected."""
+    _check_alpha(alpha)
+    p = np.asarray(pvalues, dtype=np.float64)
+    if p.ndim != 2 or np.any(~((p >= 0) & (p <= 1))):
+        raise ValueError("p-values must be a 2-D array of numbers in [0, 1]")
+    m = p.shape[1]
+    order = np.argsort(p, axis=1, kind="stable")
+    ranked = np.take_along_axis(p, order, axis=1)
+    passed = np.logical_and.accumulate(ranked <= alpha / (m - np.arange(m)), axis=1)
+    rejected = np.zeros(p.shape, dtype=bool)
+    np.put_along_axis(rejected, order, passed, axis=1)
     return rejected
 
 
@@ -252,6 +266,11 @@ def _limit(name: str, baseline: float, tolerance: float) -> float:
     _check_nonnegative(name, baseline)
     _check_tolerance(tolerance)
     return baseline * (1 + tolerance)
+
+
+def _check_alpha(alpha: float) -> None:
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
 
 
 def _check_fraction(name: str, value: float) -> None:

@@ -16,6 +16,7 @@ from scipy import stats
 from processors.conformance.significance import (
     DEFAULT_ALPHA,
     holm,
+    holm_rows,
     mean_p,
     mean_p_rows,
     p95_p,
@@ -277,6 +278,17 @@ def test_holm_hand_worked() -> None:
     assert holm({("c1", "s1"): 0.02, ("c1", "s2"): 0.024, ("c2", "s1"): 0.9}, 0.05) == set()
     assert holm({}, 0.05) == set()
     assert holm({"only": 0.05}, 0.05) == {"only"}
+
+
+def test_holm_rows_equal_holm_per_family() -> None:
+    rng = np.random.default_rng(7)
+    families = rng.uniform(0, 0.08, (200, 6)) ** rng.uniform(0.5, 2.0, (200, 1))
+    families[0] = [0.01, 0.01, 0.01, 0.5, 0.0125, 0.04]  # ties and a boundary
+    rows = holm_rows(families, 0.05)
+    for family, rejected in zip(families, rows, strict=True):
+        expected = holm(dict(enumerate(float(p) for p in family)), 0.05)
+        assert {i for i, r in enumerate(rejected) if r} == expected
+    assert 0 < rows.sum() < rows.size
 
 
 def test_holm_rejects_bad_input() -> None:
