@@ -165,7 +165,8 @@ def pass_variance_p(
     rates_by_repetition: Sequence[float], baseline_variance: float, tolerance: float = 0.0
 ) -> float:
     """H1: the variance of the per-repetition pass rates > baseline_variance + tolerance
-    (absolute, in variance units), by the studentized log sample variance."""
+    (absolute, in variance units), by the studentized log sample variance; exact
+    (binomial) when every rate is 0 or 1, as for a single scenario's repetitions."""
     return float(
         pass_variance_p_rows(_one_row(rates_by_repetition), baseline_variance, tolerance)[0]
     )
@@ -180,7 +181,29 @@ def pass_variance_p_rows(
         raise ValueError("pass rates by repetition must lie in [0, 1]")
     _check_nonnegative("baseline_variance", baseline_variance)
     _check_tolerance(tolerance)
-    return _variance_p(x, baseline_variance + tolerance)
+    limit = baseline_variance + tolerance
+    p = _variance_p(x, limit)
+    binary = np.all((x == 0) | (x == 1), axis=1)  # one scenario: each repetition passed or not
+    return np.where(binary, _binary_variance_p(x, limit), p) if binary.any() else p
+
+
+def _binary_variance_p(x: Floats, limit: float) -> Floats:
+    """Exact for 0/1 values: their variance q(1 - q) exceeds `limit` only if the rate q is
+    nearer 1/2 than the roots of q(1 - q) = limit, so the p-value is P(a count at least
+    as central as the observed one) at the nearer root (the supremum over H0: the binomial
+    family has a monotone likelihood ratio)."""
+    n = x.shape[1]
+    if limit >= 0.25:
+        return np.ones(x.shape[0])
+    if limit == 0.0:
+        return np.where(_constant(x), 1.0, 0.0)
+    root = (1 - math.sqrt(1 - 4 * limit)) / 2
+    ones = x.sum(axis=1)
+    low, high = np.minimum(ones, n - ones), np.maximum(ones, n - ones)
+    from scipy.special import bdtr
+
+    central = bdtr(high, n, root) - np.where(low > 0, bdtr(np.maximum(low - 1, 0), n, root), 0.0)
+    return _clip(central)
 
 
 def holm(pvalues: Mapping[K, float], alpha: float) -> set[K]:
@@ -229,7 +252,8 @@ def _variance_p(x: Floats, limit: float) -> Floats:
         centre = np.sort(x, axis=1)[:, trim : n - trim].mean(axis=1, keepdims=True)
     else:
         centre = np.median(x, axis=1, keepdims=True)
-    fourth = np.where(constant, 1.0, np.sum((x - centre) ** 4, axis=1))
+    squares = np.square(x - centre)
+    fourth = np.where(constant, 1.0, np.einsum("ij,ij->i", squares, squares))
     kurtosis = n * fourth / (ss * ss)  # >= 1 > (n - 3) / n: sum (x - c)^4 >= ss^2 / n
     se = np.sqrt((kurtosis - (n - 3) / n) / (n - 1))
     from scipy.special import stdtr

@@ -172,6 +172,15 @@ def test_pass_variance_tolerance_is_absolute() -> None:
         pass_variance_p([0.5, 1.2], 0.01)
 
 
+def test_pass_variance_of_one_scenario_is_exact_binomial() -> None:
+    # 0/1 rates: variance q(1-q) > 0.09 iff q in (0.1, 0.9); 8 of 10 is as central as 2..8
+    outcomes = [1.0, 1, 1, 0, 1, 1, 0, 1, 1, 1]
+    by_hand = binomial_cdf(8, 10, 0.1) - binomial_cdf(1, 10, 0.1)
+    assert pass_variance_p(outcomes, 0.09) == pytest.approx(by_hand, rel=1e-10)
+    assert pass_variance_p([1.0, 0.0] * 10, 0.09) < 0.001  # half fail: variance 0.25
+    assert pass_variance_p([1.0, 0.0], 0.25) == 1.0  # no 0/1 variance exceeds 1/4
+
+
 def test_spread_degenerate_inputs() -> None:
     assert sd_p([900.0], 10.0) == 1.0
     assert sd_p([900.0, 900.0, 900.0], 10.0) == 1.0  # no spread is never above a baseline
