@@ -165,8 +165,9 @@ def pass_variance_p(
     rates_by_repetition: Sequence[float], baseline_variance: float, tolerance: float = 0.0
 ) -> float:
     """H1: the variance of the per-repetition pass rates > baseline_variance + tolerance
-    (absolute, in variance units), by the studentized log sample variance; exact
-    (binomial) when every rate is 0 or 1, as for a single scenario's repetitions."""
+    (absolute, in variance units): the larger p-value of the studentized log and raw
+    sample variance; exact (binomial) when the rates take two values, as 0/1 for a
+    single scenario's repetitions or rare failures of a stable surface."""
     return float(
         pass_variance_p_rows(_one_row(rates_by_repetition), baseline_variance, tolerance)[0]
     )
@@ -182,28 +183,32 @@ def pass_variance_p_rows(
     _check_nonnegative("baseline_variance", baseline_variance)
     _check_tolerance(tolerance)
     limit = baseline_variance + tolerance
-    p = _variance_p(x, limit)
-    binary = np.all((x == 0) | (x == 1), axis=1)  # one scenario: each repetition passed or not
-    return np.where(binary, _binary_variance_p(x, limit), p) if binary.any() else p
+    p = np.maximum(_variance_p(x, limit), _raw_variance_p(x, limit))
+    low, high = x.min(axis=1), x.max(axis=1)
+    two = np.all((x == low[:, None]) | (x == high[:, None]), axis=1) & (high > low)
+    if not two.any():
+        return p
+    return np.where(two, _two_point_variance_p(x, low, high, limit), p)
 
 
-def _binary_variance_p(x: Floats, limit: float) -> Floats:
-    """Exact for 0/1 values: their variance q(1 - q) exceeds `limit` only if the rate q is
-    nearer 1/2 than the roots of q(1 - q) = limit, so the p-value is P(a count at least
-    as central as the observed one) at the nearer root (the supremum over H0: the binomial
-    family has a monotone likelihood ratio)."""
+def _two_point_variance_p(x: Floats, low: Floats, high: Floats, limit: float) -> Floats:
+    """Exact for values on two points a < b (0/1 outcomes of one scenario; rare failures
+    of a stable surface, where the asymptotic test overshoots alpha): the variance
+    (b - a)^2 q (1 - q) exceeds `limit` only if the share q at b is nearer 1/2 than the
+    roots of q (1 - q) = limit / (b - a)^2, so the p-value is P(a count at least as
+    central as the observed one) at the nearer root (the supremum over H0: the binomial
+    family has a monotone likelihood ratio). Conditional on the two points observed."""
     n = x.shape[1]
-    if limit >= 0.25:
-        return np.ones(x.shape[0])
-    if limit == 0.0:
-        return np.where(_constant(x), 1.0, 0.0)
-    root = (1 - math.sqrt(1 - 4 * limit)) / 2
-    ones = x.sum(axis=1)
-    low, high = np.minimum(ones, n - ones), np.maximum(ones, n - ones)
+    gap = np.where(high > low, high - low, 1.0)
+    scaled = np.minimum(limit / (gap * gap), 0.25)
+    root = (1 - np.sqrt(1 - 4 * scaled)) / 2
+    ones = np.count_nonzero(x == high[:, None], axis=1)
+    fewer, more = np.minimum(ones, n - ones), np.maximum(ones, n - ones)
     from scipy.special import bdtr
 
-    central = bdtr(high, n, root) - np.where(low > 0, bdtr(np.maximum(low - 1, 0), n, root), 0.0)
-    return _clip(central)
+    below = np.where(fewer > 0, bdtr(np.maximum(fewer - 1, 0), n, root), 0.0)
+    central = np.where(scaled >= 0.25, 1.0, bdtr(more, n, root) - below)
+    return np.where(limit == 0.0, 0.0, _clip(central))
 
 
 def holm(pvalues: Mapping[K, float], alpha: float) -> set[K]:
@@ -260,6 +265,27 @@ def _variance_p(x: Floats, limit: float) -> Floats:
 
     p = stdtr(n - 1, -(np.log(ss / (n - 1)) - math.log(limit)) / se)
     return np.where(constant, 1.0, _clip(p))
+
+
+def _raw_variance_p(x: Floats, limit: float) -> Floats:
+    """H1: variance > limit; the sample variance studentized on the raw scale,
+    se^2 = (m4 - s^4 (n - 3) / (n - 1)) / n, against t(n - 1). Coarse rates need it
+    beside the log form: each alone overshoots alpha on some lattice, together they
+    do not (bench)."""
+    rows, n = x.shape
+    if n == 1:
+        return np.ones(rows)
+    constant = _constant(x)
+    if limit == 0.0:
+        return np.where(constant, 1.0, 0.0)
+    deviations = x - x.mean(axis=1, keepdims=True)
+    squares = np.square(deviations)
+    s2 = squares.sum(axis=1) / (n - 1)
+    m4 = np.einsum("ij,ij->i", squares, squares) / n
+    se = np.sqrt(np.where(constant, 1.0, m4 - s2 * s2 * (n - 3) / (n - 1)) / n)  # > 0
+    from scipy.special import stdtr
+
+    return np.where(constant, 1.0, _clip(stdtr(n - 1, -(s2 - limit) / se)))
 
 
 def _one_row(values: Sequence[float]) -> Floats:

@@ -49,6 +49,20 @@ def log_variance_p(values: list[float], limit: float) -> float:
     return float(stats.t.sf(math.log(s2 / limit) / se, n - 1))
 
 
+def raw_variance_p(values: list[float], limit: float) -> float:
+    """The raw-scale form: (s^2 - limit) over the moment standard error, against t(n-1)."""
+    n = len(values)
+    mean = sum(values) / n
+    s2 = sum((v - mean) ** 2 for v in values) / (n - 1)
+    m4 = sum((v - mean) ** 4 for v in values) / n
+    se = math.sqrt((m4 - s2**2 * (n - 3) / (n - 1)) / n)
+    return float(stats.t.sf((s2 - limit) / se, n - 1))
+
+
+def pass_variance_by_hand(rates: list[float], limit: float) -> float:
+    return max(log_variance_p(rates, limit), raw_variance_p(rates, limit))
+
+
 # -- pass rate ---------------------------------------------------------------------------
 
 
@@ -164,21 +178,28 @@ def test_sd_is_the_studentized_log_sample_variance() -> None:
 
 def test_pass_variance_tolerance_is_absolute() -> None:
     rates = [1.0, 0.6, 0.9, 0.5, 1.0, 0.7]
-    assert pass_variance_p(rates, 0.01) == pytest.approx(log_variance_p(rates, 0.01))
+    assert pass_variance_p(rates, 0.01) == pytest.approx(pass_variance_by_hand(rates, 0.01))
     assert pass_variance_p(rates, 0.01, tolerance=0.02) == pytest.approx(
-        log_variance_p(rates, 0.03)
+        pass_variance_by_hand(rates, 0.03)
     )
+    assert raw_variance_p(rates, 0.03) != pytest.approx(log_variance_p(rates, 0.03))
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         pass_variance_p([0.5, 1.2], 0.01)
 
 
-def test_pass_variance_of_one_scenario_is_exact_binomial() -> None:
+def test_pass_variance_on_two_points_is_exact_binomial() -> None:
     # 0/1 rates: variance q(1-q) > 0.09 iff q in (0.1, 0.9); 8 of 10 is as central as 2..8
     outcomes = [1.0, 1, 1, 0, 1, 1, 0, 1, 1, 1]
     by_hand = binomial_cdf(8, 10, 0.1) - binomial_cdf(1, 10, 0.1)
     assert pass_variance_p(outcomes, 0.09) == pytest.approx(by_hand, rel=1e-10)
     assert pass_variance_p([1.0, 0.0] * 10, 0.09) < 0.001  # half fail: variance 0.25
     assert pass_variance_p([1.0, 0.0], 0.25) == 1.0  # no 0/1 variance exceeds 1/4
+    # two points a < b in general (rare failures of five scenarios): scale to 0/1
+    rare = [1.0] * 18 + [0.8] * 2
+    scaled = 0.00198 / 0.2**2
+    root = (1 - math.sqrt(1 - 4 * scaled)) / 2
+    by_hand = binomial_cdf(18, 20, root) - binomial_cdf(1, 20, root)
+    assert pass_variance_p(rare, 0.00198) == pytest.approx(by_hand, rel=1e-9)
 
 
 def test_spread_degenerate_inputs() -> None:
@@ -245,7 +266,7 @@ def test_pass_variance_flags_flaky_repetitions_only() -> None:
     # flaky: a quarter of the repetitions lose their environment and half their passes
     broken = rng.random(repetitions) < 0.25
     rates = rng.binomial(scenarios, np.where(broken, 0.45, rate)) / scenarios
-    assert pass_variance_p(list(rates), baseline) < 0.01
+    assert pass_variance_p(list(rates), baseline) < DEFAULT_ALPHA / 2
     unchanged = [
         pass_variance_p(list(rng.binomial(scenarios, rate, repetitions) / scenarios), baseline)
         for _ in range(400)
