@@ -23,9 +23,9 @@ Which test, and why (false-regression rates measured by
 - p95 latency: exceedances of the baseline p95. If the true p95 is at most the
   baseline, each trial exceeds it with probability at most 0.05, so the count is at
   most Binomial(n, 0.05): exact and distribution-free.
-- standard deviation of latency: the log of the sample variance, studentized by its kurtosis-aware standard error,
-  se^2 = (k - (n - 3) / n) / (n - 1), against Student's t with n - 1 degrees of
-  freedom; k is the sample kurtosis about a trimmed mean (trim 1 / (2 sqrt(n - 4)),
+- standard deviation of latency: the log of the sample variance, studentized by its
+  kurtosis-aware standard error, se^2 = (k - (n - 3) / n) / (n - 1), against
+  Student's t with n - 1 degrees of freedom; k is the sample kurtosis about a trimmed mean (trim 1 / (2 sqrt(n - 4)),
   the median for n <= 4), after Bonett (2006, Comput. Stat. Data Anal. 50:775), less
   his small-sample constant c, so slightly more conservative. The chi-square variance
   test is exact only for normal data; on lognormal latency it fails unchanged
