@@ -25,12 +25,13 @@ Which test, and why (false-regression rates measured by
   most Binomial(n, 0.05): exact and distribution-free.
 - standard deviation of latency: the log of the sample variance, studentized by its
   kurtosis-aware standard error, se^2 = (k - (n - 3) / n) / (n - 1), against
-  Student's t with n - 1 degrees of freedom; k is the sample kurtosis about a trimmed mean (trim 1 / (2 sqrt(n - 4)),
-  the median for n <= 4), after Bonett (2006, Comput. Stat. Data Anal. 50:775), less
-  his small-sample constant c, so slightly more conservative. The chi-square variance
-  test is exact only for normal data; on lognormal latency it fails unchanged
-  surfaces at two to four times alpha. The studentized sample variance on the raw
-  scale holds alpha too but, its own error skewed, has half the power on heavy tails.
+  Student's t with n - 1 degrees of freedom; k is the sample kurtosis about a trimmed
+  mean (trim 1 / (2 sqrt(n - 4)), the median for n <= 4), after Bonett (2006,
+  Comput. Stat. Data Anal. 50:775), less his small-sample constant c, so slightly more
+  conservative. The chi-square variance test is exact only for normal data; on
+  lognormal latency it fails unchanged surfaces at two to four times alpha. The
+  studentized sample variance on the raw scale holds alpha too but, its own error
+  skewed, has half the power on heavy tails.
 - pass-rate variance across repetitions (rates in [0, 1], often on a coarse lattice of
   k / scenarios): the larger of the two studentized p-values (log and raw scale), as
   each alone overshoots alpha on some lattice; exact binomial when the rates take only
