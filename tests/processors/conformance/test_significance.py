@@ -16,11 +16,17 @@ from scipy import stats
 from processors.conformance.significance import (
     DEFAULT_ALPHA,
     holm,
+    holm_rows,
     mean_p,
+    mean_p_rows,
     p95_p,
+    p95_p_rows,
     pass_rate_p,
+    pass_rate_p_rows,
     pass_variance_p,
+    pass_variance_p_rows,
     sd_p,
+    sd_p_rows,
 )
 
 
@@ -41,6 +47,20 @@ def log_variance_p(values: list[float], limit: float) -> float:
     kurtosis = n * sum((v - centre) ** 4 for v in values) / ((n - 1) * s2) ** 2
     se = math.sqrt((kurtosis - (n - 3) / n) / (n - 1))
     return float(stats.t.sf(math.log(s2 / limit) / se, n - 1))
+
+
+def raw_variance_p(values: list[float], limit: float) -> float:
+    """The raw-scale form: (s^2 - limit) over the moment standard error, against t(n-1)."""
+    n = len(values)
+    mean = sum(values) / n
+    s2 = sum((v - mean) ** 2 for v in values) / (n - 1)
+    m4 = sum((v - mean) ** 4 for v in values) / n
+    se = math.sqrt((m4 - s2**2 * (n - 3) / (n - 1)) / n)
+    return float(stats.t.sf((s2 - limit) / se, n - 1))
+
+
+def pass_variance_by_hand(rates: list[float], limit: float) -> float:
+    return max(log_variance_p(rates, limit), raw_variance_p(rates, limit))
 
 
 # -- pass rate ---------------------------------------------------------------------------
@@ -109,8 +129,11 @@ def test_mean_degenerate_inputs() -> None:
     assert mean_p([5000.0], 1000.0) == 1.0  # one trial carries no evidence of a shift
     assert mean_p([0.02, 0.02, 0.02], 0.01) == 0.0  # a constant cost above its baseline
     assert mean_p([0.01, 0.01], 0.01) == 1.0
+    assert mean_p([0.1] * 7, 0.1) == 1.0  # equal to the limit; the mean's rounding is no spread
     with pytest.raises(ValueError, match="no values"):
         mean_p([], 1.0)
+    with pytest.raises(ValueError, match="flat sequence"):
+        mean_p([[1.0, 2.0]], 1.0)  # type: ignore[list-item]
     with pytest.raises(ValueError, match="finite"):
         mean_p([1.0, math.inf], 1.0)
     with pytest.raises(ValueError, match="baseline_mean"):
@@ -155,18 +178,35 @@ def test_sd_is_the_studentized_log_sample_variance() -> None:
 
 def test_pass_variance_tolerance_is_absolute() -> None:
     rates = [1.0, 0.6, 0.9, 0.5, 1.0, 0.7]
-    assert pass_variance_p(rates, 0.01) == pytest.approx(log_variance_p(rates, 0.01))
+    assert pass_variance_p(rates, 0.01) == pytest.approx(pass_variance_by_hand(rates, 0.01))
     assert pass_variance_p(rates, 0.01, tolerance=0.02) == pytest.approx(
-        log_variance_p(rates, 0.03)
+        pass_variance_by_hand(rates, 0.03)
     )
+    assert raw_variance_p(rates, 0.03) != pytest.approx(log_variance_p(rates, 0.03))
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         pass_variance_p([0.5, 1.2], 0.01)
+
+
+def test_pass_variance_on_two_points_is_exact_binomial() -> None:
+    # 0/1 rates: variance q(1-q) > 0.09 iff q in (0.1, 0.9); 8 of 10 is as central as 2..8
+    outcomes = [1.0, 1, 1, 0, 1, 1, 0, 1, 1, 1]
+    by_hand = binomial_cdf(8, 10, 0.1) - binomial_cdf(1, 10, 0.1)
+    assert pass_variance_p(outcomes, 0.09) == pytest.approx(by_hand, rel=1e-10)
+    assert pass_variance_p([1.0, 0.0] * 10, 0.09) < 0.001  # half fail: variance 0.25
+    assert pass_variance_p([1.0, 0.0], 0.25) == 1.0  # no 0/1 variance exceeds 1/4
+    # two points a < b in general (rare failures of five scenarios): scale to 0/1
+    rare = [1.0] * 18 + [0.8] * 2
+    scaled = 0.00198 / 0.2**2
+    root = (1 - math.sqrt(1 - 4 * scaled)) / 2
+    by_hand = binomial_cdf(18, 20, root) - binomial_cdf(1, 20, root)
+    assert pass_variance_p(rare, 0.00198) == pytest.approx(by_hand, rel=1e-9)
 
 
 def test_spread_degenerate_inputs() -> None:
     assert sd_p([900.0], 10.0) == 1.0
     assert sd_p([900.0, 900.0, 900.0], 10.0) == 1.0  # no spread is never above a baseline
     assert sd_p([900.0, 901.0], 0.0) == 0.0  # any spread refutes a baseline of none
+    assert sd_p([0.1] * 7, 0.0) == 1.0
     assert pass_variance_p([1.0, 1.0, 1.0], 0.0) == 1.0
     assert pass_variance_p([1.0, 0.8], 0.0) == 0.0
     with pytest.raises(ValueError, match="no values"):
@@ -226,12 +266,34 @@ def test_pass_variance_flags_flaky_repetitions_only() -> None:
     # flaky: a quarter of the repetitions lose their environment and half their passes
     broken = rng.random(repetitions) < 0.25
     rates = rng.binomial(scenarios, np.where(broken, 0.45, rate)) / scenarios
-    assert pass_variance_p(list(rates), baseline) < 0.01
+    assert pass_variance_p(list(rates), baseline) < DEFAULT_ALPHA / 2
     unchanged = [
         pass_variance_p(list(rng.binomial(scenarios, rate, repetitions) / scenarios), baseline)
         for _ in range(400)
     ]
     assert sum(p <= DEFAULT_ALPHA for p in unchanged) <= 0.05 * 400 + 2 * math.sqrt(400 * 0.05)
+
+
+# -- the row forms are the scalar tests, run by run --------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 12])
+def test_rows_equal_the_scalar_tests(n: int) -> None:
+    rng = np.random.default_rng(n)
+    latency = rng.lognormal(0.0, 0.7, (30, n))
+    latency[0] = 1.0  # a constant row
+    rates = rng.binomial(5, 0.8, (30, n)) / 5
+    passes = rng.binomial(n, 0.8, 30)
+    pairs: list[tuple[np.ndarray, list[float]]] = [
+        (mean_p_rows(latency, 1.2, 0.1), [mean_p(list(r), 1.2, 0.1) for r in latency]),
+        (p95_p_rows(latency, 2.0), [p95_p(list(r), 2.0) for r in latency]),
+        (sd_p_rows(latency, 0.5, 0.2), [sd_p(list(r), 0.5, 0.2) for r in latency]),
+        (pass_variance_p_rows(rates, 0.02), [pass_variance_p(list(r), 0.02) for r in rates]),
+        (pass_rate_p_rows(passes, n, 0.85), [pass_rate_p(int(k), n, 0.85) for k in passes]),
+    ]
+    for rows, scalars in pairs:
+        assert rows.shape == (30,)
+        assert list(rows) == scalars
 
 
 # -- Holm --------------------------------------------------------------------------------
@@ -246,6 +308,17 @@ def test_holm_hand_worked() -> None:
     assert holm({("c1", "s1"): 0.02, ("c1", "s2"): 0.024, ("c2", "s1"): 0.9}, 0.05) == set()
     assert holm({}, 0.05) == set()
     assert holm({"only": 0.05}, 0.05) == {"only"}
+
+
+def test_holm_rows_equal_holm_per_family() -> None:
+    rng = np.random.default_rng(7)
+    families = rng.uniform(0, 0.08, (200, 6)) ** rng.uniform(0.5, 2.0, (200, 1))
+    families[0] = [0.01, 0.01, 0.01, 0.5, 0.0125, 0.04]  # ties and a boundary
+    rows = holm_rows(families, 0.05)
+    for family, rejected in zip(families, rows, strict=True):
+        expected = holm(dict(enumerate(float(p) for p in family)), 0.05)
+        assert {i for i, r in enumerate(rejected) if r} == expected
+    assert 0 < rows.sum() < rows.size
 
 
 def test_holm_rejects_bad_input() -> None:
