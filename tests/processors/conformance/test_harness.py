@@ -581,7 +581,7 @@ def test_an_unchanged_surface_within_sampling_error_does_not_regress(tmp_path: P
     result = _baseline_run(tmp_path, {
         "passRate": 0.65, "meanLatencyMs": 1095, "p95LatencyMs": 1180, "latencySdMs": 55,
         "passRateVariance": 0.24, "meanTokens": 120, "meanCostUsd": 0.002,
-        "latencyTolerance": 0, "varianceTolerance": 0,
+        "latencyTolerance": 0, "varianceTolerance": 0, "tokenTolerance": 0, "costTolerance": 0,
     })  # fmt: skip
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
