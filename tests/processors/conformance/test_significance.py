@@ -8,6 +8,7 @@ import math
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -326,6 +327,13 @@ def test_holm_rejects_bad_input() -> None:
         holm({"a": 0.01}, 0.0)
     with pytest.raises(ValueError, match="p-value of 'a'"):
         holm({"a": math.nan}, 0.05)
+
+
+def test_the_docs_holm_example_runs() -> None:
+    text = (Path(__file__).parents[3] / "docs" / "conformance-baselines.md").read_text()
+    block = text.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "assert holm(" in block
+    exec(compile(block, "docs/conformance-baselines.md", "exec"), {})
 
 
 def test_importing_the_module_leaves_scipy_unloaded() -> None:
