@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
+from schemas.retention import apply_retention_ttl
 from schemas.store import Store
 from schemas.tables import DATABASE, Table
 from schemas.tuning import apply_merge_tuning
@@ -182,4 +183,5 @@ def apply_migrations(
         )
         applied.append(migration)
     apply_merge_tuning(store)
+    apply_retention_ttl(store)  # a table a migration rebuilt gets its TTL back
     return applied

@@ -1,0 +1,144 @@
+"""Retention as ClickHouse TTL: the settings rows rendered into each retained table's
+TTL, and applied again whenever they or the table changed.
+
+Each tenant with a setting of its own gets a rule `toDateTime(<time>) +
+toIntervalSecond(N) WHERE tenant_id = 'T'`; the store's default (`serve --retention`)
+covers every other tenant (`WHERE tenant_id NOT IN (...)`), so a tenant's setting
+wins whether it is shorter or longer. No setting at all: no TTL (keep forever).
+
+`apply_retention_ttl` runs after every migration run (`schemas.migrations`): a table
+a later migration rebuilds (REBUILD creates it anew) gets its TTL back, and a store
+whose settings did not change costs two queries. The comparison is ClickHouse's own
+formatting of the current and the wanted clause, so a TTL is altered (and its
+expired rows deleted by a mutation) only when it differs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from schemas.store import Store
+from schemas.tables import (
+    DATABASE,
+    EMISSION_RECEIPTS,
+    EVALUATION_DIMENSIONS,
+    EVALUATION_EVENTS,
+    QUARANTINE,
+    STORE_RETENTION,
+    TENANT_RETENTION,
+)
+
+# table -> the time column its TTL counts from
+RETAINED_TABLES: Mapping[str, str] = {
+    EVALUATION_EVENTS.name: "timestamp",
+    EVALUATION_DIMENSIONS.name: "timestamp",
+    EMISSION_RECEIPTS.name: "received_at",
+    QUARANTINE.name: "received_at",
+}
+
+# A tenant id a TTL rule may name: what tokens files and the SDK use; nothing that
+# needs more than a plain quoted literal.
+TENANT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+_TTL = re.compile(r"\sTTL\s(.*?)(?:\sSETTINGS\s.*)?$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class RetentionRules:
+    """Seconds kept after a row's time: the store's default (None: forever) and each
+    tenant's own."""
+
+    default: int | None = None
+    tenants: Mapping[str, int] = field(default_factory=dict)
+
+    def of(self, tenant: str | None) -> tuple[int | None, str]:
+        """`tenant`'s retention in seconds and where it comes from ("tenant",
+        "default", or "none": kept forever)."""
+        if tenant is not None and tenant in self.tenants:
+            return self.tenants[tenant], "tenant"
+        if self.default is not None:
+            return self.default, "default"
+        return None, "none"
+
+
+def _literal(text: str) -> str:
+    if not TENANT_ID.match(text):
+        raise ValueError(f"tenant id {text!r} cannot be named in a TTL rule")
+    return "'" + text + "'"
+
+
+def ttl_clause(column: str, rules: RetentionRules) -> str | None:
+    """The TTL of a table whose rows' time is `column`, or None (no rule)."""
+    parts = [
+        f"toDateTime({column}) + toIntervalSecond({seconds}) WHERE tenant_id = {_literal(t)}"
+        for t, seconds in sorted(rules.tenants.items())
+    ]
+    if rules.default is not None:
+        others = ", ".join(_literal(t) for t in sorted(rules.tenants))
+        rest = f" WHERE tenant_id NOT IN ({others})" if others else ""
+        parts.append(f"toDateTime({column}) + toIntervalSecond({rules.default}){rest}")
+    return ", ".join(parts) or None
+
+
+def read_rules(store: Store) -> RetentionRules:
+    """The settings as stored (a cleared tenant setting, 0 seconds, is none)."""
+    tenants = {
+        str(tenant): int(seconds)
+        for tenant, seconds in store.query(
+            f"SELECT tenant_id, seconds FROM {TENANT_RETENTION.qualified} FINAL WHERE seconds > 0"
+        ).rows
+    }
+    rows = store.query(f"SELECT seconds FROM {STORE_RETENTION.qualified} FINAL").rows
+    default = int(rows[0][0]) if rows and int(rows[0][0]) > 0 else None
+    return RetentionRules(default, tenants)
+
+
+def apply_retention_ttl(store: Store) -> list[str]:
+    """Make every retained table's TTL the settings' (a no-op where it is); the tables
+    altered. Nothing before migration 0018 created the settings tables."""
+    wanted_tables = [*RETAINED_TABLES, TENANT_RETENTION.name, STORE_RETENTION.name]
+    found = {
+        str(name): str(query)
+        for name, query in store.query(
+            "SELECT name, create_table_query FROM system.tables"
+            " WHERE database = {db:String} AND has({names:Array(String)}, name)",
+            {"db": DATABASE, "names": wanted_tables},
+        ).rows
+    }
+    if TENANT_RETENTION.name not in found or STORE_RETENTION.name not in found:
+        return []
+    rules = read_rules(store)
+    pairs: list[tuple[str, str | None, str | None]] = []
+    for table, column in RETAINED_TABLES.items():
+        if table not in found:
+            continue
+        match = _TTL.search(found[table])
+        pairs.append((table, match[1] if match else None, ttl_clause(column, rules)))
+    altered = []
+    for table, _current, wanted in _differing(store, pairs):
+        qualified = f"{DATABASE}.{table}"
+        if wanted is None:
+            store.command(f"ALTER TABLE {qualified} REMOVE TTL")
+        else:
+            store.command(f"ALTER TABLE {qualified} MODIFY TTL {wanted}")
+        altered.append(table)
+    return altered
+
+
+def _differing(
+    store: Store, pairs: list[tuple[str, str | None, str | None]]
+) -> list[tuple[str, str | None, str | None]]:
+    """The (table, current, wanted) whose TTLs differ, as ClickHouse formats them."""
+    compare = [(t, c, w) for t, c, w in pairs if c is not None and w is not None and c != w]
+    out = [(t, c, w) for t, c, w in pairs if (c is None) != (w is None)]
+    if not compare:
+        return out
+    texts = [f"ALTER TABLE t MODIFY TTL {text}" for _, c, w in compare for text in (c, w)]
+    formatted = store.query(
+        "SELECT arrayMap(q -> formatQuerySingleLine(q), {texts:Array(String)})", {"texts": texts}
+    ).scalar()
+    for i, pair in enumerate(compare):
+        if formatted[2 * i] != formatted[2 * i + 1]:
+            out.append(pair)
+    return out
