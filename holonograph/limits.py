@@ -54,6 +54,7 @@ JOB_LIMITS: Mapping[str, ReadLimits] = {
     "lessons.reject": LISTING,
     "quarantine": LISTING,
     "report": ANALYSIS,
+    "retention": LISTING,
     "status": LISTING,
     "structural-inventory": ANALYSIS,
     "topology-bootstrap": ANALYSIS,

@@ -15,9 +15,14 @@ expired rows deleted by a mutation) only when it differs.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 
 from schemas.store import Store
 from schemas.tables import (
@@ -68,16 +73,24 @@ def _literal(text: str) -> str:
     return "'" + text + "'"
 
 
+def _interval(seconds: int) -> str:
+    """In the largest whole unit, as an operator reads it in SHOW CREATE TABLE."""
+    for function, size in (("toIntervalDay", 86400), ("toIntervalHour", 3600)):
+        if seconds % size == 0:
+            return f"{function}({seconds // size})"
+    return f"toIntervalSecond({seconds})"
+
+
 def ttl_clause(column: str, rules: RetentionRules) -> str | None:
     """The TTL of a table whose rows' time is `column`, or None (no rule)."""
     parts = [
-        f"toDateTime({column}) + toIntervalSecond({seconds}) WHERE tenant_id = {_literal(t)}"
+        f"toDateTime({column}) + {_interval(seconds)} WHERE tenant_id = {_literal(t)}"
         for t, seconds in sorted(rules.tenants.items())
     ]
     if rules.default is not None:
         others = ", ".join(_literal(t) for t in sorted(rules.tenants))
         rest = f" WHERE tenant_id NOT IN ({others})" if others else ""
-        parts.append(f"toDateTime({column}) + toIntervalSecond({rules.default}){rest}")
+        parts.append(f"toDateTime({column}) + {_interval(rules.default)}{rest}")
     return ", ".join(parts) or None
 
 
@@ -92,6 +105,61 @@ def read_rules(store: Store) -> RetentionRules:
     rows = store.query(f"SELECT seconds FROM {STORE_RETENTION.qualified} FINAL").rows
     default = int(rows[0][0]) if rows and int(rows[0][0]) > 0 else None
     return RetentionRules(default, tenants)
+
+
+class RetentionReach(BaseModel):
+    """An analysis's window beside its tenant's retention: rows older than `horizon`
+    (the analysis's now minus the retention) are deleted by the store's TTL, so a
+    window that starts before it (`window_reaches_past`) reads only what is left."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid"
+    )
+
+    days: float
+    source: Literal["tenant", "default"]
+    horizon: dt.datetime
+    window_reaches_past: bool
+
+    def line(self) -> str:
+        """The report's text line."""
+        whose = "the tenant's setting" if self.source == "tenant" else "the store's default"
+        kept = f"retention: {self.days:g} days ({whose}); rows before {_rfc3339(self.horizon)}"
+        if not self.window_reaches_past:
+            return f"{kept} are deleted; this window is within it"
+        return (
+            f"{kept} are deleted: this window reaches past retention and reads only what is"
+            " left of its start"
+        )
+
+
+def _rfc3339(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def retention_reach(
+    store: Store, tenant: str | None, since: dt.datetime | None, now: dt.datetime
+) -> RetentionReach | None:
+    """`tenant`'s retention beside a window from `since` (None: from the beginning) read
+    at `now`; None when its rows are kept forever (or the store predates 0018). A
+    tenant's reader sees its own setting and the store's default, no other tenant's."""
+    present = store.query(
+        "SELECT count() FROM system.tables WHERE database = {db:String}"
+        " AND has({names:Array(String)}, name)",
+        {"db": DATABASE, "names": [TENANT_RETENTION.name, STORE_RETENTION.name]},
+    ).scalar()
+    if int(present) < 2:
+        return None
+    seconds, source = read_rules(store).of(tenant)
+    if seconds is None or source == "none":
+        return None
+    horizon = now - dt.timedelta(seconds=seconds)
+    return RetentionReach(
+        days=seconds / 86400,
+        source="tenant" if source == "tenant" else "default",
+        horizon=horizon,
+        window_reaches_past=since is None or since < horizon,
+    )
 
 
 def apply_retention_ttl(store: Store) -> list[str]:

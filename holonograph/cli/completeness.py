@@ -176,6 +176,8 @@ def _text(limit: int) -> Callable[[Report], str]:
         unknown = without_ordinals_text(report, limit)
         if unknown:
             body = f"{body}\n\n{unknown}"
+        if report.retention is not None:
+            body = f"{body}\n\n{report.retention.line()}"
         return body if report.tables_stale else f"{body}\n\n{refreshed_line(report)}"
 
     return text

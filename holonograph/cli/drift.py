@@ -184,6 +184,8 @@ def render(report: DriftReport) -> str:
         out.append("bracketed windows:")
         out.append(format_table(["reason", "from", "to", "dimension", "detail"], rows))
     out += [f"note: {n}" for n in report.notes]
+    if report.retention is not None:
+        out.append(report.retention.line())
     return "\n".join(out)
 
 
