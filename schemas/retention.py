@@ -24,6 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from schemas.cluster import cluster_of
 from schemas.store import Store
 from schemas.tables import (
     DATABASE,
@@ -162,10 +163,18 @@ def retention_reach(
     )
 
 
-def apply_retention_ttl(store: Store) -> list[str]:
+def apply_retention_ttl(store: Store, cluster: str | None = None) -> list[str]:
     """Make every retained table's TTL the settings' (a no-op where it is); the tables
-    altered. Nothing before migration 0018 created the settings tables."""
-    wanted_tables = [*RETAINED_TABLES, TENANT_RETENTION.name, STORE_RETENTION.name]
+    altered. Nothing before migration 0018 created the settings tables. On a cluster
+    the TTL is the local tables' (`schemas.cluster`), altered ON CLUSTER."""
+    cluster = cluster or cluster_of(getattr(store, "url", ""))
+    suffix = "_local" if cluster else ""
+    on = f" ON CLUSTER {cluster}" if cluster else ""
+    wanted_tables = [
+        *(t + suffix for t in RETAINED_TABLES),
+        TENANT_RETENTION.name,
+        STORE_RETENTION.name,
+    ]
     found = {
         str(name): str(query)
         for name, query in store.query(
@@ -179,13 +188,13 @@ def apply_retention_ttl(store: Store) -> list[str]:
     rules = read_rules(store)
     pairs: list[tuple[str, str | None, str | None]] = []
     for table, column in RETAINED_TABLES.items():
-        if table not in found:
+        if table + suffix not in found:
             continue
-        match = _TTL.search(found[table])
+        match = _TTL.search(found[table + suffix])
         pairs.append((table, match[1] if match else None, ttl_clause(column, rules)))
     altered = []
     for table, _current, wanted in _differing(store, pairs):
-        qualified = f"{DATABASE}.{table}"
+        qualified = f"{DATABASE}.{table}{suffix}{on}"
         if wanted is None:
             store.command(f"ALTER TABLE {qualified} REMOVE TTL")
         else:

@@ -10,12 +10,11 @@ import re
 from schemas.retention import RETAINED_TABLES as RETAINED_TABLES
 from schemas.retention import apply_retention_ttl
 from schemas.store import Store
-from schemas.tables import STORE_RETENTION, TENANT_RETENTION
+from schemas.tables import STORE_RETENTION
 
 _RETENTION = re.compile(r"^(\d+)\s*([hdw])$")
 _RETENTION_UNITS = {"h": "HOUR", "d": "DAY", "w": "WEEK"}
 _SECONDS = {"HOUR": 3600, "DAY": 86400, "WEEK": 7 * 86400}
-DAY_SECONDS = 86400
 
 
 def parse_retention(text: str | None) -> tuple[int, str] | None:
@@ -39,15 +38,3 @@ def apply_retention(store: Store, retention: str | None) -> None:
         {"seconds": seconds},
     )
     apply_retention_ttl(store)
-
-
-def set_tenant_retention(store: Store, tenant: str, days: int | None) -> list[str]:
-    """`tenant`'s rows kept `days` days after their time (None: the setting cleared, the
-    store's default applies again); the tables whose TTL changed."""
-    seconds = 0 if days is None else days * DAY_SECONDS
-    store.command(
-        f"INSERT INTO {TENANT_RETENTION.qualified} ({TENANT_RETENTION.column_list()})"
-        " SELECT {tenant:String}, {seconds:UInt64}, now64(3)",
-        {"tenant": tenant, "seconds": seconds},
-    )
-    return apply_retention_ttl(store)
