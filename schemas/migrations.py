@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from schemas.cluster import CLUSTER_REBUILD, ClusterSchema, cluster_of, local_name
+from schemas.cluster import LOCAL_SUFFIX as LOCAL
 from schemas.retention import apply_retention_ttl
 from schemas.store import Store
 from schemas.tables import DATABASE, Table
@@ -117,13 +118,14 @@ def rebuild(store: Store, table: str, staging: str, marker: str) -> None:
     store.command(f"DROP TABLE IF EXISTS {staging} SYNC")
 
 
-def backfill(store: Store, view: str) -> None:
+def backfill(store: Store, view: str, on_cluster: bool = False) -> None:
     """Insert into the target of the materialized view `view` what its SELECT gives
     over its source's rows now: what it would have written, had it existed when they
     were inserted. Create the view first, then backfill: a row inserted in between is
     written twice, so the target must collapse a repeated row (a ReplacingMergeTree
     keyed on a function of the source row), which also makes a re-run after a crash
-    safe."""
+    safe. `on_cluster`: the view reads and writes local tables (`schemas.cluster`);
+    its SELECT runs once through the Distributed tables (each row lands on its shard)."""
     db, name = view.split(".")
     rows = store.query(
         "SELECT as_select, create_table_query FROM system.tables"
@@ -134,7 +136,11 @@ def backfill(store: Store, view: str) -> None:
     if not rows or target is None:
         raise MigrationError(f"backfill of {view}: no materialized view TO a table by that name")
     columns = ", ".join(_columns(store, db, name))
-    store.command(f"INSERT INTO {target[1]}.{target[2]} ({columns}) {rows[0][0]}")
+    select, into = str(rows[0][0]), target[2]
+    if on_cluster:
+        select = re.sub(rf"\b({_IDENT}\.{_IDENT}){LOCAL}\b", r"\1", select)
+        into = into.removesuffix(LOCAL)
+    store.command(f"INSERT INTO {target[1]}.{into} ({columns}) {select}")
 
 
 def rebuild_on_cluster(
@@ -165,25 +171,6 @@ def rebuild_on_cluster(
     store.command(f"DROP TABLE IF EXISTS {staging_local} {on} SYNC")
 
 
-def backfill_on_cluster(store: Store, view: str) -> None:
-    """`backfill` on a cluster: the view reads and writes local tables; its SELECT is
-    run once through the Distributed tables (each row lands on its shard)."""
-    db, name = view.split(".")
-    rows = store.query(
-        "SELECT as_select, create_table_query FROM system.tables"
-        " WHERE database = {db:String} AND name = {name:String}",
-        {"db": db, "name": name},
-    ).rows
-    target = _TARGET.search(str(rows[0][1])) if rows else None
-    if not rows or target is None:
-        raise MigrationError(f"backfill of {view}: no materialized view TO a table by that name")
-    select = re.sub(r"\b([a-z][a-z0-9_]*\.[a-z][a-z0-9_]*)_local\b", r"\1", str(rows[0][0]))
-    columns = ", ".join(_columns(store, db, name))
-    store.command(
-        f"INSERT INTO {target[1]}.{target[2].removesuffix('_local')} ({columns}) {select}"
-    )
-
-
 def _run(store: Store, statement: str) -> None:
     match = CLUSTER_REBUILD.match(statement)
     if match is not None:
@@ -198,7 +185,7 @@ def _run(store: Store, statement: str) -> None:
     match = _BACKFILL.match(statement)
     if match is not None:
         view = f"{match[1]}.{match[2]}"
-        backfill_on_cluster(store, view) if cluster_of(store.url) else backfill(store, view)
+        backfill(store, view, on_cluster=cluster_of(store.url) is not None)
         return
     store.command(statement)
 
