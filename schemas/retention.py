@@ -2,9 +2,12 @@
 TTL, and applied again whenever they or the table changed.
 
 Each tenant with a setting of its own gets a rule `toDateTime(<time>) +
-toIntervalSecond(N) WHERE tenant_id = 'T'`; the store's default (`serve --retention`)
-covers every other tenant (`WHERE tenant_id NOT IN (...)`), so a tenant's setting
-wins whether it is shorter or longer. No setting at all: no TTL (keep forever).
+toIntervalDay(N) WHERE cityHash64(tenant_id) = H`; the store's default (`serve
+--retention`) covers every other tenant (`WHERE cityHash64(tenant_id) NOT IN (...)`),
+so a tenant's setting wins whether it is shorter or longer. No setting at all: no TTL
+(keep forever). The rules name tenants by the hash of their id, not the id: a table's
+definition is readable in `system.tables` by every reader, a tenant's included, and
+must not list the other tenants.
 
 `apply_retention_ttl` runs after every migration run (`schemas.migrations`): a table
 a later migration rebuilds (REBUILD creates it anew) gets its TTL back, and a store
@@ -44,9 +47,6 @@ RETAINED_TABLES: Mapping[str, str] = {
     QUARANTINE.name: "received_at",
 }
 
-# A tenant id a TTL rule may name: what tokens files and the SDK use; nothing that
-# needs more than a plain quoted literal.
-TENANT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 _TTL = re.compile(r"\sTTL\s(.*?)(?:\sSETTINGS\s.*)?$", re.DOTALL)
 
 
@@ -68,12 +68,6 @@ class RetentionRules:
         return None, "none"
 
 
-def _literal(text: str) -> str:
-    if not TENANT_ID.match(text):
-        raise ValueError(f"tenant id {text!r} cannot be named in a TTL rule")
-    return "'" + text + "'"
-
-
 def _interval(seconds: int) -> str:
     """In the largest whole unit, as an operator reads it in SHOW CREATE TABLE."""
     for function, size in (("toIntervalDay", 86400), ("toIntervalHour", 3600)):
@@ -82,15 +76,16 @@ def _interval(seconds: int) -> str:
     return f"toIntervalSecond({seconds})"
 
 
-def ttl_clause(column: str, rules: RetentionRules) -> str | None:
-    """The TTL of a table whose rows' time is `column`, or None (no rule)."""
+def ttl_clause(column: str, rules: RetentionRules, hashes: Mapping[str, int]) -> str | None:
+    """The TTL of a table whose rows' time is `column`, or None (no rule); `hashes`:
+    ClickHouse's `cityHash64` of each tenant id of `rules`."""
     parts = [
-        f"toDateTime({column}) + {_interval(seconds)} WHERE tenant_id = {_literal(t)}"
-        for t, seconds in sorted(rules.tenants.items())
+        f"toDateTime({column}) + {_interval(seconds)} WHERE cityHash64(tenant_id) = {hashes[t]}"
+        for t, seconds in sorted(rules.tenants.items(), key=lambda item: hashes[item[0]])
     ]
     if rules.default is not None:
-        others = ", ".join(_literal(t) for t in sorted(rules.tenants))
-        rest = f" WHERE tenant_id NOT IN ({others})" if others else ""
+        others = ", ".join(str(h) for h in sorted(hashes[t] for t in rules.tenants))
+        rest = f" WHERE cityHash64(tenant_id) NOT IN ({others})" if others else ""
         parts.append(f"toDateTime({column}) + {_interval(rules.default)}{rest}")
     return ", ".join(parts) or None
 
@@ -186,12 +181,19 @@ def apply_retention_ttl(store: Store, cluster: str | None = None) -> list[str]:
     if TENANT_RETENTION.name not in found or STORE_RETENTION.name not in found:
         return []
     rules = read_rules(store)
+    names = sorted(rules.tenants)
+    hashes: dict[str, int] = {}
+    if names:
+        found_hashes = store.query(
+            "SELECT arrayMap(t -> cityHash64(t), {names:Array(String)})", {"names": names}
+        ).scalar()
+        hashes = {name: int(h) for name, h in zip(names, found_hashes, strict=True)}
     pairs: list[tuple[str, str | None, str | None]] = []
     for table, column in RETAINED_TABLES.items():
         if table + suffix not in found:
             continue
         match = _TTL.search(found[table + suffix])
-        pairs.append((table, match[1] if match else None, ttl_clause(column, rules)))
+        pairs.append((table, match[1] if match else None, ttl_clause(column, rules, hashes)))
     altered = []
     for table, _current, wanted in _differing(store, pairs):
         qualified = f"{DATABASE}.{table}{suffix}{on}"

@@ -17,9 +17,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
-from processors.jobs import Job, JobError, JobRequest, never_a_finding
+from processors.jobs import Job, JobRequest, never_a_finding
 from schemas.events import DEFAULT_TENANT
-from schemas.retention import TENANT_ID, apply_retention_ttl, read_rules
+from schemas.retention import apply_retention_ttl, read_rules
 from schemas.store import Store
 from schemas.tables import TENANT_RETENTION
 from schemas.times import Clock
@@ -103,8 +103,6 @@ def _document(
 
 def run(store: Store, request: Request, clock: Clock) -> Report:
     tenant = request.tenant or DEFAULT_TENANT
-    if not TENANT_ID.match(tenant):
-        raise JobError(f"tenant {tenant!r}: a retention rule cannot name it", "invalid_tenant")
     seconds = None if request.days is None else request.days * DAY_SECONDS
     return Report(_document(store, tenant, request.action, clock(), []), seconds)
 
