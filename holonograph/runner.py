@@ -18,6 +18,8 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
+from holonograph.limits import job_limits, over_limit
+from ingest.store.limits import LimitRequest, ReadLimitExceeded
 from processors.jobs import NO_STORE, Job, JobRequest, Report
 from processors.names import require_known
 from processors.tenants import resolve_tenant
@@ -30,10 +32,13 @@ ReportT = TypeVar("ReportT", bound=Report)
 
 
 class StoreAccess(Protocol):
-    """A read-only connection seeing only `tenant`'s rows (None: every tenant's), and a
-    writing one; each is closed when its block ends."""
+    """A read-only connection seeing only `tenant`'s rows (None: every tenant's), each
+    query within `limits` (None: the connection's own), and a writing one; each is
+    closed when its block ends."""
 
-    def reading(self, tenant: str | None) -> AbstractContextManager[Store]: ...
+    def reading(
+        self, tenant: str | None, limits: LimitRequest | None = None
+    ) -> AbstractContextManager[Store]: ...
 
     def writing(self) -> AbstractContextManager[Store]: ...
 
@@ -56,17 +61,26 @@ def execute(
     request: RequestT,
     stores: StoreAccess,
     clock: Clock = utc_now,
+    limits: LimitRequest | None = None,
 ) -> ReportT:
     """The job's report for a scoped `request`: `run` on a read-only connection that
     sees only the request's tenant, then `persist` on a writing one if it `persists()`.
     A name the request's `named_fields` give that the tenant never had events for is
     `processors.names.UnknownName` before anything runs or is stored.
-    A job that uses no store opens none."""
+    A job that uses no store opens none. Its queries run within the job's read limits
+    (`holonograph.limits`, `limits` overriding some): one stopped at a limit is
+    `JobOverLimit`, said for the job."""
     if not job.uses_store:
         return job.run(NO_STORE, request, clock)
-    with stores.reading(request.tenant) as store:
-        require_known(store, request.tenant, request.named())  # never a silent zero
-        report = job.run(store, request, clock)
+    wanted = job_limits(job.name, limits)
+    with stores.reading(request.tenant, wanted) as store:
+        try:
+            require_known(store, request.tenant, request.named())  # never a silent zero
+            report = job.run(store, request, clock)
+        except ReadLimitExceeded as err:
+            effective = getattr(store, "limits", None)
+            known = effective.settings() if effective is not None else wanted
+            raise over_limit(job.name, err, known) from None
     if request.persists():
         with stores.writing() as store:
             report = job.persist(store, report)

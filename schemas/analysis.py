@@ -15,6 +15,7 @@ from pydantic.alias_generators import to_camel
 from schemas import jsoncodec
 from schemas.completeness import Unknown
 from schemas.events import DEFAULT_TENANT
+from schemas.retention import RetentionReach
 
 Source = Literal["substrate", "light source", "lens", "noise"]
 LayerSource = Literal["lens", "light source", "substrate"]
@@ -375,6 +376,8 @@ class DriftReport(Model):
     series: SeriesRead = Field(default_factory=SeriesRead)
     # None on reports recorded before the check existed
     delivery_loss: DeliveryLossCheck | None = None
+    # The tenant's retention beside the window (None: its rows are kept forever)
+    retention: RetentionReach | None = None
 
 
 class VarianceReading(Model):

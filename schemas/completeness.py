@@ -10,6 +10,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from schemas.retention import RetentionReach
+
 # all-quarantined: closed with nothing missing, but every evaluation on it was rejected.
 StreamState = Literal["open", "closed-complete", "closed-lossy", "dead", "all-quarantined"]
 Bucket = Literal["minute", "hour", "day"]
@@ -155,6 +157,8 @@ class CompletenessReport(_Model):
     tables_stale: bool = False
     # Surfaces whose completeness is unknown: events without emission ordinals.
     surfaces_without_ordinals: list[SurfaceWithoutOrdinals] = []
+    # The tenant's retention beside the window (None: its rows are kept forever).
+    retention: RetentionReach | None = None
 
 
 class RefreshSummary(_Model):

@@ -21,6 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
+from schemas.cluster import CLUSTER_REBUILD, ClusterSchema, cluster_of, local_name
+from schemas.cluster import LOCAL_SUFFIX as LOCAL
+from schemas.retention import apply_retention_ttl
 from schemas.store import Store
 from schemas.tables import DATABASE, Table
 from schemas.tuning import apply_merge_tuning
@@ -115,13 +118,14 @@ def rebuild(store: Store, table: str, staging: str, marker: str) -> None:
     store.command(f"DROP TABLE IF EXISTS {staging} SYNC")
 
 
-def backfill(store: Store, view: str) -> None:
+def backfill(store: Store, view: str, on_cluster: bool = False) -> None:
     """Insert into the target of the materialized view `view` what its SELECT gives
     over its source's rows now: what it would have written, had it existed when they
     were inserted. Create the view first, then backfill: a row inserted in between is
     written twice, so the target must collapse a repeated row (a ReplacingMergeTree
     keyed on a function of the source row), which also makes a re-run after a crash
-    safe."""
+    safe. `on_cluster`: the view reads and writes local tables (`schemas.cluster`);
+    its SELECT runs once through the Distributed tables (each row lands on its shard)."""
     db, name = view.split(".")
     rows = store.query(
         "SELECT as_select, create_table_query FROM system.tables"
@@ -132,10 +136,47 @@ def backfill(store: Store, view: str) -> None:
     if not rows or target is None:
         raise MigrationError(f"backfill of {view}: no materialized view TO a table by that name")
     columns = ", ".join(_columns(store, db, name))
-    store.command(f"INSERT INTO {target[1]}.{target[2]} ({columns}) {rows[0][0]}")
+    select, into = str(rows[0][0]), target[2]
+    if on_cluster:
+        select = re.sub(rf"\b({_IDENT}\.{_IDENT}){LOCAL}\b", r"\1", select)
+        into = into.removesuffix(LOCAL)
+    store.command(f"INSERT INTO {target[1]}.{into} ({columns}) {select}")
+
+
+def rebuild_on_cluster(
+    store: Store, cluster: str, table: str, staging: str, marker: str, key: str
+) -> None:
+    """`rebuild` on a cluster (`schemas.cluster`): the rows copied through the
+    Distributed tables (each lands on its shard again: the key is the identity's),
+    the local tables exchanged on every node, the Distributed table recreated over the
+    new layout. Repeatable from any step: the marker is looked for on the local table."""
+    db, name = table.split(".")
+    staging_db, staging_name = staging.split(".")
+    local, staging_local = f"{db}.{local_name(name)}", f"{staging_db}.{local_name(staging_name)}"
+    on = f"ON CLUSTER {cluster}"
+    old = _columns(store, db, local_name(name))
+    if marker not in old:
+        shared = [c for c in _columns(store, staging_db, local_name(staging_name)) if c in old]
+        if not shared:
+            raise MigrationError(f"rebuild of {table}: {staging} does not exist")
+        columns = ", ".join(shared)
+        store.command(f"TRUNCATE TABLE {staging_local} {on}")
+        store.command(f"INSERT INTO {staging} ({columns}) SELECT {columns} FROM {table}")
+        store.command(f"EXCHANGE TABLES {local} AND {staging_local} {on}")
+    store.command(
+        f"CREATE OR REPLACE TABLE {table} {on} AS {local}"
+        f" ENGINE = Distributed({cluster}, {db}, {local_name(name)}, {key})"
+    )
+    store.command(f"DROP TABLE IF EXISTS {staging} {on} SYNC")
+    store.command(f"DROP TABLE IF EXISTS {staging_local} {on} SYNC")
 
 
 def _run(store: Store, statement: str) -> None:
+    match = CLUSTER_REBUILD.match(statement)
+    if match is not None:
+        cluster, db, table, staging_db, staging, marker, key = match.groups()
+        rebuild_on_cluster(store, cluster, f"{db}.{table}", f"{staging_db}.{staging}", marker, key)
+        return
     match = _REBUILD.match(statement)
     if match is not None:
         db, table, staging_db, staging, marker = match.groups()
@@ -143,7 +184,8 @@ def _run(store: Store, statement: str) -> None:
         return
     match = _BACKFILL.match(statement)
     if match is not None:
-        backfill(store, f"{match[1]}.{match[2]}")
+        view = f"{match[1]}.{match[2]}"
+        backfill(store, view, on_cluster=cluster_of(store.url) is not None)
         return
     store.command(statement)
 
@@ -152,20 +194,33 @@ def apply_migrations(
     store: Store, migrations: Sequence[Migration] | None = None
 ) -> list[Migration]:
     """Apply every migration (of `migrations`, default all shipped) not yet recorded;
-    return the ones applied now."""
-    store.command(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
-    store.command(
-        f"CREATE TABLE IF NOT EXISTS {DATABASE}.schema_migrations"
-        " (version UInt32, name String, checksum String,"
-        " applied_at DateTime64(3, 'UTC') DEFAULT now64(3))"
-        " ENGINE = MergeTree ORDER BY version"
-    )
+    return the ones applied now. On a cluster (the store URL's `cluster` parameter)
+    each statement runs as `schemas.cluster` renders it."""
+    cluster = cluster_of(store.url)
+    schema = ClusterSchema(cluster) if cluster else None
+
+    def statements(texts: Sequence[str]) -> list[str]:
+        if schema is None:
+            return list(texts)
+        return [out for text in texts for out in schema.render(text)]
+
+    for statement in statements(
+        [
+            f"CREATE DATABASE IF NOT EXISTS {DATABASE}",
+            f"CREATE TABLE IF NOT EXISTS {DATABASE}.schema_migrations"
+            " (version UInt32, name String, checksum String,"
+            " applied_at DateTime64(3, 'UTC') DEFAULT now64(3))"
+            " ENGINE = MergeTree ORDER BY version",
+        ]
+    ):
+        store.command(statement)
     recorded = {
         int(v): c
         for v, c in store.query(f"SELECT version, checksum FROM {DATABASE}.schema_migrations").rows
     }
     applied = []
     for migration in load_migrations() if migrations is None else migrations:
+        rendered = statements(migration.statements())  # recorded too: the schema so far
         if migration.version in recorded:
             if recorded[migration.version] != migration.checksum:
                 raise MigrationError(
@@ -173,7 +228,7 @@ def apply_migrations(
                     " it was applied; add a new migration instead"
                 )
             continue
-        for statement in migration.statements():
+        for statement in rendered:
             _run(store, statement)
         store.insert(
             f"{DATABASE}.schema_migrations",
@@ -181,5 +236,6 @@ def apply_migrations(
             ["version", "name", "checksum"],
         )
         applied.append(migration)
-    apply_merge_tuning(store)
+    apply_merge_tuning(store, cluster)
+    apply_retention_ttl(store, cluster)  # a table a migration rebuilt gets its TTL back
     return applied

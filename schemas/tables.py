@@ -298,6 +298,12 @@ SCHEDULE_RUNS = Table(
     ),
 )  # fmt: skip
 
+# --- written by `holonograph retention` and `serve --retention` (`ingest.store.retention`)
+
+# A tenant's retention (0 seconds: cleared); the store's default for every other tenant.
+TENANT_RETENTION = Table("tenant_retention", ("tenant_id", "seconds", "updated_at"))
+STORE_RETENTION = Table("store_retention", ("seconds", "updated_at"))
+
 # --- created and written by the migrations runner itself (`schemas.migrations`)
 
 SCHEMA_MIGRATIONS = Table("schema_migrations", ("version", "name", "checksum"))

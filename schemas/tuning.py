@@ -18,10 +18,10 @@ MERGE_SELECTOR_BASE = 10
 TUNED_TABLES = (EVALUATION_EVENTS.name, EVALUATION_DIMENSIONS.name, EMISSION_RECEIPTS.name)
 
 
-def apply_merge_tuning(store: Store) -> bool:
+def apply_merge_tuning(store: Store, cluster: str | None = None) -> bool:
     """Set the merge selector base on the ingest tables that lack it (every command that
     opens the store runs migrations, so this must cost one query when done); False
-    when the server does not know the setting."""
+    when the server does not know the setting. On a cluster: on the local tables."""
     known = store.query(
         "SELECT count() FROM system.merge_tree_settings WHERE name = 'merge_selector_base'"
     ).scalar()
@@ -36,9 +36,11 @@ def apply_merge_tuning(store: Store) -> bool:
         ).rows
     }
     for table in TUNED_TABLES:
-        if table not in tuned:
+        name = table + "_local" if cluster else table
+        if name not in tuned:
+            on = f" ON CLUSTER {cluster}" if cluster else ""
             store.command(
-                f"ALTER TABLE {DATABASE}.{table}"
+                f"ALTER TABLE {DATABASE}.{name}{on}"
                 f" MODIFY SETTING merge_selector_base = {MERGE_SELECTOR_BASE}"
             )
     return True

@@ -227,6 +227,7 @@ JOB_MODULES = (
     "processors.compare.job",
     "processors.report.job",
     "processors.drift.job",
+    "processors.retention.job",
     "processors.variance.decompose",
     "processors.variance.evaluate",
     "processors.variance.lifecycle",

@@ -29,6 +29,7 @@ from processors.lessons import rerun as fixture_rerun
 from processors.quarantine import job as quarantine
 from processors.report import html as report_html
 from processors.report import job as report
+from processors.retention import job as retention
 from processors.status import job as status
 from processors.topology import bootstrap, inventory, scan
 from processors.variance import decompose, evaluate, lifecycle
@@ -144,6 +145,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Vendors head to head on a surface: per group, and paired on the same calls"
         " (`x-holonograph-finding`: a significant paired difference).",
         "holonograph compare",
+    ),
+    Endpoint(
+        "/holonograph/retention",
+        retention.JOB,
+        "read",
+        "The token's tenant's retention: show it (read), or set or clear it (govern); rows"
+        " older than it are deleted by ClickHouse TTL.",
+        "holonograph retention",
+        persist_scope="govern",
     ),
     Endpoint(
         "/lens/attribute",

@@ -25,6 +25,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from holonograph.api.endpoints import Endpoint, NotServed
+from holonograph.limits import JobOverLimit
 from holonograph.runner import execute
 from ingest.edge.json_api import (
     ApiError,
@@ -37,7 +38,7 @@ from ingest.edge.json_api import (
 from ingest.export.principal import Principal
 from ingest.service.routes import ApiContext
 from ingest.service.workers import Sessions, WorkersBusy
-from ingest.store.limits import ReadLimitExceeded
+from ingest.store.limits import LimitRequest, ReadLimitExceeded
 from ingest.store.reader import Marked
 from processors.jobs import Job, JobError, Report
 from schemas import jsoncodec, times
@@ -86,8 +87,8 @@ class MarkedSessions:
         self._marker = marker
 
     @contextlib.contextmanager
-    def reading(self, tenant: str | None) -> Iterator[Store]:
-        with self._sessions.reading(tenant) as store:
+    def reading(self, tenant: str | None, limits: LimitRequest | None = None) -> Iterator[Store]:
+        with self._sessions.reading(tenant, limits) as store:
             yield Marked(store, self._marker)
 
     @contextlib.contextmanager
@@ -183,6 +184,8 @@ class JobApi(JsonApi):
             report = await until_gone(request, self._workers.run(work))
         except JobError as err:
             raise _job_error(err) from None
+        except JobOverLimit as err:
+            raise ApiError(422, "read_limit_exceeded", str(err), err.details()) from None
         except ReadLimitExceeded as err:
             raise ApiError(
                 422, "read_limit_exceeded", f"stopped by the read limit {err.limit}: {err}",
@@ -240,7 +243,9 @@ def _request_of(job: Job[Any, Any], body: Any, now: dt.datetime) -> Any:
 class _NoSessions:
     """A job that uses no store runs without one (`serve --kafka` answers it too)."""
 
-    def reading(self, tenant: str | None) -> contextlib.AbstractContextManager[Store]:
+    def reading(
+        self, tenant: str | None, limits: LimitRequest | None = None
+    ) -> contextlib.AbstractContextManager[Store]:
         raise RuntimeError("no store")
 
     def writing(self) -> contextlib.AbstractContextManager[Store]:

@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "quarantine": ("quarantine", "Recently rejected spans, their reasons and counts."),
     "query": ("query", "Run SQL against the store and print a table or JSON."),
     "report": ("report", "One self-contained HTML page with what the dashboards show."),
+    "retention": ("retention", "Show, set or clear how long a tenant's rows are kept."),
     "replay": ("replay", "Re-validate quarantined spans or dead letters after a fix."),
     "serve": ("serve", "Receive OTLP traces and store holonograph events."),
     "sink": ("sink", "Consume Kafka records into the store, then commit offsets."),

@@ -7,7 +7,7 @@ import datetime as dt
 
 import click
 
-from holonograph.cli.jobs import Rendering, request_from, run_command
+from holonograph.cli.jobs import Rendering, job_limit_options, request_from, run_command
 from holonograph.cli.options import (
     RFC3339,
     choice_of,
@@ -57,6 +57,7 @@ from schemas.compare import CompareReport, Correction, GroupDimension
 @run_mode_option
 @provenance_option
 @tenant_option
+@job_limit_options
 @store_options
 def compare_command(
     surface_id: str,

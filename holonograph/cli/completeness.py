@@ -10,7 +10,13 @@ from typing import Any
 
 import click
 
-from holonograph.cli.jobs import Rendering, request_from, request_option, run_command
+from holonograph.cli.jobs import (
+    Rendering,
+    job_limit_options,
+    request_from,
+    request_option,
+    run_command,
+)
 from holonograph.cli.options import format_table, store_options
 from holonograph.cli.tenants import tenant_option
 from processors.completeness.job import JOB, Report, Request
@@ -170,6 +176,8 @@ def _text(limit: int) -> Callable[[Report], str]:
         unknown = without_ordinals_text(report, limit)
         if unknown:
             body = f"{body}\n\n{unknown}"
+        if report.retention is not None:
+            body = f"{body}\n\n{report.retention.line()}"
         return body if report.tables_stale else f"{body}\n\n{refreshed_line(report)}"
 
     return text
@@ -203,6 +211,7 @@ def _notes(run: Report) -> list[str]:
     envvar="HOLONOGRAPH_STATUS_REFRESH_SECONDS",
 )
 @tenant_option
+@job_limit_options
 @store_options
 def completeness_command(
     limit: int,

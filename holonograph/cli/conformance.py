@@ -17,7 +17,14 @@ from typing import Any, NoReturn
 import click
 from pydantic import ValidationError
 
-from holonograph.cli.jobs import Rendering, report_of, request_from, request_option, run_command
+from holonograph.cli.jobs import (
+    Rendering,
+    job_limit_options,
+    report_of,
+    request_from,
+    request_option,
+    run_command,
+)
 from holonograph.cli.jobs import show as show_report
 from holonograph.cli.options import (
     EXIT_FINDING,
@@ -264,6 +271,7 @@ def _decision_options(func: Any) -> Any:
 @conformance.command("approve")
 @click.argument("fixture_file")
 @_decision_options
+@job_limit_options
 @store_options
 def approve_command(fixture_file: str, **options: Any) -> None:
     """Approve fixtures: each becomes an immutable, versioned record; checks run it."""
@@ -273,6 +281,7 @@ def approve_command(fixture_file: str, **options: Any) -> None:
 @conformance.command("reject")
 @click.argument("fixture_file")
 @_decision_options
+@job_limit_options
 @store_options
 def reject_command(fixture_file: str, **options: Any) -> None:
     """Reject fixtures with a comment; a live fixture stops running."""
@@ -345,6 +354,7 @@ Check = checking.Request
 @request_option(Check, "verdicts", "--verdict")
 @request_option(Check, "persist", "--persist/--no-persist")
 @tenant_option
+@job_limit_options
 @store_options
 def check_command(
     fixture_file: str | None,

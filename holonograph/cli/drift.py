@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from holonograph.cli.jobs import Rendering, report_of, request_from, show
+from holonograph.cli.jobs import Rendering, job_limit_options, report_of, request_from, show
 from holonograph.cli.options import (
     EXIT_FINDING,
     RFC3339,
@@ -48,6 +48,7 @@ from schemas.times import rfc3339
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG here.")
 @click.option("--no-save", is_flag=True, help="Do not record the run in the store.")
 @tenant_option
+@job_limit_options
 @store_options
 def drift_command(
     surface_id: str,
@@ -183,6 +184,8 @@ def render(report: DriftReport) -> str:
         out.append("bracketed windows:")
         out.append(format_table(["reason", "from", "to", "dimension", "detail"], rows))
     out += [f"note: {n}" for n in report.notes]
+    if report.retention is not None:
+        out.append(report.retention.line())
     return "\n".join(out)
 
 

@@ -8,7 +8,8 @@ script can tell a crash from a finding.
 
     0    ok
     1    the command ran and found something (a finding, a failed check, SQL refused)
-    2    usage or configuration error (bad flag or setting, missing file, port in use)
+    2    usage or configuration error (bad flag or setting, missing file, port in use;
+         a job's query stopped at its read limit: narrow the request or raise it)
     3    store or broker unreachable or refusing
     70   internal error (a bug): the trace is in a file named on stderr
     130  interrupted (Ctrl-C)

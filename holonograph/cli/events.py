@@ -7,7 +7,13 @@ from typing import Any
 
 import click
 
-from holonograph.cli.jobs import Rendering, request_from, request_option, run_command
+from holonograph.cli.jobs import (
+    Rendering,
+    job_limit_options,
+    request_from,
+    request_option,
+    run_command,
+)
 from holonograph.cli.options import format_table, store_options
 from holonograph.cli.tenants import tenant_option
 from processors.events.job import JOB, Report, Request
@@ -51,6 +57,7 @@ def _notes(report: Report) -> list[str]:
 @request_option(Request, "limit", "--limit")
 @request_option(Request, "cursor", "--cursor")
 @tenant_option
+@job_limit_options
 @store_options
 def events_command(
     tenant: str | None,

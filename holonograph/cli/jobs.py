@@ -34,8 +34,16 @@ from pydantic import ValidationError
 from pydantic_core import PydanticUndefined
 
 from holonograph.cli.errors import EXIT_FINDING, EXIT_USAGE, CommandFailed
-from holonograph.cli.options import CLOCK_KEY, RFC3339, emit_json, open_store_or_exit
+from holonograph.cli.options import (
+    CLOCK_KEY,
+    LIMIT_HELP,
+    RFC3339,
+    emit_json,
+    open_store_or_exit,
+)
+from holonograph.limits import JobOverLimit
 from holonograph.runner import execute, scope
+from ingest.store.limits import LimitRequest
 from processors.jobs import Job, JobError, JobRequest, Report
 from schemas.store import Store
 from schemas.times import Clock, utc_now
@@ -138,6 +146,45 @@ def _problems(request: type[JobRequest], err: ValidationError) -> str:
     return "; ".join(problems)
 
 
+LIMITS_KEY = "holonograph.job_limits"
+
+
+def _keep_limit(ctx: click.Context, param: click.Parameter, value: float | None) -> None:
+    if value is not None and param.name:
+        ctx.meta.setdefault(LIMITS_KEY, {})[param.name] = value
+
+
+def job_limit_options(func: F) -> F:
+    """`--max-rows-to-read` and the other read limits of the job's queries
+    (`holonograph.limits`), left out of the command's parameters: `report_of` reads
+    them. A config file's section of the command sets them as any other flag."""
+    for name, text in reversed(LIMIT_HELP.items()):
+        decimal = name == "max_execution_time"
+        kind: click.ParamType[Any] = click.FloatRange(min=0) if decimal else click.IntRange(min=0)
+        func = click.option(
+            f"--{name.replace('_', '-')}",
+            name,
+            type=kind,
+            expose_value=False,
+            callback=_keep_limit,
+            help=f"{text.format(who='each query of the job')}"
+            " [the job's default, holonograph/limits.py; 0: none].",
+        )(func)
+    return func
+
+
+def given_limits() -> LimitRequest:
+    """The read limits the current command's flags set (`job_limit_options`)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return {}
+    found: dict[str, float] = {}
+    while ctx is not None:
+        found = {**ctx.meta.get(LIMITS_KEY, {}), **found}
+        ctx = ctx.parent
+    return found
+
+
 @dataclass(frozen=True)
 class Rendering(Generic[ReportT]):
     """How a command shows its job's report without --json: `text` on stdout, and
@@ -156,23 +203,24 @@ class CommandStores:
     def __init__(self, store_url: str | None, data_dir: str | None) -> None:
         self._url = store_url
         self._dir = data_dir
-        self._open: dict[tuple[bool, str | None], Store] = {}
+        self._open: dict[tuple[bool, str | None, tuple[tuple[str, float], ...]], Store] = {}
 
-    def _store(self, write: bool, tenant: str | None) -> Store:
-        key = (write, tenant)
+    def _store(self, write: bool, tenant: str | None, limits: LimitRequest | None) -> Store:
+        key = (write, tenant, tuple(sorted((limits or {}).items())))
         if key not in self._open:
             self._open[key] = open_store_or_exit(
-                self._url, self._dir, write=write, tenant=tenant, migrate=not self._open
-            )
+                self._url, self._dir, write=write, tenant=tenant, limits=limits,
+                migrate=not self._open,
+            )  # fmt: skip
         return self._open[key]
 
     @contextlib.contextmanager
-    def reading(self, tenant: str | None) -> Iterator[Store]:
-        yield self._store(False, tenant)
+    def reading(self, tenant: str | None, limits: LimitRequest | None = None) -> Iterator[Store]:
+        yield self._store(False, tenant, limits)
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[Store]:
-        yield self._store(True, None)
+        yield self._store(True, None, None)
 
     def close(self) -> None:
         opened, self._open = self._open, {}
@@ -199,9 +247,12 @@ def report_of(
     run, persist; a request the job refuses is exit 2 with its message and hint."""
     stores = CommandStores(store_url, data_dir)
     clock = command_clock()
+    limits = given_limits()
     try:
-        return [execute(job, scope(job, r, stores), stores, clock) for r in requests]
+        return [execute(job, scope(job, r, stores), stores, clock, limits) for r in requests]
     except JobError as err:
+        raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
+    except JobOverLimit as err:  # the request's to narrow, or the flag's to raise
         raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     finally:
         stores.close()

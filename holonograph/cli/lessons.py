@@ -14,7 +14,13 @@ import click
 from pydantic import ValidationError
 
 from holonograph.cli.errors import EXIT_USAGE, CommandFailed
-from holonograph.cli.jobs import Rendering, request_from, request_option, run_command
+from holonograph.cli.jobs import (
+    Rendering,
+    job_limit_options,
+    request_from,
+    request_option,
+    run_command,
+)
 from holonograph.cli.options import format_table, store_options
 from holonograph.cli.tenants import tenant_option
 from processors.conformance.suite import SuiteError, parse_document
@@ -48,6 +54,7 @@ def _run(job: Any, request: Any, text: Any, options: dict[str, Any]) -> None:
 @lessons_group.command("override")
 @click.argument("body_file")
 @tenant_option
+@job_limit_options
 @store_options
 def override_command(body_file: str, tenant: str | None, **options: Any) -> None:
     """Record a human override from BODY_FILE (the Guide's POST /hil/override body, JSON
@@ -73,6 +80,7 @@ def override_command(body_file: str, tenant: str | None, **options: Any) -> None
 @request_option(listing.Request, "until", "--until", required=True)
 @request_option(listing.Request, "limit", "--limit")
 @tenant_option
+@job_limit_options
 @store_options
 def overrides_command(
     tenant: str | None, store_url: Any, data_dir: Any, as_json: bool, **flags: Any
@@ -107,6 +115,7 @@ def overrides_command(
 @request_option(cluster.Request, "threshold", "--threshold")
 @request_option(cluster.Request, "record", "--record")
 @tenant_option
+@job_limit_options
 @store_options
 def cluster_command(
     tenant: str | None, store_url: Any, data_dir: Any, as_json: bool, **flags: Any
@@ -144,6 +153,7 @@ def cluster_command(
 )
 @request_option(draft.Request, "parent_fixture_id", "--parent-fixture-id")
 @tenant_option
+@job_limit_options
 @store_options
 def draft_command(
     seed_file: str | None, tenant: str | None, store_url: Any, data_dir: Any, as_json: bool,
@@ -184,6 +194,7 @@ def _decision_command(name: str, job: Any, summary: str, comment_required: bool)
     @request_option(job.Request, "approver_id", "--approver", required=True)
     @request_option(job.Request, "comment", "--comment", required=comment_required)
     @tenant_option
+    @job_limit_options
     @store_options
     def command(
         tenant: str | None, store_url: Any, data_dir: Any, as_json: bool, **flags: Any
@@ -209,6 +220,7 @@ _decision_command(
     help="A published artifact to supersede (repeatable).",
 )
 @tenant_option
+@job_limit_options
 @store_options
 def publish_command(
     supersede: tuple[str, ...], tenant: str | None, store_url: Any, data_dir: Any, as_json: bool,
@@ -245,6 +257,7 @@ def fixtures_group() -> None:
 @request_option(rerun.Request, "since", "--since")
 @request_option(rerun.Request, "until", "--until")
 @tenant_option
+@job_limit_options
 @store_options
 def rerun_command(
     tenant: str | None, store_url: Any, data_dir: Any, as_json: bool, **flags: Any

@@ -99,7 +99,7 @@ def store_options(func: F) -> F:
     return func
 
 
-_LIMIT_HELP = {
+LIMIT_HELP = {
     "max_execution_time": "Seconds {who} may run",
     "max_memory_usage": "Bytes {who} may use",
     "max_rows_to_read": "Rows {who} may read",
@@ -112,7 +112,7 @@ def read_limit_options(prefix: str, who: str) -> Callable[[F], F]:
     each defaulting to `DEFAULT_READ_LIMITS`; 0 is no limit."""
 
     def decorate(func: F) -> F:
-        for name, text in reversed(_LIMIT_HELP.items()):
+        for name, text in reversed(LIMIT_HELP.items()):
             default = getattr(DEFAULT_READ_LIMITS, name)
             kind: click.ParamType[Any] = (
                 click.FloatRange(min=0) if isinstance(default, float) else click.IntRange(min=0)

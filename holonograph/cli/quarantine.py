@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from holonograph.cli.jobs import Rendering, request_from, run_command
+from holonograph.cli.jobs import Rendering, job_limit_options, request_from, run_command
 from holonograph.cli.options import RFC3339, format_table, store_options
 from holonograph.cli.tenants import tenant_option
 from processors.quarantine.job import JOB, QuarantineReport, Request
@@ -28,6 +28,7 @@ from schemas import jsoncodec
     help="Newest spans listed (counts cover every match).",
 )
 @tenant_option
+@job_limit_options
 @store_options
 def quarantine_command(
     since: dt.datetime | None,

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from holonograph.cli.errors import EXIT_USAGE, CommandFailed
-from holonograph.cli.jobs import Rendering, report_of, request_from, show
+from holonograph.cli.jobs import Rendering, job_limit_options, report_of, request_from, show
 from holonograph.cli.options import (
     RFC3339,
     provenance_option,
@@ -40,6 +40,7 @@ from processors.report.job import JOB, PROGRESS, Report, Request
 @provenance_option
 @series_options
 @tenant_option
+@job_limit_options
 @store_options
 def report_command(
     since: dt.datetime,

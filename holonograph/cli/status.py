@@ -8,9 +8,18 @@ import sys
 import click
 
 from holonograph.cli.errors import EXIT_FINDING, EXIT_USAGE, CommandFailed
-from holonograph.cli.jobs import CommandStores, Rendering, command_clock, request_from, show
+from holonograph.cli.jobs import (
+    CommandStores,
+    Rendering,
+    command_clock,
+    given_limits,
+    job_limit_options,
+    request_from,
+    show,
+)
 from holonograph.cli.options import format_table, store_options
 from holonograph.cli.tenants import tenant_option
+from holonograph.limits import JobOverLimit
 from holonograph.runner import execute
 from processors.jobs import JobError
 from processors.status.job import JOB, Request, StatusReport
@@ -90,6 +99,7 @@ def render(report: StatusReport) -> str:
 
 @click.command("status")
 @tenant_option
+@job_limit_options
 @store_options
 def status_command(
     tenant: str | None, store_url: str | None, data_dir: str | None, as_json: bool
@@ -104,8 +114,8 @@ def status_command(
     request = request_from(Request, {"tenant": tenant})
     stores = CommandStores(store_url, data_dir)
     try:
-        report = execute(JOB, request, stores, command_clock())
-    except JobError as err:
+        report = execute(JOB, request, stores, command_clock(), given_limits())
+    except (JobError, JobOverLimit) as err:
         raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     finally:
         stores.close()

@@ -20,12 +20,15 @@ from holonograph.cli.errors import EXIT_FINDING, EXIT_USAGE, CommandFailed
 from holonograph.cli.jobs import (
     CommandStores,
     Rendering,
+    given_limits,
+    job_limit_options,
     request_from,
     run_command,
     show,
 )
 from holonograph.cli.options import RFC3339, open_store_or_exit, store_options
 from holonograph.cli.tenants import tenant_option
+from holonograph.limits import JobOverLimit
 from holonograph.runner import execute, scope
 from processors.jobs import JobError, NotFound
 from processors.names import UnknownName
@@ -52,6 +55,7 @@ def topology() -> None:
 @topology.command("inventory")
 @click.argument("inventory_file")
 @click.option("--tenant", default=DEFAULT_TENANT, show_default=True, help="Tenant owning it.")
+@job_limit_options
 @store_options
 def inventory_command(
     inventory_file: str, tenant: str, store_url: str | None, data_dir: str | None, as_json: bool
@@ -95,6 +99,7 @@ def inventory_command(
     help="Items listed per list of the report (every list also says its count).",
 )
 @tenant_option
+@job_limit_options
 @store_options
 def scan_command(
     agent: str,
@@ -139,6 +144,7 @@ def scan_command(
     help="Smallest share of the surface's events an item must be on to be deterministic.",
 )
 @tenant_option
+@job_limit_options
 @store_options
 def bootstrap_command(
     surface: str,
@@ -161,7 +167,9 @@ def bootstrap_command(
     request = request_from(Request, flags)
     stores = CommandStores(store_url, data_dir)
     try:
-        report = execute(JOB, scope(JOB, request, stores), stores, utc_now)
+        report = execute(JOB, scope(JOB, request, stores), stores, utc_now, given_limits())
+    except JobOverLimit as err:
+        raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     except UnknownName as err:  # a name the tenant never had events for: a typo
         raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     except NotFound as err:  # no traffic to propose from: what the command looked for

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from holonograph.cli.jobs import Rendering, request_from, run_command
+from holonograph.cli.jobs import Rendering, job_limit_options, request_from, run_command
 from holonograph.cli.options import (
     RFC3339,
     choice_of,
@@ -39,6 +39,7 @@ def variance_group() -> None:
 @provenance_option
 @series_options
 @tenant_option
+@job_limit_options
 @store_options
 def decompose_command(
     surface_id: str,
@@ -106,6 +107,7 @@ def _reading_text(reading: VarianceReading) -> str:
 @variance_group.command("evaluate")
 @click.option("--target-event-id", "target", required=True)
 @tenant_option
+@job_limit_options
 @store_options
 def evaluate_command(
     target: str, tenant: str | None, store_url: str | None, data_dir: str | None, as_json: bool
@@ -147,6 +149,7 @@ def _evaluation_text(report: evaluating.Report) -> str:
 @click.option("--pinned-label", default=None)
 @click.option("--superseded-by", default=None, help="Required with --status supersede.")
 @tenant_option
+@job_limit_options
 @store_options
 def lifecycle_command(
     target: str,

@@ -41,6 +41,7 @@ from holonograph.schedule.config import Schedule, ScheduleSet
 from holonograph.schedule.records import RunRecord
 from holonograph.schedule.webhooks import Sleep, body_of, deliver
 from ingest.service.periodic import describe
+from ingest.store.limits import LimitRequest
 from processors.jobs import JobError
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
@@ -58,7 +59,9 @@ _WAKE_SECONDS = 30.0
 class Sessions(Protocol):
     """The store the scheduler runs on: the runner's `StoreAccess`."""
 
-    def reading(self, tenant: str | None) -> AbstractContextManager[Store]: ...
+    def reading(
+        self, tenant: str | None, limits: LimitRequest | None = None
+    ) -> AbstractContextManager[Store]: ...
 
     def writing(self) -> AbstractContextManager[Store]: ...
 

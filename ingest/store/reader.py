@@ -196,6 +196,7 @@ class Marked:
         if not _MARKER.match(marker):
             raise ValueError("a marker is 32 lower-case hex digits")
         self.url = store.url
+        self.limits: ReadLimits | None = getattr(store, "limits", None)
         self._store = store
         self._prefix = f"/* {MARK} {marker} */\n"
 

@@ -1,20 +1,20 @@
-"""`--retention`: a TTL on the event tables, or none (keep forever, the default)."""
+"""Retention: the store's default (`serve --retention`) and each tenant's own
+(`holonograph retention set`), stored in the settings tables (migration 0018) and
+applied as ClickHouse TTL on the event, dimension, receipt and quarantine tables
+(`schemas.retention`, which renders and re-applies them)."""
 
 from __future__ import annotations
 
 import re
 
+from schemas.retention import RETAINED_TABLES as RETAINED_TABLES
+from schemas.retention import apply_retention_ttl
 from schemas.store import Store
-from schemas.tables import (
-    DATABASE,
-    EMISSION_RECEIPTS,
-    EVALUATION_DIMENSIONS,
-    EVALUATION_EVENTS,
-    QUARANTINE,
-)
+from schemas.tables import STORE_RETENTION
 
 _RETENTION = re.compile(r"^(\d+)\s*([hdw])$")
 _RETENTION_UNITS = {"h": "HOUR", "d": "DAY", "w": "WEEK"}
+_SECONDS = {"HOUR": 3600, "DAY": 86400, "WEEK": 7 * 86400}
 
 
 def parse_retention(text: str | None) -> tuple[int, str] | None:
@@ -27,31 +27,14 @@ def parse_retention(text: str | None) -> tuple[int, str] | None:
     return int(match[1]), _RETENTION_UNITS[match[2]]
 
 
-# table -> the time column its TTL counts from
-RETAINED_TABLES = {
-    EVALUATION_EVENTS.name: "timestamp",
-    EVALUATION_DIMENSIONS.name: "timestamp",
-    EMISSION_RECEIPTS.name: "received_at",
-    QUARANTINE.name: "received_at",
-}
-
-
 def apply_retention(store: Store, retention: str | None) -> None:
+    """The store's default retention (`serve --retention`; None: keep forever) saved,
+    and every retained table's TTL made to agree with it and the tenants' own."""
     parsed = parse_retention(retention)
-    for table, column in RETAINED_TABLES.items():
-        has_ttl = bool(
-            store.query(
-                "SELECT count() FROM system.tables WHERE database = {db:String}"
-                " AND name = {t:String} AND position(create_table_query, ' TTL ') > 0",
-                {"db": DATABASE, "t": table},
-            ).scalar()
-        )
-        if parsed is None:
-            if has_ttl:
-                store.command(f"ALTER TABLE {DATABASE}.{table} REMOVE TTL")
-            continue
-        amount, unit = parsed
-        store.command(
-            f"ALTER TABLE {DATABASE}.{table} MODIFY TTL toDateTime({column})"
-            f" + INTERVAL {amount} {unit}"
-        )
+    seconds = 0 if parsed is None else parsed[0] * _SECONDS[parsed[1]]
+    store.command(
+        f"INSERT INTO {STORE_RETENTION.qualified} ({STORE_RETENTION.column_list()})"
+        " SELECT {seconds:UInt64}, now64(3)",
+        {"seconds": seconds},
+    )
+    apply_retention_ttl(store)

@@ -54,6 +54,7 @@ from schemas.completeness import (
     StreamState,
     SurfaceWithoutOrdinals,
 )
+from schemas.retention import retention_reach
 from schemas.store import Store
 from schemas.tables import (
     COMPLETENESS_REFRESHES,
@@ -730,6 +731,9 @@ def run(store: Store, request: Request, clock: Clock) -> Report:
     )
     read = read_report(store, now, selection, request.bucket, config)
     read = with_refresh_age(read, last_refresh(store), request.refresh_interval_seconds)
+    reach = retention_reach(store, request.tenant, request.since, now)
+    if reach is not None:
+        read = read.model_copy(update={"retention": reach})
     return Report(read, config, request.refresh_interval_seconds)
 
 

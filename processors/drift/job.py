@@ -80,6 +80,7 @@ from schemas.analysis import (
     TimeWindow,
 )
 from schemas.completeness import UNKNOWN_WITHOUT_ORDINALS
+from schemas.retention import retention_reach
 from schemas.store import Store
 from schemas.tables import CHANGE_EVENTS, COMPLETENESS_WINDOWS
 from schemas.times import Clock, UtcTime
@@ -615,7 +616,13 @@ def run(store: Store, request: Request, clock: Clock) -> Report:
     """The change points of the surface over the window, each attributed, read-only."""
     try:
         now = clock()
-        return Report(analyse(store, request.analysis(now)), now)
+        analysis = request.analysis(now)
+        drift = analyse(store, analysis)
+        reach = retention_reach(store, request.tenant, analysis.since, now)
+        if reach is not None:
+            report = drift.report.model_copy(update={"retention": reach})
+            drift = dataclasses.replace(drift, report=report)
+        return Report(drift, now)
     except SelectionError as err:
         raise JobError(str(err), "series_ambiguous") from None
 

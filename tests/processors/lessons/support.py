@@ -34,7 +34,7 @@ class OneStore:
         self.store = store
 
     @contextlib.contextmanager
-    def reading(self, tenant: str | None) -> Iterator[Store]:
+    def reading(self, tenant: str | None, limits: object = None) -> Iterator[Store]:
         yield self.store
 
     @contextlib.contextmanager

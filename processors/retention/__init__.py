@@ -1,0 +1,1 @@
+"""A tenant's retention: shown, set, cleared (`processors.retention.job`)."""
