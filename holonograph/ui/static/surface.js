@@ -1,0 +1,147 @@
+// Surface: hourly pass rates beside the completeness lower bound (POST
+// /holonograph/report), change points with their labels and evidence and the bracketed
+// windows (POST /lens/attribute, not recorded: `persist` false), recorded changes as
+// annotations and the latest variance verdict per dimension.
+
+import { get, post } from "./api.js";
+import { h, put, count, empty, fixed, metric, table, when } from "./dom.js";
+import { timeChart } from "./chart.js";
+
+async function settle(promise) {
+  try {
+    return { value: await promise };
+  } catch (error) {
+    if (error && error.name === "AbortError") throw error;
+    return { error };
+  }
+}
+
+function problem(error) {
+  return h("div", { class: "alert", role: "alert", dataset: { error: error.code || "page", status: String(error.status || "") } },
+    `${error.message}${error.status ? ` (${error.status} ${error.code})` : ""}`);
+}
+
+export async function pickSurface({ root, signal, link, page, title }) {
+  const status = await get("/holonograph/status", {}, signal);
+  const surfaces = status.tenants.flatMap((t) => t.surfaces.map((s) => s.surfaceId));
+  put(root, h("h1", {}, title),
+    surfaces.length
+      ? h("ul", { class: "plain" }, surfaces.map((s) => h("li", {}, h("a", { href: link(page, [s]) }, s))))
+      : empty("No surface has events yet."));
+}
+
+function effectText(e) {
+  return e ? `${fixed(e.delta, 3)} [${fixed(e.ciLow, 3)}, ${fixed(e.ciHigh, 3)}] (${fixed(e.before, 3)} → ${fixed(e.after, 3)})` : "-";
+}
+
+function evidence(p) {
+  const items = [];
+  for (const c of p.layerChanges || []) items.push(`${c.layer}: ${c.column} ${c.fromValue} → ${c.toValue}`);
+  for (const c of p.changeEvents || []) items.push(`recorded ${c.kind} ${c.changeId} at ${c.at}${c.timing && c.timing.startsHere ? " (starts here)" : ""}: ${c.description}`);
+  if (p.corroboration) items.push(`corroboration: ${(p.corroboration.corroboratingSurfaces || []).length} surface(s)`);
+  for (const b of p.brackets || []) items.push(`inside a bracketed window: ${b}`);
+  items.push(`p = ${Number(p.pValue).toPrecision(3)}, statistic ${fixed(p.testStatistic, 2)}`);
+  return h("ul", { class: "plain" }, items.map((t) => h("li", {}, t)));
+}
+
+function changePointTable(points) {
+  if (!points.length) return empty("No change point in this window.");
+  return table(["at", "dimension", "label", "confident", "reason", "effect (after − before)", "window", "evidence"],
+    points.map((p, i) => [
+      metric(`drift/changePoints/${i}/timestamp`, p.timestamp),
+      metric(`drift/changePoints/${i}/dimensionId`, p.dimensionId),
+      metric(`drift/changePoints/${i}/source`, p.source, "strong"),
+      p.confident ? "yes" : "no",
+      h("td", { class: "text" }, metric(`drift/changePoints/${i}/reason`, p.reason)),
+      metric(`drift/changePoints/${i}/effect`, effectText(p.effect)),
+      `${p.window.from} – ${p.window.to}`,
+      h("td", { class: "text" }, evidence(p)),
+    ]));
+}
+
+function bracketTable(windows) {
+  if (!windows.length) return empty("No bracketed window: nothing to read with care.");
+  return table(["from", "to", "reason", "dimension", "detail"], windows.map((w, i) => [
+    metric(`drift/brackets/${i}/from`, w.from), metric(`drift/brackets/${i}/to`, w.to),
+    metric(`drift/brackets/${i}/reason`, w.reason, "strong"), w.dimensionId || "(surface)",
+    h("td", { class: "text" }, w.detail),
+  ]));
+}
+
+function seriesSection(dimension, hours, drift, changes, since, until) {
+  const points = (drift ? drift.changePoints : []).filter((p) => p.dimensionId === dimension);
+  const windows = (drift ? drift.bracketedWindows : []).filter((w) => !w.dimensionId || w.dimensionId === dimension);
+  const chart = timeChart({
+    title: `${dimension}: pass rate and completeness lower bound per hour`,
+    since, until,
+    series: [
+      { label: "pass rate", points: hours.map((x) => [x.hour, x.passRate]) },
+      { label: "completeness lower bound", points: hours.map((x) => [x.hour, x.completenessLowerBound]) },
+    ],
+    windows: windows.map((w) => ({ from: w.from, to: w.to, label: `${w.reason}: ${w.detail}` })),
+    marks: points.map((p) => ({ at: p.timestamp, label: `${p.source}: ${p.reason}` })),
+    notes: changes.map((c) => ({ at: c.at, label: `${c.kind} ${c.changeId}: ${c.description}` })),
+  });
+  const rows = hours.map((x) => [
+    x.hour,
+    metric(`series/${dimension}/${x.hour}/graded`, count(x.graded)),
+    metric(`series/${dimension}/${x.hour}/passes`, count(x.passes)),
+    metric(`series/${dimension}/${x.hour}/passRate`, fixed(x.passRate, 3)),
+    metric(`series/${dimension}/${x.hour}/completenessLowerBound`, fixed(x.completenessLowerBound, 3)),
+  ]);
+  return h("section", { dataset: { dimension } },
+    h("h2", {}, `${dimension} (pass/fail)`),
+    h("div", { class: "legend" }, h("span", { class: "l0" }, "pass rate"), h("span", { class: "l1" }, "completeness lower bound"),
+      h("span", { class: "lw" }, "bracketed window"), h("span", { class: "lc" }, "change point"), h("span", { class: "le" }, "recorded change")),
+    chart,
+    h("details", {}, h("summary", {}, `hourly values (${hours.length} hours)`),
+      table(["hour", "graded", "passes", "pass rate", "completeness lower bound"], rows)),
+  );
+}
+
+export async function surface(ctx) {
+  const { root, args, range, signal, link } = ctx;
+  if (!args.length) return pickSurface({ ...ctx, page: "surface", title: "Surfaces" });
+  const surfaceId = args[0];
+  const window = { since: range.since, until: range.until };
+  const [report, drift] = await Promise.all([
+    settle(post("/holonograph/report", { ...window, surfaceId }, signal)),
+    settle(post("/lens/attribute", { ...window, surfaceId, persist: false }, signal)),
+  ]);
+  if (report.error && drift.error && report.error.status === drift.error.status) throw report.error;
+  const section = report.value ? report.value.surfaces.find((s) => s.surfaceId === surfaceId) : null;
+  const since = report.value ? report.value.since : drift.value ? drift.value.since : range.since;
+  const until = report.value ? report.value.until : drift.value ? drift.value.until : range.until;
+  const changes = section ? section.changes : [];
+  put(root, 
+    h("h1", {}, `Surface ${surfaceId}`),
+    h("p", { class: "note" }, "From ", metric("surface/since", since), " to ", metric("surface/until", until), " · ",
+      h("a", { href: link("compare", [surfaceId]) }, "compare vendors"), " · ", h("a", { href: link("streams", [], { surface: surfaceId }) }, "streams")),
+  );
+  if (report.error) put(root, problem(report.error));
+  if (section) {
+    put(root, h("h2", {}, "Latest variance verdict"),
+      section.verdicts.length
+        ? table(["dimension", "verdict", "evaluated at"], section.verdicts.map((v) => [v.dimensionId,
+          metric(`verdicts/${v.dimensionId}`, v.verdict, "strong", { class: v.verdict === "viable" ? "good" : "warn" }), v.createdAt]))
+        : empty("No variance reading evaluated in this window (holonograph variance evaluate)."));
+    const dimensions = Object.keys(section.series);
+    if (!dimensions.length) put(root, empty("No graded pass/fail outcome on this surface in this window."));
+    for (const d of dimensions) put(root, seriesSection(d, section.series[d], drift.value, changes, since, until));
+  } else if (report.value) {
+    put(root, empty("No event of this surface in this window."));
+  }
+  put(root, h("h2", {}, "Change points"));
+  if (drift.error) put(root, problem(drift.error));
+  else {
+    put(root, h("p", { class: "note" }, metric("drift/eventCount", count(drift.value.eventCount)), " events read; ",
+      (drift.value.notes || []).join(" ")), changePointTable(drift.value.changePoints),
+      h("h2", {}, "Bracketed windows"), bracketTable(drift.value.bracketedWindows));
+  }
+  put(root, h("h2", {}, "Recorded changes"),
+    changes.length
+      ? table(["at", "kind", "change", "description", "by"], changes.map((c) => [metric(`changes/${c.changeId}/at`, c.at), metric(`changes/${c.changeId}/kind`, c.kind), c.changeId, h("td", { class: "text" }, c.description), c.actor || "-"]))
+      : empty("No recorded change of this surface in this window."));
+}
+
+export { settle, problem };
