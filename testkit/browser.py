@@ -186,7 +186,7 @@ class Tab:
             raise RuntimeError(f"{expression}: {done['exceptionDetails']}")
         return done["result"].get("value")
 
-    async def wait_for(self, condition: str, timeout_ms: int = 60_000) -> Any:
+    async def wait_for(self, condition: str, timeout_ms: int = 45_000) -> Any:
         """The first truthy value of the JavaScript `condition`, checked by the page on
         each of its animation frames (or a timer when hidden) until `timeout_ms`."""
         script = (
