@@ -76,48 +76,15 @@ class Browser:
         result: dict[str, Any] = reply.get("result", {})
         return result
 
-    async def _event(self, method: str, session: str, timeout: float = 60) -> None:
-        """Until the event has arrived (polled on each new event, with a deadline)."""
-        async with asyncio.timeout(timeout):
-            while not any(
-                e.get("method") == method and e.get("sessionId") == session for e in self._events
-            ):
-                self._changed.clear()
-                await self._changed.wait()
-
     async def visit(self, url: str, expression: str | None = None, width: int = 1200) -> Visit:
         """Open `url` in a new tab, wait for its load event, then screenshot the whole
         page and evaluate `expression` (returned by value)."""
-        target = await self.call("Target.createTarget", {"url": "about:blank"})
-        attached = await self.call(
-            "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}
-        )
-        session = attached["sessionId"]
-        await self.call("Network.enable", session=session)
-        await self.call("Page.enable", session=session)
-        await self.call(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": width, "height": 1600, "deviceScaleFactor": 1, "mobile": False},
-            session,
-        )
-        await self.call("Page.navigate", {"url": url}, session)
-        await self._event("Page.loadEventFired", session)
-        visit = Visit()
-        shot = await self.call(
-            "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, session
-        )
-        visit.screenshot = base64.b64decode(shot["data"])
+        tab = await self.open(url, width, 1600)
+        visit = Visit(screenshot=await tab.screenshot())
         if expression is not None:
-            evaluated = await self.call(
-                "Runtime.evaluate", {"expression": expression, "returnByValue": True}, session
-            )
-            visit.value = evaluated["result"].get("value")
-        visit.requests = [
-            e["params"]["request"]["url"]
-            for e in self._events
-            if e.get("method") == "Network.requestWillBeSent" and e.get("sessionId") == session
-        ]
-        await self.call("Target.closeTarget", {"targetId": target["targetId"]})
+            visit.value = await tab.evaluate(expression)
+        visit.requests = [request["url"] for request in tab.requests()]
+        await tab.close()
         return visit
 
     async def open(self, url: str, width: int = 1280, height: int = 1000) -> Tab:
