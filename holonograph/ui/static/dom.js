@@ -81,3 +81,28 @@ export function pagedTable({ name, columns, fetchPage, pageSize = 50, offset = 0
   }
   return { element: box, ready: show() };
 }
+
+// A table paged by the server's cursor: `fetchPage(cursor)` answers `{rows, next}`
+// (`next` null: no further page); Previous goes back through the cursors seen.
+export function cursorTable({ name, columns, fetchPage }) {
+  const box = h("div", { class: "paged", dataset: { table: name } });
+  const cursors = [null];
+  async function show() {
+    const { rows, next } = await fetchPage(cursors[cursors.length - 1]);
+    const page = cursors.length;
+    const prev = h("button", { type: "button", dataset: { key: "p" }, disabled: page === 1, onclick: () => go(() => cursors.pop()) }, "Previous");
+    const more = h("button", { type: "button", dataset: { key: "n" }, disabled: !next, onclick: () => go(() => cursors.push(next)) }, "Next");
+    box.replaceChildren(h("div", { class: "pager" }, prev, h("span", { dataset: { pageInfo: name } }, `page ${page}, ${rows.length} rows`), more),
+      rows.length ? table(columns, rows) : empty("nothing in this selection"));
+    box.dataset.page = String(page);
+    box.dataset.rows = String(rows.length);
+  }
+  async function go(step) {
+    step();
+    await show();
+    const focus = box.querySelector("button:not([disabled])");
+    if (focus && (box.contains(document.activeElement) || document.activeElement === document.body)) focus.focus();
+    document.body.dataset.renders = String(Number(document.body.dataset.renders || 0) + 1);
+  }
+  return { element: box, ready: show() };
+}

@@ -4,7 +4,7 @@
 // annotations and the latest variance verdict per dimension.
 
 import { get, post } from "./api.js";
-import { h, put, count, empty, fixed, metric, table, when } from "./dom.js";
+import { h, put, count, cursorTable, empty, fixed, metric, table, when } from "./dom.js";
 import { timeChart } from "./chart.js";
 
 async function settle(promise) {
@@ -99,6 +99,29 @@ function seriesSection(dimension, hours, drift, changes, since, until) {
   );
 }
 
+const EVENTS_PAGE = 50;
+
+function outcomes(e) {
+  return e.dimensions.map((d) => `${d.dimensionId} ${d.passed === null ? (d.score === null ? "ungraded" : fixed(d.score, 2)) : d.passed ? "pass" : "fail"}`).join(", ");
+}
+
+// The surface's events, latest received first, a server page (GET /lens/events) at a time.
+function eventsTable(surfaceId, window, signal) {
+  return cursorTable({
+    name: "events",
+    columns: ["event", "time", "received", "light source", "role", "outcomes", "correlation id", "stream / seq"],
+    fetchPage: async (cursor) => {
+      const page = await get("/lens/events", { surfaceId, ...window, limit: EVENTS_PAGE, cursor }, signal);
+      return {
+        next: page.nextCursor,
+        rows: page.events.map((e) => [metric(`events/${e.eventId}`, e.eventId), e.timestamp, e.firstReceivedAt, e.lightSourceId,
+          e.multiplexRole || "-", h("td", { class: "text" }, outcomes(e)), e.correlationId || "-",
+          e.emission ? `${e.emission.stream} / ${e.emission.seq}` : "-"]),
+      };
+    },
+  });
+}
+
 export async function surface(ctx) {
   const { root, args, range, signal, link } = ctx;
   if (!args.length) return pickSurface({ ...ctx, page: "surface", title: "Surfaces" });
@@ -138,6 +161,9 @@ export async function surface(ctx) {
       (drift.value.notes || []).join(" ")), changePointTable(drift.value.changePoints),
       h("h2", {}, "Bracketed windows"), bracketTable(drift.value.bracketedWindows));
   }
+  const events = eventsTable(surfaceId, window, signal);
+  await events.ready;
+  put(root, h("h2", {}, "Events, latest received first"), events.element);
   put(root, h("h2", {}, "Recorded changes"),
     changes.length
       ? table(["at", "kind", "change", "description", "by"], changes.map((c) => [metric(`changes/${c.changeId}/at`, c.at), metric(`changes/${c.changeId}/kind`, c.kind), c.changeId, h("td", { class: "text" }, c.description), c.actor || "-"]))

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 import requests
@@ -262,11 +263,34 @@ def test_overview_shows_status_and_counts_arrivals_live(live: Live) -> None:
 
 
 def test_surface_page_shows_the_reports_series_and_the_attribution(live: Live) -> None:
-    async def work(browser: Any) -> tuple[dict[str, str], list[dict[str, Any]]]:
-        tab = await _page(browser, live, f"#/surface/{SPEC.surface_id}?{RANGE}")
-        return await _shown(tab, "surface"), tab.requests()
+    ids = (
+        "Array.from(document.querySelectorAll('[data-table=events] tbody tr td:first-child'),"
+        " e => e.textContent)"
+    )
 
-    shown, sent = _browse(live, work)
+    async def work(browser: Any) -> tuple[dict[str, str], list[dict[str, Any]], list[list[str]]]:
+        tab = await _page(browser, live, f"#/surface/{SPEC.surface_id}?{RANGE}")
+        shown = await _shown(tab, "surface")
+        pages = [await tab.evaluate(ids)]
+        await tab.evaluate("document.activeElement.blur()")
+        await tab.press("n")
+        await tab.wait_for("document.querySelector('[data-table=events]').dataset.page === '2'")
+        pages.append(await tab.evaluate(ids))
+        assert tab.errors() == []
+        return shown, tab.requests(), pages
+
+    shown, sent, pages = _browse(live, work)
+    # The events a server page at a time, by the API's cursor.
+    query = {**WINDOW, "surfaceId": SPEC.surface_id, "limit": "50"}
+    first = live.json("/lens/events?" + urlencode(query))
+    second = live.json("/lens/events?" + urlencode({**query, "cursor": first["nextCursor"]}))
+    assert pages == [
+        [e["eventId"] for e in first["events"]],
+        [e["eventId"] for e in second["events"]],
+    ]
+    events = [r["url"] for r in sent if "/lens/events" in r["url"]]
+    assert len(events) == 2 and "limit=50" in events[0]
+    assert f"cursor={first['nextCursor']}" in events[1]
     report = live.json("/holonograph/report", {**WINDOW, "surfaceId": SPEC.surface_id})
     drift = live.json("/lens/attribute", {**WINDOW, "surfaceId": SPEC.surface_id, "persist": False})
     (section,) = report["surfaces"]
