@@ -38,11 +38,12 @@ export function timeChart({ series, since, until, windows = [], marks = [], note
     rect.append(s("title", {}, w.label));
     svg.append(rect);
   }
-  for (const n of notes) {
-    const line = s("line", { class: "change", x1: X(n.at), x2: X(n.at), y1: pad.t, y2: height - pad.b });
-    line.append(s("title", {}, n.label));
+  const rule = (kind, at, label) => {
+    const line = s("line", { class: kind, x1: X(at), x2: X(at), y1: pad.t, y2: height - pad.b });
+    line.append(s("title", {}, label));
     svg.append(line);
-  }
+  };
+  for (const n of notes) rule("change", n.at, n.label);
   series.forEach((one, i) => {
     let d = "";
     let pen = false;
@@ -55,11 +56,7 @@ export function timeChart({ series, since, until, windows = [], marks = [], note
     path.append(s("title", {}, one.label));
     svg.append(path);
   });
-  for (const m of marks) {
-    const line = s("line", { class: "changepoint", x1: X(m.at), x2: X(m.at), y1: pad.t, y2: height - pad.b });
-    line.append(s("title", {}, m.label));
-    svg.append(line);
-  }
+  for (const m of marks) rule("changepoint", m.at, m.label);
   return svg;
 }
 
