@@ -110,3 +110,18 @@ def test_the_wheel_carries_the_ui_files() -> None:
     static = {p.name for p in (ROOT / "holonograph" / "ui" / "static").iterdir()}
     assert set(ui_files()) == static  # nothing there that the patterns would leave out
     assert {"index.html", "app.js", "style.css"} <= static
+
+
+def test_the_ui_shares_the_apis_tls_and_its_api_calls_the_tokens_scopes(tmp_path: Path) -> None:
+    from tests.holonograph.api.test_api import READER, SDK, live_serve
+
+    with live_serve(tmp_path, tmp_path / "data") as served:
+        page = requests.get(served.url + UI_PATH, verify=str(served.ca_file), timeout=30)
+        assert page.status_code == 200 and served.url.startswith("https://")
+        assert "connect-src 'self'" in page.headers["Content-Security-Policy"]
+        with pytest.raises(requests.exceptions.SSLError):  # the certificate is the API's
+            requests.get(served.url + UI_PATH, timeout=30)
+        # What the overview asks, with the tokens a user could paste into the page.
+        for token, code in ((READER, 200), (SDK, 403)):
+            answer = served.call("/holonograph/activity", token=token, method="GET")
+            assert answer.status_code == code, answer.text
