@@ -6,28 +6,9 @@
 import { get, post } from "./api.js";
 import { h, put, count, empty, fixed, metric, table } from "./dom.js";
 import { settle, problem } from "./surface.js";
+import { slices as sliced } from "./time.js";
 
-const UNITS = { m: 60e3, h: 3600e3, d: 86400e3, w: 604800e3 };
 const SLICES = 6;
-
-// An absolute time for the API's relative spellings ("24h", "now", "now-7d"); an
-// RFC 3339 time or a date as it is.
-export function absolute(text, now) {
-  if (text === "now") return new Date(now);
-  const m = /^(?:now-)?(\d+)([mhdw])$/.exec(text);
-  if (m) return new Date(now - Number(m[1]) * UNITS[m[2]]);
-  return new Date(text);
-}
-
-function slices(range) {
-  const now = Date.now();
-  const a = absolute(range.since, now).getTime(), b = absolute(range.until, now).getTime();
-  if (!(b > a)) throw new Error(`the range ${range.since} to ${range.until} is empty or unreadable`);
-  const step = (b - a) / SLICES;
-  return Array.from({ length: SLICES }, (_, i) => ({
-    since: new Date(a + i * step).toISOString(), until: new Date(i === SLICES - 1 ? b : a + (i + 1) * step).toISOString(),
-  }));
-}
 
 const VERDICT_CLASS = { pass: "good", fail: "bad" };
 
@@ -96,7 +77,7 @@ function coverageSection(scan) {
 }
 
 export async function conformance({ root, range, signal, query, link }) {
-  const parts = slices(range);
+  const parts = sliced(range, SLICES);
   const status = await get("/holonograph/status", {}, signal);
   const surfaces = status.tenants.flatMap((t) => t.surfaces.map((s) => s.surfaceId));
   put(root, h("h1", {}, "Conformance, contracts and topology"));

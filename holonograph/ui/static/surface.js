@@ -6,6 +6,7 @@
 import { get, post } from "./api.js";
 import { h, put, count, cursorTable, empty, fixed, metric, table, when } from "./dom.js";
 import { timeChart } from "./chart.js";
+import { slices } from "./time.js";
 
 async function settle(promise) {
   try {
@@ -100,6 +101,42 @@ function seriesSection(dimension, hours, drift, changes, since, until) {
 }
 
 const EVENTS_PAGE = 50;
+const SCORE_SLICES = 8;
+
+// Scores over time: each vendor's mean score with its interval in equal slices of the
+// range, each slice one POST /holonograph/compare (the comparison's own estimate).
+async function scoreSection(surfaceId, window, signal) {
+  const parts = slices(window, SCORE_SLICES);
+  const answers = await Promise.all(parts.map((p) => settle(post("/holonograph/compare", { surfaceId, ...p }, signal))));
+  const out = [];
+  const dimensions = new Set();
+  for (const a of answers) for (const g of (a.value ? a.value.groups : [])) for (const d of g.dimensions) if (d.kind === "score") dimensions.add(d.dimensionId);
+  for (const dimension of dimensions) {
+    const vendors = [...new Set(answers.flatMap((a) => (a.value ? a.value.groups.map((g) => g.group) : [])))];
+    const mean = (a, vendor) => {
+      const g = a.value && a.value.groups.find((x) => x.group === vendor);
+      const d = g && g.dimensions.find((x) => x.dimensionId === dimension);
+      return d ? d.mean : null;
+    };
+    const values = answers.flatMap((a) => vendors.map((v) => mean(a, v)).filter(Boolean));
+    const lo = Math.min(...values.map((v) => v.ciLow)), hi = Math.max(...values.map((v) => v.ciHigh));
+    const rows = vendors.map((v) => [h("strong", {}, v), ...answers.map((a, i) => (a.error ? h("span", { class: "warn", title: a.error.message }, a.error.code)
+      : metric(`scores/${dimension}/${v}/${i}`, mean(a, v) ? `${fixed(mean(a, v).estimate, 3)} [${fixed(mean(a, v).ciLow, 3)}, ${fixed(mean(a, v).ciHigh, 3)}]` : "-")))]);
+    out.push(h("section", { dataset: { score: dimension } },
+      h("h2", {}, `${dimension} (score): mean per vendor over time`),
+      h("div", { class: "legend" }, vendors.slice(0, 3).map((v, i) => h("span", { class: `l${i}` }, v))),
+      timeChart({
+        title: `${dimension}: mean score per vendor in ${SCORE_SLICES} slices of the range`,
+        since: parts[0].since, until: parts[parts.length - 1].until,
+        yMin: Number.isFinite(lo) ? lo : 0, yMax: Number.isFinite(hi) ? hi : 1,
+        series: vendors.slice(0, 3).map((v) => ({ label: v, points: answers.map((a, i) => [parts[i].since, mean(a, v) ? mean(a, v).estimate : null]) })),
+      }),
+      h("details", {}, h("summary", {}, "each slice's mean and 95% interval"),
+        table(["vendor", ...parts.map((p) => p.since.slice(5, 16).replace("T", " "))], rows)),
+    ));
+  }
+  return out;
+}
 
 function outcomes(e) {
   return e.dimensions.map((d) => `${d.dimensionId} ${d.passed === null ? (d.score === null ? "ungraded" : fixed(d.score, 2)) : d.passed ? "pass" : "fail"}`).join(", ");
@@ -151,6 +188,7 @@ export async function surface(ctx) {
     const dimensions = Object.keys(section.series);
     if (!dimensions.length) put(root, empty("No graded pass/fail outcome on this surface in this window."));
     for (const d of dimensions) put(root, seriesSection(d, section.series[d], drift.value, changes, since, until));
+    put(root, await scoreSection(surfaceId, window, signal));
   } else if (report.value) {
     put(root, empty("No event of this surface in this window."));
   }

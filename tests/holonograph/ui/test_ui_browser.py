@@ -318,6 +318,18 @@ def test_surface_page_shows_the_reports_series_and_the_attribution(live: Live) -
     assert expected["changes/deploy-1.4.2/kind"] == "deploy"
     assert any(w["reason"] == "delivery-loss" for w in drift["bracketedWindows"])
     assert len(section["series"]["correctness"]) == 7
+    # Scores over time: each slice the page asked compare for, as the API answers it.
+    slices = [json.loads(r["postData"]) for r in sent if r["url"].endswith("/holonograph/compare")]
+    assert len(slices) == 8 and slices[0]["since"] == "2026-06-01T00:00:00.000Z"
+    assert [b["until"] for b in slices[:-1]] == [b["since"] for b in slices[1:]]
+    scores: dict[str, str] = {}
+    for i, body in enumerate(slices):
+        for group in live.json("/holonograph/compare", body)["groups"]:
+            for d in group["dimensions"]:
+                if d["kind"] == "score":
+                    scores[f"scores/{d['dimensionId']}/{group['group']}/{i}"] = _interval(d["mean"])
+    assert len(scores) >= 3 * 2  # three vendors, in the slices with events
+    assert {k: shown.get(k) for k in scores} == scores
     # The analysis ran read-only: the page asks for no recorded drift run.
     (attribute,) = [r for r in sent if r["url"].endswith("/lens/attribute")]
     assert json.loads(attribute["postData"])["persist"] is False
