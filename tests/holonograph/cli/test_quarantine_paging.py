@@ -52,3 +52,15 @@ def test_pages_by_offset_are_the_whole_list_once_in_order(data_dir: Path) -> Non
 def test_a_negative_offset_is_a_usage_error(data_dir: Path) -> None:
     done = CliRunner().invoke(cli, ["quarantine", "--data-dir", str(data_dir), "--offset", "-1"])
     assert done.exit_code == 2 and "--offset" in done.output
+
+
+def test_the_openapi_document_describes_the_paging_and_the_activity_endpoint() -> None:
+    from holonograph.api.openapi import document
+
+    openapi = document()
+    schemas = openapi["components"]["schemas"]
+    quarantine = next(v for k, v in schemas.items() if k.startswith("QuarantineRequest"))
+    assert quarantine["properties"]["offset"]["minimum"] == 0
+    activity = openapi["paths"]["/holonograph/activity"]["get"]
+    minutes = next(p for p in activity["parameters"] if p["name"] == "minutes")
+    assert minutes["in"] == "query" and minutes["schema"]["maximum"] == 1440
