@@ -76,49 +76,38 @@ class Browser:
         result: dict[str, Any] = reply.get("result", {})
         return result
 
-    async def _event(self, method: str, session: str, timeout: float = 60) -> None:
-        """Until the event has arrived (polled on each new event, with a deadline)."""
-        async with asyncio.timeout(timeout):
-            while not any(
-                e.get("method") == method and e.get("sessionId") == session for e in self._events
-            ):
-                self._changed.clear()
-                await self._changed.wait()
-
     async def visit(self, url: str, expression: str | None = None, width: int = 1200) -> Visit:
         """Open `url` in a new tab, wait for its load event, then screenshot the whole
         page and evaluate `expression` (returned by value)."""
+        tab = await self.open(url, width, 1600)
+        visit = Visit(screenshot=await tab.screenshot())
+        if expression is not None:
+            visit.value = await tab.evaluate(expression)
+        visit.requests = [request["url"] for request in tab.requests()]
+        await tab.close()
+        return visit
+
+    async def open(self, url: str, width: int = 1280, height: int = 1000) -> Tab:
+        """A new tab at `url`, loaded, whose console, requests and answers are recorded
+        from the start."""
         target = await self.call("Target.createTarget", {"url": "about:blank"})
         attached = await self.call(
             "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}
         )
-        session = attached["sessionId"]
-        await self.call("Network.enable", session=session)
-        await self.call("Page.enable", session=session)
-        await self.call(
+        tab = Tab(self, target["targetId"], attached["sessionId"])
+        for domain in ("Network", "Page", "Runtime", "Log"):
+            await tab.call(f"{domain}.enable")
+        await tab.call(
             "Emulation.setDeviceMetricsOverride",
-            {"width": width, "height": 1600, "deviceScaleFactor": 1, "mobile": False},
-            session,
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
         )
-        await self.call("Page.navigate", {"url": url}, session)
-        await self._event("Page.loadEventFired", session)
-        visit = Visit()
-        shot = await self.call(
-            "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, session
-        )
-        visit.screenshot = base64.b64decode(shot["data"])
-        if expression is not None:
-            evaluated = await self.call(
-                "Runtime.evaluate", {"expression": expression, "returnByValue": True}, session
-            )
-            visit.value = evaluated["result"].get("value")
-        visit.requests = [
-            e["params"]["request"]["url"]
-            for e in self._events
-            if e.get("method") == "Network.requestWillBeSent" and e.get("sessionId") == session
+        await tab.goto(url)
+        return tab
+
+    def events_of(self, session: str, method: str) -> list[dict[str, Any]]:
+        return [
+            e for e in self._events if e.get("sessionId") == session and e.get("method") == method
         ]
-        await self.call("Target.closeTarget", {"targetId": target["targetId"]})
-        return visit
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -126,16 +115,123 @@ class Browser:
         self._reader.cancel()
 
 
+# Keys as the DevTools protocol types them (Input.dispatchKeyEvent).
+_KEYS: dict[str, dict[str, Any]] = {
+    "Tab": {"key": "Tab", "code": "Tab", "windowsVirtualKeyCode": 9},
+    "Enter": {"key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r"},
+}
+
+
+class Tab:
+    """One open page: evaluate in it, wait for a condition it reaches, type keys, and
+    read what it logged, requested and was answered."""
+
+    def __init__(self, browser: Browser, target: str, session: str) -> None:
+        self._browser = browser
+        self._target = target
+        self.session = session
+
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        return await self._browser.call(method, params, self.session)
+
+    async def goto(self, url: str) -> None:
+        loads = len(self._browser.events_of(self.session, "Page.loadEventFired"))
+        await self.call("Page.navigate", {"url": url})
+        async with asyncio.timeout(60):
+            while len(self._browser.events_of(self.session, "Page.loadEventFired")) <= loads:
+                self._browser._changed.clear()
+                await self._browser._changed.wait()
+
+    async def evaluate(self, expression: str) -> Any:
+        """The expression's value (a promise awaited), or RuntimeError with the page's
+        exception."""
+        done = await self.call(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+        )
+        if "exceptionDetails" in done:
+            raise RuntimeError(f"{expression}: {done['exceptionDetails']}")
+        return done["result"].get("value")
+
+    async def wait_for(self, condition: str, timeout_ms: int = 45_000) -> Any:
+        """The first truthy value of the JavaScript `condition`, checked by the page on
+        each of its animation frames (or a timer when hidden) until `timeout_ms`."""
+        script = (
+            "new Promise((resolve, reject) => { const t0 = Date.now(); const check = () => {"
+            f" let v; try {{ v = ({condition}); }} catch (e) {{ v = undefined; }}"
+            " if (v) resolve(v);"
+            f" else if (Date.now() - t0 > {timeout_ms}) reject(new Error('timed out: ' +"
+            f" {json.dumps(condition)}));"
+            " else setTimeout(check, 20); }; check(); })"
+        )
+        return await self.evaluate(script)
+
+    async def press(self, key: str) -> None:
+        """One key: `Tab`, `Enter`, or a printable character."""
+        fields = _KEYS.get(key) or {"key": key, "text": key, "code": f"Key{key.upper()}"}
+        down = {"type": "keyDown", **fields}
+        await self.call("Input.dispatchKeyEvent", down)
+        await self.call(
+            "Input.dispatchKeyEvent",
+            {"type": "keyUp", **{k: v for k, v in fields.items() if k != "text"}},
+        )
+
+    async def screenshot(self) -> bytes:
+        shot = await self.call(
+            "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}
+        )
+        return base64.b64decode(shot["data"])
+
+    def errors(self) -> list[str]:
+        """What the page logged as an error: uncaught exceptions, console.error, and the
+        browser's own error entries (a failed load, a refused policy)."""
+        out = [
+            str(e["params"]["exceptionDetails"].get("exception", {}).get("description")
+                or e["params"]["exceptionDetails"].get("text"))
+            for e in self._browser.events_of(self.session, "Runtime.exceptionThrown")
+        ]  # fmt: skip
+        out += [
+            " ".join(str(a.get("value", a.get("description", ""))) for a in e["params"]["args"])
+            for e in self._browser.events_of(self.session, "Runtime.consoleAPICalled")
+            if e["params"]["type"] in ("error", "assert")
+        ]
+        out += [
+            f"{e['params']['entry'].get('url', '')}: {e['params']['entry']['text']}"
+            for e in self._browser.events_of(self.session, "Log.entryAdded")
+            if e["params"]["entry"]["level"] == "error"
+        ]
+        return out
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The requests the page sent (`url`, `method`, `headers`, `postData`), in order."""
+        return [
+            e["params"]["request"]
+            for e in self._browser.events_of(self.session, "Network.requestWillBeSent")
+        ]
+
+    def responses(self) -> list[tuple[str, int]]:
+        return [
+            (e["params"]["response"]["url"], e["params"]["response"]["status"])
+            for e in self._browser.events_of(self.session, "Network.responseReceived")
+        ]
+
+    async def close(self) -> None:
+        await self._browser.call("Target.closeTarget", {"targetId": self._target})
+
+
 @contextlib.asynccontextmanager
-async def chromium(profile: Path, proxy_port: int) -> AsyncIterator[Browser]:
+async def chromium(
+    profile: Path, proxy_port: int, loopback_direct: bool = False
+) -> AsyncIterator[Browser]:
     """A headless Chromium with a fresh profile in `profile`, every connection sent to
-    the proxy on `proxy_port`."""
+    the proxy on `proxy_port` (`loopback_direct`: but those to loopback, where the
+    server under test listens)."""
     if CHROMIUM is None:
         raise FileNotFoundError("chromium is not installed")
     process = await asyncio.create_subprocess_exec(
         CHROMIUM, *_FLAGS, f"--user-data-dir={profile}",
-        f"--proxy-server=http://127.0.0.1:{proxy_port}", "--proxy-bypass-list=<-loopback>",
-        "about:blank",
+        f"--proxy-server=http://127.0.0.1:{proxy_port}",
+        *(() if loopback_direct else ("--proxy-bypass-list=<-loopback>",)), "about:blank",
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert process.stderr is not None

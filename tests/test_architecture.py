@@ -240,6 +240,7 @@ JOB_MODULES = (
     "processors.lessons.publish",
     "processors.lessons.rerun",
     "processors.status.job",
+    "processors.activity.job",
 )
 # Job packages not converted yet (their follow-up converts them): this set only shrinks.
 NOT_CONVERTED: frozenset[str] = frozenset()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ingest.export.principal import Scope
+from processors.activity import job as activity
 from processors.compare import job as compare
 from processors.completeness import job as completeness
 from processors.conformance import approve, check, derive
@@ -129,6 +130,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         " arrival, streams, rejections and schedule health (`x-holonograph-finding`: a"
         " schedule's latest run failed).",
         "holonograph status",
+        method="GET",
+    ),
+    Endpoint(
+        "/holonograph/activity",
+        activity.JOB,
+        "read",
+        "Events received and spans rejected in each of the last `minutes` minutes (the web"
+        " UI's ingest rate), every minute listed.",
+        "holonograph activity",
         method="GET",
     ),
     Endpoint(

@@ -16,6 +16,7 @@ from holonograph.cli.options import quiet_libraries
 
 # name -> (module in this package, one line for `holonograph --help`).
 COMMANDS: dict[str, tuple[str, str]] = {
+    "activity": ("activity", "Events received and spans rejected per minute, the last hour."),
     "availability": ("changes", "Mark when a light source or surface was unavailable."),
     "change": ("changes", "Record a deploy, prompt, config, lens, model or vendor change."),
     "changes": ("changes", "Change events, governance and recorded, by surface and window."),

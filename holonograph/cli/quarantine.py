@@ -27,6 +27,12 @@ from schemas import jsoncodec
     show_default=True,
     help="Newest spans listed (counts cover every match).",
 )
+@click.option(
+    "--offset",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Skip this many of the newest spans first (the next page: offset + limit).",
+)
 @tenant_option
 @job_limit_options
 @store_options
@@ -36,6 +42,7 @@ def quarantine_command(
     reason: str | None,
     reason_prefix: str | None,
     limit: int,
+    offset: int,
     tenant: str | None,
     store_url: str | None,
     data_dir: str | None,
@@ -51,7 +58,7 @@ def quarantine_command(
     if since and until and since >= until:
         raise click.BadParameter("--since must be before --until", param_hint="--since")
     flags = {"since": since, "until": until, "reason": reason, "reason_prefix": reason_prefix,
-             "limit": limit, "tenant": tenant}  # fmt: skip
+             "limit": limit, "offset": offset, "tenant": tenant}  # fmt: skip
     request = request_from(Request, flags)
     rendering: Rendering[QuarantineReport] = Rendering(render)
     run_command(JOB, request, rendering, store_url=store_url, data_dir=data_dir, as_json=as_json)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,25 @@ def build_config(overrides: dict[str, Any]) -> ServeConfig:
     return ServeConfig(**given)
 
 
-def announce(service: ReceiverService, as_json: bool) -> None:
-    """One line per listener and the store or Kafka (or one JSON object with --json)."""
+def ui_url(service: ReceiverService) -> str:
+    """Where the web UI answers: the API's listener (its own port or OTLP/HTTP's), on
+    loopback when the listeners are on every interface."""
+    config, listeners = service.config, service.listeners
+    scheme = "https" if config.tls_cert_file else "http"
+    host = "127.0.0.1" if config.host in ("0.0.0.0", "") else config.host
+    host = "[::1]" if host == "::" else f"[{host}]" if ":" in host else host
+    port = listeners.api_port if listeners.api_port is not None else listeners.http_port
+    from holonograph.ui import UI_PATH
+
+    return f"{scheme}://{host}:{port}{UI_PATH}"
+
+
+def announce(
+    service: ReceiverService, as_json: bool, ui: bool = False, open_ui: bool = False
+) -> None:
+    """One line per listener and the store or Kafka (or one JSON object with --json);
+    the web UI's address last (`--open`: also in the default browser, where there is
+    one)."""
     config, listeners = service.config, service.listeners
     host = config.host
     scheme = "https" if config.tls_cert_file else "http"
@@ -68,8 +86,12 @@ def announce(service: ReceiverService, as_json: bool) -> None:
         info["tls"] = "mTLS" if config.tls_client_ca_file else "TLS"
     if config.auth_tokens_file:
         info["auth"] = f"bearer tokens ({config.auth_tokens_file})"
+    if ui:
+        info["ui"] = ui_url(service)
     if as_json:
         click.echo(json.dumps(info))
+        if open_ui and ui:
+            _open_browser(info["ui"])
         return
     click.echo(f"OTLP/gRPC  listening on {info['grpc']}")
     click.echo(f"OTLP/HTTP  listening on {info['http']}")
@@ -88,9 +110,30 @@ def announce(service: ReceiverService, as_json: bool) -> None:
         )
     if "auth" in info:
         click.echo(f"auth       {info['auth']}")
+    if "ui" in info:
+        token = " (give it a read token)" if config.auth_tokens_file else ""
+        click.echo(f"web UI     {info['ui']}{token}")
+    if open_ui and ui:
+        click.echo(f"open {info['ui']}")
+        _open_browser(info["ui"])
 
 
-async def run_service(service: ReceiverService, as_json: bool = False) -> None:
+def _open_browser(url: str) -> None:
+    """The default browser at `url`, where there is one to show it (a desktop session);
+    on a server the printed URL is what to open."""
+    if (
+        sys.platform in ("darwin", "win32")
+        or os.environ.get("DISPLAY")
+        or os.environ.get("WAYLAND_DISPLAY")
+    ):
+        import webbrowser
+
+        webbrowser.open(url)
+
+
+async def run_service(
+    service: ReceiverService, as_json: bool = False, ui: bool = False, open_ui: bool = False
+) -> None:
     stopping = Stopping(
         service.config.stop_timeout_seconds,
         "requests not yet answered get no answer (nothing was acknowledged: clients retry)",
@@ -101,7 +144,7 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
     except BaseException:
         await service.stop()  # what did start (admin endpoint, published file) goes away
         raise
-    announce(service, as_json)
+    announce(service, as_json, ui, open_ui)
     await stopping.requested.wait()
     click.echo("stopping: finishing in-flight requests and flushing", err=True)
     margin = stopping.margin()
@@ -228,10 +271,28 @@ async def run_service(service: ReceiverService, as_json: bool = False) -> None:
     type=click.Path(dir_okay=False),
     help="YAML file of jobs to run on cron expressions (docs/schedules.md) [none].",
 )
+@click.option(
+    "--ui/--no-ui",
+    default=True,
+    help="The web UI at /ui/ on the HTTP API's port (docs/ui.md) [on].",
+)
+@click.option(
+    "--open",
+    "open_ui",
+    is_flag=True,
+    help="Print the web UI's URL (and open it in the default browser on a desktop).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the listeners as one JSON object.")
 @read_options
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
-def serve_command(verbose: bool, as_json: bool, schedule_file: str | None, **flags: Any) -> None:
+def serve_command(
+    verbose: bool,
+    as_json: bool,
+    schedule_file: str | None,
+    ui: bool,
+    open_ui: bool,
+    **flags: Any,
+) -> None:
     """Receive OTLP traces and store holonograph events (embedded chDB by default)."""
     configure_logging(verbose)
     schedules = load_schedule_or_exit(schedule_file) if schedule_file else None
@@ -258,16 +319,18 @@ def serve_command(verbose: bool, as_json: bool, schedule_file: str | None, **fla
         raise store_unavailable(url, err) from None
     periodic = periodic_jobs(config.status_refresh_seconds) if store is not None else []
     from holonograph.api import mount_api  # the Guide's HTTP API (docs/api.md)
+    from holonograph.ui import mount_ui  # its web UI (docs/ui.md)
 
     sessions = StoreSessions(store.url, limits=config.read_limits()) if store else None
     background = [Scheduler(schedules, sessions)] if schedules and sessions else []
+    routes = [mount_api, mount_ui] if ui else [mount_api]
     service = ReceiverService(
-        config, store, periodic=periodic, routes=[mount_api], background=background
+        config, store, periodic=periodic, routes=routes, background=background
     )
     tune_for_throughput()
     tune_allocator()
     try:
-        asyncio.run(run_service(service, as_json))
+        asyncio.run(run_service(service, as_json, ui, open_ui))
     finally:
         if sessions is not None:
             sessions.close()

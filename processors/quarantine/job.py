@@ -51,6 +51,7 @@ class QuarantineSelection:
     reason: str | None = None
     limit: int = 20
     reason_prefix: str | None = None
+    offset: int = 0  # spans skipped before the `limit` listed (paging; counts cover all)
 
     def parameters(self) -> dict[str, Any]:
         return {
@@ -141,8 +142,8 @@ def read_quarantine(store: Store, selection: QuarantineSelection) -> QuarantineR
     spans = store.query(
         "SELECT tenant_id, received_at, reason, span_name, trace_id, span_id, emission_stream,"
         f" emission_seq, source, attributes FROM {QUARANTINE.qualified} FINAL{_STILL_REJECTED}"
-        " ORDER BY received_at DESC, quarantine_id LIMIT {limit:UInt64}",
-        {**params, "limit": selection.limit},
+        " ORDER BY received_at DESC, quarantine_id LIMIT {limit:UInt64} OFFSET {offset:UInt64}",
+        {**params, "limit": selection.limit, "offset": selection.offset},
     ).rows
     replayed = store.query(
         f"SELECT count() FROM {QUARANTINE.qualified} FINAL{_WHERE} AND {_REPLAYED}", params
@@ -197,6 +198,12 @@ class QuarantineRequest(JobRequest):
         None, description="Only spans whose reason starts with this text (case-sensitive)."
     )
     limit: int = Field(20, ge=0, le=10_000, description="Newest spans listed (counts cover all).")
+    offset: int = Field(
+        0,
+        ge=0,
+        description="Skip this many of the newest spans first: the next page's is"
+        " offset + limit, up to `total` (counts cover all).",
+    )
 
     @model_validator(mode="after")
     def _window(self) -> QuarantineRequest:
@@ -247,7 +254,7 @@ class QuarantineDocument(TypedDict):
 def run(store: Store, request: QuarantineRequest, clock: Clock) -> QuarantineReport:
     selection = QuarantineSelection(
         request.tenant, request.since, request.until, request.reason, request.limit,
-        request.reason_prefix,
+        request.reason_prefix, request.offset,
     )  # fmt: skip
     return read_quarantine(store, selection)
 

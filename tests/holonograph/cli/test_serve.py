@@ -180,6 +180,7 @@ def test_serve_json_announces_listeners_for_machines(data_dir: Path) -> None:
     process.send_signal(signal.SIGTERM)
     process.communicate(timeout=60)
     assert process.returncode == 0
-    assert set(announced) == {"grpc", "http", "admin", "store", "storeKind"}
+    assert set(announced) == {"grpc", "http", "admin", "store", "storeKind", "ui"}
+    assert announced["ui"] == announced["http"].removesuffix("/v1/traces") + "/ui/"
     assert announced["store"] == f"chdb://{data_dir.resolve()}"
     assert announced["http"].endswith("/v1/traces")

@@ -89,10 +89,13 @@ def test_no_tokens_beyond_loopback_warns_and_tls_with_tokens_does_not(tmp_path: 
         "--auth-tokens-file", str(tokens),
         data_dir=tmp_path / "secured",
     )  # fmt: skip
-    lines = started_lines(secured, 6)
+    lines = started_lines(secured, 7)
     assert lines[1].startswith("OTLP/HTTP  listening on https://0.0.0.0:")
     assert lines[4] == "tls        TLS on both OTLP listeners, minimum 1.2"
     assert lines[5] == f"auth       bearer tokens ({tokens})"
+    # The web UI on the same port and TLS, at an address a browser here can open.
+    port = lines[1].removesuffix("/v1/traces").rsplit(":", 1)[1]
+    assert lines[6] == f"web UI     https://127.0.0.1:{port}/ui/ (give it a read token)"
     code, stderr = stop(secured)
     assert code == 0
     assert "tenant 'default'" not in stderr

@@ -1,0 +1,91 @@
+// Streams and quarantine: per-stream delivery (POST /holonograph/completeness): status,
+// gaps (missing ordinal ranges); rejected spans by reason with the full text and the
+// replay state (POST /holonograph/quarantine), a page at a time (`limit`, `offset`).
+
+import { post } from "./api.js";
+import { h, put, count, empty, metric, pagedTable, table, when } from "./dom.js";
+
+const PAGE = 50;
+
+function gaps(s) {
+  const ranges = s.missingRanges || [];
+  if (!ranges.length) return "-";
+  return ranges.map((r) => (r.from === r.to ? String(r.from) : `${r.from}–${r.to}`)).join(", ");
+}
+
+function streamRows(streams) {
+  return streams.map((s) => [
+    h("td", { class: "text" }, s.stream),
+    metric(`completeness/streams/${s.stream}/status`, s.status, "strong", { class: s.status.startsWith("closed-complete") || s.status === "live" ? "good" : "warn" }),
+    metric(`completeness/streams/${s.stream}/expected`, count(s.expected)),
+    metric(`completeness/streams/${s.stream}/delivered`, count(s.delivered)),
+    metric(`completeness/streams/${s.stream}/missing`, count(s.missing)),
+    metric(`completeness/streams/${s.stream}/gaps`, gaps(s)),
+    count(s.duplicates), count(s.quarantined), when(s.lastSeenAt),
+  ]);
+}
+
+export async function streams({ root, range, signal, query, link, rerender }) {
+  const window = { since: range.since, until: range.until };
+  const reason = query.get("reason") || null;
+  const offset = Number(query.get("offset") || 0);
+  const completenessBody = { ...window };
+  if (query.get("surface")) completenessBody.surfaceId = query.get("surface");
+  const [complete, first] = await Promise.all([
+    post("/holonograph/completeness", completenessBody, signal),
+    post("/holonograph/quarantine", { ...window, reason, limit: PAGE, offset }, signal),
+  ]);
+  const totals = complete.totals;
+  const key = "completeness/totals";
+  const byStatus = Object.entries(totals.byStatus || {});
+  put(root, 
+    h("h1", {}, "Streams and quarantine"),
+    h("p", { class: "note" }, "Streams with events from ", complete.since || "the start", " to ", complete.until || "now", query.get("surface") ? ` on ${query.get("surface")}` : ""),
+    h("div", { class: "cards" },
+      ["streams", "expected", "delivered", "missing", "missingInRange", "duplicates", "biasedWindows"].map((name) =>
+        h("div", { class: "card" }, h("div", { class: "label" }, name.replace(/[A-Z]/g, (c) => " " + c.toLowerCase())), h("div", { class: "value" }, metric(`${key}/${name}`, count(totals[name]))))),
+      byStatus.map(([status, n]) => h("div", { class: "card" }, h("div", { class: "label" }, `streams ${status}`), h("div", { class: "value" }, metric(`${key}/byStatus/${status}`, count(n))))),
+    ),
+  );
+  const streamList = complete.streams;
+  put(root, h("h2", {}, `Streams (${streamList.length})`));
+  if (!streamList.length) put(root, empty("No emission stream in this window."));
+  else {
+    const columns = ["stream", "status", "expected", "delivered", "missing", "gaps (missing ordinals)", "duplicates", "quarantined", "last seen"];
+    const paged = pagedTable({ name: "streams", columns, pageSize: PAGE,
+      fetchPage: async (at, size) => ({ rows: streamRows(streamList.slice(at, at + size)), total: streamList.length }) });
+    await paged.ready;
+    put(root, paged.element);
+  }
+  put(root, 
+    h("h2", {}, "Rejected spans"),
+    h("p", {}, metric("quarantine/total", count(first.total)), " still rejected", reason ? " with this reason" : "", "; ",
+      metric("quarantine/replayed", count(first.replayed)), " replayed since (stored after a fix: holonograph replay --from quarantine)."),
+  );
+  if (reason) put(root, h("p", {}, "Reason: ", h("code", {}, reason), " · ", h("a", { href: link("streams", [], { reason: null, offset: null }) }, "every reason")));
+  put(root, first.reasons.length
+    ? table(["spans", "reason (full text)", "first", "last", ""], first.reasons.map((r, i) => [
+      metric(`quarantine/reasons/${i}/spans`, count(r.spans)),
+      h("td", { class: "text" }, metric(`quarantine/reasons/${i}/reason`, r.reason)),
+      when(r.firstReceivedAt), when(r.lastReceivedAt),
+      h("a", { href: link("streams", [], { reason: r.reason, offset: null }) }, "show spans"),
+    ]))
+    : empty("No rejected span in this window."));
+  if (first.total) {
+    const columns = ["received", "reason", "span", "trace / span id", "stream / seq", "source"];
+    const rowsOf = (report) => report.spans.map((s) => [
+      when(s.receivedAt), h("td", { class: "text" }, s.reason), s.spanName, `${s.traceId || "-"} / ${s.spanId || "-"}`,
+      s.emissionStream ? `${s.emissionStream} / ${s.emissionSeq}` : "-", s.source || "-",
+    ]);
+    const paged = pagedTable({
+      name: "quarantine", columns, pageSize: PAGE, offset,
+      fetchPage: async (at, size) => {
+        const report = at === offset ? first : await post("/holonograph/quarantine", { ...window, reason, limit: size, offset: at }, signal);
+        return { rows: rowsOf(report), total: report.total };
+      },
+      onPage: (at) => history.replaceState(null, "", link("streams", [], { reason, offset: at || null })),
+    });
+    await paged.ready;
+    put(root, paged.element);
+  }
+}

@@ -1,0 +1,1 @@
+"""Arrivals and rejections per minute (the web UI's live ingest rate)."""
