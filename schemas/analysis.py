@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from schemas import jsoncodec
-from schemas.completeness import Unknown
+from schemas.completeness import Unknown, WindowsFreshness
 from schemas.events import DEFAULT_TENANT
 
 Source = Literal["substrate", "light source", "lens", "noise"]
@@ -375,6 +375,8 @@ class DriftReport(Model):
     series: SeriesRead = Field(default_factory=SeriesRead)
     # None on reports recorded before the check existed
     delivery_loss: DeliveryLossCheck | None = None
+    # whether the delivery-loss windows had seen every event read (None: no table)
+    freshness: WindowsFreshness | None = None
 
 
 class VarianceReading(Model):

@@ -35,7 +35,7 @@ from pydantic_core import PydanticUndefined
 
 from holonograph.cli.errors import EXIT_FINDING, EXIT_USAGE, CommandFailed
 from holonograph.cli.options import CLOCK_KEY, RFC3339, emit_json, open_store_or_exit
-from holonograph.runner import execute, scope
+from holonograph.runner import execute, freshen, scope
 from processors.jobs import Job, JobError, JobRequest, Report
 from schemas.store import Store
 from schemas.times import Clock, utc_now
@@ -174,6 +174,14 @@ class CommandStores:
     def writing(self) -> Iterator[Store]:
         yield self._store(True, None)
 
+    def may_refresh(self) -> bool:
+        """Whether this command may rewrite derived tables before it answers: an
+        embedded store (its own, or through the owner's admin endpoint). A server's
+        store is refreshed by its `sink`, and the command's user may be its reader."""
+        from ingest.store.url import is_embedded, store_url
+
+        return is_embedded(store_url(self._url, self._dir))
+
     def close(self) -> None:
         opened, self._open = self._open, {}
         for store in opened.values():
@@ -200,11 +208,28 @@ def report_of(
     stores = CommandStores(store_url, data_dir)
     clock = command_clock()
     try:
-        return [execute(job, scope(job, r, stores), stores, clock) for r in requests]
+        return [run_fresh(job, scope(job, r, stores), stores, clock) for r in requests]
     except JobError as err:
         raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     finally:
         stores.close()
+
+
+def run_fresh(
+    job: Job[RequestT, ReportT], request: RequestT, stores: CommandStores, clock: Clock
+) -> ReportT:
+    """`execute`, after refreshing the completeness windows the job reads when they lag
+    its range and the command may write (said on stderr): a drift straight after a
+    backfill brackets the backfill's loss instead of missing it."""
+    if stores.may_refresh():
+        found = freshen(job, request, stores, clock)
+        if found is not None and found.stale:
+            click.echo(
+                "refreshed the completeness windows first: events of this range arrived"
+                " after their last refresh",
+                err=True,
+            )
+    return execute(job, request, stores, clock)
 
 
 def run_command(
