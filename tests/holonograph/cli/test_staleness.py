@@ -18,6 +18,7 @@ from ingest.store.clickhouse import open_store
 from processors.completeness.job import recompute_completeness
 from processors.drift import job as drift_job
 from processors.series.refreshes import last_refresh_began
+from processors.variance import evaluate as evaluate_job
 from schemas.migrations import apply_migrations
 from schemas.store import Store
 from testkit.scenarios import SurfaceSpec, generate, write_cells
@@ -123,3 +124,28 @@ def test_after_a_refresh_the_read_only_answer_is_fresh(backfilled: Path) -> None
     done = run(backfilled, "completeness", "--refresh", "--json")
     assert done.exit_code in (0, 1), done.output
     assert _read_only_drift(backfilled)["freshness"]["stale"] is False  # type: ignore[index]
+
+
+def test_a_variance_verdict_after_a_backfill_is_weighed_fresh_or_says_stale(
+    backfilled: Path,
+) -> None:
+    decomposed = run(
+        backfilled, "variance", "decompose", "--surface", "lossy-surface", "--dimension",
+        "correctness", *WINDOW, "--json",
+    )  # fmt: skip
+    assert decomposed.exit_code in (0, 1), decomposed.output
+    target = json.loads(decomposed.stdout)["eventId"]
+    store: Store = open_store(f"chdb://{backfilled}")
+    try:  # as the HTTP API runs it: read-only, no refresh first
+        request = evaluate_job.Request.model_validate({"targetEventId": target})
+        stale = evaluate_job.run(store, request, lambda: START).evaluation
+    finally:
+        store.close()
+    assert stale.checks["freshness"]["stale"] is True  # type: ignore[index]
+    assert str(stale.checks["delivery"]).startswith("stale: completeness windows refreshed")
+    done = run(backfilled, "variance", "evaluate", "--target-event-id", target)
+    assert "refreshed the completeness windows first" in done.stderr
+    assert "stale:" not in done.stdout
+    fresh = run(backfilled, "variance", "evaluate", "--target-event-id", target, "--json")
+    checks = json.loads(fresh.stdout)["checks"]
+    assert checks["freshness"]["stale"] is False and checks["lossWindows"] > 0
