@@ -144,7 +144,8 @@ class CompletenessTotals(_Model):
     missing: int
     missing_in_range: int | None
     duplicates: int
-    biased_windows: int
+    biased_windows: int  # stream and surface windows flagged
+    biased_surface_windows: int = 0  # of them, surface windows: `completeness`'s count
 
 
 class CompletenessReport(_Model):

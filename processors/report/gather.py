@@ -82,9 +82,14 @@ class ChangeMark:
 
 @dataclass(frozen=True)
 class Verdict:
+    """A variance verdict, and the window of the reading it judged (None: the reading
+    is not in the store)."""
+
     dimension_id: str
     verdict: str
     created_at: dt.datetime
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -314,37 +319,57 @@ def _marks(store: Store, request: ReportRequest, surface_id: str) -> list[Change
 
 
 def _verdicts(store: Store, request: ReportRequest, surface_id: str) -> list[Verdict]:
-    """The newest variance verdict of each dimension of the surface, on a reading of the
-    report's series (a reading stored before series selection counts as the primary's;
-    a verdict whose reading is not in the store is kept)."""
+    """The newest variance verdict of each dimension of the surface whose evaluated
+    reading's window overlaps the report's, on a reading of the report's series (one
+    stored before series selection counts as the primary's), whenever `evaluate` ran. A
+    verdict whose reading is not in the store counts if it was given before `until`."""
     rows = store.query(
         f"""
-        SELECT dimension_id, verdict, created_at
-        FROM {ANALYSIS_EVENTS.qualified} FINAL
-        WHERE ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
-          AND kind = 'variance-evaluate' AND surface_id = {{surface:String}}
-          AND created_at < {{until:DateTime64(3, 'UTC')}}
-          AND target_event_id NOT IN (
-              SELECT event_id FROM {VARIANCE_READINGS.qualified} FINAL
-              WHERE ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
-                AND surface_id = {{surface:String}}
-                AND (if(JSONExtractString(payload, 'series', 'role') = '', 'primary',
-                        JSONExtractString(payload, 'series', 'role')) != {{role:String}}
-                     OR JSONExtractString(payload, 'series', 'lightSource')
-                        != {{light_source:String}}))
-        ORDER BY created_at DESC
-        LIMIT 1 BY dimension_id
+        SELECT e.dimension_id, e.verdict, e.created_at, r.event_id != '' AS found,
+               r.since, r.until
+        FROM (
+            SELECT tenant_id, dimension_id, verdict, created_at, target_event_id
+            FROM {ANALYSIS_EVENTS.qualified} FINAL
+            WHERE ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
+              AND kind = 'variance-evaluate' AND surface_id = {{surface:String}}
+        ) AS e
+        LEFT JOIN (
+            SELECT tenant_id, event_id, since, until, payload
+            FROM {VARIANCE_READINGS.qualified} FINAL
+            WHERE ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
+              AND surface_id = {{surface:String}}
+        ) AS r ON r.tenant_id = e.tenant_id AND r.event_id = e.target_event_id
+        WHERE if(found,
+                 r.since < {{until:DateTime64(3, 'UTC')}}
+                 AND r.until > {{since:DateTime64(3, 'UTC')}}
+                 AND if(JSONExtractString(r.payload, 'series', 'role') = '', 'primary',
+                        JSONExtractString(r.payload, 'series', 'role')) = {{role:String}}
+                 AND JSONExtractString(r.payload, 'series', 'lightSource')
+                     = {{light_source:String}},
+                 e.created_at < {{until:DateTime64(3, 'UTC')}})
+        ORDER BY e.created_at DESC
+        LIMIT 1 BY e.dimension_id
         """,
         {
             "tenant": request.tenant_id or "",
             "surface": surface_id,
+            "since": to_store_time(request.since),
             "until": to_store_time(request.until),
             "role": request.role,
             "light_source": request.light_source,
         },
     ).rows
     return sorted(
-        (Verdict(str(d), str(v), from_store_time(c)) for d, v, c in rows),
+        (
+            Verdict(
+                str(d),
+                str(v),
+                from_store_time(c),
+                from_store_time(since) if found else None,
+                from_store_time(until) if found else None,
+            )
+            for d, v, c, found, since, until in rows
+        ),
         key=lambda v: v.dimension_id,
     )
 

@@ -31,6 +31,7 @@ from processors.report.gather import (
     steps,
     surfaces_in_window,
 )
+from processors.report.headline import headline
 from processors.series.cells import SelectionError
 from schemas.analysis import Role, SeriesRead
 from schemas.changes import ChangeEvent
@@ -135,6 +136,7 @@ class Report:
             "provenances": list(r.provenances),
             "role": r.role,
             "lightSource": r.light_source,
+            "headline": headline(data),
             "completeness": data.completeness.model_dump(by_alias=True),
             "rejections": data.rejections.to_json(),
             "surfaces": [_surface(s) for s in data.surfaces],
@@ -173,7 +175,13 @@ def _surface(section: SurfaceSection) -> dict[str, Any]:
         ],
         "changes": [c.model_dump(by_alias=True) for c in section.changes],
         "verdicts": [
-            {"dimensionId": v.dimension_id, "verdict": v.verdict, "createdAt": v.created_at}
+            {
+                "dimensionId": v.dimension_id,
+                "verdict": v.verdict,
+                "createdAt": v.created_at,
+                "since": v.since,
+                "until": v.until,
+            }
             for v in section.verdicts
         ],
         "comparison": section.comparison.to_json() if section.comparison else None,
@@ -230,9 +238,13 @@ class ChangePointDocument(TypedDict):
 
 @with_config(_FORBID)
 class VerdictDocument(TypedDict):
+    """The newest verdict of a dimension whose reading's window overlaps the report's."""
+
     dimensionId: str
     verdict: str
     createdAt: dt.datetime
+    since: dt.datetime | None  # the judged reading's window (None: reading not stored)
+    until: dt.datetime | None
 
 
 @with_config(_FORBID)
@@ -276,6 +288,7 @@ class ReportDocument(TypedDict):
     provenances: list[str]
     role: Role
     lightSource: str
+    headline: str  # one sentence: what changed, what is wrong (`report.headline`)
     completeness: CompletenessReport
     rejections: QuarantineDocument
     surfaces: list[SurfaceDocument]
