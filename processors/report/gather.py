@@ -12,6 +12,7 @@ from processors.compare.job import CompareRequest, compare
 from processors.completeness.job import Selection, read_report
 from processors.quarantine import QuarantineReport, QuarantineSelection, read_quarantine
 from processors.series.cells import SELECTION_FILTER, SERIES_FILTER, SeriesQuery, read_selection
+from processors.series.freshness import newest_arrival
 from schemas.analysis import ROLES, Role, SeriesRead
 from schemas.changelog import ChangeQuery, list_changes
 from schemas.changes import ChangeEvent
@@ -93,6 +94,27 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class DriftRunAge:
+    """The latest stored drift run of the surface's series, and whether events of the
+    window arrived after it ran (`behind_seconds` later: its change points and brackets
+    do not count them; rerun `holonograph drift`)."""
+
+    run_id: str
+    run_at: dt.datetime
+    newest_arrival: dt.datetime | None
+
+    @property
+    def behind_seconds(self) -> float | None:
+        if self.newest_arrival is None or self.newest_arrival <= self.run_at:
+            return None
+        return round((self.newest_arrival - self.run_at).total_seconds(), 3)
+
+    @property
+    def stale(self) -> bool:
+        return self.behind_seconds is not None
+
+
+@dataclass(frozen=True)
 class Published:
     artifact_id: str
     version: int
@@ -119,6 +141,7 @@ class SurfaceSection:
     surface_id: str
     series: dict[str, list[HourPoint]] = field(default_factory=dict)  # pass/fail dimensions
     marks: list[ChangeMark] = field(default_factory=list)
+    drift_run: DriftRunAge | None = None  # None: no drift run stored for the series
     changes: list[ChangeEvent] = field(default_factory=list)  # recorded change events
     verdicts: list[Verdict] = field(default_factory=list)
     comparison: CompareReport | None = None
@@ -198,6 +221,7 @@ def gather(
         section.series = _hourly(store, request, surface_id, bounds)
         progress(f"{surface_id}: change points")
         section.marks = _marks(store, request, surface_id)
+        section.drift_run = _drift_run(store, request, surface_id)
         progress(f"{surface_id}: recorded changes")
         if recorded:
             section.changes = list_changes(
@@ -316,6 +340,33 @@ def _marks(store: Store, request: ReportRequest, surface_id: str) -> list[Change
         )
         for d, k, at, to, s, r, c, e in rows
     ]
+
+
+def _drift_run(store: Store, request: ReportRequest, surface_id: str) -> DriftRunAge | None:
+    """The latest drift run recorded for the surface and series, against the newest
+    arrival among the window's events."""
+    rows = store.query(
+        f"""
+        SELECT event_id, created_at FROM {ANALYSIS_EVENTS.qualified} FINAL
+        WHERE kind = 'drift-run' AND surface_id = {{surface:String}}
+          AND ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
+          AND if(JSONExtractString(payload, 'series', 'role') = '', 'primary',
+                 JSONExtractString(payload, 'series', 'role')) = {{role:String}}
+          AND JSONExtractString(payload, 'series', 'lightSource') = {{light_source:String}}
+        ORDER BY created_at DESC LIMIT 1
+        """,
+        {
+            "tenant": request.tenant_id or "",
+            "surface": surface_id,
+            "role": request.role,
+            "light_source": request.light_source,
+        },
+    ).rows
+    if not rows:
+        return None
+    (run_id, run_at), *_ = rows
+    arrived = newest_arrival(store, _series_query(request, surface_id), on_streams=False)
+    return DriftRunAge(str(run_id), from_store_time(run_at), arrived)
 
 
 def _verdicts(store: Store, request: ReportRequest, surface_id: str) -> list[Verdict]:

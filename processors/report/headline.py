@@ -11,7 +11,7 @@ def headline(data: ReportData) -> str:
     """`classify-intent correctness moved -0.260 at 2026-06-01T12:00:00Z (light source);
     1 stream lost 31 events in the window; 4 spans were rejected.` Or, when nothing is
     wrong, a sentence saying that about what was read."""
-    clauses = [_changed(data), _lost(data), _rejected(data)]
+    clauses = [_changed(data), _lost(data), _rejected(data), _stale(data)]
     said = [c for c in clauses if c]
     if not said:
         if not data.surfaces:
@@ -65,3 +65,11 @@ def _rejected(data: ReportData) -> str:
     top = max(q.reasons, key=lambda c: c.spans, default=None)
     why = f", most for {top.reason!r}" if top is not None else ""
     return f"{q.total} span(s) were rejected{why}"
+
+
+def _stale(data: ReportData) -> str:
+    stale = [s for s in data.surfaces if s.drift_run is not None and s.drift_run.stale]
+    if not stale:
+        return ""
+    names = ", ".join(s.surface_id for s in stale)
+    return f"the latest drift run of {names} predates events of the window (rerun drift)"

@@ -185,6 +185,21 @@ def _selection(section: SurfaceSection) -> str:
     )
 
 
+def _drift_run_line(section: SurfaceSection) -> str:
+    run = section.drift_run
+    if run is None:
+        return ""
+    key = f"drift/{section.surface_id}/stale"
+    if not run.stale:
+        return f'<p class="muted">Run {escape(run.run_id)} at {escape(rfc3339(run.run_at))}.</p>'
+    arrived = rfc3339(run.newest_arrival) if run.newest_arrival else "-"
+    return (
+        f'<p class="bad" data-metric="{escape(key)}">Stale: run {escape(run.run_id)} at'
+        f" {escape(rfc3339(run.run_at))}, {run.behind_seconds:g}s before the newest event of"
+        f" the window arrived ({escape(arrived)}); rerun holonograph drift.</p>"
+    )
+
+
 def _reading_window(verdict: Verdict) -> str:
     if verdict.since is None or verdict.until is None:
         return "-"
@@ -203,6 +218,7 @@ def _surface(data: ReportData, section: SurfaceSection) -> str:
     changes = [m for m in section.marks if m.kind == "change_point"]
     brackets = [m for m in section.marks if m.kind != "change_point"]
     html.append("<h3>Change points (latest drift run)</h3>")
+    html.append(_drift_run_line(section))
     if changes:
         rows = [
             "<tr>" + _cell(rfc3339(m.at), cls="") + _cell(m.dimension_id, cls="")

@@ -23,6 +23,7 @@ from typing_extensions import TypedDict
 from processors.jobs import Job, JobError, JobRequest, never_a_finding, saves_nothing
 from processors.quarantine.job import QuarantineDocument
 from processors.report.gather import (
+    DriftRunAge,
     LessonsState,
     ReportData,
     ReportRequest,
@@ -173,6 +174,7 @@ def _surface(section: SurfaceSection) -> dict[str, Any]:
             }
             for m in section.marks
         ],
+        "driftRun": _drift_run(section.drift_run) if section.drift_run else None,
         "changes": [c.model_dump(by_alias=True) for c in section.changes],
         "verdicts": [
             {
@@ -186,6 +188,16 @@ def _surface(section: SurfaceSection) -> dict[str, Any]:
         ],
         "comparison": section.comparison.to_json() if section.comparison else None,
         "lessons": _lessons(section.lessons) if section.lessons else None,
+    }
+
+
+def _drift_run(age: DriftRunAge) -> dict[str, Any]:
+    return {
+        "runId": age.run_id,
+        "runAt": age.run_at,
+        "newestArrival": age.newest_arrival,
+        "stale": age.stale,
+        "behindSeconds": age.behind_seconds,
     }
 
 
@@ -237,6 +249,18 @@ class ChangePointDocument(TypedDict):
 
 
 @with_config(_FORBID)
+class DriftRunDocument(TypedDict):
+    """The latest drift run of the series; `stale` when events of the window arrived
+    after it ran (`behindSeconds` later): its change points do not count them."""
+
+    runId: str
+    runAt: dt.datetime
+    newestArrival: dt.datetime | None
+    stale: bool
+    behindSeconds: float | None
+
+
+@with_config(_FORBID)
 class VerdictDocument(TypedDict):
     """The newest verdict of a dimension whose reading's window overlaps the report's."""
 
@@ -272,6 +296,7 @@ class SurfaceDocument(TypedDict):
     selection: SeriesRead | None
     series: dict[str, list[HourDocument]]  # per pass/fail dimension, hourly
     changePoints: list[ChangePointDocument]
+    driftRun: DriftRunDocument | None  # None: no drift run stored for the series
     changes: list[ChangeEvent]  # recorded changes of the surface in the window
     verdicts: list[VerdictDocument]  # the newest variance verdict per dimension
     comparison: CompareReport | None  # `compare` over the window

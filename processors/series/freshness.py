@@ -20,17 +20,18 @@ from schemas.tables import EVALUATION_EVENTS
 from schemas.times import from_store_time
 
 
-def newest_arrival(store: Store, query: SeriesQuery) -> dt.datetime | None:
-    """The newest ingest time of the query's events on an emission stream (only those
-    have windows); None when it has none."""
+def newest_arrival(store: Store, query: SeriesQuery, on_streams: bool = True) -> dt.datetime | None:
+    """The newest ingest time of the query's events (`on_streams`: only those on an
+    emission stream, the ones windows count); None when it has none."""
     sql = f"""
         SELECT max(ingested_at), count() FROM {EVALUATION_EVENTS.qualified}
         WHERE ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
-          AND surface_id = {{surface:String}} AND emission_stream != ''
+          AND surface_id = {{surface:String}}
+          AND (NOT {{on_streams:Bool}} OR emission_stream != '')
           AND timestamp >= {{since:DateTime64(3, 'UTC')}}
           AND timestamp < {{until:DateTime64(3, 'UTC')}}
     """
-    newest, events = store.query(sql, query.params()).rows[0]
+    newest, events = store.query(sql, {**query.params(), "on_streams": on_streams}).rows[0]
     return from_store_time(newest) if events else None
 
 

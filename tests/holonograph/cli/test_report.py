@@ -3,6 +3,7 @@ before any store is opened. (Opened in a browser: tests/e2e/test_report_browser.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from pathlib import Path
@@ -14,6 +15,7 @@ from click.testing import CliRunner
 from holonograph.cli import cli
 from ingest.store.clickhouse import open_store
 from schemas.migrations import apply_migrations
+from schemas.tables import EVALUATION_EVENTS
 from testkit import multiplex
 from testkit.multiplex import MultiplexSpec
 
@@ -139,3 +141,31 @@ def test_a_verdict_shows_in_every_report_whose_window_overlaps_its_reading(
     apart = ["--since", "2026-06-02T00:00:00Z", "--until", "2026-06-03T00:00:00Z"]
     report = _json(data_dir, "report", *apart, *AS_OF, "--surface", "classify-intent")
     assert report["surfaces"][0]["verdicts"] == []
+
+
+def test_a_drift_run_older_than_the_windows_events_is_stale(data_dir: Path) -> None:
+    done = CliRunner().invoke(
+        cli, ["drift", "--surface", "classify-intent", *WINDOW, "--data-dir", str(data_dir)]
+    )
+    assert done.exit_code in (0, 1), done.output
+    (fresh,) = _json(data_dir, "report", *WINDOW, *AS_OF)["surfaces"]
+    assert fresh["driftRun"]["stale"] is False and fresh["driftRun"]["behindSeconds"] is None
+    # A late event of the window arrives after the run (a backfill).
+    store = open_store(f"chdb://{data_dir}")
+    try:
+        store.command(
+            f"INSERT INTO {EVALUATION_EVENTS.qualified} SELECT * REPLACE ("
+            " concat(event_id, '-late') AS event_id, now64(3) AS ingested_at)"
+            f" FROM {EVALUATION_EVENTS.qualified} WHERE surface_id = 'classify-intent' LIMIT 1"
+        )
+    finally:
+        store.close()
+    report = _json(data_dir, "report", *WINDOW, *AS_OF)
+    (late,) = report["surfaces"]
+    run = late["driftRun"]
+    assert run["stale"] is True and run["runId"] == fresh["driftRun"]["runId"]
+    behind = dt.datetime.fromisoformat(run["newestArrival"]) - dt.datetime.fromisoformat(
+        run["runAt"]
+    )
+    assert run["behindSeconds"] == pytest.approx(behind.total_seconds())
+    assert "the latest drift run of classify-intent predates events" in report["headline"]
