@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
@@ -144,7 +145,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     endpoint = args.endpoint.rstrip("/")
     rng = random.Random(args.seed)
     if not args.no_contract:
-        print(f"registered {CONTRACT.name}: version {register_contract(endpoint, args.token)}")
+        try:
+            version = register_contract(endpoint, args.token)
+        except (OSError, ValueError, KeyError) as err:  # URLError and HTTPError are OSErrors
+            print(
+                f"error: could not register {CONTRACT.name} at {endpoint}: {err}", file=sys.stderr
+            )
+            return 1
+        print(f"registered {CONTRACT.name}: version {version}")
 
     headers = {"Authorization": f"Bearer {args.token}"} if args.token else None
     resource = Resource.create(
@@ -155,7 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     tracer_provider.add_span_processor(
         BatchSpanProcessor(
             CountingSpanExporter(
-                OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces", headers=headers), counted
+                OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces", headers=headers, timeout=10),
+                counted,
             )
         )
     )
@@ -163,7 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logger_provider.add_log_record_processor(
         BatchLogRecordProcessor(
             CountingLogExporter(
-                OTLPLogExporter(endpoint=f"{endpoint}/v1/logs", headers=headers), counted
+                OTLPLogExporter(endpoint=f"{endpoint}/v1/logs", headers=headers, timeout=10),
+                counted,
             )
         )
     )
@@ -197,12 +207,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             as_logs += len(graded)
     tracer_provider.shutdown()  # flushes both before we exit
     logger_provider.shutdown()
+    if counted.failed:  # never "sent" for what did not arrive
+        print(
+            f"error: {counted.failed} of {counted.failed + counted.delivered} span(s) and log"
+            f" record(s) could not be exported to {endpoint}",
+            file=sys.stderr,
+        )
+        return 1
     print(
         f"sent {args.calls} GenAI operation(s): {as_events} evaluation result(s) as span"
         f" events, {as_logs} as log records ({counted.delivered} spans and log records"
         f" delivered, {counted.failed} failed)"
     )
-    return 0 if counted.failed == 0 else 1
+    return 0
 
 
 if __name__ == "__main__":

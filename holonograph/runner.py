@@ -6,6 +6,9 @@ code or status from `job.finding`.
     scope(job, request, stores)    the tenant: the request's, else the store's only one
     execute(job, request, stores)  run on a read-only connection scoped to that tenant,
                                    then persist on a writing one when the request asks
+    freshen(job, request, stores)  before `execute`, for a caller that may write: refresh
+                                   the completeness windows the job reads when they have
+                                   not seen every event of its range (a backfill)
 
 `StoreAccess` is how a caller reaches its store: the CLI through `--store` (or the
 owner's admin endpoint while `serve` holds it), the receiver through its own sessions
@@ -20,9 +23,11 @@ from typing import Any, Protocol, TypeVar
 
 from holonograph.limits import job_limits, over_limit
 from ingest.store.limits import LimitRequest, ReadLimitExceeded
+from processors.completeness.job import refresh_stream_status
 from processors.jobs import NO_STORE, Job, JobRequest, Report
 from processors.names import require_known
 from processors.tenants import resolve_tenant
+from schemas.completeness import WindowsFreshness
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
 from schemas.times import Clock, utc_now
@@ -85,3 +90,24 @@ def execute(
         with stores.writing() as store:
             report = job.persist(store, report)
     return report
+
+
+def freshen(
+    job: Job[RequestT, Any],
+    request: RequestT,
+    stores: StoreAccess,
+    clock: Clock = utc_now,
+) -> WindowsFreshness | None:
+    """Refresh the completeness windows when `job` reads them and they have not seen
+    every event of the scoped `request`'s range: the same incremental refresh `serve`
+    and `sink` run every period, so the answer is the one they would give a period
+    later. Returns the freshness found before (None: the job reads no windows, or there
+    was nothing to judge); the job's own report says whether it is still stale."""
+    if job.freshness is None or not job.uses_store:
+        return None
+    with stores.reading(request.tenant) as store:
+        found = job.freshness(store, request, clock)
+    if found is not None and found.stale:
+        with stores.writing() as store:
+            refresh_stream_status(store, clock())
+    return found

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
+from schemas.completeness import WindowsFreshness
 from schemas.store import Store
 from schemas.times import Clock
 
@@ -132,7 +133,10 @@ class Job(Generic[RequestT, ReportT]):
     or a TypedDict): the OpenAPI document's response schema is generated from it.
     `owner_tenant`: on a store that holds no tenant yet the job runs for the default
     tenant (it writes records a tenant owns) rather than for none. `uses_store` False:
-    `run` reads nothing (the runner opens no store and passes `NO_STORE`)."""
+    `run` reads nothing (the runner opens no store and passes `NO_STORE`). `freshness`:
+    for a job that reads the stored completeness windows, whether they have seen every
+    event the request reads (`processors.series.freshness`; None: nothing to judge), so
+    that a caller that may write refreshes them first (`holonograph.runner.freshen`)."""
 
     name: str
     request: type[RequestT]
@@ -142,6 +146,7 @@ class Job(Generic[RequestT, ReportT]):
     finding: Callable[[ReportT], bool] = never_a_finding
     owner_tenant: bool = False
     uses_store: bool = True
+    freshness: Callable[[Store, RequestT, Clock], WindowsFreshness | None] | None = None
 
 
 class _NoStore:

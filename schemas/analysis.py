@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from schemas import jsoncodec
-from schemas.completeness import Unknown
+from schemas.completeness import Unknown, WindowsFreshness
 from schemas.events import DEFAULT_TENANT
 from schemas.retention import RetentionReach
 
@@ -378,6 +378,8 @@ class DriftReport(Model):
     delivery_loss: DeliveryLossCheck | None = None
     # The tenant's retention beside the window (None: its rows are kept forever)
     retention: RetentionReach | None = None
+    # whether the delivery-loss windows had seen every event read (None: no table)
+    freshness: WindowsFreshness | None = None
 
 
 class VarianceReading(Model):

@@ -125,6 +125,19 @@ class SurfaceWithoutOrdinals(_Model):
     share_without_ordinals: float
 
 
+class WindowsFreshness(_Model):
+    """Whether the stored completeness windows (`completeness_windows`, rewritten by the
+    completeness refresh) have seen every event an analysis read: `stale` when an event
+    of the range arrived after the last refresh began (or there never was one), and
+    `behind_seconds` how long after it the newest one arrived. A backfill of last week
+    arrives now: its loss is in the windows only after the next refresh."""
+
+    refreshed_at: dt.datetime | None  # when the last refresh began (None: never)
+    newest_arrival: dt.datetime | None  # newest ingest time of the range's events
+    stale: bool
+    behind_seconds: float | None = None
+
+
 class CompletenessTotals(_Model):
     streams: int
     by_status: dict[str, int]
@@ -133,7 +146,8 @@ class CompletenessTotals(_Model):
     missing: int
     missing_in_range: int | None
     duplicates: int
-    biased_windows: int
+    biased_windows: int  # stream and surface windows flagged
+    biased_surface_windows: int = 0  # of them, surface windows: `completeness`'s count
 
 
 class CompletenessReport(_Model):

@@ -91,7 +91,7 @@ def render_text(report: CompletenessReport, limit: int) -> str:
     if len(shown) < len(report.streams):
         lines.append(f"... {len(report.streams) - len(shown)} more (--limit 0 or --json)")
     biased = [w for w in report.windows if w.scope == "surface" and w.bias_flag]
-    lines += ["", f"Biased surface windows ({report.bucket}): {len(biased)}"]
+    lines += ["", f"Biased surface windows ({report.bucket}): {t.biased_surface_windows}"]
     if biased:
         rows = [
             [

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import shlex
 
 import click
 
 from holonograph.cli.errors import EXIT_FINDING, EXIT_USAGE, CommandFailed
 from holonograph.cli.options import RFC3339, emit_json
+from schemas.times import rfc3339
 
 
 def _hour(moment: dt.datetime) -> dt.datetime:
@@ -67,6 +69,7 @@ def demo_command(
     that moment, one day of dropped events, a few human overrides. Seeded: the same
     flags send the same spans. Exit 1 when the collector did not take everything
     (unreachable, refused or rejected), 2 on bad flags."""
+    from holonograph.demo.hints import hints
     from holonograph.demo.traffic import DemoFailed, DemoPlan, send
 
     plan = DemoPlan(
@@ -85,29 +88,21 @@ def demo_command(
         ) from None
     except ValueError as err:  # pragma: no cover - the flags' ranges keep the plan valid
         raise CommandFailed(str(err), EXIT_USAGE) from None
+    steps = hints(plan, summary)
     if as_json:
-        emit_json(summary.to_json())
+        emit_json({**summary.to_json(), "tryNext": [h.to_json() for h in steps]})
         return
     doc = summary.to_json()
-    first = doc["surfaces"][0]
-    since = f"{plan.start:%Y-%m-%dT%H:%M:%SZ}"
-    until_text = f"{plan.until:%Y-%m-%dT%H:%M:%SZ}"
-    window = f"--since {since} --until {until_text}"
     lines = [
         f"sent {summary.evaluations:,} evaluations ({summary.calls:,} calls) and"
-        f" {summary.sentinels} sentinels on {', '.join(doc['surfaces'])}, {since} to"
-        f" {until_text}; deploy {plan.deploy_id}; {len(summary.overrides)} override(s)",
+        f" {summary.sentinels} sentinels on {', '.join(doc['surfaces'])},"
+        f" {rfc3339(plan.start)} to {rfc3339(plan.until)}; deploy {plan.deploy_id};"
+        f" {len(summary.overrides)} override(s)",
         "",
-        "what to look for:",
-        f"  holonograph drift --surface {first} {window}",
-        f"      the primary drops from 0.88 to 0.62 at {plan.change_at:%Y-%m-%dT%H:%M:%SZ}"
-        f" (the deploy, and acme/m/2026-05 -> acme/m/2026-10)",
-        f"  holonograph compare --surface {first} {window}",
-        "      primary and observer paired on every call, no fallbacks",
-        f"  holonograph completeness --stream {plan.gap_stream}",
-        f"      {summary.dropped} events the client dropped on {plan.gap_day}",
-        f"  holonograph lessons cluster --surface {first} {window}",
+        "what to look for (add --data-dir or --store if serve does not use the default):",
     ]
+    for step in steps:
+        lines += [f"  {shlex.join(step.argv)}", f"      {step.shows}"]
     click.echo("\n".join(lines))
 
 

@@ -42,7 +42,7 @@ from holonograph.cli.options import (
     open_store_or_exit,
 )
 from holonograph.limits import JobOverLimit
-from holonograph.runner import execute, scope
+from holonograph.runner import execute, freshen, scope
 from ingest.store.limits import LimitRequest
 from processors.jobs import Job, JobError, JobRequest, Report
 from schemas.store import Store
@@ -222,6 +222,14 @@ class CommandStores:
     def writing(self) -> Iterator[Store]:
         yield self._store(True, None, None)
 
+    def may_refresh(self) -> bool:
+        """Whether this command may rewrite derived tables before it answers: an
+        embedded store (its own, or through the owner's admin endpoint). A server's
+        store is refreshed by its `sink`, and the command's user may be its reader."""
+        from ingest.store.url import is_embedded, store_url
+
+        return is_embedded(store_url(self._url, self._dir))
+
     def close(self) -> None:
         opened, self._open = self._open, {}
         for store in opened.values():
@@ -249,13 +257,34 @@ def report_of(
     clock = command_clock()
     limits = given_limits()
     try:
-        return [execute(job, scope(job, r, stores), stores, clock, limits) for r in requests]
+        return [run_fresh(job, scope(job, r, stores), stores, clock, limits) for r in requests]
     except JobError as err:
         raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     except JobOverLimit as err:  # the request's to narrow, or the flag's to raise
         raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     finally:
         stores.close()
+
+
+def run_fresh(
+    job: Job[RequestT, ReportT],
+    request: RequestT,
+    stores: CommandStores,
+    clock: Clock,
+    limits: LimitRequest | None = None,
+) -> ReportT:
+    """`execute`, after refreshing the completeness windows the job reads when they lag
+    its range and the command may write (said on stderr): a drift straight after a
+    backfill brackets the backfill's loss instead of missing it."""
+    if stores.may_refresh():
+        found = freshen(job, request, stores, clock)
+        if found is not None and found.stale:
+            click.echo(
+                "refreshed the completeness windows first: events of this range arrived"
+                " after their last refresh",
+                err=True,
+            )
+    return execute(job, request, stores, clock, limits)
 
 
 def run_command(

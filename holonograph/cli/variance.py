@@ -131,6 +131,9 @@ def _evaluation_text(report: evaluating.Report) -> str:
     lines = [f"verdict: {evaluation.verdict}  (target {evaluation.target_event_id})"]
     lines += [f"  because: {line}" for line in evaluation.reasons]
     lines += [f"  to fix: {line}" for line in evaluation.guidance]
+    delivery = evaluation.checks.get("delivery")
+    if isinstance(delivery, str) and delivery.startswith("stale:"):
+        lines.append(f"  {delivery}")
     if evaluation.strata:
         rows = [
             [s.layers, s.buckets, s.events, s.cleaned_variance, s.viable, s.reason]

@@ -281,6 +281,7 @@ def read_report(
         missing_in_range=None if in_range is None else sum(in_range.values()),
         duplicates=sum(s.duplicates for s in streams),
         biased_windows=sum(1 for w in windows if w.bias_flag),
+        biased_surface_windows=sum(1 for w in windows if w.bias_flag and w.scope == "surface"),
     )
     return CompletenessReport(
         tenant=selection.tenant,

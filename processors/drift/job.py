@@ -60,8 +60,8 @@ from processors.series.delivery import (
     Unmeasured,
     fetch_loss_windows,
     fetch_without_ordinals,
-    staleness_note,
 )
+from processors.series.freshness import read_freshness, stale_note
 from processors.series.request import SeriesRequest
 from schemas.analysis import (
     BracketedWindow,
@@ -79,7 +79,7 @@ from schemas.analysis import (
     SeriesRead,
     TimeWindow,
 )
-from schemas.completeness import UNKNOWN_WITHOUT_ORDINALS
+from schemas.completeness import UNKNOWN_WITHOUT_ORDINALS, WindowsFreshness
 from schemas.retention import retention_reach
 from schemas.store import Store
 from schemas.tables import CHANGE_EVENTS, COMPLETENESS_WINDOWS
@@ -218,7 +218,8 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
         summaries.append(summary)
         if not summary.tested:
             notes.append(too_short_note(summary, request))
-    brackets += delivery_brackets(store, query, notes)
+    loss_brackets, freshness = delivery_brackets(store, query, notes)
+    brackets += loss_brackets
     events = event_count(store, query)
     unmeasured = fetch_without_ordinals(store, query)
     brackets += unmeasurable_brackets(unmeasured)
@@ -244,6 +245,7 @@ def analyse(store: Store, request: DriftRequest, run_id: str | None = None) -> D
         notes=notes,
         series=selection,
         delivery_loss=delivery,
+        freshness=freshness,
     )
     return DriftRun(report, traces)
 
@@ -340,22 +342,28 @@ def selection_notes(selection: SeriesRead) -> list[str]:
     ]
 
 
-def delivery_brackets(store: Store, query: SeriesQuery, notes: list[str]) -> list[BracketedWindow]:
+def delivery_brackets(
+    store: Store, query: SeriesQuery, notes: list[str]
+) -> tuple[list[BracketedWindow], WindowsFreshness | None]:
+    """The stored delivery-loss windows as brackets, and whether those windows had seen
+    every event of the range (a note when not: never a silently unbracketed answer)."""
     loss = fetch_loss_windows(store, query)
     if loss is None:
         notes.append(
             f"delivery-loss not checked: {COMPLETENESS_WINDOWS.qualified} is not in the store"
         )
-        return []
-    note = staleness_note(store, query)
+        return [], None
+    freshness = read_freshness(store, query)
+    note = stale_note(freshness)
     if note:
         notes.append(note)
-    return [
+    brackets = [
         BracketedWindow.of(
             w.start, w.end, "delivery-loss", f"completeness lower bound {w.completeness:.3f}"
         )
         for w in loss
     ]
+    return brackets, freshness
 
 
 _Found = list[tuple[ChangePoint, BracketedWindow | None]]
@@ -644,7 +652,12 @@ def finding(report: Report) -> bool:
     return bool(attributed(report.report))
 
 
-JOB = Job("drift", Request, DriftReport, run, persist, finding)
+def freshness(store: Store, request: Request, clock: Clock) -> WindowsFreshness:
+    """Whether the delivery-loss windows have seen every event this run would read."""
+    return read_freshness(store, request.analysis(clock()).query())
+
+
+JOB = Job("drift", Request, DriftReport, run, persist, finding, freshness=freshness)
 
 __all__ = [
     "JOB",

@@ -13,6 +13,7 @@ from processors.completeness.job import Selection, read_report
 from processors.conformance.record import SuiteRun, latest_runs
 from processors.quarantine import QuarantineReport, QuarantineSelection, read_quarantine
 from processors.series.cells import SELECTION_FILTER, SERIES_FILTER, SeriesQuery, read_selection
+from processors.series.freshness import newest_arrival
 from schemas.analysis import ROLES, Role, SeriesRead
 from schemas.changelog import ChangeQuery, list_changes
 from schemas.changes import ChangeEvent
@@ -84,9 +85,35 @@ class ChangeMark:
 
 @dataclass(frozen=True)
 class Verdict:
+    """A variance verdict, and the window of the reading it judged (None: the reading
+    is not in the store)."""
+
     dimension_id: str
     verdict: str
     created_at: dt.datetime
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class DriftRunAge:
+    """The latest stored drift run of the surface's series, and whether events of the
+    window arrived after it ran (`behind_seconds` later: its change points and brackets
+    do not count them; rerun `holonograph drift`)."""
+
+    run_id: str
+    run_at: dt.datetime
+    newest_arrival: dt.datetime | None
+
+    @property
+    def behind_seconds(self) -> float | None:
+        if self.newest_arrival is None or self.newest_arrival <= self.run_at:
+            return None
+        return round((self.newest_arrival - self.run_at).total_seconds(), 3)
+
+    @property
+    def stale(self) -> bool:
+        return self.behind_seconds is not None
 
 
 @dataclass(frozen=True)
@@ -116,6 +143,7 @@ class SurfaceSection:
     surface_id: str
     series: dict[str, list[HourPoint]] = field(default_factory=dict)  # pass/fail dimensions
     marks: list[ChangeMark] = field(default_factory=list)
+    drift_run: DriftRunAge | None = None  # None: no drift run stored for the series
     changes: list[ChangeEvent] = field(default_factory=list)  # recorded change events
     verdicts: list[Verdict] = field(default_factory=list)
     comparison: CompareReport | None = None
@@ -200,6 +228,7 @@ def gather(
         section.series = _hourly(store, request, surface_id, bounds)
         progress(f"{surface_id}: change points")
         section.marks = _marks(store, request, surface_id)
+        section.drift_run = _drift_run(store, request, surface_id)
         progress(f"{surface_id}: recorded changes")
         if recorded:
             section.changes = list_changes(
@@ -321,38 +350,85 @@ def _marks(store: Store, request: ReportRequest, surface_id: str) -> list[Change
     ]
 
 
-def _verdicts(store: Store, request: ReportRequest, surface_id: str) -> list[Verdict]:
-    """The newest variance verdict of each dimension of the surface, on a reading of the
-    report's series (a reading stored before series selection counts as the primary's;
-    a verdict whose reading is not in the store is kept)."""
+def _drift_run(store: Store, request: ReportRequest, surface_id: str) -> DriftRunAge | None:
+    """The latest drift run recorded for the surface and series, against the newest
+    arrival among the window's events."""
     rows = store.query(
         f"""
-        SELECT dimension_id, verdict, created_at
-        FROM {ANALYSIS_EVENTS.qualified} FINAL
-        WHERE ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
-          AND kind = 'variance-evaluate' AND surface_id = {{surface:String}}
-          AND created_at < {{until:DateTime64(3, 'UTC')}}
-          AND target_event_id NOT IN (
-              SELECT event_id FROM {VARIANCE_READINGS.qualified} FINAL
-              WHERE ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
-                AND surface_id = {{surface:String}}
-                AND (if(JSONExtractString(payload, 'series', 'role') = '', 'primary',
-                        JSONExtractString(payload, 'series', 'role')) != {{role:String}}
-                     OR JSONExtractString(payload, 'series', 'lightSource')
-                        != {{light_source:String}}))
-        ORDER BY created_at DESC
-        LIMIT 1 BY dimension_id
+        SELECT event_id, created_at FROM {ANALYSIS_EVENTS.qualified} FINAL
+        WHERE kind = 'drift-run' AND surface_id = {{surface:String}}
+          AND ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
+          AND if(JSONExtractString(payload, 'series', 'role') = '', 'primary',
+                 JSONExtractString(payload, 'series', 'role')) = {{role:String}}
+          AND JSONExtractString(payload, 'series', 'lightSource') = {{light_source:String}}
+        ORDER BY created_at DESC LIMIT 1
         """,
         {
             "tenant": request.tenant_id or "",
             "surface": surface_id,
+            "role": request.role,
+            "light_source": request.light_source,
+        },
+    ).rows
+    if not rows:
+        return None
+    (run_id, run_at), *_ = rows
+    arrived = newest_arrival(store, _series_query(request, surface_id), on_streams=False)
+    return DriftRunAge(str(run_id), from_store_time(run_at), arrived)
+
+
+def _verdicts(store: Store, request: ReportRequest, surface_id: str) -> list[Verdict]:
+    """The newest variance verdict of each dimension of the surface whose evaluated
+    reading's window overlaps the report's, on a reading of the report's series (one
+    stored before series selection counts as the primary's), whenever `evaluate` ran. A
+    verdict whose reading is not in the store counts if it was given before `until`."""
+    rows = store.query(
+        f"""
+        SELECT e.dimension_id, e.verdict, e.created_at, r.event_id != '' AS found,
+               r.since, r.until
+        FROM (
+            SELECT tenant_id, dimension_id, verdict, created_at, target_event_id
+            FROM {ANALYSIS_EVENTS.qualified} FINAL
+            WHERE ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
+              AND kind = 'variance-evaluate' AND surface_id = {{surface:String}}
+        ) AS e
+        LEFT JOIN (
+            SELECT tenant_id, event_id, since, until, payload
+            FROM {VARIANCE_READINGS.qualified} FINAL
+            WHERE ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
+              AND surface_id = {{surface:String}}
+        ) AS r ON r.tenant_id = e.tenant_id AND r.event_id = e.target_event_id
+        WHERE if(found,
+                 r.since < {{until:DateTime64(3, 'UTC')}}
+                 AND r.until > {{since:DateTime64(3, 'UTC')}}
+                 AND if(JSONExtractString(r.payload, 'series', 'role') = '', 'primary',
+                        JSONExtractString(r.payload, 'series', 'role')) = {{role:String}}
+                 AND JSONExtractString(r.payload, 'series', 'lightSource')
+                     = {{light_source:String}},
+                 e.created_at < {{until:DateTime64(3, 'UTC')}})
+        ORDER BY e.created_at DESC
+        LIMIT 1 BY e.dimension_id
+        """,
+        {
+            "tenant": request.tenant_id or "",
+            "surface": surface_id,
+            "since": to_store_time(request.since),
             "until": to_store_time(request.until),
             "role": request.role,
             "light_source": request.light_source,
         },
     ).rows
     return sorted(
-        (Verdict(str(d), str(v), from_store_time(c)) for d, v, c in rows),
+        (
+            Verdict(
+                str(d),
+                str(v),
+                from_store_time(c),
+                from_store_time(since) if found else None,
+                from_store_time(until) if found else None,
+            )
+            for d, v, c, found, since, until in rows
+        ),
         key=lambda v: v.dimension_id,
     )
 

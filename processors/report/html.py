@@ -17,7 +17,9 @@ from processors.report.gather import (
     LessonsState,
     ReportData,
     SurfaceSection,
+    Verdict,
 )
+from processors.report.headline import headline
 from schemas.analysis import Interval
 from schemas.changes import ChangeEvent
 from schemas.compare import CompareReport
@@ -30,6 +32,7 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin:
 h1 { font-size: 24px; margin-bottom: 4px; }
 h2 { margin-top: 32px; border-bottom: 2px solid #dde3ee; }
 h3 { margin-top: 20px; } .muted { color: #5b6475; }
+.headline { font-size: 17px; font-weight: 600; }
 table { border-collapse: collapse; margin: 8px 0 16px; font-variant-numeric: tabular-nums; }
 th, td { border: 1px solid #dde3ee; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #f2f5fa; } td.num { text-align: right; }
@@ -75,6 +78,7 @@ def render(data: ReportData) -> str:
     scope = r.surface_id or f"{len(data.surfaces)} surface(s)"
     body = [
         "<h1>Holonograph report</h1>",
+        f'<p class="headline" data-metric="headline">{escape(headline(data))}</p>',
         f'<p class="muted">{escape(rfc3339(r.since))} to {escape(rfc3339(r.until))} · '
         f"{escape(tenant)} · {escape(scope)} · provenance"
         f" {escape(', '.join(r.provenances) or 'any')}"
@@ -100,24 +104,25 @@ def render(data: ReportData) -> str:
 
 def _health(report: CompletenessReport) -> str:
     t = report.totals
-    cards = [
-        ("streams", t.streams),
-        ("expected", t.expected),
-        ("delivered", t.delivered),
-        ("missing", t.missing),
-        ("missingInRange", t.missing_in_range),
-        ("duplicates", t.duplicates),
-        ("biasedWindows", t.biased_windows),
-    ]
+    cards = [  # (label, the JSON key under completeness.totals, value)
+        ("Streams", "streams", t.streams),
+        ("Expected", "expected", t.expected),
+        ("Delivered", "delivered", t.delivered),
+        ("Missing (streams' lifetime)", "missing", t.missing),
+        ("Missing in range", "missingInRange", t.missing_in_range),
+        ("Duplicates", "duplicates", t.duplicates),
+        (f"Biased surface windows ({report.bucket})", "biasedSurfaceWindows",
+         t.biased_surface_windows),
+    ]  # fmt: skip
     html = ['<h2 id="health">Stream health</h2><div class="cards">']
-    for key, value in cards:
+    for label, key, value in cards:
         html.append(
-            f'<div class="card">{escape(key)}'
+            f'<div class="card">{escape(label)}'
             f'<b data-metric="completeness/totals/{key}">{escape(fmt(value))}</b></div>'
         )
     for status, n in sorted(t.by_status.items()):
         html.append(
-            f'<div class="card">{escape(status)}'
+            f'<div class="card">Streams {escape(status)}'
             f'<b data-metric="completeness/totals/byStatus/{escape(status)}">{n}</b></div>'
         )
     html.append("</div>")
@@ -211,6 +216,27 @@ def _selection(section: SurfaceSection) -> str:
     )
 
 
+def _drift_run_line(section: SurfaceSection) -> str:
+    run = section.drift_run
+    if run is None:
+        return ""
+    key = f"drift/{section.surface_id}/stale"
+    if not run.stale:
+        return f'<p class="muted">Run {escape(run.run_id)} at {escape(rfc3339(run.run_at))}.</p>'
+    arrived = rfc3339(run.newest_arrival) if run.newest_arrival else "-"
+    return (
+        f'<p class="bad" data-metric="{escape(key)}">Stale: run {escape(run.run_id)} at'
+        f" {escape(rfc3339(run.run_at))}, {run.behind_seconds:g}s before the newest event of"
+        f" the window arrived ({escape(arrived)}); rerun holonograph drift.</p>"
+    )
+
+
+def _reading_window(verdict: Verdict) -> str:
+    if verdict.since is None or verdict.until is None:
+        return "-"
+    return f"{rfc3339(verdict.since)} to {rfc3339(verdict.until)}"
+
+
 def _surface(data: ReportData, section: SurfaceSection) -> str:
     sid = section.surface_id
     html = [f'<h2 id="surface-{escape(sid)}">Surface {escape(sid)}</h2>']
@@ -223,6 +249,7 @@ def _surface(data: ReportData, section: SurfaceSection) -> str:
     changes = [m for m in section.marks if m.kind == "change_point"]
     brackets = [m for m in section.marks if m.kind != "change_point"]
     html.append("<h3>Change points (latest drift run)</h3>")
+    html.append(_drift_run_line(section))
     if changes:
         rows = [
             "<tr>" + _cell(rfc3339(m.at), cls="") + _cell(m.dimension_id, cls="")
@@ -246,10 +273,10 @@ def _surface(data: ReportData, section: SurfaceSection) -> str:
         rows = [
             "<tr>" + _cell(v.dimension_id, cls="")
             + _cell(v.verdict, f"variance/{sid}/{v.dimension_id}", cls="")
-            + _cell(rfc3339(v.created_at), cls="") + "</tr>"
+            + _cell(_reading_window(v), cls="") + _cell(rfc3339(v.created_at), cls="") + "</tr>"
             for v in section.verdicts
         ]  # fmt: skip
-        html.append(_table(["dimension", "verdict", "evaluated"], rows))
+        html.append(_table(["dimension", "verdict", "reading's window", "evaluated"], rows))
     else:
         html.append('<p class="muted">No verdict stored (holonograph variance evaluate).</p>')
     if section.comparison is not None:

@@ -24,6 +24,7 @@ from processors.conformance.record import SuiteRun, summary
 from processors.jobs import Job, JobError, JobRequest, never_a_finding, saves_nothing
 from processors.quarantine.job import QuarantineDocument
 from processors.report.gather import (
+    DriftRunAge,
     LessonsState,
     ReportData,
     ReportRequest,
@@ -32,6 +33,7 @@ from processors.report.gather import (
     steps,
     surfaces_in_window,
 )
+from processors.report.headline import headline
 from processors.series.cells import SelectionError
 from schemas.analysis import Role, SeriesRead
 from schemas.changes import ChangeEvent
@@ -136,6 +138,7 @@ class Report:
             "provenances": list(r.provenances),
             "role": r.role,
             "lightSource": r.light_source,
+            "headline": headline(data),
             "completeness": data.completeness.model_dump(by_alias=True),
             "rejections": data.rejections.to_json(),
             "harnessConformance": [_harness(r) for r in data.harness],
@@ -196,13 +199,30 @@ def _surface(section: SurfaceSection) -> dict[str, Any]:
             }
             for m in section.marks
         ],
+        "driftRun": _drift_run(section.drift_run) if section.drift_run else None,
         "changes": [c.model_dump(by_alias=True) for c in section.changes],
         "verdicts": [
-            {"dimensionId": v.dimension_id, "verdict": v.verdict, "createdAt": v.created_at}
+            {
+                "dimensionId": v.dimension_id,
+                "verdict": v.verdict,
+                "createdAt": v.created_at,
+                "since": v.since,
+                "until": v.until,
+            }
             for v in section.verdicts
         ],
         "comparison": section.comparison.to_json() if section.comparison else None,
         "lessons": _lessons(section.lessons) if section.lessons else None,
+    }
+
+
+def _drift_run(age: DriftRunAge) -> dict[str, Any]:
+    return {
+        "runId": age.run_id,
+        "runAt": age.run_at,
+        "newestArrival": age.newest_arrival,
+        "stale": age.stale,
+        "behindSeconds": age.behind_seconds,
     }
 
 
@@ -254,10 +274,26 @@ class ChangePointDocument(TypedDict):
 
 
 @with_config(_FORBID)
+class DriftRunDocument(TypedDict):
+    """The latest drift run of the series; `stale` when events of the window arrived
+    after it ran (`behindSeconds` later): its change points do not count them."""
+
+    runId: str
+    runAt: dt.datetime
+    newestArrival: dt.datetime | None
+    stale: bool
+    behindSeconds: float | None
+
+
+@with_config(_FORBID)
 class VerdictDocument(TypedDict):
+    """The newest verdict of a dimension whose reading's window overlaps the report's."""
+
     dimensionId: str
     verdict: str
     createdAt: dt.datetime
+    since: dt.datetime | None  # the judged reading's window (None: reading not stored)
+    until: dt.datetime | None
 
 
 @with_config(_FORBID)
@@ -285,6 +321,7 @@ class SurfaceDocument(TypedDict):
     selection: SeriesRead | None
     series: dict[str, list[HourDocument]]  # per pass/fail dimension, hourly
     changePoints: list[ChangePointDocument]
+    driftRun: DriftRunDocument | None  # None: no drift run stored for the series
     changes: list[ChangeEvent]  # recorded changes of the surface in the window
     verdicts: list[VerdictDocument]  # the newest variance verdict per dimension
     comparison: CompareReport | None  # `compare` over the window
@@ -324,6 +361,7 @@ class ReportDocument(TypedDict):
     provenances: list[str]
     role: Role
     lightSource: str
+    headline: str  # one sentence: what changed, what is wrong (`report.headline`)
     completeness: CompletenessReport
     rejections: QuarantineDocument
     harnessConformance: list[HarnessRunDocument]

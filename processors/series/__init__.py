@@ -8,5 +8,6 @@ evaluation_dimensions FINAL
 completeness_windows FINAL
   -> delivery.py     the delivery-loss windows a reading must bracket or weigh
 completeness_refreshes
-  -> refreshes.py    when those windows were last rewritten (how stale they are)
+  -> refreshes.py    when those windows were last rewritten
+  -> freshness.py    whether they have seen every event a reading reads (stale, by how much)
 """

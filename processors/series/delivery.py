@@ -24,7 +24,6 @@ from processors.series.cells import (
     SERIES_FILTER,
     SeriesQuery,
 )
-from processors.series.refreshes import last_refresh
 from schemas.migrations import table_exists
 from schemas.store import Store
 from schemas.tables import COMPLETENESS_WINDOWS, EVALUATION_DIMENSIONS
@@ -130,23 +129,6 @@ def _granularity(
     if own in found or not found:
         return own
     return min(found, key=lambda g: _WIDTH_SQL.get(g, 10**9))
-
-
-def staleness_note(store: Store, query: SeriesQuery) -> str | None:
-    """A note when loss after the last completeness refresh cannot be bracketed."""
-    last = last_refresh(store)
-    if last is None:
-        return (
-            "delivery-loss: the completeness job has never run on this store"
-            " (`holonograph completeness --refresh`); no loss can be bracketed"
-        )
-    last = to_store_time(last)
-    if last < to_store_time(query.until):
-        return (
-            f"delivery-loss: completeness windows last refreshed {last:%Y-%m-%dT%H:%M:%SZ};"
-            " loss after that is not bracketed"
-        )
-    return None
 
 
 def merge(windows: list[LossWindow]) -> list[LossWindow]:

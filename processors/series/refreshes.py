@@ -13,6 +13,7 @@ import datetime as dt
 from schemas.migrations import table_exists
 from schemas.store import Store
 from schemas.tables import COMPLETENESS_REFRESHES
+from schemas.times import from_store_time
 
 
 def last_refresh(store: Store) -> dt.datetime | None:
@@ -21,3 +22,15 @@ def last_refresh(store: Store) -> dt.datetime | None:
         return None
     value = store.query(f"SELECT max(now), count() FROM {COMPLETENESS_REFRESHES.qualified}").rows[0]
     return value[0] if value[1] else None
+
+
+def last_refresh_began(store: Store) -> dt.datetime | None:
+    """When the latest refresh began, on the wall clock that stamps arrivals
+    (`ingested_at`): everything that arrived before it is in the windows it wrote."""
+    if not table_exists(store, COMPLETENESS_REFRESHES):
+        return None
+    began, runs = store.query(
+        "SELECT max(computed_at - toIntervalMillisecond(toInt64(duration_ms))), count()"
+        f" FROM {COMPLETENESS_REFRESHES.qualified}"
+    ).rows[0]
+    return from_store_time(began) if runs else None

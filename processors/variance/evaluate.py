@@ -13,9 +13,11 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from processors.jobs import Job, JobRequest, NotFound
+from processors.series.freshness import read_freshness
 from processors.variance.decompose import load_reading
-from processors.variance.verdict import evaluate, persist_evaluation
+from processors.variance.verdict import evaluate, persist_evaluation, reading_query
 from schemas.analysis import VarianceEvaluation, VarianceReading
+from schemas.completeness import WindowsFreshness
 from schemas.store import Store
 from schemas.times import Clock
 
@@ -68,6 +70,19 @@ def finding(report: Report) -> bool:
     return report.evaluation.verdict != "viable"
 
 
+def freshness(store: Store, request: Request, clock: Clock) -> WindowsFreshness | None:
+    """Whether the delivery-loss windows have seen every event of the reading's range."""
+    reading = load_reading(store, request.target_event_id, request.tenant)
+    return None if reading is None else read_freshness(store, reading_query(reading))
+
+
 JOB = Job(
-    "variance.evaluate", Request, VarianceEvaluation, run, persist, finding, owner_tenant=True
+    "variance.evaluate",
+    Request,
+    VarianceEvaluation,
+    run,
+    persist,
+    finding,
+    owner_tenant=True,
+    freshness=freshness,
 )

@@ -38,6 +38,7 @@ from processors.series.cells import (
     layer_names,
 )
 from processors.series.delivery import LossWindow, fetch_loss_windows
+from processors.series.freshness import read_freshness, stale_note
 from processors.variance.decompose import Decomposition, paule_mandel
 from schemas.analysis import (
     Interval,
@@ -62,7 +63,7 @@ class VerdictConfig:
     seed: int = 0
 
 
-def _query(reading: VarianceReading) -> SeriesQuery:
+def reading_query(reading: VarianceReading) -> SeriesQuery:
     return SeriesQuery(
         reading.surface_id,
         reading.since,
@@ -88,7 +89,7 @@ def evaluate(
     checks: dict[str, object] = {"buckets": reading.buckets, "events": reading.events}
     finding = insufficiency(reading, cfg)
     if finding is None:
-        query = _query(reading)
+        query = reading_query(reading)
         binary = reading.outcome == "passed"
         series = build_series(
             bucket_grid(reading.since, reading.until, reading.bucket),
@@ -168,6 +169,11 @@ def delivery_bias(
     if windows is None:
         checks["delivery"] = f"not checked: {COMPLETENESS_WINDOWS.qualified} is not in the store"
         return None
+    freshness = read_freshness(store, query)
+    checks["freshness"] = freshness.model_dump(by_alias=True)
+    note = stale_note(freshness)
+    if note is not None:  # never a silently unweighed verdict
+        checks["delivery"] = note
     lost = sum(max(w.offered - w.delivered, 0.0) for w in windows)
     completeness = reading.events / (reading.events + lost) if reading.events + lost > 0 else 1.0
     checks["completeness"] = completeness

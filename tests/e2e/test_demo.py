@@ -19,7 +19,7 @@ from tests.holonograph.cli.test_serve import ServeProcess, holonograph
 pytestmark = [pytest.mark.e2e, pytest.mark.clickhouse]
 
 UNTIL = "2026-11-20T00:00:00Z"
-DEMO = ["demo", "--days", "4", "--calls-per-day", "240", "--until", UNTIL, "--seed", "5"]
+DEMO = ["demo", "--days", "14", "--calls-per-day", "48", "--until", UNTIL, "--seed", "5"]
 
 
 def _json(*args: str) -> tuple[int, Any]:
@@ -34,6 +34,13 @@ def _count(data_dir: Path, sql: str) -> int:
     return int(rows[0]["n"])
 
 
+def _hinted(demo: dict[str, Any], name: str) -> list[str]:
+    """The command the demo suggested for `name` (`drift`, `compare`, ...), without the
+    leading `holonograph`."""
+    (argv,) = [h["command"][1:] for h in demo["tryNext"] if h["command"][1] == name]
+    return list(argv)
+
+
 def test_the_demo_plants_what_the_analyses_find(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     server = ServeProcess(data_dir)
@@ -45,27 +52,36 @@ def test_the_demo_plants_what_the_analyses_find(tmp_path: Path) -> None:
         assert sent.returncode == 0, sent.stderr
         assert "spans sent (100%)" in sent.stderr  # progress, on stderr
         demo = json.loads(sent.stdout)
-        assert demo["calls"] == 3 * 4 * 240
+        assert demo["calls"] == 3 * 14 * 48
         assert demo["evaluations"] == 2 * demo["calls"] - demo["deliveryGap"]["dropped"]
         events = f"SELECT count() AS n FROM {EVALUATION_EVENTS.qualified} FINAL"
         assert _count(data_dir, events) == demo["evaluations"]
+        store = ["--data-dir", str(data_dir)]
 
+        # Every suggested command shows what it says, run as suggested (issue 27): the
+        # drift by day, since 2 calls an hour would leave every hour bracketed sparse.
         changed = demo["plantedChange"]
-        window = ["--since", demo["since"], "--until", demo["until"]]
-        where = ["--surface", changed["surfaceId"], *window, "--data-dir", str(data_dir)]
-        code, drift = _json("drift", *where, "--no-save")
+        drift_argv = _hinted(demo, "drift")
+        assert drift_argv[-2:] == ["--bucket", "day"]
+        code, drift = _json(*drift_argv, *store, "--no-save")
         assert code == 1, json.dumps(drift)[:3000]  # a change point is a finding
         (point,) = drift["changePoints"]
         assert point["timestamp"] == changed["at"]
         assert point["source"] == "light source"
         assert point["effect"]["delta"] < -0.1
+        assert not [b for b in drift["bracketedWindows"] if b["reason"] == "sparse"]
         (change,) = [e for e in point["layerChanges"] if e["column"] == "light_source_id"]
         assert (change["fromValue"], change["toValue"]) == ("acme/m/2026-05", "acme/m/2026-10")
         cited = {e["changeId"]: e for e in point["changeEvents"]}
         assert cited[demo["deploy"]["id"]]["kind"] == "deploy"
         assert cited[demo["deploy"]["id"]]["at"] == demo["deploy"]["at"]
 
-        _, compare = _json("compare", *where)
+        _, reading = _json(*_hinted(demo, "variance"), *store)
+        _, verdict = _json("variance", "evaluate", "--target-event-id", reading["eventId"], *store)
+        layers = {s["layers"]["light_source_id"] for s in verdict["strata"]}
+        assert layers == {"acme/m/2026-05", "acme/m/2026-10"}
+
+        _, compare = _json(*_hinted(demo, "compare"), *store)
         assert compare["fallbacks"] == [] and compare["callsWithoutPrimary"] == 0
         assert compare["multiplexCalls"] == demo["calls"] // 3
         assert all(group["fallbacks"] == 0 for group in compare["groups"])
@@ -73,16 +89,19 @@ def test_the_demo_plants_what_the_analyses_find(tmp_path: Path) -> None:
         assert sum(p["paired"] for p in compare["paired"]) == demo["calls"] // 3
 
         gap = demo["deliveryGap"]
-        code, completeness = _json(
-            "completeness", "--stream", gap["stream"], "--data-dir", str(data_dir)
-        )
+        code, completeness = _json(*_hinted(demo, "completeness"), *store)
         assert code == 1  # a lossy stream is a finding
         (stream,) = completeness["streams"]
         assert stream["status"] == "closed-lossy"
         assert stream["missing"] == stream["loss"]["reportedDropped"] == gap["dropped"] > 0
 
+        code, _ = _json(*_hinted(demo, "lessons"), *store)
+        assert code == 0
         overrides = f"SELECT count() AS n FROM {LESSON_OVERRIDES.qualified} FINAL"
         assert _count(data_dir, overrides) == len(demo["overrides"]) == 5
+        assert {h["command"][1] for h in demo["tryNext"]} == {
+            "drift", "variance", "compare", "completeness", "lessons"
+        }  # fmt: skip
     finally:
         code, stderr = server.stop()
     assert code == 0, stderr

@@ -7,6 +7,9 @@ records; then every result is a row, and completeness says what it cannot know."
 from __future__ import annotations
 
 import re
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,3 +68,22 @@ def test_the_genai_example_runs_against_serve(tmp_path: Path) -> None:
     finally:
         code, stderr = server.stop()
     assert code == 0, stderr
+
+
+@pytest.mark.parametrize("extra", [[], ["--no-contract"]], ids=["contract", "no-contract"])
+def test_the_genai_sender_exits_non_zero_when_nothing_listens(extra: list[str]) -> None:
+    """Never "sent" for what did not arrive, and no traceback: exit 1 with the reason."""
+    with socket.socket() as probe:  # a free port, closed again: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = subprocess.run(
+        [sys.executable, "examples/otel_genai.py", "--endpoint", f"http://127.0.0.1:{port}",
+         "--calls", "2", *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout
+    assert "sent" not in done.stdout and "Traceback" not in done.stderr
+    if extra:
+        assert "span(s) and log record(s) could not be exported to" in done.stderr
+    else:
+        assert "error: could not register genai-contract.json at" in done.stderr

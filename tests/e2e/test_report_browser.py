@@ -196,7 +196,7 @@ def test_the_numbers_on_the_page_are_those_of_compare_and_completeness(
     totals = outputs["completeness"]["totals"]
     for name in ("streams", "expected", "delivered", "missing", "missingInRange", "duplicates"):
         expected[f"completeness/totals/{name}"] = str(totals[name])
-    expected["completeness/totals/biasedWindows"] = str(totals["biasedWindows"])
+    expected["completeness/totals/biasedSurfaceWindows"] = str(totals["biasedSurfaceWindows"])
     for status, n in totals["byStatus"].items():
         expected[f"completeness/totals/byStatus/{status}"] = str(n)
     for stream in outputs["completeness"]["streams"]:

@@ -173,7 +173,9 @@ def test_filters_sparse_buckets_and_missing_completeness_table(store: Store) -> 
     assert any("completeness_windows" in n for n in report.notes)
     report = drift(store, "lens-surface", sparse_min_events=120)
     assert report.bracketed_windows and {b.reason for b in report.bracketed_windows} == {"sparse"}
-    assert [n for n in report.notes if "completeness job has never run" in n]
+    assert [n for n in report.notes if n.startswith("stale: the completeness windows were never")]
+    assert report.freshness is not None and report.freshness.stale
+    assert report.freshness.refreshed_at is None and report.freshness.newest_arrival is not None
 
 
 COMPLETENESS_COLUMNS = COMPLETENESS_WINDOWS.pick(
