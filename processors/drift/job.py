@@ -82,7 +82,8 @@ from schemas.analysis import (
 from schemas.completeness import UNKNOWN_WITHOUT_ORDINALS
 from schemas.store import Store
 from schemas.tables import CHANGE_EVENTS, COMPLETENESS_WINDOWS
-from schemas.times import Clock, UtcTime
+from schemas.times import Clock
+from schemas.utctime import UtcTime
 
 
 @dataclass(frozen=True)
