@@ -4,10 +4,10 @@ beside `holonograph --help` measured in the same run (issue 24: at most one seco
 Seeds a fresh chDB store with 1,000 evaluation events of the bench payload (and their
 sentinels) through the receiver's own row path, then runs each command as a user
 would, a new process every time (`python -m holonograph ...` from the tree), no
-`serve` holding the store, alternating commands and trees for `--repeats` rounds. Each tree's packages are
-compiled to bytecode first, as an installed package is (`pip install` compiles; with
-`PYTHONDONTWRITEBYTECODE` set, as on these machines, a source tree would otherwise
-be compiled again by every run: 0.1-0.7 s of it).
+`serve` holding the store, alternating commands and trees for `--repeats` rounds.
+Each tree's packages are compiled to bytecode first, as an installed package is (`pip
+install` compiles; with `PYTHONDONTWRITEBYTECODE` set, as on these machines, a source
+tree would otherwise be compiled again by every run: 0.1-0.7 s of it).
 Prints one JSON document: the median wall seconds per command and tree, each median
 over `--help`'s of the same tree, and the median CPU seconds (user + system) of each.
 
