@@ -55,6 +55,7 @@ def test_the_command_group_loads_no_models() -> None:
     assert not {name for name in modules if name.split(".")[0] in {"pydantic", "pydantic_core"}}
     assert not {"schemas.analysis", "schemas.events", "schemas.completeness"} & modules
     assert "schemas.times" in modules  # the guard reads the import set it means to
+    assert "yaml" not in modules  # no --config: no YAML parser
 
 
 @pytest.mark.parametrize("command", ["quarantine", "completeness"])
