@@ -10,6 +10,7 @@ from ingest.store.limits import LimitRequest, ReadLimits
 from ingest.store.url import chdb_path, is_embedded, normalize_store_url
 from schemas.migrations import apply_migrations
 from schemas.store import Store
+from schemas.tables import DATABASE
 
 
 def connect(
@@ -19,6 +20,7 @@ def connect(
     migrate: bool = True,
     tenant: str | None = None,
     limits: LimitRequest | None = None,
+    only_tenant: bool = False,
 ) -> Store:
     """Open the store at `url`, through its owner's admin endpoint when a live
     process holds that embedded directory.
@@ -28,7 +30,12 @@ def connect(
     (through an owner's endpoint: the owner's for the others, and never above them);
     `tenant` (read-only only) hides every other tenant's rows.
     Migrations run only where this command may write: with `write`, or on a chDB
-    directory no process holds (a server's reader user cannot run DDL)."""
+    directory no process holds (a server's reader user cannot run DDL).
+    `only_tenant` (read-only, no `tenant`), on such a directory: when every row of the
+    store is one tenant's, the reader is scoped to it, found on the migrating
+    connection before it is made read-only (it sees what an unscoped one would); its
+    `tenant` says which, and a command's reads of that tenant can share it (opening a
+    chDB connection costs a tenth of a second: bench/RESULTS.md)."""
     if write and tenant is not None:
         raise ValueError("a tenant's view of the store is read-only")
     if is_embedded(url):
@@ -55,9 +62,37 @@ def connect(
         url = normalize_store_url(url)
         client = connect_client(url)
         try:
-            apply_migrations(ClickHouseStore(url, client))
+            migrated = ClickHouseStore(url, client)
+            apply_migrations(migrated)
+            if only_tenant and tenant is None:
+                tenant = _only_tenant(migrated)
         except BaseException:
             client.close()
             raise
         return read_only(url, client, tenant, ReadLimits.from_mapping(limits or {}))
     return open_reader(url, tenant, ReadLimits.from_mapping(limits or {}))
+
+
+def _only_tenant(store: Store) -> str | None:
+    """The tenant of every row of every table with a tenant column, if there is exactly
+    one (a reader scoped to it then sees what an unscoped one would), else None. Views
+    are left out: their rows are their tables' (the filter applies to both)."""
+    from ingest.store.reader import TENANT_COLUMN
+
+    tables = [
+        str(name)
+        for (name,) in store.query(
+            "SELECT c.table FROM system.columns AS c"
+            " INNER JOIN system.tables AS t ON t.database = c.database AND t.name = c.table"
+            " WHERE c.database = {db:String} AND c.name = {col:String}"
+            " AND t.engine NOT LIKE '%View' ORDER BY c.table",
+            {"db": DATABASE, "col": TENANT_COLUMN},
+        ).rows
+    ]
+    if not tables:
+        return None
+    union = " UNION ALL ".join(
+        f"SELECT DISTINCT {TENANT_COLUMN} FROM {DATABASE}.{table}" for table in tables
+    )
+    rows = store.query(f"SELECT DISTINCT {TENANT_COLUMN} FROM ({union}) LIMIT 2").rows
+    return str(rows[0][0]) if len(rows) == 1 else None

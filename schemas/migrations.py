@@ -26,7 +26,7 @@ from schemas.cluster import LOCAL_SUFFIX as LOCAL
 from schemas.retention import apply_retention_ttl
 from schemas.store import Store
 from schemas.tables import DATABASE, Table
-from schemas.tuning import apply_merge_tuning
+from schemas.tuning import MERGE_SELECTOR_BASE, TUNED_TABLES, apply_merge_tuning
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 _IDENT = r"[a-z][a-z0-9_]*"
@@ -195,7 +195,11 @@ def apply_migrations(
 ) -> list[Migration]:
     """Apply every migration (of `migrations`, default all shipped) not yet recorded;
     return the ones applied now. On a cluster (the store URL's `cluster` parameter)
-    each statement runs as `schemas.cluster` renders it."""
+    each statement runs as `schemas.cluster` renders it. A store already current costs
+    one query (`is_current`): every command that opens the store comes here first."""
+    shipped = load_migrations() if migrations is None else list(migrations)
+    if is_current(store, shipped):
+        return []
     cluster = cluster_of(store.url)
     schema = ClusterSchema(cluster) if cluster else None
 
@@ -219,7 +223,7 @@ def apply_migrations(
         for v, c in store.query(f"SELECT version, checksum FROM {DATABASE}.schema_migrations").rows
     }
     applied = []
-    for migration in load_migrations() if migrations is None else migrations:
+    for migration in shipped:
         rendered = statements(migration.statements())  # recorded too: the schema so far
         if migration.version in recorded:
             if recorded[migration.version] != migration.checksum:
@@ -239,3 +243,30 @@ def apply_migrations(
     apply_merge_tuning(store, cluster)
     apply_retention_ttl(store, cluster)  # a table a migration rebuilt gets its TTL back
     return applied
+
+
+def is_current(store: Store, migrations: Sequence[Migration]) -> bool:
+    """One query: is each of `migrations` recorded with its checksum, and are the ingest
+    tables tuned (`schemas.tuning`)? False on any doubt (no bookkeeping table yet, a
+    checksum that differs, a server without the setting), and the full path decides
+    and says what is wrong."""
+    try:
+        rows = store.query(
+            "SELECT version, checksum,"
+            " (SELECT count() FROM system.tables WHERE database = {db:String}"
+            " AND has({tuned:Array(String)}, name)"
+            " AND position(create_table_query, {setting:String}) > 0)"
+            f" FROM {DATABASE}.schema_migrations",
+            {
+                "db": DATABASE,
+                "tuned": list(TUNED_TABLES),
+                "setting": f"merge_selector_base = {MERGE_SELECTOR_BASE}",
+            },
+        ).rows
+    except Exception:  # the full path meets the same error, and says it
+        return False
+    recorded = {int(version): str(checksum) for version, checksum, _ in rows}
+    tuned = int(rows[0][2]) if rows else 0
+    return tuned == len(TUNED_TABLES) and all(
+        recorded.get(m.version) == m.checksum for m in migrations
+    )

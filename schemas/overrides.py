@@ -32,7 +32,7 @@ from schemas.changes import store_moment
 from schemas.contracts import Id
 from schemas.events import Emission, OverrideEvent, RunMode
 from schemas.tables import LESSON_OVERRIDES
-from schemas.times import UtcTime
+from schemas.utctime import UtcTime
 
 # What one override may hold: the store takes any String, the limits keep one person's
 # paste from becoming every reader's problem (checked at the door, named in the error).

@@ -1,6 +1,9 @@
 """The time conventions every package shares: aware UTC in code, naive UTC in the store,
 RFC 3339 UTC in text.
 
+Nothing here imports pydantic: the command group and light commands read times
+without it. The request field type `UtcTime` is `schemas.utctime`'s.
+
 ClickHouse binds and returns `DateTime64` values as naive datetimes that mean UTC
 (`schemas.store.QueryResult`); code holds aware UTC datetimes and converts at the
 store's door with `to_store_time` / `from_store_time`. A naive datetime handed to
@@ -12,9 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable
-from typing import Annotated, Any
-
-from pydantic import BeforeValidator, PlainSerializer, ValidationInfo, WithJsonSchema
 
 # What services and jobs are given instead of reading the wall clock themselves, so
 # tests can set the time.
@@ -92,31 +92,3 @@ def parse_moment(text: str, now: dt.datetime) -> dt.datetime:
 # The validation context key under which a caller gives the request's "now" (the HTTP
 # API: its clock, once per request); with it a request's time may also be relative.
 NOW = "now"
-
-
-def _utc(value: Any, info: ValidationInfo) -> Any:
-    if isinstance(value, str):
-        now = info.context.get(NOW) if isinstance(info.context, dict) else None
-        return parse_moment(value, now) if isinstance(now, dt.datetime) else parse_utc(value)
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            raise ValueError("a time needs its UTC offset")
-        return value.astimezone(dt.UTC)
-    return value
-
-
-# A request's time: RFC 3339 with an offset or a bare date (with a `NOW` context also
-# `now` or `24h`), held as aware UTC, written back as RFC 3339 UTC (`...Z`).
-UtcTime = Annotated[
-    dt.datetime,
-    BeforeValidator(_utc),
-    PlainSerializer(lambda moment: moment.isoformat().replace("+00:00", "Z"), return_type=str),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "description": "RFC 3339 with an offset (2026-06-01T00:00:00Z), a date"
-            " (2026-06-01: midnight UTC), now, or a span before now (24h, 7d)",
-            "anyOf": [{"format": "date-time"}, {"format": "date"}],
-        }
-    ),
-]

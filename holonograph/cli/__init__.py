@@ -91,6 +91,8 @@ def cli() -> None:
 
 
 def _apply_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:  # no file: nothing to load (nor YAML's parser to import)
+        return None
     from holonograph.cli.config import apply_config
 
     return apply_config(ctx, param, value)

@@ -198,7 +198,10 @@ class CommandStores:
     """The runner's `StoreAccess` for a command: the store `--store`/`--data-dir` names,
     through its owner's admin endpoint while `serve` or `sink` holds it; any failure to
     reach it is exit 3 (a bad URL: 2). Each connection is opened once per command (and
-    the store migrated once), and closed by `close`."""
+    the store migrated once), and closed by `close`. On a chDB directory the command
+    opens itself, the first unscoped reader is scoped to the store's only tenant
+    (`storeaccess.connect`), so the runner's tenant lookup and that tenant's reads run
+    on one connection."""
 
     def __init__(self, store_url: str | None, data_dir: str | None) -> None:
         self._url = store_url
@@ -208,10 +211,15 @@ class CommandStores:
     def _store(self, write: bool, tenant: str | None, limits: LimitRequest | None) -> Store:
         key = (write, tenant, tuple(sorted((limits or {}).items())))
         if key not in self._open:
-            self._open[key] = open_store_or_exit(
+            first = not self._open
+            store = open_store_or_exit(
                 self._url, self._dir, write=write, tenant=tenant, limits=limits,
-                migrate=not self._open,
+                migrate=first, only_tenant=first and not write and tenant is None,
             )  # fmt: skip
+            self._open[key] = store
+            scoped = getattr(store, "tenant", None) if tenant is None and not write else None
+            if isinstance(scoped, str):  # the store's only tenant: its reads share it
+                self._open.setdefault((False, scoped), store)
         return self._open[key]
 
     @contextlib.contextmanager
@@ -232,7 +240,7 @@ class CommandStores:
 
     def close(self) -> None:
         opened, self._open = self._open, {}
-        for store in opened.values():
+        for store in {id(store): store for store in opened.values()}.values():
             store.close()
 
 

@@ -1,4 +1,7 @@
-"""Options and output helpers every sub-command shares."""
+"""Options and output helpers every sub-command shares.
+
+Imported by the command group itself (`--help` too), so it loads no models: a flag's
+vocabulary comes from its schema when a command applies the flag."""
 
 from __future__ import annotations
 
@@ -19,8 +22,6 @@ from ingest.store.limits import DEFAULT_READ_LIMITS, LimitRequest
 from ingest.store.url import DEFAULT_DATA_DIR
 from ingest.store.url import store_url as resolve_store_url
 from schemas import jsoncodec
-from schemas.analysis import Role
-from schemas.events import Provenance, RunMode
 from schemas.store import Store
 from schemas.times import Clock, parse_moment, rfc3339, utc_now
 
@@ -35,6 +36,8 @@ def choice_of(vocabulary: Any, *extra: str) -> click.Choice[str]:
 
 def run_mode_option(func: F) -> F:
     """`--run-mode` (repeatable): only events of these run modes; none given, every mode."""
+    from schemas.events import RunMode
+
     return click.option(
         "--run-mode", "run_modes", multiple=True, type=choice_of(RunMode), help="Only these modes."
     )(func)
@@ -43,6 +46,8 @@ def run_mode_option(func: F) -> F:
 def series_options(func: F) -> F:
     """`--role` and `--light-source`: which series of a multiplexed surface to read
     (`processors.series.cells.SELECTION_FILTER`)."""
+    from schemas.analysis import Role
+
     func = click.option(
         "--light-source",
         "light_source",
@@ -63,6 +68,8 @@ def series_options(func: F) -> F:
 
 def provenance_option(func: F) -> F:
     """`--provenance` (repeatable), read by `provenance_filter`."""
+    from schemas.events import Provenance
+
     return click.option(
         "--provenance",
         "provenances",
@@ -143,14 +150,17 @@ def open_store_or_exit(
     tenant: str | None = None,
     limits: LimitRequest | None = None,
     migrate: bool = True,
+    only_tenant: bool = False,
 ) -> Store:
     """The store named by the options; any failure to reach it is exit 3 (a bad URL: 2,
-    through the one error path). `migrate`: see `storeaccess.connect`."""
+    through the one error path). `migrate`, `only_tenant`: see `storeaccess.connect`."""
     from holonograph import storeaccess
 
     url = resolve_store_url(store_url, data_dir)  # StoreURLError: exit 2 (cli.errors)
     try:
-        return storeaccess.connect(url, write=write, tenant=tenant, limits=limits, migrate=migrate)
+        return storeaccess.connect(
+            url, write=write, tenant=tenant, limits=limits, migrate=migrate, only_tenant=only_tenant
+        )
     except FileNotFoundError as err:  # no store there yet
         raise CommandFailed(one_line(err), EXIT_UNAVAILABLE) from None
     except Exception as err:

@@ -47,7 +47,8 @@ from schemas.events import RunMode
 from schemas.registry import versions_by_id
 from schemas.routing import Answer, primary_answer, routing_in_force
 from schemas.store import Store
-from schemas.times import Clock, UtcTime
+from schemas.times import Clock
+from schemas.utctime import UtcTime
 
 LEVEL = 0.95
 _Z = 1.959963984540054  # the standard normal's 97.5% quantile

@@ -61,7 +61,8 @@ from schemas.tables import (
     COMPLETENESS_WINDOWS,
     STREAM_STATUS,
 )
-from schemas.times import Clock, UtcTime, from_store_time, to_store_time
+from schemas.times import Clock, from_store_time, to_store_time
+from schemas.utctime import UtcTime
 
 
 class CompletenessConfig(BaseModel):

@@ -38,7 +38,8 @@ from schemas.conformance import (
 from schemas.events import DEFAULT_TENANT, RunMode
 from schemas.store import Store
 from schemas.tables import CONFORMANCE_RESULTS, EVALUATION_DIMENSIONS, EVALUATION_EVENTS
-from schemas.times import Clock, UtcTime, from_store_time, utc_now
+from schemas.times import Clock, from_store_time, utc_now
+from schemas.utctime import UtcTime
 
 DEFAULT_WINDOW = dt.timedelta(hours=24)
 MAX_PAGE_SIZE = 1000

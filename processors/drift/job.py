@@ -83,7 +83,8 @@ from schemas.completeness import UNKNOWN_WITHOUT_ORDINALS, WindowsFreshness
 from schemas.retention import retention_reach
 from schemas.store import Store
 from schemas.tables import CHANGE_EVENTS, COMPLETENESS_WINDOWS
-from schemas.times import Clock, UtcTime
+from schemas.times import Clock
+from schemas.utctime import UtcTime
 
 
 @dataclass(frozen=True)

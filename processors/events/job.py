@@ -44,7 +44,8 @@ from typing_extensions import TypedDict
 from processors.jobs import Job, JobError, JobRequest, never_a_finding, saves_nothing
 from schemas.store import Store
 from schemas.tables import EVALUATION_DIMENSIONS, EVALUATION_EVENTS, EVENT_OWNERS
-from schemas.times import Clock, UtcTime, from_store_time, rfc3339, to_store_time
+from schemas.times import Clock, from_store_time, rfc3339, to_store_time
+from schemas.utctime import UtcTime
 
 MAX_LIMIT = 1000
 CURSOR_PREFIX = "cur_"

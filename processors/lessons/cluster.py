@@ -39,7 +39,8 @@ from schemas.events import DEFAULT_TENANT
 from schemas.overrides import Override
 from schemas.store import Store
 from schemas.tables import EVALUATION_DIMENSIONS, LESSON_CLUSTERS
-from schemas.times import Clock, UtcTime, from_store_time
+from schemas.times import Clock, from_store_time
+from schemas.utctime import UtcTime
 
 DEFAULT_THRESHOLD = 0.2
 # Pairwise similarity is quadratic: one run clusters at most this many overrides

@@ -19,7 +19,8 @@ from schemas.events import DEFAULT_TENANT
 from schemas.overrides import Override
 from schemas.store import Store
 from schemas.tables import EVALUATION_EVENTS
-from schemas.times import Clock, UtcTime
+from schemas.times import Clock
+from schemas.utctime import UtcTime
 
 MAX_LIST = 1000
 

@@ -17,7 +17,8 @@ from processors.jobs import Job, JobError, JobRequest, saves_nothing
 from schemas.contracts import Id
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
-from schemas.times import Clock, UtcTime
+from schemas.times import Clock
+from schemas.utctime import UtcTime
 
 
 class RerunRequest(JobRequest):

@@ -18,7 +18,8 @@ from typing_extensions import TypedDict
 from processors.jobs import Job, JobRequest, never_a_finding, saves_nothing
 from schemas.store import Store
 from schemas.tables import EVALUATION_EVENTS, QUARANTINE
-from schemas.times import Clock, UtcTime, from_store_time, to_store_time
+from schemas.times import Clock, from_store_time, to_store_time
+from schemas.utctime import UtcTime
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _FAR = dt.datetime(2299, 12, 31)

@@ -41,7 +41,8 @@ from schemas.compare import CompareReport
 from schemas.completeness import CompletenessReport
 from schemas.events import Provenance
 from schemas.store import Store
-from schemas.times import Clock, UtcTime
+from schemas.times import Clock
+from schemas.utctime import UtcTime
 
 DEFAULT_DAYS = 1
 

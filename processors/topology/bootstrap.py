@@ -33,7 +33,8 @@ from schemas.events import DEFAULT_TENANT
 from schemas.registry import active_version
 from schemas.store import Store
 from schemas.tables import EVALUATION_DIMENSIONS, EVALUATION_EVENTS
-from schemas.times import Clock, UtcTime, rfc3339, to_store_time
+from schemas.times import Clock, rfc3339, to_store_time
+from schemas.utctime import UtcTime
 
 Inference = Literal["deterministic", "lowConfidence"]
 PARTS = 4

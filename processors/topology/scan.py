@@ -48,7 +48,8 @@ from schemas.registry import active_version
 from schemas.routing import entry_answered
 from schemas.store import Store
 from schemas.tables import EVALUATION_EVENTS
-from schemas.times import Clock, UtcTime, from_store_time, rfc3339, to_store_time
+from schemas.times import Clock, from_store_time, rfc3339, to_store_time
+from schemas.utctime import UtcTime
 
 Kind = Literal["dimension", "tag", "column", "lightSource"]
 KINDS: tuple[Kind, ...] = ("dimension", "tag", "column", "lightSource")

@@ -45,7 +45,8 @@ from schemas.analysis import Bucket, Interval, Role, VarianceReading
 from schemas.events import DEFAULT_TENANT
 from schemas.store import Store
 from schemas.tables import EVALUATION_DIMENSIONS, VARIANCE_READINGS
-from schemas.times import Clock, UtcTime, to_store_time
+from schemas.times import Clock, to_store_time
+from schemas.utctime import UtcTime
 
 FloatArray = NDArray[np.float64]
 METHOD = "paule-mandel + q-profile; clustered by correlation id"

@@ -19,7 +19,8 @@ from ingest.service.routes import ApiContext
 from ingest.service.workers import StoreWorkers
 from processors.jobs import Job, JobRequest, saves_nothing
 from schemas.store import Store
-from schemas.times import Clock, UtcTime
+from schemas.times import Clock
+from schemas.utctime import UtcTime
 
 NOW = dt.datetime(2026, 12, 1, 9, 30, tzinfo=dt.UTC)
 HEADERS = {"x-holonograph-run-mode": "production", "Content-Type": "application/json"}

@@ -48,6 +48,32 @@ def test_help_imports_nothing_heavy(args: list[str]) -> None:
     assert "processors.drift" not in modules  # other commands' modules are not loaded
 
 
+def test_the_command_group_loads_no_models() -> None:
+    """`holonograph --help` (the group every command goes through) imports neither
+    pydantic nor any schema's models: each command loads the models it uses."""
+    modules = imported("--help")
+    assert not {name for name in modules if name.split(".")[0] in {"pydantic", "pydantic_core"}}
+    assert not {"schemas.analysis", "schemas.events", "schemas.completeness"} & modules
+    assert "schemas.times" in modules  # the guard reads the import set it means to
+    assert "yaml" not in modules  # no --config: no YAML parser
+
+
+@pytest.mark.parametrize("command", ["quarantine", "completeness"])
+def test_a_command_loads_only_its_own_models(command: str) -> None:
+    """The analyses' report models (`schemas.analysis`) are drift's and compare's, not
+    theirs; and no command's `-h` opens the store."""
+    modules = imported(command, "-h")
+    assert f"processors.{command}.job" in modules
+    assert "schemas.analysis" not in modules
+    assert not {name for name in modules if name.split(".")[0] in {"chdb", "clickhouse_connect"}}
+
+
+def test_drift_help_opens_no_store_driver() -> None:
+    modules = imported("drift", "-h")
+    assert "processors.drift.job" in modules
+    assert not {name for name in modules if name.split(".")[0] in {"chdb", "clickhouse_connect"}}
+
+
 def test_the_guard_sees_a_heavy_command() -> None:
     assert "numpy" in {name.split(".")[0] for name in heavy(imported("drift", "-h"))}
 
