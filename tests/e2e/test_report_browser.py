@@ -22,12 +22,12 @@ from click.testing import CliRunner
 
 from holonograph.cli import cli
 from ingest.store.clickhouse import open_store
-from processors.analysis_events import record_event
 from schemas.migrations import apply_migrations
-from schemas.tables import DRIFT_CHANGE_POINTS, QUARANTINE
+from schemas.tables import QUARANTINE
 from testkit import multiplex
 from testkit.browser import CHROMIUM, Visit, chromium
 from testkit.multiplex import MultiplexSpec
+from testkit.readings import seed_readings
 
 pytestmark = pytest.mark.clickhouse
 
@@ -80,22 +80,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     try:
         apply_migrations(store)
         multiplex.seed(store, SPEC, 7)
-        store.insert(
-            DRIFT_CHANGE_POINTS.qualified,
-            [["run-1", SINCE + dt.timedelta(days=1), SPEC.surface_id, "correctness",
-              "change_point", SINCE + dt.timedelta(hours=3), SINCE + dt.timedelta(hours=2),
-              SINCE + dt.timedelta(hours=4), "light source", "served model changed", True,
-              -0.12, SINCE, SINCE + dt.timedelta(days=1), "default"]],
-            DRIFT_CHANGE_POINTS.pick(
-                "run_id", "run_at", "surface_id", "dimension_id", "kind", "change_time",
-                "window_from", "window_to", "source", "reason", "confident", "effect", "since",
-                "until", "tenant_id",
-            ),
-        )  # fmt: skip
-        record_event(
-            store, "verdict-1", "variance-evaluate", SPEC.surface_id, "correctness",
-            SINCE + dt.timedelta(hours=5), "{}", verdict="viable",
-        )  # fmt: skip
+        seed_readings(store, SPEC.surface_id, SINCE)
         store.insert(
             QUARANTINE.qualified,
             [["default", "q-1", SINCE + dt.timedelta(minutes=3), "unknown run mode: prod", "x"]],

@@ -24,12 +24,12 @@ import pytest
 import requests
 
 from holonograph.ui import ui_files
-from processors.analysis_events import record_event
-from schemas.tables import DRIFT_CHANGE_POINTS, QUARANTINE
+from schemas.tables import QUARANTINE
 from testkit import multiplex
 from testkit.backends import migrated_store
 from testkit.browser import CHROMIUM, Tab, chromium
 from testkit.multiplex import MultiplexSpec
+from testkit.readings import seed_readings
 from tests.e2e.test_report_browser import LoggingProxy
 from tests.holonograph.cli.test_serve import ROOT, ServeProcess
 from tests.otel_emit import Evaluation, export_request, record_spans
@@ -64,22 +64,7 @@ def _entry(name: str, token: str, scopes: str) -> str:
 def _seed(data_dir: Path) -> None:
     with migrated_store(data_dir) as store:
         multiplex.seed(store, SPEC, 7)
-        store.insert(
-            DRIFT_CHANGE_POINTS.qualified,
-            [["run-1", START + dt.timedelta(days=1), SPEC.surface_id, "correctness",
-              "change_point", START + dt.timedelta(hours=3), START + dt.timedelta(hours=2),
-              START + dt.timedelta(hours=4), "light source", "served model changed", True,
-              -0.12, START, START + dt.timedelta(days=1), "default"]],
-            DRIFT_CHANGE_POINTS.pick(
-                "run_id", "run_at", "surface_id", "dimension_id", "kind", "change_time",
-                "window_from", "window_to", "source", "reason", "confident", "effect", "since",
-                "until", "tenant_id",
-            ),
-        )  # fmt: skip
-        record_event(
-            store, "verdict-1", "variance-evaluate", SPEC.surface_id, "correctness",
-            START + dt.timedelta(hours=5), "{}", verdict="viable",
-        )  # fmt: skip
+        seed_readings(store, SPEC.surface_id, START)
         reasons = ("unknown run mode: prod", "declared type score, the outcome has no score")
         rows = [
             ["default", f"q-{i:05d}", START + dt.timedelta(seconds=i), reasons[i % 2],
