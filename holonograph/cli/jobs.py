@@ -219,7 +219,7 @@ class CommandStores:
             self._open[key] = store
             scoped = getattr(store, "tenant", None) if tenant is None and not write else None
             if isinstance(scoped, str):  # the store's only tenant: its reads share it
-                self._open.setdefault((False, scoped), store)
+                self._open.setdefault((False, scoped, key[2]), store)
         return self._open[key]
 
     @contextlib.contextmanager
