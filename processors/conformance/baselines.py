@@ -3,10 +3,11 @@
 Every baseline kind a cell's baseline names is one one-sided test of "worse than the
 baseline" (`processors.conformance.significance`): `pass-rate` (exact binomial),
 `latency-mean`, `tokens-mean`, `cost-mean` (Student's t), `latency-p95` (exceedances,
-exact binomial), `latency-sd` and `pass-rate-variance` (studentized log variance). The
-tolerance is honoured inside each test: absolute for the pass rate and its variance
-(H0: rate >= baseline - tolerance), relative for the others (H0: statistic <=
-baseline x (1 + tolerance)). A regression is a test Holm rejects across every test of
+exact binomial), `latency-sd` (studentized log variance) and `pass-rate-variance`
+(exact binomial on the 0/1 passes of a cell's repetitions). The tolerance is
+honoured inside each test: absolute for the pass rate and its variance (H0: rate >=
+baseline - tolerance), relative for the others (H0: statistic <= baseline x (1 +
+tolerance)). A regression is a test Holm rejects across every test of
 the run at the suite's `alpha` (default `DEFAULT_ALPHA`, 0.05), so an unchanged suite
 fails at most one run in twenty however many cells it has. A baseline the cell has no
 values for (no latency recorded, say) regresses without a test: missing evidence
