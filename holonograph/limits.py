@@ -53,6 +53,7 @@ JOB_LIMITS: Mapping[str, ReadLimits] = {
     "lessons.publish": LISTING,
     "lessons.reject": LISTING,
     "quarantine": LISTING,
+    "activity": LISTING,
     "report": ANALYSIS,
     "retention": LISTING,
     "status": LISTING,

@@ -50,7 +50,7 @@ def test_drift_json_labels_the_vendor_change_and_saves_the_run(
         cli, ["drift", *ARGS, "--store", f"chdb://{store_dir}", "--json", "--plot", str(plot)]
     )
     assert result.exit_code == 1, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     assert report["surfaceId"] == "classify-intent" and report["eventCount"] > 20000
     (point,) = report["changePoints"]
     assert point["source"] == "light source" and point["confident"] is True
@@ -64,7 +64,7 @@ def test_drift_json_labels_the_vendor_change_and_saves_the_run(
          "--store", f"chdb://{store_dir}", "--json"],
     )  # fmt: skip
     assert saved.exit_code == 0, saved.output
-    assert json.loads(saved.output) == [{"source": "light source", "run_id": report["runId"]}]
+    assert json.loads(saved.stdout) == [{"source": "light source", "run_id": report["runId"]}]
 
 
 def test_drift_text_output_and_usage_errors(store_dir: Path) -> None:
@@ -130,7 +130,7 @@ def test_variance_decompose_evaluate_lifecycle(store_dir: Path) -> None:
          "--since", "2026-06-01T00:00:00Z", "--until", "2026-06-04T00:00:00Z", *store],
     )  # fmt: skip
     assert decomposed.exit_code == 0, decomposed.output
-    reading = json.loads(decomposed.output)
+    reading = json.loads(decomposed.stdout)
     assert reading["eventId"].startswith("evt_") and reading["buckets"] == 72
     assert reading["cleanedVarianceCi"]["ciLow"] <= reading["cleanedVariance"]
     target = reading["eventId"]
@@ -138,14 +138,14 @@ def test_variance_decompose_evaluate_lifecycle(store_dir: Path) -> None:
         cli, ["variance", "evaluate", "--target-event-id", target, *store]
     )
     assert evaluated.exit_code == 0, evaluated.output
-    assert json.loads(evaluated.output)["verdict"] == "viable"
+    assert json.loads(evaluated.stdout)["verdict"] == "viable"
     locked = CliRunner().invoke(
         cli,
         ["variance", "lifecycle", "--target-event-id", target, "--status", "pin",
          "--approver-id", "brian", "--pinned-label", "baseline", *store],
     )  # fmt: skip
     assert locked.exit_code == 0, locked.output
-    assert json.loads(locked.output)["targetEventId"] == target
+    assert json.loads(locked.stdout)["targetEventId"] == target
     refused = CliRunner().invoke(
         cli,
         ["variance", "lifecycle", "--target-event-id", target, "--status", "supersede",
@@ -190,13 +190,13 @@ def test_scenario_through_the_receiver_gets_the_right_labels(receiver: Any) -> N
             "--store", receiver.store.url, "--json"]  # fmt: skip
     lens = CliRunner().invoke(cli, ["drift", "--surface", "classify-intent", *args])
     assert lens.exit_code == 1, lens.output
-    (point,) = json.loads(lens.output)["changePoints"]
+    (point,) = json.loads(lens.stdout)["changePoints"]
     assert (point["source"], point["confident"]) == ("lens", True)
     assert point["timestamp"] == "2026-06-02T12:00:00Z"
 
     both = CliRunner().invoke(cli, ["drift", "--surface", "billing-triage", *args])
     assert both.exit_code == 1, both.output
-    report = json.loads(both.output)
+    report = json.loads(both.stdout)
     (point,) = report["changePoints"]
     assert point["confident"] is False
     assert [b["reason"] for b in report["bracketedWindows"]] == ["confounded"]

@@ -65,7 +65,7 @@ def multiplexed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path
 def run(path: Path, *args: str) -> tuple[int, Any]:
     result = CliRunner().invoke(cli, [*args, "--data-dir", str(path), "--json"])
     assert result.exit_code in (0, 1), result.output
-    return result.exit_code, json.loads(result.output)
+    return result.exit_code, json.loads(result.stdout)
 
 
 def drift(path: Path, *extra: str) -> tuple[int, dict[str, Any]]:
