@@ -20,16 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import ValidationError
-
-from processors.conformance.suite import (
-    StoreSource,
-    SuiteError,
-    Trial,
-    find_secrets,
-    parse_document,
-    validation_problems,
-)
+from processors.conformance.suite import StoreSource, Trial, load_screened
 from schemas.events import DEFAULT_TENANT
 from schemas.harness import (
     Combination,
@@ -79,14 +70,7 @@ def load_observations(text: str, name: str = "observations") -> RecordedObservat
     """A `harness-conformance-observations/v1` file, screened like a suite (size,
     unknown fields, secret-like text). Each observation is validated when its trial
     runs, so one malformed observation is that trial's failure."""
-    document = parse_document(text, name)
-    secrets = find_secrets(document)
-    if secrets:
-        raise SuiteError(secrets)
-    try:
-        return RecordedObservations.model_validate(document)
-    except ValidationError as err:
-        raise SuiteError(validation_problems(err)) from None
+    return load_screened(RecordedObservations, text, name)
 
 
 @dataclass

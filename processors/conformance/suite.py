@@ -19,10 +19,10 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from processors.conformance.baselines import Unit, regressions
 from processors.conformance.eval import DimensionView, EventView, evaluate_event
@@ -117,16 +117,25 @@ def suite_digest(suite: Suite) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def load_suite(text: str, name: str = "suite") -> Suite:
-    """Parse, screen for secrets, and validate a suite; SuiteError lists the problems."""
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def load_screened(model: type[ModelT], text: str, name: str) -> ModelT:
+    """Parse, screen for secrets, and validate a document as `model`; SuiteError lists
+    the problems (a suite and a recording of observations are screened alike)."""
     document = parse_document(text, name)
     secrets = find_secrets(document)
     if secrets:
         raise SuiteError(secrets)
     try:
-        return Suite.model_validate(document)
+        return model.model_validate(document)
     except ValidationError as err:
         raise SuiteError(validation_problems(err)) from None
+
+
+def load_suite(text: str, name: str = "suite") -> Suite:
+    """Parse, screen for secrets, and validate a suite; SuiteError lists the problems."""
+    return load_screened(Suite, text, name)
 
 
 def _parse_time(text: str) -> dt.datetime:
