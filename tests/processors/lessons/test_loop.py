@@ -226,22 +226,34 @@ def test_the_gate_refuses_a_reject_without_comment_and_a_rejected_draft_stays_un
     assert _count(store, LESSON_ARTIFACTS.qualified) == 0
 
 
-def test_a_successor_lesson_merges_or_replaces_its_predecessor_as_its_next_version(
-    store: Store,
-) -> None:
-    clock = Clock()
+def _published_then_grown(
+    store: Store, clock: Clock
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The refund cluster's lesson published, then a grown copy of the cluster (a new
+    cluster id with overlapping members) drafted and approved: (the first publication,
+    the grown cluster, its approved draft)."""
     refund = _seeded(store, clock)["clusters"][0]
     first_draft = call(
         store, draft.JOB, {"kind": "lesson", "clusterId": refund["clusterId"]}, clock
     )
     draft_id = first_draft.to_json()["draftId"]
     call(store, approve.JOB, {"draftId": draft_id, "approverId": "ana"}, clock)
-    first = call(store, publish.JOB, {"draftId": draft_id}, clock).to_json()
+    first: dict[str, Any] = call(store, publish.JOB, {"draftId": draft_id}, clock).to_json()
     # The same cluster drafted on another surface id is another draft; here: the inline
     # cluster document with one more member is a new cluster id with overlapping members.
     grown = {**refund, "clusterId": "cl_grown", "memberIds": [*refund["memberIds"], "ovr_new"]}
-    second_draft = call(store, draft.JOB, {"kind": "lesson", "cluster": grown}, clock).to_json()
-    call(store, approve.JOB, {"draftId": second_draft["draftId"], "approverId": "ana"}, clock)
+    second: dict[str, Any] = call(
+        store, draft.JOB, {"kind": "lesson", "cluster": grown}, clock
+    ).to_json()
+    call(store, approve.JOB, {"draftId": second["draftId"], "approverId": "ana"}, clock)
+    return first, grown, second
+
+
+def test_a_successor_lesson_merges_or_replaces_its_predecessor_as_its_next_version(
+    store: Store,
+) -> None:
+    clock = Clock()
+    first, grown, second_draft = _published_then_grown(store, clock)
     artifact_id = first["artifact"]["artifactId"]
     second = call(
         store, publish.JOB,
@@ -314,18 +326,8 @@ def test_a_publication_stopped_after_its_artifact_converges_when_published_again
     store: Store,
 ) -> None:
     clock = Clock()
-    refund = _seeded(store, clock)["clusters"][0]
-    first_draft = call(
-        store, draft.JOB, {"kind": "lesson", "clusterId": refund["clusterId"]}, clock
-    )
-    first_id = first_draft.to_json()["draftId"]
-    call(store, approve.JOB, {"draftId": first_id, "approverId": "ana"}, clock)
-    artifact_id = call(store, publish.JOB, {"draftId": first_id}, clock).to_json()["artifact"][
-        "artifactId"
-    ]
-    grown = {**refund, "clusterId": "cl_grown", "memberIds": [*refund["memberIds"], "ovr_new"]}
-    second = call(store, draft.JOB, {"kind": "lesson", "cluster": grown}, clock).to_json()
-    call(store, approve.JOB, {"draftId": second["draftId"], "approverId": "ana"}, clock)
+    first, _, second = _published_then_grown(store, clock)
+    first_id, artifact_id = first["draftId"], first["artifact"]["artifactId"]
     body = {"draftId": second["draftId"], "candidateExistingLessonIds": [artifact_id]}
     # The artifact is written, then the store goes away before the `published` record.
     faulty = _DownAfterInserts(store, 1)
