@@ -164,6 +164,13 @@ def test_no_token_is_401_and_a_token_without_the_scope_403(served: Served) -> No
     lifecycle = {"targetEventId": "evt_x", "status": "lock", "approverId": "brian"}
     refused = served.call("/lens/decomposition/lifecycle", lifecycle, token=READER)
     assert (refused.status_code, refused.json()["details"]["required"]) == (403, ["govern"])
+    # deleting rows is governing: a read token may show its retention, never set it
+    shown = served.call("/holonograph/retention", {"action": "show"}, token=READER)
+    assert (shown.status_code, shown.json()["tenantDays"]) == (200, None)
+    shorten = served.call("/holonograph/retention", {"action": "set", "days": 1}, token=READER)
+    assert (shorten.status_code, shorten.json()["details"]["required"]) == (403, ["govern"])
+    after = served.call("/holonograph/retention", {"action": "show"}, token=READER)
+    assert after.json()["tenantDays"] is None
 
 
 def test_another_tenants_data_is_never_visible(served: Served) -> None:
