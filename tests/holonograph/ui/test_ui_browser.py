@@ -24,7 +24,7 @@ import pytest
 import requests
 
 from holonograph.ui import ui_files
-from schemas.tables import QUARANTINE
+from schemas.tables import EMISSION_RECEIPTS, QUARANTINE
 from testkit import multiplex
 from testkit.backends import migrated_store
 from testkit.browser import CHROMIUM, Tab, chromium
@@ -44,6 +44,8 @@ START = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
 RANGE = "since=2026-06-01T00:00:00Z&until=2026-06-02T00:00:00Z"
 WINDOW = {"since": "2026-06-01T00:00:00Z", "until": "2026-06-02T00:00:00Z"}
 REJECTED = 10_000  # quarantined spans seeded: the paging test's table
+MANY = 10_050  # emission streams seeded on 2026-06-03 (every 7th lossy): the streams table
+MANY_WINDOW = {"since": "2026-06-03T00:00:00Z", "until": "2026-06-04T00:00:00Z"}
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
 EXAMPLES = ROOT / "docs" / "examples"
 METRICS = (
@@ -76,6 +78,29 @@ def _seed(data_dir: Path) -> None:
             rows,
             QUARANTINE.pick("tenant_id", "quarantine_id", "received_at", "reason", "span_name"),
         )
+        _seed_streams(store)
+
+
+def _seed_streams(store: Any, streams: int = MANY) -> None:
+    """`streams` streams of two evaluations and a final sentinel each, on 2026-06-03 (out
+    of the other pages' range); every 7th lost its second evaluation (ordinal 1)."""
+    columns = EMISSION_RECEIPTS.pick(
+        "tenant_id", "emission_stream", "emission_seq", "receipt_id", "kind", "final",
+        "quarantined", "event_id", "surface_id", "event_time", "received_at",
+        "sentinel_interval_ms", "completeness_offered",
+    )  # fmt: skip
+    store.command(
+        f"INSERT INTO {EMISSION_RECEIPTS.qualified} ({', '.join(columns)})"
+        " SELECT 'default', concat('many-', leftPad(toString(intDiv(number, 3)), 5, '0')),"
+        " number % 3, concat('r-', toString(number)),"
+        " if(number % 3 = 2, 'sentinel', 'evaluation'), number % 3 = 2, false,"
+        " if(number % 3 = 2, '', concat('e-', toString(number))), 'classify-intent',"
+        " toDateTime64('2026-06-03 00:00:00', 9, 'UTC') + intDiv(number, 3),"
+        " toDateTime64('2026-06-03 00:00:00', 3, 'UTC') + intDiv(number, 3),"
+        " if(number % 3 = 2, 30000, NULL), if(number % 3 = 2, 2, NULL)"
+        f" FROM numbers({3 * streams})"
+        " WHERE NOT (number % 3 = 1 AND intDiv(number, 3) % 7 = 0)"
+    )
 
 
 @dataclass
@@ -402,6 +427,68 @@ def test_streams_page_shows_gaps_and_rejections_and_pages_10k_rows_server_side(
     assert table["info"] == f"rows 51–100 of {REJECTED}"
     assert table["first"] == quarantine["spans"][0]["spanName"]
     assert "offset=50" in table["href"]  # the page's place is a link
+
+
+def test_the_streams_table_pages_10k_streams_from_the_server(live: Live) -> None:
+    many = "&".join(f"{k}={v}" for k, v in MANY_WINDOW.items())
+    rows = (
+        "Array.from(document.querySelectorAll('[data-table=streams] tbody tr'),"
+        " tr => Array.from(tr.querySelectorAll('td'), td => td.textContent))"
+    )
+
+    async def work(browser: Any) -> dict[str, Any]:
+        tab = await _page(browser, live, f"#/streams?{many}")
+        shown = await _shown(tab, "streams-10k")
+        first = await tab.evaluate(rows)
+        await tab.evaluate("document.activeElement.blur()")
+        for key, offset in (("n", "50"), ("n", "100"), ("p", "50")):  # by key, page by page
+            await tab.press(key)
+            await tab.wait_for(
+                f"document.querySelector('[data-table=streams]').dataset.offset === '{offset}'"
+            )
+        table = await tab.evaluate(
+            "(() => { const t = document.querySelector('[data-table=streams]');"
+            " return {total: t.dataset.total, info: t.querySelector('[data-page-info]')"
+            ".textContent, href: location.href}; })()"
+        )
+        after = await _shown(tab, "streams-10k-page-2")
+        return {
+            "shown": shown, "first": first, "second": await tab.evaluate(rows),
+            "table": table, "after": after,
+            "calls": _api_calls(tab, "/holonograph/completeness"),
+        }  # fmt: skip
+
+    seen = _browse(live, work)
+    pages = [
+        live.json("/holonograph/completeness", {**MANY_WINDOW, "limit": 50, "offset": offset})
+        for offset in (0, 50)
+    ]
+    whole = pages[0]
+    assert whole["totals"]["streams"] == whole["page"]["streams"] == MANY
+    assert whole["totals"]["byStatus"]["closed-lossy"] == len(range(0, MANY, 7))
+    assert [len(p["streams"]) for p in pages] == [50, 50]  # a page, never the 10k
+    for answer, listed, shown in zip(pages, (seen["first"], seen["second"]),
+                                     (seen["shown"], seen["after"]), strict=True):  # fmt: skip
+        assert [r[0] for r in listed] == [s["stream"] for s in answer["streams"]]
+        for s in answer["streams"]:
+            key = f"completeness/streams/{s['stream']}"
+            assert shown[f"{key}/status"] == s["status"]
+            assert shown[f"{key}/missing"] == str(s["missing"])
+            assert shown[f"{key}/delivered"] == str(s["delivered"])
+        assert {w["stream"] for w in answer["windows"] if w["scope"] == "stream"} <= {
+            s["stream"] for s in answer["streams"]
+        }
+    # Lossy first: the first page is the lossy streams, each missing ordinal 1.
+    assert {s["status"] for s in pages[0]["streams"]} == {"closed-lossy"}
+    assert seen["shown"]["completeness/streams/many-00000/gaps"] == "1"
+    for name in ("streams", "expected", "delivered", "missing"):
+        assert seen["shown"][f"completeness/totals/{name}"] == str(whole["totals"][name])
+    assert seen["shown"]["completeness/page/streams"] == str(MANY)
+    bodies = [json.loads(c["postData"]) for c in seen["calls"]]
+    assert [(b["limit"], b["offset"]) for b in bodies] == [(50, 0), (50, 50), (50, 100), (50, 50)]
+    assert seen["table"]["total"] == str(MANY)
+    assert seen["table"]["info"] == f"rows 51–100 of {MANY}"
+    assert "streamOffset=50" in seen["table"]["href"]
 
 
 def test_conformance_page_shows_fixture_verdicts_contract_and_coverage(live: Live) -> None:
