@@ -312,6 +312,13 @@ def test_surface_page_shows_the_reports_series_and_the_attribution(live: Live) -
             expected[f"{key}/passes"] = str(x["passes"])
             expected[f"{key}/passRate"] = _fixed(x["passRate"], 3)
             expected[f"{key}/completenessLowerBound"] = _fixed(x["completenessLowerBound"], 3)
+    for dimension, hours in section["scores"].items():
+        for x in hours:
+            key = f"scoreSeries/{dimension}/{x['hour']}"
+            expected[f"{key}/scored"] = str(x["scored"])
+            expected[f"{key}/meanScore"] = _fixed(x["meanScore"], 3)
+            expected[f"{key}/completenessLowerBound"] = _fixed(x["completenessLowerBound"], 3)
+    assert len(section["scores"]["helpfulness"]) == 7  # the scored dimension, hourly
     for v in section["verdicts"]:
         expected[f"verdicts/{v['dimensionId']}"] = v["verdict"]
     for c in section["changes"]:
@@ -343,6 +350,49 @@ def test_surface_page_shows_the_reports_series_and_the_attribution(live: Live) -
     # The analysis ran read-only: the page asks for no recorded drift run.
     (attribute,) = [r for r in sent if r["url"].endswith("/lens/attribute")]
     assert json.loads(attribute["postData"])["persist"] is False
+
+
+def test_past_three_days_the_surface_page_shows_each_day_rolled_up_from_the_hours(
+    live: Live,
+) -> None:
+    week = {"since": "2026-05-29T00:00:00Z", "until": "2026-06-03T00:00:00Z"}
+
+    async def work(browser: Any) -> tuple[dict[str, str], list[str]]:
+        fragment = f"#/surface/{SPEC.surface_id}?since={week['since']}&until={week['until']}"
+        tab = await _page(browser, live, fragment)
+        per = await tab.evaluate(
+            "Array.from(document.querySelectorAll('section[data-per]'), e => e.dataset.per)"
+        )
+        return await _shown(tab, "surface-by-day"), per
+
+    shown, per = _browse(live, work)
+    assert per and set(per) == {"day"}
+    (section,) = live.json("/holonograph/report", {**week, "surfaceId": SPEC.surface_id})[
+        "surfaces"
+    ]
+    expected: dict[str, str] = {}
+    for dimension, hours in section["series"].items():
+        days: dict[str, list[dict[str, Any]]] = {}
+        for x in hours:
+            days.setdefault(x["hour"][:10] + "T00:00:00Z", []).append(x)
+        for day, xs in days.items():
+            graded, passes = sum(x["graded"] for x in xs), sum(x["passes"] for x in xs)
+            key = f"series/{dimension}/{day}"
+            expected[f"{key}/graded"] = str(graded)
+            expected[f"{key}/passRate"] = _fixed(passes / graded, 3)
+            bounds = [
+                x["completenessLowerBound"] for x in xs if x["completenessLowerBound"] is not None
+            ]
+            expected[f"{key}/completenessLowerBound"] = _fixed(min(bounds) if bounds else None, 3)
+    for dimension, hours in section["scores"].items():
+        scored = sum(x["scored"] for x in hours)  # every hour of the seed is on one day
+        mean = sum(x["meanScore"] * x["scored"] for x in hours) / scored
+        key = f"scoreSeries/{dimension}/{hours[0]['hour'][:10]}T00:00:00Z"
+        expected[f"{key}/scored"] = str(scored)
+        expected[f"{key}/meanScore"] = _fixed(mean, 3)
+    assert len(expected) >= 5
+    assert {k: shown.get(k) for k in expected} == expected
+    assert not [k for k in shown if k.startswith("series/") and "T01:00:00Z" in k]  # no hours
 
 
 def test_compare_page_shows_the_comparisons_intervals_and_paired_table(live: Live) -> None:
