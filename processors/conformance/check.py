@@ -342,9 +342,12 @@ def list_results(
     until: dt.datetime | None = None,
     limit: int = 100,
     tenant_id: str = DEFAULT_TENANT,
+    judged_since: dt.datetime | None = None,
+    judged_until: dt.datetime | None = None,
 ) -> list[dict[str, Any]]:
     """Persisted check results of a tenant, newest first: conformance over time for one
-    surface or fixture (checked_at in [since, until))."""
+    surface or fixture (checked_at in [since, until); `judged_*`: only checks whose
+    events' window overlaps [judged_since, judged_until))."""
     filters: list[str] = ["tenant_id = {tenant:String}"]
     parameters: dict[str, Any] = {"limit": limit, "tenant": tenant_id}
     for column, name, value, type_name in (
@@ -360,6 +363,12 @@ def list_results(
     if until is not None:
         filters.append("checked_at < {until:DateTime64(3, 'UTC')}")
         parameters["until"] = until
+    if judged_since is not None:
+        filters.append("window_end > {judged_since:DateTime64(3, 'UTC')}")
+        parameters["judged_since"] = judged_since
+    if judged_until is not None:
+        filters.append("window_start < {judged_until:DateTime64(3, 'UTC')}")
+        parameters["judged_until"] = judged_until
     rows = store.query(
         f"SELECT {CONFORMANCE_RESULTS.column_list()} FROM {CONFORMANCE_RESULTS.qualified} FINAL"
         f" WHERE {' AND '.join(filters)} ORDER BY checked_at DESC, fixture_id"

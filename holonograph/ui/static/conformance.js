@@ -1,6 +1,8 @@
 // Conformance, contracts and topology: each surface's live fixtures checked over
 // consecutive slices of the window (POST /lens/conformance/check, not recorded:
-// `persist` false), so a verdict reads over time; and, for an agent, its contract's
+// `persist` false), beside the checks recorded over the range (GET
+// /lens/conformance/results): verdicts over time; and, for an agent picked from those
+// the tenant's events name (GET /holonograph/status), its contract's
 // versions (GET /holonograph/contract) and its coverage (POST /lens/topology/scan).
 
 import { get, post } from "./api.js";
@@ -12,13 +14,47 @@ const SLICES = 6;
 
 const VERDICT_CLASS = { pass: "good", fail: "bad" };
 
+const HISTORY = 200;
+
+// The recorded checks (GET /lens/conformance/results) whose events' window overlaps the
+// range, newest first: each fixture version's verdict as it was recorded, over time.
+function historySection(surfaceId, answer) {
+  const box = h("div", { dataset: { history: surfaceId } }, h("h3", {}, `Recorded checks on ${surfaceId}`));
+  if (answer.error) return put(box, problem(answer.error));
+  const rows = answer.value.results;
+  if (!rows.length) return put(box, empty("No check recorded over this range (holonograph conformance check, or the check endpoint with persist)."));
+  const byFixture = new Map();
+  for (const r of rows) {
+    if (!byFixture.has(r.fixtureId)) byFixture.set(r.fixtureId, []);
+    byFixture.get(r.fixtureId).push(r);
+  }
+  put(box, h("p", { class: "note" }, metric(`conformance/${surfaceId}/history/count`, count(answer.value.count)),
+    " recorded check(s); per fixture, oldest to newest window:"),
+    h("ul", { class: "plain" }, [...byFixture].map(([fixture, rs]) => h("li", {}, h("strong", {}, fixture), ": ",
+      [...rs].sort((a, b) => (a.window.since < b.window.since ? -1 : 1)).map((r) => h("span", { class: VERDICT_CLASS[r.verdict] || "warn", title: `${r.window.since} to ${r.window.until}, checked ${r.checkedAt}` }, ` ${r.verdict}`))))),
+    table(["checked at", "fixture", "events' window", "verdict", "events checked", "fail", "pass", "evaluable"], rows.map((r) => {
+      const key = `conformance/${surfaceId}/history/${r.checkId}`;
+      return [
+        metric(`${key}/checkedAt`, r.checkedAt), `${r.fixtureId} ${r.fixtureVersion === null ? "(inline)" : "v" + r.fixtureVersion}`,
+        `${r.window.since} to ${r.window.until}`,
+        metric(`${key}/verdict`, r.verdict, "strong", { class: VERDICT_CLASS[r.verdict] || "warn" }),
+        metric(`${key}/eventsChecked`, count(r.eventsChecked)),
+        metric(`${key}/counts/fail`, count(r.counts.fail)), count(r.counts.pass), fixed(r.evaluableShare, 3),
+      ];
+    })));
+  return box;
+}
+
 async function fixtureSection(surfaceId, parts, signal) {
   const whole = { since: parts[0].since, until: parts[parts.length - 1].until };
-  const overall = await settle(post("/lens/conformance/check", { surfaceId, ...whole, persist: false, limit: 0 }, signal));
+  const [overall, history] = await Promise.all([
+    settle(post("/lens/conformance/check", { surfaceId, ...whole, persist: false, limit: 0 }, signal)),
+    settle(get("/lens/conformance/results", { surfaceId, judgedSince: whole.since, judgedUntil: whole.until, limit: HISTORY }, signal)),
+  ]);
   const box = h("section", { dataset: { surface: surfaceId } }, h("h2", {}, `Fixtures on ${surfaceId}`));
   if (overall.error) {
     put(box, overall.error.code === "no_live_fixture" ? empty("No live fixture on this surface (holonograph conformance approve).") : problem(overall.error));
-    return box;
+    return put(box, historySection(surfaceId, history));
   }
   const perSlice = await Promise.all(parts.map((p) => settle(post("/lens/conformance/check", { surfaceId, ...p, persist: false, limit: 0 }, signal))));
   const columns = ["fixture", "rule", "whole window", "events checked", "evaluable", "fail", "pass",
@@ -38,7 +74,9 @@ async function fixtureSection(surfaceId, parts, signal) {
       }),
     ];
   });
-  put(box, table(columns, rows), h("p", { class: "note" }, `Each column after the totals is one of ${SLICES} equal slices of the window (events checked in brackets).`));
+  put(box, h("h3", {}, "Live fixtures over the range, checked now (not recorded)"), table(columns, rows),
+    h("p", { class: "note" }, `Each column after the totals is one of ${SLICES} equal slices of the window (events checked in brackets).`),
+    historySection(surfaceId, history));
   return box;
 }
 
@@ -82,12 +120,20 @@ export async function conformance({ root, range, signal, query, link }) {
   const surfaces = status.tenants.flatMap((t) => t.surfaces.map((s) => s.surfaceId));
   put(root, h("h1", {}, "Conformance, contracts and topology"));
   const agent = query.get("agent") || "";
+  // The agents whose events the tenant holds (status), to pick from; another name typed.
+  const agents = [...new Set(status.tenants.flatMap((t) => t.surfaces.flatMap((s) => s.agents || []).concat(agent ? [agent] : [])))].sort();
+  const picker = h("select", { id: "agent-picker", "aria-label": "Known agents" },
+    h("option", { value: "" }, agents.length ? "— pick an agent —" : "— no agent seen yet —"),
+    agents.map((a) => h("option", { value: a, selected: a === agent }, a)));
   const form = h("form", { class: "pager", "aria-label": "Agent" },
-    h("label", {}, "Agent ", h("input", { id: "agent-input", value: agent, size: 24, spellcheck: "false" })),
+    h("label", {}, "Agent ", picker),
+    h("label", {}, " or name one ", h("input", { id: "agent-input", value: agents.includes(agent) ? "" : agent, size: 24, spellcheck: "false" })),
     h("button", { type: "submit" }, "Show contract and coverage"));
+  const choose = (name) => { location.hash = link("conformance", [], { agent: name || null }); };
+  picker.addEventListener("change", () => choose(picker.value));
   form.addEventListener("submit", (e) => {
     e.preventDefault();
-    location.hash = link("conformance", [], { agent: form.querySelector("input").value.trim() || null });
+    choose(form.querySelector("input").value.trim() || picker.value);
   });
   put(root, form);
   if (agent) {

@@ -46,6 +46,11 @@ WINDOW = {"since": "2026-06-01T00:00:00Z", "until": "2026-06-02T00:00:00Z"}
 REJECTED = 10_000  # quarantined spans seeded: the paging test's table
 MANY = 10_050  # emission streams seeded on 2026-06-03 (every 7th lossy): the streams table
 MANY_WINDOW = {"since": "2026-06-03T00:00:00Z", "until": "2026-06-04T00:00:00Z"}
+RECORDED = [  # the windows of the checks recorded (persisted) before the pages are read
+    ("2026-06-01T00:00:00Z", "2026-06-01T02:00:00Z"),
+    ("2026-06-01T02:00:00Z", "2026-06-01T04:00:00Z"),
+    ("2026-06-01T04:00:00Z", "2026-06-01T08:00:00Z"),
+]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
 EXAMPLES = ROOT / "docs" / "examples"
 METRICS = (
@@ -174,6 +179,10 @@ def _register(live: Live) -> None:
               "description": "billing-triage v1.4.2", "id": "deploy-1.4.2"}  # fmt: skip
     done = live.call("/holonograph/changes", change, OPS)
     assert done.status_code in (200, 201), done.text
+    for since, until in RECORDED:  # checks recorded over three windows: the history
+        body = {"surfaceId": SPEC.surface_id, "since": since, "until": until, "limit": 0}
+        done = live.call("/lens/conformance/check", body, OPS)
+        assert done.status_code == 200, done.text
 
 
 def _browse(live: Live, work: Callable[[Any], Awaitable[Any]]) -> Any:
@@ -549,9 +558,47 @@ def test_conformance_page_shows_fixture_verdicts_contract_and_coverage(live: Liv
             " responded with a status of 404"
         )
         shown = await _shown(tab, "conformance", refused)
-        return shown, _api_calls(tab, "/lens/conformance/check")
+        options = await tab.evaluate(
+            "Array.from(document.querySelectorAll('#agent-picker option'), o => o.value)"
+        )
+        picked = await tab.evaluate("document.getElementById('agent-picker').value")
+        checked = _api_calls(tab, "/lens/conformance/check")  # the first view's
+        # Picking by keyboard follows the link: up to no agent, down to the agent again.
+        moved = []
+        for key, shown_agent in (("ArrowUp", "false"), ("ArrowDown", "true")):
+            await tab.evaluate("document.getElementById('agent-picker').focus()")
+            await tab.press(key)
+            await tab.wait_for(
+                f"location.hash.includes('agent=billing-triage') === {shown_agent}"
+                " && document.body.dataset.state === 'ready'"
+                " && !!document.getElementById('agent-picker')"
+            )
+            moved.append(await tab.evaluate(
+                "[location.hash, !!document.querySelector('[data-metric=\"contract/versionId\"]')]"
+            ))  # fmt: skip
+        return shown, checked, options, picked, moved
 
-    shown, checks = _browse(live, work)
+    shown, checks, options, picked, moved = _browse(live, work)
+    status = live.json("/holonograph/status")
+    agents = sorted({a for t in status["tenants"] for s in t["surfaces"] for a in s["agents"]})
+    assert "billing-triage" in agents
+    assert options == ["", *agents] and picked == "billing-triage"
+    assert [has for _, has in moved] == [False, True], moved
+    assert "agent=" not in moved[0][0] and "agent=billing-triage" in moved[1][0]
+    judged = {"judgedSince": WINDOW["since"], "judgedUntil": WINDOW["until"]}
+    query = urlencode({"surfaceId": SPEC.surface_id, **judged, "limit": 200})
+    history = live.json(f"/lens/conformance/results?{query}")
+    fixtures = {r["fixtureId"] for r in history["results"]}
+    assert history["count"] == len(RECORDED) * len(fixtures) > 0
+    assert sorted({r["window"]["since"] for r in history["results"]}) == [w for w, _ in RECORDED]
+    recorded = {f"conformance/{SPEC.surface_id}/history/count": str(history["count"])}
+    for r in history["results"]:
+        key = f"conformance/{SPEC.surface_id}/history/{r['checkId']}"
+        recorded[f"{key}/verdict"] = r["verdict"]
+        recorded[f"{key}/checkedAt"] = r["checkedAt"]
+        recorded[f"{key}/eventsChecked"] = str(r["eventsChecked"])
+        recorded[f"{key}/counts/fail"] = str(r["counts"]["fail"])
+    assert {k: shown.get(k) for k in recorded} == recorded
     check = live.json(
         "/lens/conformance/check",
         {**WINDOW, "surfaceId": SPEC.surface_id, "persist": False, "limit": 0},
