@@ -35,13 +35,14 @@ function effectText(e) {
   return e ? `${fixed(e.delta, 3)} [${fixed(e.ciLow, 3)}, ${fixed(e.ciHigh, 3)}] (${fixed(e.before, 3)} → ${fixed(e.after, 3)})` : "-";
 }
 
-function evidence(p) {
+function evidence(p, i) {
+  const key = `drift/changePoints/${i}`;
   const items = [];
-  for (const c of p.layerChanges || []) items.push(`${c.layer}: ${c.column} ${c.fromValue} → ${c.toValue}`);
-  for (const c of p.changeEvents || []) items.push(`recorded ${c.kind} ${c.changeId} at ${c.at}${c.timing && c.timing.startsHere ? " (starts here)" : ""}: ${c.description}`);
+  (p.layerChanges || []).forEach((c, j) => items.push(metric(`${key}/layerChanges/${j}`, `${c.layer}: ${c.column} ${c.fromValue} → ${c.toValue}`)));
+  for (const c of p.changeEvents || []) items.push(metric(`${key}/changeEvents/${c.changeId}`, `recorded ${c.kind} ${c.changeId} at ${c.at}${c.timing && c.timing.startsHere ? " (starts here)" : ""}: ${c.description}`));
   if (p.corroboration) items.push(`corroboration: ${(p.corroboration.corroboratingSurfaces || []).length} surface(s)`);
   for (const b of p.brackets || []) items.push(`inside a bracketed window: ${b}`);
-  items.push(`p = ${Number(p.pValue).toPrecision(3)}, statistic ${fixed(p.testStatistic, 2)}`);
+  items.push(metric(`${key}/pValue`, `p = ${Number(p.pValue).toPrecision(3)}, statistic ${fixed(p.testStatistic, 2)}`));
   return h("ul", { class: "plain" }, items.map((t) => h("li", {}, t)));
 }
 
@@ -56,7 +57,7 @@ function changePointTable(points) {
       h("td", { class: "text" }, metric(`drift/changePoints/${i}/reason`, p.reason)),
       metric(`drift/changePoints/${i}/effect`, effectText(p.effect)),
       `${p.window.from} – ${p.window.to}`,
-      h("td", { class: "text" }, evidence(p)),
+      h("td", { class: "text" }, evidence(p, i)),
     ]));
 }
 

@@ -81,8 +81,23 @@ def test_the_surface_page_shows_the_planted_change_and_the_deploy(
     planted = [p for p in drift["changePoints"] if p["timestamp"] == sent["plantedChange"]["at"]]
     assert planted and planted[0]["source"] == "light source"
     for i, p in enumerate(drift["changePoints"]):
-        assert shown[f"drift/changePoints/{i}/timestamp"] == p["timestamp"]
-        assert shown[f"drift/changePoints/{i}/source"] == p["source"]
+        key = f"drift/changePoints/{i}"
+        assert shown[f"{key}/timestamp"] == p["timestamp"]
+        assert shown[f"{key}/source"] == p["source"]
+        assert shown[f"{key}/reason"] == p["reason"]
+        for j, c in enumerate(p["layerChanges"]):  # the evidence: what changed, cited
+            text = f"{c['layer']}: {c['column']} {c['fromValue']} → {c['toValue']}"
+            assert shown[f"{key}/layerChanges/{j}"] == text
+        for c in p["changeEvents"]:
+            assert shown[f"{key}/changeEvents/{c['changeId']}"].startswith(
+                f"recorded {c['kind']} {c['changeId']} at {c['at']}"
+            )
+    (point,) = planted
+    i = drift["changePoints"].index(point)
+    assert "light_source_id acme/m/2026-05 → acme/m/2026-10" in " ".join(
+        v for k, v in shown.items() if k.startswith(f"drift/changePoints/{i}/layerChanges/")
+    )
+    assert f"drift/changePoints/{i}/changeEvents/{sent['deploy']['id']}" in shown
     assert shown[f"changes/{sent['deploy']['id']}/kind"] == "deploy"
     (section,) = live.json("/holonograph/report", window)["surfaces"]
     for dimension, hours in section["series"].items():
