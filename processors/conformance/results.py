@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from pydantic import ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
-from processors.conformance.check import WindowDocument, list_results
+from processors.conformance.check import WindowDocument, count_results, list_results
 from processors.jobs import Job, JobRequest, never_a_finding, saves_nothing
 from schemas.conformance import Enforceability, Verdict
 from schemas.events import DEFAULT_TENANT
@@ -42,6 +42,7 @@ class ResultsRequest(JobRequest):
         None, description="Only checks whose events' window starts before T."
     )
     limit: int = Field(100, ge=1, le=10_000, description="Newest results listed [100].")
+    offset: int = Field(0, ge=0, description="Skip this many newest results (paging).")
 
 
 Request = ResultsRequest
@@ -69,35 +70,45 @@ class ResultDocument(TypedDict):
 
 @with_config(ConfigDict(extra="forbid"))
 class ResultsDocument(TypedDict):
-    results: list[ResultDocument]  # newest first
-    count: int
+    results: list[ResultDocument]  # newest first, `offset` on
+    count: int  # listed here
+    total: int  # in the selection, every page
+    offset: int
 
 
 @dataclass(frozen=True)
 class ResultsReport:
     results: list[dict[str, Any]]
+    total: int
+    offset: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"results": self.results, "count": len(self.results)}
+        return {
+            "results": self.results,
+            "count": len(self.results),
+            "total": self.total,
+            "offset": self.offset,
+        }
 
 
 Report = ResultsReport
 
 
 def run(store: Store, request: ResultsRequest, clock: Clock) -> ResultsReport:
-    """The tenant's recorded results of the selection (read-only)."""
+    """The tenant's recorded results of the selection, a page of them (read-only)."""
+    tenant = request.tenant or DEFAULT_TENANT
     rows = list_results(
-        store,
-        surface_id=request.surface_id,
-        fixture_id=request.fixture_id,
-        since=request.since,
-        until=request.until,
-        limit=request.limit,
-        tenant_id=request.tenant or DEFAULT_TENANT,
-        judged_since=request.judged_since,
-        judged_until=request.judged_until,
-    )
-    return ResultsReport(rows)
+        store, surface_id=request.surface_id, fixture_id=request.fixture_id,
+        since=request.since, until=request.until, tenant_id=tenant,
+        judged_since=request.judged_since, judged_until=request.judged_until,
+        limit=request.limit, offset=request.offset,
+    )  # fmt: skip
+    total = count_results(
+        store, surface_id=request.surface_id, fixture_id=request.fixture_id,
+        since=request.since, until=request.until, tenant_id=tenant,
+        judged_since=request.judged_since, judged_until=request.judged_until,
+    )  # fmt: skip
+    return ResultsReport(rows, total, request.offset)
 
 
 persist = saves_nothing

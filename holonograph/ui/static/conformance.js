@@ -6,7 +6,7 @@
 // versions (GET /holonograph/contract) and its coverage (POST /lens/topology/scan).
 
 import { get, post } from "./api.js";
-import { h, put, count, empty, fixed, metric, table } from "./dom.js";
+import { h, put, count, empty, fixed, metric, pagedTable, table } from "./dom.js";
 import { settle, problem } from "./surface.js";
 import { slices as sliced } from "./time.js";
 
@@ -14,47 +14,49 @@ const SLICES = 6;
 
 const VERDICT_CLASS = { pass: "good", fail: "bad" };
 
-const HISTORY = 200;
+const HISTORY = 50;
 
 // The recorded checks (GET /lens/conformance/results) whose events' window overlaps the
-// range, newest first: each fixture version's verdict as it was recorded, over time.
-function historySection(surfaceId, answer) {
+// range, newest first, a server page at a time: each fixture version's verdict as it
+// was recorded, over time.
+async function historySection(surfaceId, whole, first, signal) {
   const box = h("div", { dataset: { history: surfaceId } }, h("h3", {}, `Recorded checks on ${surfaceId}`));
-  if (answer.error) return put(box, problem(answer.error));
-  const rows = answer.value.results;
-  if (!rows.length) return put(box, empty("No check recorded over this range (holonograph conformance check, or the check endpoint with persist)."));
-  const byFixture = new Map();
-  for (const r of rows) {
-    if (!byFixture.has(r.fixtureId)) byFixture.set(r.fixtureId, []);
-    byFixture.get(r.fixtureId).push(r);
-  }
-  put(box, h("p", { class: "note" }, metric(`conformance/${surfaceId}/history/count`, count(answer.value.count)),
-    " recorded check(s); per fixture, oldest to newest window:"),
-    h("ul", { class: "plain" }, [...byFixture].map(([fixture, rs]) => h("li", {}, h("strong", {}, fixture), ": ",
-      [...rs].sort((a, b) => (a.window.since < b.window.since ? -1 : 1)).map((r) => h("span", { class: VERDICT_CLASS[r.verdict] || "warn", title: `${r.window.since} to ${r.window.until}, checked ${r.checkedAt}` }, ` ${r.verdict}`))))),
-    table(["checked at", "fixture", "events' window", "verdict", "events checked", "fail", "pass", "evaluable"], rows.map((r) => {
-      const key = `conformance/${surfaceId}/history/${r.checkId}`;
-      return [
-        metric(`${key}/checkedAt`, r.checkedAt), `${r.fixtureId} ${r.fixtureVersion === null ? "(inline)" : "v" + r.fixtureVersion}`,
-        `${r.window.since} to ${r.window.until}`,
-        metric(`${key}/verdict`, r.verdict, "strong", { class: VERDICT_CLASS[r.verdict] || "warn" }),
-        metric(`${key}/eventsChecked`, count(r.eventsChecked)),
-        metric(`${key}/counts/fail`, count(r.counts.fail)), count(r.counts.pass), fixed(r.evaluableShare, 3),
-      ];
-    })));
-  return box;
+  if (first.error) return put(box, problem(first.error));
+  if (!first.value.total) return put(box, empty("No check recorded over this range (holonograph conformance check, or the check endpoint with persist)."));
+  const query = { surfaceId, judgedSince: whole.since, judgedUntil: whole.until, limit: HISTORY };
+  const rowsOf = (answer) => answer.results.map((r) => {
+    const key = `conformance/${surfaceId}/history/${r.checkId}`;
+    return [
+      metric(`${key}/checkedAt`, r.checkedAt), `${r.fixtureId} ${r.fixtureVersion === null ? "(inline)" : "v" + r.fixtureVersion}`,
+      metric(`${key}/window`, `${r.window.since} to ${r.window.until}`),
+      metric(`${key}/verdict`, r.verdict, "strong", { class: VERDICT_CLASS[r.verdict] || "warn" }),
+      metric(`${key}/eventsChecked`, count(r.eventsChecked)),
+      metric(`${key}/counts/fail`, count(r.counts.fail)), count(r.counts.pass), fixed(r.evaluableShare, 3),
+    ];
+  });
+  const paged = pagedTable({
+    name: `history-${surfaceId}`, pageSize: HISTORY,
+    columns: ["checked at", "fixture", "events' window", "verdict", "events checked", "fail", "pass", "evaluable"],
+    fetchPage: async (at, size) => {
+      const answer = at === 0 ? first.value : await get("/lens/conformance/results", { ...query, limit: size, offset: at }, signal);
+      return { rows: rowsOf(answer), total: answer.total };
+    },
+  });
+  await paged.ready;
+  return put(box, h("p", { class: "note" }, metric(`conformance/${surfaceId}/history/total`, count(first.value.total)),
+    " check(s) recorded over this range, newest first; each row one fixture version's verdict on the events of its window."), paged.element);
 }
 
 async function fixtureSection(surfaceId, parts, signal) {
   const whole = { since: parts[0].since, until: parts[parts.length - 1].until };
   const [overall, history] = await Promise.all([
     settle(post("/lens/conformance/check", { surfaceId, ...whole, persist: false, limit: 0 }, signal)),
-    settle(get("/lens/conformance/results", { surfaceId, judgedSince: whole.since, judgedUntil: whole.until, limit: HISTORY }, signal)),
+    settle(get("/lens/conformance/results", { surfaceId, judgedSince: whole.since, judgedUntil: whole.until, limit: HISTORY, offset: 0 }, signal)),
   ]);
   const box = h("section", { dataset: { surface: surfaceId } }, h("h2", {}, `Fixtures on ${surfaceId}`));
   if (overall.error) {
     put(box, overall.error.code === "no_live_fixture" ? empty("No live fixture on this surface (holonograph conformance approve).") : problem(overall.error));
-    return put(box, historySection(surfaceId, history));
+    return put(box, await historySection(surfaceId, whole, history, signal));
   }
   const perSlice = await Promise.all(parts.map((p) => settle(post("/lens/conformance/check", { surfaceId, ...p, persist: false, limit: 0 }, signal))));
   const columns = ["fixture", "rule", "whole window", "events checked", "evaluable", "fail", "pass",
@@ -76,7 +78,7 @@ async function fixtureSection(surfaceId, parts, signal) {
   });
   put(box, h("h3", {}, "Live fixtures over the range, checked now (not recorded)"), table(columns, rows),
     h("p", { class: "note" }, `Each column after the totals is one of ${SLICES} equal slices of the window (events checked in brackets).`),
-    historySection(surfaceId, history));
+    await historySection(surfaceId, whole, history, signal));
   return box;
 }
 

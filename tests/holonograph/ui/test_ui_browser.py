@@ -586,14 +586,15 @@ def test_conformance_page_shows_fixture_verdicts_contract_and_coverage(live: Liv
     assert [has for _, has in moved] == [False, True], moved
     assert "agent=" not in moved[0][0] and "agent=billing-triage" in moved[1][0]
     judged = {"judgedSince": WINDOW["since"], "judgedUntil": WINDOW["until"]}
-    query = urlencode({"surfaceId": SPEC.surface_id, **judged, "limit": 200})
+    query = urlencode({"surfaceId": SPEC.surface_id, **judged, "limit": 50, "offset": 0})
     history = live.json(f"/lens/conformance/results?{query}")
     fixtures = {r["fixtureId"] for r in history["results"]}
-    assert history["count"] == len(RECORDED) * len(fixtures) > 0
+    assert history["total"] == history["count"] == len(RECORDED) * len(fixtures) > 0
     assert sorted({r["window"]["since"] for r in history["results"]}) == [w for w, _ in RECORDED]
-    recorded = {f"conformance/{SPEC.surface_id}/history/count": str(history["count"])}
+    recorded = {f"conformance/{SPEC.surface_id}/history/total": str(history["total"])}
     for r in history["results"]:
         key = f"conformance/{SPEC.surface_id}/history/{r['checkId']}"
+        recorded[f"{key}/window"] = f"{r['window']['since']} to {r['window']['until']}"
         recorded[f"{key}/verdict"] = r["verdict"]
         recorded[f"{key}/checkedAt"] = r["checkedAt"]
         recorded[f"{key}/eventsChecked"] = str(r["eventsChecked"])
