@@ -566,12 +566,13 @@ def test_conformance_page_shows_fixture_verdicts_contract_and_coverage(live: Liv
         # Picking by keyboard follows the link: up to no agent, down to the agent again.
         moved = []
         for key, shown_agent in (("ArrowUp", "false"), ("ArrowDown", "true")):
+            renders = await tab.evaluate("Number(document.body.dataset.renders || 0)")
             await tab.evaluate("document.getElementById('agent-picker').focus()")
             await tab.press(key)
-            await tab.wait_for(
-                f"location.hash.includes('agent=billing-triage') === {shown_agent}"
+            await tab.wait_for(  # the page rendered again, for the link picked
+                f"Number(document.body.dataset.renders || 0) > {renders}"
+                f" && location.hash.includes('agent=billing-triage') === {shown_agent}"
                 " && document.body.dataset.state === 'ready'"
-                " && !!document.getElementById('agent-picker')"
             )
             moved.append(await tab.evaluate(
                 "[location.hash, !!document.querySelector('[data-metric=\"contract/versionId\"]')]"
