@@ -119,6 +119,8 @@ class Browser:
 _KEYS: dict[str, dict[str, Any]] = {
     "Tab": {"key": "Tab", "code": "Tab", "windowsVirtualKeyCode": 9},
     "Enter": {"key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r"},
+    "ArrowUp": {"key": "ArrowUp", "code": "ArrowUp", "windowsVirtualKeyCode": 38},
+    "ArrowDown": {"key": "ArrowDown", "code": "ArrowDown", "windowsVirtualKeyCode": 40},
 }
 
 
@@ -167,7 +169,7 @@ class Tab:
         return await self.evaluate(script)
 
     async def press(self, key: str) -> None:
-        """One key: `Tab`, `Enter`, or a printable character."""
+        """One key: `Tab`, `Enter`, `ArrowUp`, `ArrowDown`, or a printable character."""
         fields = _KEYS.get(key) or {"key": key, "text": key, "code": f"Key{key.upper()}"}
         down = {"type": "keyDown", **fields}
         await self.call("Input.dispatchKeyEvent", down)

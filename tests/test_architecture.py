@@ -219,6 +219,7 @@ JOB_MODULES = (
     "processors.conformance.derive",
     "processors.conformance.approve",
     "processors.conformance.check",
+    "processors.conformance.results",
     "processors.events.job",
     "processors.topology.inventory",
     "processors.topology.scan",

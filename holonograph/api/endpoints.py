@@ -16,7 +16,7 @@ from ingest.export.principal import Scope
 from processors.activity import job as activity
 from processors.compare import job as compare
 from processors.completeness import job as completeness
-from processors.conformance import approve, check, derive
+from processors.conformance import approve, check, derive, results
 from processors.drift import job as drift
 from processors.events import job as events
 from processors.jobs import Job
@@ -79,6 +79,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "read",
         "Check live or inline fixtures over a window of events (Guide ch. 10).",
         "holonograph conformance check",
+    ),
+    Endpoint(
+        "/lens/conformance/results",
+        results.JOB,
+        "read",
+        "Recorded check results, newest first, of a surface or fixture checked in"
+        " [since, until): fixture verdicts over time (docs/conformance.md).",
+        "holonograph conformance results",
+        method="GET",
     ),
     Endpoint(
         "/holonograph/completeness",

@@ -675,6 +675,15 @@ class CompletenessRequest(JobRequest):
         3.0, gt=0, description="A stream without final, silent this many intervals, is dead."
     )
     refresh: bool = Field(False, description="Also rewrite stream_status/completeness_windows.")
+    limit: int | None = Field(
+        None,
+        ge=1,
+        le=10_000,
+        description="List this many streams (lossy and dead first) from `offset`, with"
+        " their windows; the totals, the finding and `streamsListed` cover every stream."
+        " Default: every stream (a table of 10k streams asks a page at a time).",
+    )
+    offset: int = Field(0, ge=0, description="Skip this many streams before listing.")
     refresh_interval_seconds: float = Field(
         60.0,
         gt=0,
@@ -702,9 +711,38 @@ class Report:
     config: CompletenessConfig
     refresh_interval_seconds: float
     refreshed: RefreshSummary | None = None
+    page: tuple[int, int] | None = None  # (offset, limit) of the streams listed
 
     def to_json(self) -> dict[str, Any]:
-        return self.completeness.model_dump(by_alias=True)
+        if self.page is None:
+            return self.completeness.model_dump(by_alias=True)
+        offset, limit = self.page
+        data = page_of(self.completeness, offset, limit).model_dump(by_alias=True)
+        data["page"] = {
+            "offset": offset,
+            "limit": limit,
+            "streams": self.completeness.totals.streams,
+        }
+        return data
+
+
+def page_of(report: CompletenessReport, offset: int, limit: int) -> CompletenessReport:
+    """The report listing only streams `offset` to `offset + limit` (in the report's
+    order: lossy and dead first), their stream windows and their in-range gaps; the
+    totals and the surface windows are the whole selection's. The page answers in size
+    of the page, whatever the number of streams (the web UI's streams table)."""
+    streams = report.streams[offset : offset + limit]
+    listed = {(s.tenant_id, s.stream) for s in streams}
+    names = {s.stream for s in streams}
+    windows = [
+        w for w in report.windows if w.scope != "stream" or (w.tenant_id, w.stream) in listed
+    ]
+    in_range = report.missing_in_range
+    if in_range is not None:
+        in_range = {k: v for k, v in in_range.items() if k in names}
+    return report.model_copy(
+        update={"streams": streams, "windows": windows, "missing_in_range": in_range}
+    )
 
 
 def with_refresh_age(
@@ -736,7 +774,8 @@ def run(store: Store, request: Request, clock: Clock) -> Report:
     reach = retention_reach(store, request.tenant, request.since, now)
     if reach is not None:
         read = read.model_copy(update={"retention": reach})
-    return Report(read, config, request.refresh_interval_seconds)
+    page = None if request.limit is None else (request.offset, request.limit)
+    return Report(read, config, request.refresh_interval_seconds, page=page)
 
 
 def persist(store: Store, report: Report) -> Report:

@@ -333,6 +333,37 @@ def persist_result(store: Store, result: CheckResult) -> None:
     store.insert(CONFORMANCE_RESULTS.qualified, [row], CONFORMANCE_RESULTS.columns)
 
 
+def _results_where(
+    tenant_id: str,
+    surface_id: str | None,
+    fixture_id: str | None,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    judged_since: dt.datetime | None,
+    judged_until: dt.datetime | None,
+) -> tuple[str, dict[str, Any]]:
+    filters: list[str] = ["tenant_id = {tenant:String}"]
+    parameters: dict[str, Any] = {"tenant": tenant_id}
+    for column, name, value, type_name in (
+        ("surface_id", "surface", surface_id, "String"),
+        ("fixture_id", "fixture", fixture_id, "String"),
+    ):
+        if value is not None:
+            filters.append(f"{column} = {{{name}:{type_name}}}")
+            parameters[name] = value
+    bounds: tuple[tuple[str, str, dt.datetime | None], ...] = (
+        ("checked_at >= {since:DateTime64(3, 'UTC')}", "since", since),
+        ("checked_at < {until:DateTime64(3, 'UTC')}", "until", until),
+        ("window_end > {judged_since:DateTime64(3, 'UTC')}", "judged_since", judged_since),
+        ("window_start < {judged_until:DateTime64(3, 'UTC')}", "judged_until", judged_until),
+    )
+    for clause, name, bound in bounds:
+        if bound is not None:
+            filters.append(clause)
+            parameters[name] = bound
+    return " AND ".join(filters), parameters
+
+
 def list_results(
     store: Store,
     *,
@@ -342,31 +373,42 @@ def list_results(
     until: dt.datetime | None = None,
     limit: int = 100,
     tenant_id: str = DEFAULT_TENANT,
+    judged_since: dt.datetime | None = None,
+    judged_until: dt.datetime | None = None,
+    offset: int = 0,
 ) -> list[dict[str, Any]]:
     """Persisted check results of a tenant, newest first: conformance over time for one
-    surface or fixture (checked_at in [since, until))."""
-    filters: list[str] = ["tenant_id = {tenant:String}"]
-    parameters: dict[str, Any] = {"limit": limit, "tenant": tenant_id}
-    for column, name, value, type_name in (
-        ("surface_id", "surface", surface_id, "String"),
-        ("fixture_id", "fixture", fixture_id, "String"),
-    ):
-        if value is not None:
-            filters.append(f"{column} = {{{name}:{type_name}}}")
-            parameters[name] = value
-    if since is not None:
-        filters.append("checked_at >= {since:DateTime64(3, 'UTC')}")
-        parameters["since"] = since
-    if until is not None:
-        filters.append("checked_at < {until:DateTime64(3, 'UTC')}")
-        parameters["until"] = until
+    surface or fixture (checked_at in [since, until); `judged_*`: only checks whose
+    events' window overlaps [judged_since, judged_until)), `limit` from `offset`."""
+    where, parameters = _results_where(
+        tenant_id, surface_id, fixture_id, since, until, judged_since, judged_until
+    )
     rows = store.query(
         f"SELECT {CONFORMANCE_RESULTS.column_list()} FROM {CONFORMANCE_RESULTS.qualified} FINAL"
-        f" WHERE {' AND '.join(filters)} ORDER BY checked_at DESC, fixture_id"
-        " LIMIT {limit:UInt32}",
-        parameters,
+        f" WHERE {where} ORDER BY checked_at DESC, fixture_id, check_id"
+        " LIMIT {limit:UInt32} OFFSET {offset:UInt64}",
+        {**parameters, "limit": limit, "offset": offset},
     ).dicts()
     return [_result_json(row) for row in rows]
+
+
+def count_results(
+    store: Store,
+    *,
+    surface_id: str | None = None,
+    fixture_id: str | None = None,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    tenant_id: str = DEFAULT_TENANT,
+    judged_since: dt.datetime | None = None,
+    judged_until: dt.datetime | None = None,
+) -> int:
+    """How many results `list_results` pages through for the same selection."""
+    where, parameters = _results_where(
+        tenant_id, surface_id, fixture_id, since, until, judged_since, judged_until
+    )
+    sql = f"SELECT count() FROM {CONFORMANCE_RESULTS.qualified} FINAL WHERE {where}"
+    return int(store.query(sql, parameters).scalar() or 0)
 
 
 def _result_json(row: dict[str, Any]) -> dict[str, Any]:

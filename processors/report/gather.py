@@ -72,6 +72,17 @@ class HourPoint:
 
 
 @dataclass(frozen=True)
+class ScoreHour:
+    """One hour of a scored dimension: how many outcomes carried a score, their mean,
+    and the surface's completeness lower bound in that hour."""
+
+    hour: dt.datetime
+    scored: int
+    mean_score: float
+    completeness_lower_bound: float | None
+
+
+@dataclass(frozen=True)
 class ChangeMark:
     dimension_id: str
     kind: str  # change_point | bracketed_window
@@ -142,6 +153,7 @@ class LessonsState:
 class SurfaceSection:
     surface_id: str
     series: dict[str, list[HourPoint]] = field(default_factory=dict)  # pass/fail dimensions
+    scores: dict[str, list[ScoreHour]] = field(default_factory=dict)  # scored dimensions
     marks: list[ChangeMark] = field(default_factory=list)
     drift_run: DriftRunAge | None = None  # None: no drift run stored for the series
     changes: list[ChangeEvent] = field(default_factory=list)  # recorded change events
@@ -226,6 +238,7 @@ def gather(
         progress(f"{surface_id}: pass rates")
         section.selection = read_selection(store, _series_query(request, surface_id))
         section.series = _hourly(store, request, surface_id, bounds)
+        section.scores = _hourly_scores(store, request, surface_id, bounds)
         progress(f"{surface_id}: change points")
         section.marks = _marks(store, request, surface_id)
         section.drift_run = _drift_run(store, request, surface_id)
@@ -297,6 +310,34 @@ def _hourly(
             HourPoint(start, int(graded), int(passes), bounds.get((surface_id, start)))
         )
     return series
+
+
+def _hourly_scores(
+    store: Store,
+    request: ReportRequest,
+    surface_id: str,
+    bounds: dict[tuple[str, dt.datetime], float],
+) -> dict[str, list[ScoreHour]]:
+    """The mean score per hour of each dimension whose outcomes carry a score, from the
+    same events (series, selection) as the pass rates."""
+    query = _series_query(request, surface_id)
+    rows = store.query(
+        f"""
+        SELECT dimension_id, toStartOfHour(timestamp) AS hour, count() AS scored,
+               avg(score) AS mean_score
+        FROM {EVALUATION_DIMENSIONS.qualified} FINAL
+        WHERE {SERIES_FILTER} {SELECTION_FILTER} AND score IS NOT NULL
+        GROUP BY dimension_id, hour ORDER BY dimension_id, hour
+        """,
+        query.params(),
+    ).rows
+    scores: dict[str, list[ScoreHour]] = {}
+    for dimension_id, hour, scored, mean_score in rows:
+        start = from_store_time(hour)
+        scores.setdefault(str(dimension_id), []).append(
+            ScoreHour(start, int(scored), float(mean_score), bounds.get((surface_id, start)))
+        )
+    return scores
 
 
 def _marks(store: Store, request: ReportRequest, surface_id: str) -> list[ChangeMark]:

@@ -8,20 +8,35 @@ from schemas.times import rfc3339
 
 
 def headline(data: ReportData) -> str:
-    """`classify-intent correctness moved -0.260 at 2026-06-01T12:00:00Z (light source);
-    1 stream lost 31 events in the window; 4 spans were rejected.` Or, when nothing is
-    wrong, a sentence saying that about what was read."""
+    """`On classify-intent, correctness fell by 0.260 at 2026-06-01T12:00:00Z, after a
+    change of light source (the model that served the calls); 1 stream lost 31 events
+    in the window; 4 spans were rejected, most of them for 'unknown run mode'.` Or,
+    when nothing is wrong, a sentence saying that about what was read. Plain words a
+    newcomer reads without the Guide: counts agree with their nouns, surface names keep
+    their case."""
     clauses = [_changed(data), _lost(data), _rejected(data), _stale(data)]
     said = [c for c in clauses if c]
     if not said:
         if not data.surfaces:
             return "No evaluation events in the window."
         return (
-            f"Nothing changed and nothing is wrong on {len(data.surfaces)} surface(s):"
+            f"Nothing changed and nothing is wrong on {_n(len(data.surfaces), 'surface')}:"
             " no attributed change point, no delivery loss, no rejected spans."
         )
     text = "; ".join(said)
     return text[0].upper() + text[1:] + "."
+
+
+# What each attributed layer is, for a reader who has not met the words yet.
+_SOURCES = {
+    "light source": "a change of light source (the model that served the calls)",
+    "lens": "a change of lens (the evaluation configuration)",
+    "substrate": "a change of substrate (the deployment state)",
+}
+
+
+def _n(count: int, noun: str, plural: str | None = None) -> str:
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
 def _changed(data: ReportData) -> str:
@@ -34,27 +49,35 @@ def _changed(data: ReportData) -> str:
     if not points:
         return ""
     surface_id, top = max(points, key=lambda p: abs(p[1].effect or 0.0))
-    more = f" (and {len(points) - 1} more change point(s))" if len(points) > 1 else ""
-    return f"{surface_id} {_moved(top)}{more}"
+    more = f" (and {_n(len(points) - 1, 'more change point')})" if len(points) > 1 else ""
+    return f"on {surface_id}, {_moved(top)}{more}"
 
 
 def _moved(mark: ChangeMark) -> str:
-    effect = "" if mark.effect is None else f" {mark.effect:+.3f}"
-    return f"{mark.dimension_id} moved{effect} at {rfc3339(mark.at)} ({mark.source})"
+    if mark.effect is None or mark.effect == 0:
+        moved = "changed"
+    else:
+        moved = f"{'rose' if mark.effect > 0 else 'fell'} by {abs(mark.effect):.3f}"
+    cause = _SOURCES.get(mark.source, f"a change of {mark.source}")
+    return f"{mark.dimension_id} {moved} at {rfc3339(mark.at)}, after {cause}"
 
 
 def _lost(data: ReportData) -> str:
     report = data.completeness
     t = report.totals
-    bad = {s: n for s, n in t.by_status.items() if s in ("dead", "all-quarantined")}
     parts = []
     lost = t.missing_in_range if t.missing_in_range is not None else t.missing
     if lost:
         lossy = sum(1 for n in (report.missing_in_range or {}).values() if n) or sum(
             1 for s in report.streams if s.missing
         )
-        parts.append(f"{lossy} stream(s) lost {lost} event(s) in the window")
-    parts += [f"{n} stream(s) {state}" for state, n in sorted(bad.items())]
+        parts.append(f"{_n(lossy, 'stream')} lost {_n(lost, 'event')} in the window")
+    dead = t.by_status.get("dead", 0)
+    if dead:
+        parts.append(f"{_n(dead, 'stream')} went silent without closing (dead)")
+    rejected = t.by_status.get("all-quarantined", 0)
+    if rejected:
+        parts.append(f"{_n(rejected, 'stream')} had every evaluation rejected (all-quarantined)")
     return ", ".join(parts)
 
 
@@ -63,8 +86,8 @@ def _rejected(data: ReportData) -> str:
     if not q.total:
         return ""
     top = max(q.reasons, key=lambda c: c.spans, default=None)
-    why = f", most for {top.reason!r}" if top is not None else ""
-    return f"{q.total} span(s) were rejected{why}"
+    why = f", most of them for {top.reason!r}" if top is not None else ""
+    return f"{_n(q.total, 'span')} {'was' if q.total == 1 else 'were'} rejected{why}"
 
 
 def _stale(data: ReportData) -> str:
@@ -72,4 +95,7 @@ def _stale(data: ReportData) -> str:
     if not stale:
         return ""
     names = ", ".join(s.surface_id for s in stale)
-    return f"the latest drift run of {names} predates events of the window (rerun drift)"
+    return (
+        f"the latest drift run of {names} is older than some events of the window"
+        " (run `holonograph drift` again)"
+    )

@@ -187,6 +187,18 @@ def _surface(section: SurfaceSection) -> dict[str, Any]:
             ]
             for dimension, points in section.series.items()
         },
+        "scores": {
+            dimension: [
+                {
+                    "hour": p.hour,
+                    "scored": p.scored,
+                    "meanScore": p.mean_score,
+                    "completenessLowerBound": p.completeness_lower_bound,
+                }
+                for p in points
+            ]
+            for dimension, points in section.scores.items()
+        },
         "changePoints": [
             {
                 "dimensionId": m.dimension_id,
@@ -260,6 +272,14 @@ class HourDocument(TypedDict):
 
 
 @with_config(_FORBID)
+class ScoreHourDocument(TypedDict):
+    hour: dt.datetime
+    scored: int  # outcomes with a score in the hour
+    meanScore: float
+    completenessLowerBound: float | None
+
+
+@with_config(_FORBID)
 class ChangePointDocument(TypedDict):
     """A change point (`kind` change_point) or bracketed window of the latest stored
     drift run over the surface and series, overlapping the window."""
@@ -321,6 +341,7 @@ class SurfaceDocument(TypedDict):
     surfaceId: str
     selection: SeriesRead | None
     series: dict[str, list[HourDocument]]  # per pass/fail dimension, hourly
+    scores: dict[str, list[ScoreHourDocument]]  # per scored dimension, hourly
     changePoints: list[ChangePointDocument]
     driftRun: DriftRunDocument | None  # None: no drift run stored for the series
     changes: list[ChangeEvent]  # recorded changes of the surface in the window

@@ -51,6 +51,7 @@ class SurfaceStatus(_Document):
     last_event_at: dt.datetime
     last_arrival_at: dt.datetime
     dimensions: list[DimensionStatus]
+    agents: list[str]  # the agents whose events carry the surface, by name
 
 
 class TenantStatus(_Document):
@@ -136,9 +137,10 @@ def _surfaces(store: Store, tenant: str | None) -> dict[str, list[SurfaceStatus]
             DimensionStatus(dimension_id=dimension, outcomes=outcomes)
         )
     surfaces: dict[str, list[SurfaceStatus]] = {}
-    for tenant_id, surface, events, first, last, arrival in store.query(
+    for tenant_id, surface, events, first, last, arrival, agents in store.query(
         "SELECT tenant_id, surface_id, count(), min(timestamp), max(timestamp),"
-        f" max(ingested_at) FROM {EVALUATION_EVENTS.qualified} FINAL WHERE {where}"
+        " max(ingested_at), arraySort(groupUniqArrayIf(agent_id, agent_id != ''))"
+        f" FROM {EVALUATION_EVENTS.qualified} FINAL WHERE {where}"
         " GROUP BY tenant_id, surface_id ORDER BY tenant_id, surface_id",
         params,
     ).rows:
@@ -150,6 +152,7 @@ def _surfaces(store: Store, tenant: str | None) -> dict[str, list[SurfaceStatus]
                 last_event_at=from_store_time(last),
                 last_arrival_at=from_store_time(arrival),
                 dimensions=dimensions.get((tenant_id, surface), []),
+                agents=list(agents),
             )
         )
     return surfaces

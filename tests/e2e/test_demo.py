@@ -1,7 +1,8 @@
 """`holonograph demo` against a live `serve` on free ports: the analyses find what it
 planted (the vendor change and the deploy timed to it, a fallback-free multiplex, the
-day of dropped events, the overrides), and an export that fails is exit 1 with the
-reason (tests/holonograph/demo: the same plan sends the same spans)."""
+day of dropped events, the overrides), the report's headline says so in words, and an
+export that fails is exit 1 with the reason (tests/holonograph/demo: the same plan sends
+the same spans)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,22 @@ def test_the_demo_plants_what_the_analyses_find(tmp_path: Path) -> None:
         cited = {e["changeId"]: e for e in point["changeEvents"]}
         assert cited[demo["deploy"]["id"]]["kind"] == "deploy"
         assert cited[demo["deploy"]["id"]]["at"] == demo["deploy"]["at"]
+
+        # The report's headline says it in words a newcomer reads: the change and what
+        # it followed, and the day of loss (the report reads the latest stored run).
+        code, _ = _json(*drift_argv, *store)
+        assert code == 1
+        surface = drift_argv[drift_argv.index("--surface") + 1]
+        at = drift_argv.index("--since")
+        _, report = _json("report", *drift_argv[at : at + 4], *store)  # every surface
+        headline = report["headline"]
+        assert headline.startswith(f"On {surface}, correctness fell by "), headline
+        assert (
+            f" at {changed['at']}, after a change of light source (the model that served the calls)"
+        ) in headline, headline
+        dropped = demo["deliveryGap"]["dropped"]
+        assert f"; 1 stream lost {dropped} events in the window" in headline, headline
+        assert "(s)" not in headline and headline.endswith(".")
 
         _, reading = _json(*_hinted(demo, "variance"), *store)
         _, verdict = _json("variance", "evaluate", "--target-event-id", reading["eventId"], *store)

@@ -1,10 +1,12 @@
 // Conformance, contracts and topology: each surface's live fixtures checked over
 // consecutive slices of the window (POST /lens/conformance/check, not recorded:
-// `persist` false), so a verdict reads over time; and, for an agent, its contract's
+// `persist` false), beside the checks recorded over the range (GET
+// /lens/conformance/results): verdicts over time; and, for an agent picked from those
+// the tenant's events name (GET /holonograph/status), its contract's
 // versions (GET /holonograph/contract) and its coverage (POST /lens/topology/scan).
 
 import { get, post } from "./api.js";
-import { h, put, count, empty, fixed, metric, table } from "./dom.js";
+import { h, put, count, empty, fixed, metric, pagedTable, table } from "./dom.js";
 import { settle, problem } from "./surface.js";
 import { slices as sliced } from "./time.js";
 
@@ -12,13 +14,49 @@ const SLICES = 6;
 
 const VERDICT_CLASS = { pass: "good", fail: "bad" };
 
+const HISTORY = 50;
+
+// The recorded checks (GET /lens/conformance/results) whose events' window overlaps the
+// range, newest first, a server page at a time: each fixture version's verdict as it
+// was recorded, over time.
+async function historySection(surfaceId, whole, first, signal) {
+  const box = h("div", { dataset: { history: surfaceId } }, h("h3", {}, `Recorded checks on ${surfaceId}`));
+  if (first.error) return put(box, problem(first.error));
+  if (!first.value.total) return put(box, empty("No check recorded over this range (holonograph conformance check, or the check endpoint with persist)."));
+  const query = { surfaceId, judgedSince: whole.since, judgedUntil: whole.until, limit: HISTORY };
+  const rowsOf = (answer) => answer.results.map((r) => {
+    const key = `conformance/${surfaceId}/history/${r.checkId}`;
+    return [
+      metric(`${key}/checkedAt`, r.checkedAt), `${r.fixtureId} ${r.fixtureVersion === null ? "(inline)" : "v" + r.fixtureVersion}`,
+      metric(`${key}/window`, `${r.window.since} to ${r.window.until}`),
+      metric(`${key}/verdict`, r.verdict, "strong", { class: VERDICT_CLASS[r.verdict] || "warn" }),
+      metric(`${key}/eventsChecked`, count(r.eventsChecked)),
+      metric(`${key}/counts/fail`, count(r.counts.fail)), count(r.counts.pass), fixed(r.evaluableShare, 3),
+    ];
+  });
+  const paged = pagedTable({
+    name: `history-${surfaceId}`, pageSize: HISTORY,
+    columns: ["checked at", "fixture", "events' window", "verdict", "events checked", "fail", "pass", "evaluable"],
+    fetchPage: async (at, size) => {
+      const answer = at === 0 ? first.value : await get("/lens/conformance/results", { ...query, limit: size, offset: at }, signal);
+      return { rows: rowsOf(answer), total: answer.total };
+    },
+  });
+  await paged.ready;
+  return put(box, h("p", { class: "note" }, metric(`conformance/${surfaceId}/history/total`, count(first.value.total)),
+    " check(s) recorded over this range, newest first; each row one fixture version's verdict on the events of its window."), paged.element);
+}
+
 async function fixtureSection(surfaceId, parts, signal) {
   const whole = { since: parts[0].since, until: parts[parts.length - 1].until };
-  const overall = await settle(post("/lens/conformance/check", { surfaceId, ...whole, persist: false, limit: 0 }, signal));
+  const [overall, history] = await Promise.all([
+    settle(post("/lens/conformance/check", { surfaceId, ...whole, persist: false, limit: 0 }, signal)),
+    settle(get("/lens/conformance/results", { surfaceId, judgedSince: whole.since, judgedUntil: whole.until, limit: HISTORY, offset: 0 }, signal)),
+  ]);
   const box = h("section", { dataset: { surface: surfaceId } }, h("h2", {}, `Fixtures on ${surfaceId}`));
   if (overall.error) {
     put(box, overall.error.code === "no_live_fixture" ? empty("No live fixture on this surface (holonograph conformance approve).") : problem(overall.error));
-    return box;
+    return put(box, await historySection(surfaceId, whole, history, signal));
   }
   const perSlice = await Promise.all(parts.map((p) => settle(post("/lens/conformance/check", { surfaceId, ...p, persist: false, limit: 0 }, signal))));
   const columns = ["fixture", "rule", "whole window", "events checked", "evaluable", "fail", "pass",
@@ -38,7 +76,9 @@ async function fixtureSection(surfaceId, parts, signal) {
       }),
     ];
   });
-  put(box, table(columns, rows), h("p", { class: "note" }, `Each column after the totals is one of ${SLICES} equal slices of the window (events checked in brackets).`));
+  put(box, h("h3", {}, "Live fixtures over the range, checked now (not recorded)"), table(columns, rows),
+    h("p", { class: "note" }, `Each column after the totals is one of ${SLICES} equal slices of the window (events checked in brackets).`),
+    await historySection(surfaceId, whole, history, signal));
   return box;
 }
 
@@ -82,12 +122,20 @@ export async function conformance({ root, range, signal, query, link }) {
   const surfaces = status.tenants.flatMap((t) => t.surfaces.map((s) => s.surfaceId));
   put(root, h("h1", {}, "Conformance, contracts and topology"));
   const agent = query.get("agent") || "";
+  // The agents whose events the tenant holds (status), to pick from; another name typed.
+  const agents = [...new Set(status.tenants.flatMap((t) => t.surfaces.flatMap((s) => s.agents || []).concat(agent ? [agent] : [])))].sort();
+  const picker = h("select", { id: "agent-picker", "aria-label": "Known agents" },
+    h("option", { value: "" }, agents.length ? "— pick an agent —" : "— no agent seen yet —"),
+    agents.map((a) => h("option", { value: a, selected: a === agent }, a)));
   const form = h("form", { class: "pager", "aria-label": "Agent" },
-    h("label", {}, "Agent ", h("input", { id: "agent-input", value: agent, size: 24, spellcheck: "false" })),
+    h("label", {}, "Agent ", picker),
+    h("label", {}, " or name one ", h("input", { id: "agent-input", value: agents.includes(agent) ? "" : agent, size: 24, spellcheck: "false" })),
     h("button", { type: "submit" }, "Show contract and coverage"));
+  const choose = (name) => { location.hash = link("conformance", [], { agent: name || null }); };
+  picker.addEventListener("change", () => choose(picker.value));
   form.addEventListener("submit", (e) => {
     e.preventDefault();
-    location.hash = link("conformance", [], { agent: form.querySelector("input").value.trim() || null });
+    choose(form.querySelector("input").value.trim() || picker.value);
   });
   put(root, form);
   if (agent) {

@@ -1,6 +1,7 @@
 // Streams and quarantine: per-stream delivery (POST /holonograph/completeness): status,
 // gaps (missing ordinal ranges); rejected spans by reason with the full text and the
-// replay state (POST /holonograph/quarantine), a page at a time (`limit`, `offset`).
+// replay state (POST /holonograph/quarantine); both tables a page at a time from the
+// server (`limit`, `offset`; the places in the link: `streamOffset`, `offset`).
 
 import { post } from "./api.js";
 import { h, put, count, empty, metric, pagedTable, table, when } from "./dom.js";
@@ -28,13 +29,18 @@ function streamRows(streams) {
 export async function streams({ root, range, signal, query, link, rerender }) {
   const window = { since: range.since, until: range.until };
   const reason = query.get("reason") || null;
+  const surface = query.get("surface") || null;
   const offset = Number(query.get("offset") || 0);
+  const streamOffset = Number(query.get("streamOffset") || 0);
   const completenessBody = { ...window };
-  if (query.get("surface")) completenessBody.surfaceId = query.get("surface");
+  if (surface) completenessBody.surfaceId = surface;
+  // The totals and one page of streams (lossy and dead first): the server pages them.
   const [complete, first] = await Promise.all([
-    post("/holonograph/completeness", completenessBody, signal),
+    post("/holonograph/completeness", { ...completenessBody, limit: PAGE, offset: streamOffset }, signal),
     post("/holonograph/quarantine", { ...window, reason, limit: PAGE, offset }, signal),
   ]);
+  const place = { offset: offset || null, streamOffset: streamOffset || null };  // both tables' pages
+  const here = (changes) => link("streams", [], { surface, reason, ...place, ...changes });
   const totals = complete.totals;
   const key = "completeness/totals";
   const byStatus = Object.entries(totals.byStatus || {});
@@ -47,13 +53,17 @@ export async function streams({ root, range, signal, query, link, rerender }) {
       byStatus.map(([status, n]) => h("div", { class: "card" }, h("div", { class: "label" }, `streams ${status}`), h("div", { class: "value" }, metric(`${key}/byStatus/${status}`, count(n))))),
     ),
   );
-  const streamList = complete.streams;
-  put(root, h("h2", {}, `Streams (${streamList.length})`));
-  if (!streamList.length) put(root, empty("No emission stream in this window."));
+  put(root, h("h2", {}, "Streams (", metric("completeness/page/streams", count(complete.page.streams)), ")"));
+  if (!complete.page.streams) put(root, empty("No emission stream in this window."));
   else {
     const columns = ["stream", "status", "expected", "delivered", "missing", "gaps (missing ordinals)", "duplicates", "quarantined", "last seen"];
-    const paged = pagedTable({ name: "streams", columns, pageSize: PAGE,
-      fetchPage: async (at, size) => ({ rows: streamRows(streamList.slice(at, at + size)), total: streamList.length }) });
+    const paged = pagedTable({ name: "streams", columns, pageSize: PAGE, offset: streamOffset,
+      fetchPage: async (at, size) => {
+        const page = at === streamOffset ? complete : await post("/holonograph/completeness", { ...completenessBody, limit: size, offset: at }, signal);
+        return { rows: streamRows(page.streams), total: page.page.streams };
+      },
+      onPage: (at) => { place.streamOffset = at || null; history.replaceState(null, "", here({})); },
+    });
     await paged.ready;
     put(root, paged.element);
   }
@@ -62,13 +72,13 @@ export async function streams({ root, range, signal, query, link, rerender }) {
     h("p", {}, metric("quarantine/total", count(first.total)), " still rejected", reason ? " with this reason" : "", "; ",
       metric("quarantine/replayed", count(first.replayed)), " replayed since (stored after a fix: holonograph replay --from quarantine)."),
   );
-  if (reason) put(root, h("p", {}, "Reason: ", h("code", {}, reason), " · ", h("a", { href: link("streams", [], { reason: null, offset: null }) }, "every reason")));
+  if (reason) put(root, h("p", {}, "Reason: ", h("code", {}, reason), " · ", h("a", { href: here({ reason: null, offset: null }) }, "every reason")));
   put(root, first.reasons.length
     ? table(["spans", "reason (full text)", "first", "last", ""], first.reasons.map((r, i) => [
       metric(`quarantine/reasons/${i}/spans`, count(r.spans)),
       h("td", { class: "text" }, metric(`quarantine/reasons/${i}/reason`, r.reason)),
       when(r.firstReceivedAt), when(r.lastReceivedAt),
-      h("a", { href: link("streams", [], { reason: r.reason, offset: null }) }, "show spans"),
+      h("a", { href: here({ reason: r.reason, offset: null }) }, "show spans"),
     ]))
     : empty("No rejected span in this window."));
   if (first.total) {
@@ -83,7 +93,7 @@ export async function streams({ root, range, signal, query, link, rerender }) {
         const report = at === offset ? first : await post("/holonograph/quarantine", { ...window, reason, limit: size, offset: at }, signal);
         return { rows: rowsOf(report), total: report.total };
       },
-      onPage: (at) => history.replaceState(null, "", link("streams", [], { reason, offset: at || null })),
+      onPage: (at) => { place.offset = at || null; history.replaceState(null, "", here({})); },
     });
     await paged.ready;
     put(root, paged.element);

@@ -1,5 +1,5 @@
-// Surface: hourly pass rates beside the completeness lower bound (POST
-// /holonograph/report), change points with their labels and evidence and the bracketed
+// Surface: pass rates and mean scores per hour (per day past three days) beside the
+// completeness lower bound (POST /holonograph/report), change points with their labels and evidence and the bracketed
 // windows (POST /lens/attribute, not recorded: `persist` false), recorded changes as
 // annotations and the latest variance verdict per dimension.
 
@@ -35,13 +35,14 @@ function effectText(e) {
   return e ? `${fixed(e.delta, 3)} [${fixed(e.ciLow, 3)}, ${fixed(e.ciHigh, 3)}] (${fixed(e.before, 3)} → ${fixed(e.after, 3)})` : "-";
 }
 
-function evidence(p) {
+function evidence(p, i) {
+  const key = `drift/changePoints/${i}`;
   const items = [];
-  for (const c of p.layerChanges || []) items.push(`${c.layer}: ${c.column} ${c.fromValue} → ${c.toValue}`);
-  for (const c of p.changeEvents || []) items.push(`recorded ${c.kind} ${c.changeId} at ${c.at}${c.timing && c.timing.startsHere ? " (starts here)" : ""}: ${c.description}`);
+  (p.layerChanges || []).forEach((c, j) => items.push(metric(`${key}/layerChanges/${j}`, `${c.layer}: ${c.column} ${c.fromValue} → ${c.toValue}`)));
+  for (const c of p.changeEvents || []) items.push(metric(`${key}/changeEvents/${c.changeId}`, `recorded ${c.kind} ${c.changeId} at ${c.at}${c.timing && c.timing.startsHere ? " (starts here)" : ""}: ${c.description}`));
   if (p.corroboration) items.push(`corroboration: ${(p.corroboration.corroboratingSurfaces || []).length} surface(s)`);
   for (const b of p.brackets || []) items.push(`inside a bracketed window: ${b}`);
-  items.push(`p = ${Number(p.pValue).toPrecision(3)}, statistic ${fixed(p.testStatistic, 2)}`);
+  items.push(metric(`${key}/pValue`, `p = ${Number(p.pValue).toPrecision(3)}, statistic ${fixed(p.testStatistic, 2)}`));
   return h("ul", { class: "plain" }, items.map((t) => h("li", {}, t)));
 }
 
@@ -56,7 +57,7 @@ function changePointTable(points) {
       h("td", { class: "text" }, metric(`drift/changePoints/${i}/reason`, p.reason)),
       metric(`drift/changePoints/${i}/effect`, effectText(p.effect)),
       `${p.window.from} – ${p.window.to}`,
-      h("td", { class: "text" }, evidence(p)),
+      h("td", { class: "text" }, evidence(p, i)),
     ]));
 }
 
@@ -69,34 +70,102 @@ function bracketTable(windows) {
   ]));
 }
 
-function seriesSection(dimension, hours, drift, changes, since, until) {
+// Hourly up to three days of range, else by day: a day's pass rate is its hours' passes
+// over their graded outcomes, its mean score the hours' means weighted by their counts
+// (both exact), its completeness lower bound the lowest of its hours' (still a bound).
+const HOURLY_UP_TO_MS = 72 * 3600 * 1000;
+
+export function granularity(since, until) {
+  return new Date(until).getTime() - new Date(since).getTime() <= HOURLY_UP_TO_MS ? "hour" : "day";
+}
+
+function lowest(values) {
+  const known = values.filter((v) => v !== null && v !== undefined);
+  return known.length ? Math.min(...known) : null;
+}
+
+export function byDay(points, kind) {
+  const days = new Map();
+  for (const x of points) {
+    const day = x.hour.slice(0, 10) + "T00:00:00Z";
+    if (!days.has(day)) days.set(day, []);
+    days.get(day).push(x);
+  }
+  return [...days].map(([day, xs]) => {
+    const bound = lowest(xs.map((x) => x.completenessLowerBound));
+    if (kind === "pass") {
+      const graded = xs.reduce((a, x) => a + x.graded, 0), passes = xs.reduce((a, x) => a + x.passes, 0);
+      return { hour: day, graded, passes, passRate: passes / graded, completenessLowerBound: bound };
+    }
+    const scored = xs.reduce((a, x) => a + x.scored, 0);
+    return { hour: day, scored, meanScore: xs.reduce((a, x) => a + x.meanScore * x.scored, 0) / scored, completenessLowerBound: bound };
+  });
+}
+
+function annotations(dimension, drift, changes) {
   const points = (drift ? drift.changePoints : []).filter((p) => p.dimensionId === dimension);
   const windows = (drift ? drift.bracketedWindows : []).filter((w) => !w.dimensionId || w.dimensionId === dimension);
-  const chart = timeChart({
-    title: `${dimension}: pass rate and completeness lower bound per hour`,
-    since, until,
-    series: [
-      { label: "pass rate", points: hours.map((x) => [x.hour, x.passRate]) },
-      { label: "completeness lower bound", points: hours.map((x) => [x.hour, x.completenessLowerBound]) },
-    ],
+  return {
     windows: windows.map((w) => ({ from: w.from, to: w.to, label: `${w.reason}: ${w.detail}` })),
     marks: points.map((p) => ({ at: p.timestamp, label: `${p.source}: ${p.reason}` })),
     notes: changes.map((c) => ({ at: c.at, label: `${c.kind} ${c.changeId}: ${c.description}` })),
+  };
+}
+
+const LEGEND_MARKS = [h("span", { class: "lw" }, "bracketed window"), h("span", { class: "lc" }, "change point"), h("span", { class: "le" }, "recorded change")];
+
+function seriesSection(dimension, hours, drift, changes, since, until) {
+  const per = granularity(since, until);
+  const shown = per === "hour" ? hours : byDay(hours, "pass");
+  const chart = timeChart({
+    title: `${dimension}: pass rate and completeness lower bound per ${per}`,
+    since, until,
+    series: [
+      { label: "pass rate", points: shown.map((x) => [x.hour, x.passRate]) },
+      { label: "completeness lower bound", points: shown.map((x) => [x.hour, x.completenessLowerBound]) },
+    ],
+    ...annotations(dimension, drift, changes),
   });
-  const rows = hours.map((x) => [
+  const rows = shown.map((x) => [
     x.hour,
     metric(`series/${dimension}/${x.hour}/graded`, count(x.graded)),
     metric(`series/${dimension}/${x.hour}/passes`, count(x.passes)),
     metric(`series/${dimension}/${x.hour}/passRate`, fixed(x.passRate, 3)),
     metric(`series/${dimension}/${x.hour}/completenessLowerBound`, fixed(x.completenessLowerBound, 3)),
   ]);
-  return h("section", { dataset: { dimension } },
+  return h("section", { dataset: { dimension, per } },
     h("h2", {}, `${dimension} (pass/fail)`),
-    h("div", { class: "legend" }, h("span", { class: "l0" }, "pass rate"), h("span", { class: "l1" }, "completeness lower bound"),
-      h("span", { class: "lw" }, "bracketed window"), h("span", { class: "lc" }, "change point"), h("span", { class: "le" }, "recorded change")),
+    h("div", { class: "legend" }, h("span", { class: "l0" }, "pass rate"), h("span", { class: "l1" }, "completeness lower bound"), LEGEND_MARKS.map((e) => e.cloneNode(true))),
     chart,
-    h("details", {}, h("summary", {}, `hourly values (${hours.length} hours)`),
-      table(["hour", "graded", "passes", "pass rate", "completeness lower bound"], rows)),
+    h("details", {}, h("summary", {}, `values per ${per} (${shown.length})`),
+      table([per, "graded", "passes", "pass rate", "completeness lower bound"], rows)),
+  );
+}
+
+// A scored dimension: its mean score per hour (or day) on the score's own scale, and
+// beside it, on the same time axis, the completeness lower bound of the same hours.
+function scoreSeriesSection(dimension, hours, drift, changes, since, until) {
+  const per = granularity(since, until);
+  const shown = per === "hour" ? hours : byDay(hours, "score");
+  const means = shown.map((x) => x.meanScore);
+  const lo = Math.min(...means), hi = Math.max(...means);
+  const margin = hi > lo ? (hi - lo) * 0.1 : 0.5;
+  const marks = annotations(dimension, drift, changes);
+  const rows = shown.map((x) => [
+    x.hour,
+    metric(`scoreSeries/${dimension}/${x.hour}/scored`, count(x.scored)),
+    metric(`scoreSeries/${dimension}/${x.hour}/meanScore`, fixed(x.meanScore, 3)),
+    metric(`scoreSeries/${dimension}/${x.hour}/completenessLowerBound`, fixed(x.completenessLowerBound, 3)),
+  ]);
+  return h("section", { dataset: { scoreSeries: dimension, per } },
+    h("h2", {}, `${dimension} (score): mean score per ${per}`),
+    h("div", { class: "legend" }, h("span", { class: "l0" }, "mean score"), h("span", { class: "l1" }, "completeness lower bound (0 to 1, below)"), LEGEND_MARKS.map((e) => e.cloneNode(true))),
+    timeChart({ title: `${dimension}: mean score per ${per}`, since, until, yMin: lo - margin, yMax: hi + margin,
+      series: [{ label: "mean score", points: shown.map((x) => [x.hour, x.meanScore]) }], ...marks }),
+    timeChart({ title: `${dimension}: completeness lower bound per ${per}`, since, until, height: 120,
+      series: [{ label: "", points: [] }, { label: "completeness lower bound", points: shown.map((x) => [x.hour, x.completenessLowerBound]) }], windows: marks.windows }),
+    h("details", {}, h("summary", {}, `values per ${per} (${shown.length})`),
+      table([per, "scored", "mean score", "completeness lower bound"], rows)),
   );
 }
 
@@ -188,6 +257,7 @@ export async function surface(ctx) {
     const dimensions = Object.keys(section.series);
     if (!dimensions.length) put(root, empty("No graded pass/fail outcome on this surface in this window."));
     for (const d of dimensions) put(root, seriesSection(d, section.series[d], drift.value, changes, since, until));
+    for (const d of Object.keys(section.scores || {})) put(root, scoreSeriesSection(d, section.scores[d], drift.value, changes, since, until));
     put(root, await scoreSection(surfaceId, window, signal));
   } else if (report.value) {
     put(root, empty("No event of this surface in this window."));

@@ -248,6 +248,35 @@ def test_persisting_over_http_lands_in_the_store_the_cli_reads(served: Served) -
     results = served.cli("conformance", "results", "--fixture-id", "refund-requires-lookup")
     assert checked.json()["checkId"] in {r["checkId"] for r in results}
     assert {r["tenantId"] for r in results} == {"acme"}
+    # The same history over HTTP (the web UI's verdicts over time), by the events' window.
+    query = "fixtureId=refund-requires-lookup&judgedSince=2026-07-01T00:00:00Z&limit=50"
+    history = served.call(f"/lens/conformance/results?{query}", token=READER, method="GET")
+    assert history.status_code == 200, history.text
+    total = len(results)
+    assert history.json() == {"results": results, "count": total, "total": total, "offset": 0}
+    _documented("/lens/conformance/results", history.json())
+    # Paged by the server: one result a page, the second newest on the second page.
+    again = served.call("/lens/conformance/check", {"fixtureId": "refund-requires-lookup",
+                                                    **DAY})  # fmt: skip
+    assert again.status_code == 200, again.text
+    one = query.replace("limit=50", "limit=1")
+    pages = [
+        served.call(f"/lens/conformance/results?{one}&offset={n}", token=READER, method="GET")
+        for n in (0, 1)
+    ]
+    assert [p.json()["total"] for p in pages] == [total + 1] * 2
+    assert [p.json()["results"][0]["checkId"] for p in pages] == [
+        again.json()["checkId"],
+        results[0]["checkId"],
+    ]
+    later = served.call("/lens/conformance/results?judgedSince=2026-07-02T00:00:00Z",
+                        token=READER, method="GET")  # fmt: skip
+    assert checked.json()["checkId"] not in {r["checkId"] for r in later.json()["results"]}
+    theirs = served.call(f"/lens/conformance/results?{query}", token=GLOBEX, method="GET")
+    assert theirs.status_code == 200 and theirs.json()["results"] == []
+    unknown = served.call("/lens/conformance/results?surfaceId=clasify-intent", token=READER,
+                          method="GET")  # fmt: skip
+    assert (unknown.status_code, unknown.json()["code"]) == (404, "unknown_surface")
 
 
 def test_no_token_is_401_and_a_token_without_the_scope_403(served: Served) -> None:

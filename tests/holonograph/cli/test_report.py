@@ -110,8 +110,16 @@ def test_the_reports_counts_are_the_completeness_commands(data_dir: Path, tmp_pa
 def test_the_headline_says_what_is_wrong(data_dir: Path, tmp_path: Path) -> None:
     report = _json(data_dir, "report", *WINDOW, *AS_OF)
     lost = report["completeness"]["totals"]["missingInRange"]
-    assert f"stream(s) lost {lost} event(s) in the window" in report["headline"]
-    assert report["headline"].endswith(".") and report["headline"].count(".") <= 3
+    rejected = report["rejections"]["total"]
+    lossy = sum(1 for n in report["completeness"]["missingInRange"].values() if n)
+    dead = report["completeness"]["totals"]["byStatus"].get("dead", 0)
+    assert lossy == 1 and lost == 1 and dead == 3 and rejected == 0, report["completeness"]
+    # A sentence a newcomer reads: nouns agree with their counts, no "(s)", no JSON key.
+    assert report["headline"] == (
+        "1 stream lost 1 event in the window, 3 streams went silent without closing (dead)."
+    )
+    assert "(s)" not in report["headline"] and not re.search(r"[a-z][A-Z]", report["headline"])
+    assert report["headline"].endswith(".")
     out = tmp_path / "report.html"
     CliRunner().invoke(
         cli, ["report", *WINDOW, *AS_OF, "--data-dir", str(data_dir), "--out", str(out)]
@@ -168,4 +176,7 @@ def test_a_drift_run_older_than_the_windows_events_is_stale(data_dir: Path) -> N
         run["runAt"]
     )
     assert run["behindSeconds"] == pytest.approx(behind.total_seconds())
-    assert "the latest drift run of classify-intent predates events" in report["headline"]
+    assert (
+        "the latest drift run of classify-intent is older than some events of the window"
+        " (run `holonograph drift` again)"
+    ) in report["headline"]

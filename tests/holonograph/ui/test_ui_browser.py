@@ -24,7 +24,7 @@ import pytest
 import requests
 
 from holonograph.ui import ui_files
-from schemas.tables import QUARANTINE
+from schemas.tables import EMISSION_RECEIPTS, QUARANTINE
 from testkit import multiplex
 from testkit.backends import migrated_store
 from testkit.browser import CHROMIUM, Tab, chromium
@@ -44,6 +44,13 @@ START = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
 RANGE = "since=2026-06-01T00:00:00Z&until=2026-06-02T00:00:00Z"
 WINDOW = {"since": "2026-06-01T00:00:00Z", "until": "2026-06-02T00:00:00Z"}
 REJECTED = 10_000  # quarantined spans seeded: the paging test's table
+MANY = 10_050  # emission streams seeded on 2026-06-03 (every 7th lossy): the streams table
+MANY_WINDOW = {"since": "2026-06-03T00:00:00Z", "until": "2026-06-04T00:00:00Z"}
+RECORDED = [  # the windows of the checks recorded (persisted) before the pages are read
+    ("2026-06-01T00:00:00Z", "2026-06-01T02:00:00Z"),
+    ("2026-06-01T02:00:00Z", "2026-06-01T04:00:00Z"),
+    ("2026-06-01T04:00:00Z", "2026-06-01T08:00:00Z"),
+]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
 EXAMPLES = ROOT / "docs" / "examples"
 METRICS = (
@@ -76,6 +83,29 @@ def _seed(data_dir: Path) -> None:
             rows,
             QUARANTINE.pick("tenant_id", "quarantine_id", "received_at", "reason", "span_name"),
         )
+        _seed_streams(store)
+
+
+def _seed_streams(store: Any, streams: int = MANY) -> None:
+    """`streams` streams of two evaluations and a final sentinel each, on 2026-06-03 (out
+    of the other pages' range); every 7th lost its second evaluation (ordinal 1)."""
+    columns = EMISSION_RECEIPTS.pick(
+        "tenant_id", "emission_stream", "emission_seq", "receipt_id", "kind", "final",
+        "quarantined", "event_id", "surface_id", "event_time", "received_at",
+        "sentinel_interval_ms", "completeness_offered",
+    )  # fmt: skip
+    store.command(
+        f"INSERT INTO {EMISSION_RECEIPTS.qualified} ({', '.join(columns)})"
+        " SELECT 'default', concat('many-', leftPad(toString(intDiv(number, 3)), 5, '0')),"
+        " number % 3, concat('r-', toString(number)),"
+        " if(number % 3 = 2, 'sentinel', 'evaluation'), number % 3 = 2, false,"
+        " if(number % 3 = 2, '', concat('e-', toString(number))), 'classify-intent',"
+        " toDateTime64('2026-06-03 00:00:00', 9, 'UTC') + intDiv(number, 3),"
+        " toDateTime64('2026-06-03 00:00:00', 3, 'UTC') + intDiv(number, 3),"
+        " if(number % 3 = 2, 30000, NULL), if(number % 3 = 2, 2, NULL)"
+        f" FROM numbers({3 * streams})"
+        " WHERE NOT (number % 3 = 1 AND intDiv(number, 3) % 7 = 0)"
+    )
 
 
 @dataclass
@@ -149,6 +179,10 @@ def _register(live: Live) -> None:
               "description": "billing-triage v1.4.2", "id": "deploy-1.4.2"}  # fmt: skip
     done = live.call("/holonograph/changes", change, OPS)
     assert done.status_code in (200, 201), done.text
+    for since, until in RECORDED:  # checks recorded over three windows: the history
+        body = {"surfaceId": SPEC.surface_id, "since": since, "until": until, "limit": 0}
+        done = live.call("/lens/conformance/check", body, OPS)
+        assert done.status_code == 200, done.text
 
 
 def _browse(live: Live, work: Callable[[Any], Awaitable[Any]]) -> Any:
@@ -287,6 +321,13 @@ def test_surface_page_shows_the_reports_series_and_the_attribution(live: Live) -
             expected[f"{key}/passes"] = str(x["passes"])
             expected[f"{key}/passRate"] = _fixed(x["passRate"], 3)
             expected[f"{key}/completenessLowerBound"] = _fixed(x["completenessLowerBound"], 3)
+    for dimension, hours in section["scores"].items():
+        for x in hours:
+            key = f"scoreSeries/{dimension}/{x['hour']}"
+            expected[f"{key}/scored"] = str(x["scored"])
+            expected[f"{key}/meanScore"] = _fixed(x["meanScore"], 3)
+            expected[f"{key}/completenessLowerBound"] = _fixed(x["completenessLowerBound"], 3)
+    assert len(section["scores"]["helpfulness"]) == 7  # the scored dimension, hourly
     for v in section["verdicts"]:
         expected[f"verdicts/{v['dimensionId']}"] = v["verdict"]
     for c in section["changes"]:
@@ -318,6 +359,49 @@ def test_surface_page_shows_the_reports_series_and_the_attribution(live: Live) -
     # The analysis ran read-only: the page asks for no recorded drift run.
     (attribute,) = [r for r in sent if r["url"].endswith("/lens/attribute")]
     assert json.loads(attribute["postData"])["persist"] is False
+
+
+def test_past_three_days_the_surface_page_shows_each_day_rolled_up_from_the_hours(
+    live: Live,
+) -> None:
+    week = {"since": "2026-05-29T00:00:00Z", "until": "2026-06-03T00:00:00Z"}
+
+    async def work(browser: Any) -> tuple[dict[str, str], list[str]]:
+        fragment = f"#/surface/{SPEC.surface_id}?since={week['since']}&until={week['until']}"
+        tab = await _page(browser, live, fragment)
+        per = await tab.evaluate(
+            "Array.from(document.querySelectorAll('section[data-per]'), e => e.dataset.per)"
+        )
+        return await _shown(tab, "surface-by-day"), per
+
+    shown, per = _browse(live, work)
+    assert per and set(per) == {"day"}
+    (section,) = live.json("/holonograph/report", {**week, "surfaceId": SPEC.surface_id})[
+        "surfaces"
+    ]
+    expected: dict[str, str] = {}
+    for dimension, hours in section["series"].items():
+        days: dict[str, list[dict[str, Any]]] = {}
+        for x in hours:
+            days.setdefault(x["hour"][:10] + "T00:00:00Z", []).append(x)
+        for day, xs in days.items():
+            graded, passes = sum(x["graded"] for x in xs), sum(x["passes"] for x in xs)
+            key = f"series/{dimension}/{day}"
+            expected[f"{key}/graded"] = str(graded)
+            expected[f"{key}/passRate"] = _fixed(passes / graded, 3)
+            bounds = [
+                x["completenessLowerBound"] for x in xs if x["completenessLowerBound"] is not None
+            ]
+            expected[f"{key}/completenessLowerBound"] = _fixed(min(bounds) if bounds else None, 3)
+    for dimension, hours in section["scores"].items():
+        scored = sum(x["scored"] for x in hours)  # every hour of the seed is on one day
+        mean = sum(x["meanScore"] * x["scored"] for x in hours) / scored
+        key = f"scoreSeries/{dimension}/{hours[0]['hour'][:10]}T00:00:00Z"
+        expected[f"{key}/scored"] = str(scored)
+        expected[f"{key}/meanScore"] = _fixed(mean, 3)
+    assert len(expected) >= 5
+    assert {k: shown.get(k) for k in expected} == expected
+    assert not [k for k in shown if k.startswith("series/") and "T01:00:00Z" in k]  # no hours
 
 
 def test_compare_page_shows_the_comparisons_intervals_and_paired_table(live: Live) -> None:
@@ -404,6 +488,68 @@ def test_streams_page_shows_gaps_and_rejections_and_pages_10k_rows_server_side(
     assert "offset=50" in table["href"]  # the page's place is a link
 
 
+def test_the_streams_table_pages_10k_streams_from_the_server(live: Live) -> None:
+    many = "&".join(f"{k}={v}" for k, v in MANY_WINDOW.items())
+    rows = (
+        "Array.from(document.querySelectorAll('[data-table=streams] tbody tr'),"
+        " tr => Array.from(tr.querySelectorAll('td'), td => td.textContent))"
+    )
+
+    async def work(browser: Any) -> dict[str, Any]:
+        tab = await _page(browser, live, f"#/streams?{many}")
+        shown = await _shown(tab, "streams-10k")
+        first = await tab.evaluate(rows)
+        await tab.evaluate("document.activeElement.blur()")
+        for key, offset in (("n", "50"), ("n", "100"), ("p", "50")):  # by key, page by page
+            await tab.press(key)
+            await tab.wait_for(
+                f"document.querySelector('[data-table=streams]').dataset.offset === '{offset}'"
+            )
+        table = await tab.evaluate(
+            "(() => { const t = document.querySelector('[data-table=streams]');"
+            " return {total: t.dataset.total, info: t.querySelector('[data-page-info]')"
+            ".textContent, href: location.href}; })()"
+        )
+        after = await _shown(tab, "streams-10k-page-2")
+        return {
+            "shown": shown, "first": first, "second": await tab.evaluate(rows),
+            "table": table, "after": after,
+            "calls": _api_calls(tab, "/holonograph/completeness"),
+        }  # fmt: skip
+
+    seen = _browse(live, work)
+    pages = [
+        live.json("/holonograph/completeness", {**MANY_WINDOW, "limit": 50, "offset": offset})
+        for offset in (0, 50)
+    ]
+    whole = pages[0]
+    assert whole["totals"]["streams"] == whole["page"]["streams"] == MANY
+    assert whole["totals"]["byStatus"]["closed-lossy"] == len(range(0, MANY, 7))
+    assert [len(p["streams"]) for p in pages] == [50, 50]  # a page, never the 10k
+    for answer, listed, shown in zip(pages, (seen["first"], seen["second"]),
+                                     (seen["shown"], seen["after"]), strict=True):  # fmt: skip
+        assert [r[0] for r in listed] == [s["stream"] for s in answer["streams"]]
+        for s in answer["streams"]:
+            key = f"completeness/streams/{s['stream']}"
+            assert shown[f"{key}/status"] == s["status"]
+            assert shown[f"{key}/missing"] == str(s["missing"])
+            assert shown[f"{key}/delivered"] == str(s["delivered"])
+        assert {w["stream"] for w in answer["windows"] if w["scope"] == "stream"} <= {
+            s["stream"] for s in answer["streams"]
+        }
+    # Lossy first: the first page is the lossy streams, each missing ordinal 1.
+    assert {s["status"] for s in pages[0]["streams"]} == {"closed-lossy"}
+    assert seen["shown"]["completeness/streams/many-00000/gaps"] == "1"
+    for name in ("streams", "expected", "delivered", "missing"):
+        assert seen["shown"][f"completeness/totals/{name}"] == str(whole["totals"][name])
+    assert seen["shown"]["completeness/page/streams"] == str(MANY)
+    bodies = [json.loads(c["postData"]) for c in seen["calls"]]
+    assert [(b["limit"], b["offset"]) for b in bodies] == [(50, 0), (50, 50), (50, 100), (50, 50)]
+    assert seen["table"]["total"] == str(MANY)
+    assert seen["table"]["info"] == f"rows 51–100 of {MANY}"
+    assert "streamOffset=50" in seen["table"]["href"]
+
+
 def test_conformance_page_shows_fixture_verdicts_contract_and_coverage(live: Live) -> None:
     async def work(browser: Any) -> tuple[dict[str, str], list[dict[str, Any]]]:
         tab = await _page(browser, live, f"#/conformance?{RANGE}&agent=billing-triage")
@@ -412,9 +558,49 @@ def test_conformance_page_shows_fixture_verdicts_contract_and_coverage(live: Liv
             " responded with a status of 404"
         )
         shown = await _shown(tab, "conformance", refused)
-        return shown, _api_calls(tab, "/lens/conformance/check")
+        options = await tab.evaluate(
+            "Array.from(document.querySelectorAll('#agent-picker option'), o => o.value)"
+        )
+        picked = await tab.evaluate("document.getElementById('agent-picker').value")
+        checked = _api_calls(tab, "/lens/conformance/check")  # the first view's
+        # Picking by keyboard follows the link: up to no agent, down to the agent again.
+        moved = []
+        for key, shown_agent in (("ArrowUp", "false"), ("ArrowDown", "true")):
+            renders = await tab.evaluate("Number(document.body.dataset.renders || 0)")
+            await tab.evaluate("document.getElementById('agent-picker').focus()")
+            await tab.press(key)
+            await tab.wait_for(  # the page rendered again, for the link picked
+                f"Number(document.body.dataset.renders || 0) > {renders}"
+                f" && location.hash.includes('agent=billing-triage') === {shown_agent}"
+                " && document.body.dataset.state === 'ready'"
+            )
+            moved.append(await tab.evaluate(
+                "[location.hash, !!document.querySelector('[data-metric=\"contract/versionId\"]')]"
+            ))  # fmt: skip
+        return shown, checked, options, picked, moved
 
-    shown, checks = _browse(live, work)
+    shown, checks, options, picked, moved = _browse(live, work)
+    status = live.json("/holonograph/status")
+    agents = sorted({a for t in status["tenants"] for s in t["surfaces"] for a in s["agents"]})
+    assert "billing-triage" in agents
+    assert options == ["", *agents] and picked == "billing-triage"
+    assert [has for _, has in moved] == [False, True], moved
+    assert "agent=" not in moved[0][0] and "agent=billing-triage" in moved[1][0]
+    judged = {"judgedSince": WINDOW["since"], "judgedUntil": WINDOW["until"]}
+    query = urlencode({"surfaceId": SPEC.surface_id, **judged, "limit": 50, "offset": 0})
+    history = live.json(f"/lens/conformance/results?{query}")
+    fixtures = {r["fixtureId"] for r in history["results"]}
+    assert history["total"] == history["count"] == len(RECORDED) * len(fixtures) > 0
+    assert sorted({r["window"]["since"] for r in history["results"]}) == [w for w, _ in RECORDED]
+    recorded = {f"conformance/{SPEC.surface_id}/history/total": str(history["total"])}
+    for r in history["results"]:
+        key = f"conformance/{SPEC.surface_id}/history/{r['checkId']}"
+        recorded[f"{key}/window"] = f"{r['window']['since']} to {r['window']['until']}"
+        recorded[f"{key}/verdict"] = r["verdict"]
+        recorded[f"{key}/checkedAt"] = r["checkedAt"]
+        recorded[f"{key}/eventsChecked"] = str(r["eventsChecked"])
+        recorded[f"{key}/counts/fail"] = str(r["counts"]["fail"])
+    assert {k: shown.get(k) for k in recorded} == recorded
     check = live.json(
         "/lens/conformance/check",
         {**WINDOW, "surfaceId": SPEC.surface_id, "persist": False, "limit": 0},
