@@ -39,12 +39,13 @@ from ingest.store.limits import (
     ReadLimits,
     limit_hit,
 )
-from ingest.store.querygate import StatementRefused, check_statement
+from ingest.store.querygate import EngineFunctions, StatementRefused, check_statement
 from ingest.store.url import is_embedded, normalize_store_url
 from schemas.store import QueryResult, Store
 from schemas.tables import DATABASE
 
 TENANT_COLUMN = "tenant_id"
+_PASSED_KEPT = 256  # statements a connection remembers the gate passed
 _PARAMETER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -56,7 +57,7 @@ class ReadOnlyStore:
         url: str,
         client: Client,
         *,
-        table_functions: frozenset[str],
+        table_functions: EngineFunctions,
         request_settings: Mapping[str, Any],
         tenant: str | None,
         limits: ReadLimits = DEFAULT_READ_LIMITS,
@@ -68,18 +69,28 @@ class ReadOnlyStore:
         self._table_functions = table_functions
         self._settings = dict(request_settings)
         self._lock = threading.Lock()
+        # Statements the gate passed on this connection, with their parameters: the
+        # same text and values parse the same on a session nothing can change
+        # (readonly=1), so a job asking twice is checked once.
+        self._passed: dict[tuple[str, str], None] = {}
 
     def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
         params = dict(parameters or {})
         _check_parameters(sql, params)
+        text = unmarked(sql)  # the caller's text: parser positions count from its start
+        key = (text, repr(sorted(params.items())))
         with self._lock:
-            check_statement(
-                self._client,
-                unmarked(sql),  # the caller's text: parser positions count from its start
-                params,
-                settings=self._settings,
-                table_functions=self._table_functions,
-            )
+            if key not in self._passed:
+                check_statement(
+                    self._client,
+                    text,
+                    params,
+                    settings=self._settings,
+                    table_functions=self._table_functions,
+                )
+                if len(self._passed) >= _PASSED_KEPT:
+                    self._passed.pop(next(iter(self._passed)))
+                self._passed[key] = None
             try:
                 result = self._client.query(sql, parameters=params, settings=self._settings)
             except Exception as err:
@@ -262,22 +273,20 @@ def tenant_filters(client: Client, tenant: str) -> dict[str, str]:
 
 
 # The embedded engine's table functions: a fact of the chDB in this process, read once
-# (the query costs tens of milliseconds, and a command opens several connections).
-_engine_table_functions: frozenset[str] | None = None
+# (a command opens several connections); which of them are also ordinary functions is
+# asked only when a statement calls one (`EngineFunctions`).
+_engine_table_functions: EngineFunctions | None = None
 
 
-def _table_functions(client: Client, embedded: bool) -> frozenset[str]:
+def _table_functions(client: Client, embedded: bool) -> EngineFunctions:
     global _engine_table_functions
     if embedded and _engine_table_functions is not None:
         return _engine_table_functions
-    rows = client.query(
-        "SELECT name FROM system.table_functions"
-        " WHERE name NOT IN (SELECT name FROM system.functions)"
-    ).result_rows
-    names = frozenset(str(name) for (name,) in rows)
+    rows = client.query("SELECT name FROM system.table_functions").result_rows
+    functions = EngineFunctions(str(name) for (name,) in rows)
     if embedded:
-        _engine_table_functions = names
-    return names
+        _engine_table_functions = functions
+    return functions
 
 
 def _setting_literal(value: Any) -> str:
