@@ -19,9 +19,12 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from clickhouse_connect.driver.client import Client
+if TYPE_CHECKING:
+    from clickhouse_connect.driver.client import Client
+
+    from ingest.store.embedded import EmbeddedClient
 
 __all__ = [
     "ALLOWED_STATEMENTS",
@@ -119,7 +122,7 @@ class EngineFunctions:
 
 
 def check_statement(
-    client: Client,
+    client: Client | EmbeddedClient,
     sql: str,
     parameters: Mapping[str, Any],
     *,
@@ -150,6 +153,7 @@ def check_statement(
     text = (
         out if isinstance(out, str) else "\t".join(map(str, out)) if isinstance(out, list) else ""
     )
+
     def ordinary(names: Sequence[str]) -> Collection[str]:
         found = client.query(
             "SELECT name FROM system.functions WHERE name IN {names:Array(String)}",

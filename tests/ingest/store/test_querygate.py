@@ -138,7 +138,9 @@ def test_parser_message_keeps_short_lists_and_other_errors_whole() -> None:
     assert parser_message(text) == text
 
 
-def test_engine_functions_ask_the_server_only_for_a_table_function_called_outside_a_source() -> None:
+def test_engine_functions_ask_the_server_only_for_a_table_function_called_outside_a_source() -> (
+    None
+):
     asked: list[tuple[str, ...]] = []
 
     def ordinary(names: Sequence[str]) -> set[str]:
