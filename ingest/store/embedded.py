@@ -33,6 +33,9 @@ from typing import Any
 __all__ = ["EmbeddedClient", "EmbeddedError", "EmbeddedResult", "open_embedded"]
 
 _CODE = re.compile(r"\bCode:\s*(\d+)")
+# Results as rows with their names and types: every value decoded by its column's type
+# (the statement ends with this FORMAT too, so one of its own is a syntax error).
+_FORMAT = "RowBinaryWithNamesAndTypes"
 
 
 class EmbeddedError(Exception):
@@ -109,7 +112,7 @@ class EmbeddedClient:
     ) -> EmbeddedResult:
         text, params = bind(sql, parameters)
         text += _settings_clause(settings)
-        result = self._run(text + "\nFORMAT RowBinaryWithNamesAndTypes", params, "RowBinary")
+        result = self._run(f"{text}\nFORMAT {_FORMAT}", params, _FORMAT)
         return decode_rows(result.bytes())
 
     def command(
@@ -119,30 +122,17 @@ class EmbeddedClient:
         settings: Mapping[str, Any] | None = None,
     ) -> str | list[str] | None:
         """Run `sql`; its output as clickhouse-connect's `command` gives text: one value
-        (a multi-line one, as `EXPLAIN AST`'s, whole), several as a list, none as None."""
+        (a multi-line one, as `EXPLAIN AST`'s, whole), several as a list, none as None.
+        No `settings`: a command cannot carry a SETTINGS clause at its end, and a SET
+        around it would outlive it or undo the session's own (nothing here asks)."""
+        if settings:
+            raise EmbeddedError("settings for one command are not taken here: SET them")
         text, params = bind(sql, parameters)
-        applied = self._apply(settings)
-        try:
-            out = str(self._run(text, params).bytes().decode("utf-8", "replace"))
-        finally:
-            self._restore(applied)
+        out = str(self._run(text, params).bytes().decode("utf-8", "replace"))
         out = out.removesuffix("\n")
         if not out:
             return None
         return out.split("\t") if "\t" in out and "\n" not in out else out
-
-    def _apply(self, settings: Mapping[str, Any] | None) -> list[str]:
-        """A command's settings as SETs (a command cannot carry a SETTINGS clause at its
-        end); their names, reset afterwards by `_restore`."""
-        names = []
-        for name, value in (settings or {}).items():
-            self._run(f"SET {_setting_name(name)} = {literal(value)}", {})
-            names.append(name)
-        return names
-
-    def _restore(self, names: Sequence[str]) -> None:
-        for name in names:
-            self._run(f"SET {name} = DEFAULT", {})
 
     def insert(
         self,

@@ -197,3 +197,19 @@ def test_commands_answer_text_as_clickhouse_connect_does(
             sql, parameters={"d": 0}
         )
     assert direct.command("SET max_threads = 2") is None
+
+
+def test_a_command_takes_no_settings_of_its_own(clients: tuple[Any, EmbeddedClient]) -> None:
+    """A SET around one command would outlive it or undo the session's own."""
+    _, direct = clients
+    with pytest.raises(EmbeddedError, match="SET them"):
+        direct.command("SELECT 1", settings={"max_threads": 1})
+
+
+def test_a_statement_with_a_format_of_its_own_is_refused(
+    clients: tuple[Any, EmbeddedClient],
+) -> None:
+    _, direct = clients
+    with pytest.raises(EmbeddedError) as refused:
+        direct.query("SELECT 1 FORMAT JSON")
+    assert refused.value.code == 62  # a syntax error: nothing read as the wrong format
