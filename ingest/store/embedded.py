@@ -91,9 +91,12 @@ class EmbeddedClient:
     def __init__(self, connection: Any) -> None:
         self._conn = connection
         self._lock = threading.Lock()
-        # clickhouse-connect's client sets these on every session it opens.
-        self._run("SET date_time_input_format = 'best_effort'", {})
-        self._run("SET cast_string_to_dynamic_use_inference = 1", {})
+        try:  # clickhouse-connect's client sets these on every session it opens
+            self._run("SET date_time_input_format = 'best_effort'", {})
+            self._run("SET cast_string_to_dynamic_use_inference = 1", {})
+        except BaseException:
+            self.close()
+            raise
 
     def _run(self, sql: str, params: Mapping[str, str], fmt: str = "TabSeparated") -> Any:
         with self._lock:
