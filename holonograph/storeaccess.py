@@ -35,7 +35,9 @@ def connect(
     store is one tenant's, the reader is scoped to it, found on the migrating
     connection before it is made read-only (it sees what an unscoped one would); its
     `tenant` says which, and a command's reads of that tenant can share it (opening a
-    chDB connection costs a tenth of a second: bench/RESULTS.md)."""
+    chDB connection costs a tenth of a second: bench/RESULTS.md).
+    A chDB directory this command opens itself is reached through chDB's own
+    connection (`ingest.store.embedded`), without clickhouse-connect."""
     if write and tenant is not None:
         raise ValueError("a tenant's view of the store is read-only")
     if is_embedded(url):
@@ -51,16 +53,17 @@ def connect(
             )
     from ingest.store.reader import open_reader, read_only
 
+    embedded = is_embedded(url)
     if write:
-        store = open_store(url)
+        store = open_store(url, direct=embedded)
         if migrate:
             apply_migrations(store)
         return store
-    if migrate and is_embedded(url):
+    if migrate and embedded:
         # One connection: migrated, then made read-only for good (opening chDB costs
         # more than anything a light command does; `ingest.store.reader.read_only`).
         url = normalize_store_url(url)
-        client = connect_client(url)
+        client = connect_client(url, direct=True)
         try:
             migrated = ClickHouseStore(url, client)
             apply_migrations(migrated)
@@ -70,7 +73,7 @@ def connect(
             client.close()
             raise
         return read_only(url, client, tenant, ReadLimits.from_mapping(limits or {}))
-    return open_reader(url, tenant, ReadLimits.from_mapping(limits or {}))
+    return open_reader(url, tenant, ReadLimits.from_mapping(limits or {}), direct=embedded)
 
 
 def _only_tenant(store: Store) -> str | None:

@@ -111,7 +111,9 @@ def _store_failure(err: BaseException) -> CommandFailed | None:
             EXIT_UNAVAILABLE,
             "check --store/--data-dir and that the ClickHouse server is up",
         )
-    if _is(err, "clickhouse_connect.driver.exceptions", "ClickHouseError"):
+    if _is(err, "clickhouse_connect.driver.exceptions", "ClickHouseError") or _is(
+        err, "ingest.store.embedded", "EmbeddedError"
+    ):
         return CommandFailed(f"the store refused: {one_line(err)}", EXIT_UNAVAILABLE)
     if isinstance(err, PermissionError) and err.filename is None:
         return CommandFailed(f"the store refused: {one_line(err)}", EXIT_UNAVAILABLE)

@@ -14,8 +14,10 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 from urllib.parse import urlparse
+
+from typing_extensions import TypeIs
 
 from ingest.redact import redact_url
 from ingest.store.url import normalize_store_url
@@ -25,13 +27,16 @@ if TYPE_CHECKING:  # clickhouse-connect is imported when a store is opened
     from clickhouse_connect.datatypes.base import ClickHouseType
     from clickhouse_connect.driver.client import Client
 
+    from ingest.store.embedded import EmbeddedClient
+
 
 class ClickHouseStore:
-    """A `Store` over one clickhouse-connect client; calls are serialized by a lock
-    because a chDB session, like a clickhouse-connect client, is not thread-safe.
-    This is the writing side: read-only work runs on `ingest.store.reader.ReadOnlyStore`."""
+    """A `Store` over one clickhouse-connect client (or a command's own chDB connection,
+    `ingest.store.embedded`); calls are serialized by a lock because a chDB session,
+    like a clickhouse-connect client, is not thread-safe. This is the writing side:
+    read-only work runs on `ingest.store.reader.ReadOnlyStore`."""
 
-    def __init__(self, url: str, client: Client) -> None:
+    def __init__(self, url: str, client: Client | EmbeddedClient) -> None:
         self.url = url
         self._client = client
         self._lock = threading.Lock()
@@ -65,6 +70,9 @@ class ClickHouseStore:
         names = list(column_names)
         key = (table, tuple(names))
         with self._lock:
+            if _is_embedded_client(self._client):
+                self._client.insert(table, rows, names, settings)
+                return
             types = self._column_types.get(key)
             if types is None:
                 table_types = self._client.create_insert_context(table, names).column_types
@@ -85,7 +93,12 @@ class ClickHouseStore:
         """A second connection to the same store, with its own lock: long jobs and
         admin queries on it never hold up the inserts on this one (chDB allows
         several connections to the directory its process owns)."""
-        return open_store(self.url)
+        return open_store(self.url, direct=_is_embedded_client(self._client))
+
+
+def _is_embedded_client(client: object) -> TypeIs[EmbeddedClient]:
+    module = sys.modules.get("ingest.store.embedded")
+    return module is not None and isinstance(client, module.EmbeddedClient)
 
 
 class PreEscaped:
@@ -117,20 +130,36 @@ def _plain(column_type: ClickHouseType) -> ClickHouseType:
     return column_type
 
 
-def open_store(url: str) -> ClickHouseStore:
-    """Connect to the store at `url` (creating a chDB directory if needed)."""
+def open_store(url: str, *, direct: bool = False) -> ClickHouseStore:
+    """Connect to the store at `url` (creating a chDB directory if needed); `direct`:
+    see `connect_client`."""
     url = normalize_store_url(url)
-    return ClickHouseStore(url, connect_client(url))
+    return ClickHouseStore(url, connect_client(url, direct=direct))
 
 
-def connect_client(url: str, *, session: bool = True) -> Client:
-    """A new clickhouse-connect client for a normalized store URL. `session=False`
-    keeps a server from holding state between this client's requests (chDB
-    connections are always their own session)."""
+@overload
+def connect_client(url: str, *, session: bool = True, direct: Literal[False] = False) -> Client: ...
+
+
+@overload
+def connect_client(url: str, *, session: bool = True, direct: bool) -> Client | EmbeddedClient: ...
+
+
+def connect_client(url: str, *, session: bool = True, direct: bool = False) -> Any:
+    """A new client for a normalized store URL: clickhouse-connect's `Client`, or with
+    `direct` on a chDB store an `EmbeddedClient` (chDB's own connection, the same
+    values without clickhouse-connect's import and handshake: for a command that
+    opens the store itself). `session=False` keeps a server from holding state
+    between this client's requests (chDB connections are always their own session)."""
+    parsed = urlparse(url)
+    if parsed.scheme == "chdb" and direct:
+        from ingest.store.embedded import open_embedded
+
+        own_data_dir(Path(parsed.path))
+        return open_embedded(Path(parsed.path))
     import clickhouse_connect
 
     _skip_pandas_probe()
-    parsed = urlparse(url)
     if parsed.scheme == "chdb":
         own_data_dir(Path(parsed.path))
         _chdb_without_arrow()

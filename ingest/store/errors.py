@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import struct
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -118,6 +119,9 @@ def is_permanent(error: BaseException) -> bool:
     """True when the rows that raised `error` can never be stored as they are."""
     # Imported here: only a failed write asks, and the driver is loaded by then (it
     # raised the error); importing it costs every command's start-up otherwise.
+    embedded = sys.modules.get("ingest.store.embedded")
+    if embedded is not None and isinstance(error, embedded.EmbeddedError):
+        return _permanent_code(error)  # a command's own chDB connection refused it
     from clickhouse_connect.driver.exceptions import (
         DatabaseError,
         DataError,
@@ -130,11 +134,15 @@ def is_permanent(error: BaseException) -> bool:
     if isinstance(error, (DataError, ProgrammingError, *_VALUE_ERRORS)):
         return True  # the driver could not serialize a value, or the call can never work
     if isinstance(error, DatabaseError):
-        code = error_code(error)
-        if code == 252:
-            return _BLOCK_PARTITIONS in str(error).lower()
-        return code in PERMANENT_CODES
+        return _permanent_code(error)
     return False
+
+
+def _permanent_code(error: BaseException) -> bool:
+    code = error_code(error)
+    if code == 252:
+        return _BLOCK_PARTITIONS in str(error).lower()
+    return code in PERMANENT_CODES
 
 
 def describe(error: BaseException) -> str:

@@ -17,15 +17,20 @@ functions must be in `ALLOWED_TABLE_FUNCTIONS`; no output file.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from clickhouse_connect.driver.client import Client
+if TYPE_CHECKING:
+    from clickhouse_connect.driver.client import Client
+
+    from ingest.store.embedded import EmbeddedClient
 
 __all__ = [
     "ALLOWED_STATEMENTS",
     "ALLOWED_TABLE_FUNCTIONS",
     "HOST_FUNCTIONS",
+    "EngineFunctions",
     "StatementRefused",
     "check_statement",
     "refusal",
@@ -76,20 +81,60 @@ ALLOWED_TABLE_FUNCTIONS = frozenset(
 # case-insensitively by the server).
 HOST_FUNCTIONS = frozenset({"file", "catboostevaluate"})
 
+_ALLOWED_LOWER = frozenset(name.lower() for name in ALLOWED_TABLE_FUNCTIONS)
+
+# Which of `names` (the server's spellings) the server also knows as ordinary functions.
+OrdinaryProbe = Callable[[Sequence[str]], Collection[str]]
+
+
+class EngineFunctions:
+    """The server's table functions that are not also ordinary functions, found as the
+    gate needs them: `system.table_functions` is read at once (a few milliseconds),
+    `system.functions` (25-250 ms: it describes every function) only for a name that a
+    statement calls outside source position and that is a table function, and each
+    answer is kept. The same set as `system.table_functions` minus `system.functions`
+    read whole, without the read for statements that call no such name (ours)."""
+
+    def __init__(self, table_functions: Iterable[str]) -> None:
+        self._by_lower: dict[str, tuple[str, ...]] = {}
+        for name in table_functions:
+            lower = name.lower()
+            self._by_lower[lower] = (*self._by_lower.get(lower, ()), name)
+        self._outside: dict[str, bool] = {}
+        self._lock = threading.Lock()
+
+    def reaches_outside(self, lower: str, ordinary: OrdinaryProbe) -> bool:
+        """Whether the function `lower` (lower case) is one of the server's table
+        functions that is not also an ordinary function (`ordinary` asks the server)."""
+        if lower in HOST_FUNCTIONS:
+            return True
+        names = self._by_lower.get(lower)
+        if names is None or lower in _ALLOWED_LOWER:
+            return False
+        with self._lock:
+            known = self._outside.get(lower)
+        if known is None:
+            plain = set(ordinary(names))
+            known = any(name not in plain for name in names)
+            with self._lock:
+                self._outside[lower] = known
+        return known
+
 
 def check_statement(
-    client: Client,
+    client: Client | EmbeddedClient,
     sql: str,
     parameters: Mapping[str, Any],
     *,
     settings: Mapping[str, Any],
-    table_functions: Collection[str],
+    table_functions: Collection[str] | EngineFunctions,
 ) -> None:
     """Raise `StatementRefused` unless `sql` is one statement that only reads.
 
     `client` is the read-only connection itself, `settings` what each of its requests
     carries; `table_functions` are the server's table function names that are not
-    also ordinary functions (system.table_functions)."""
+    also ordinary functions (system.table_functions), or an `EngineFunctions` that
+    finds them on `client` as needed."""
     try:
         client.query(
             "SELECT formatQuery({holonograph_statement:String})",
@@ -108,13 +153,28 @@ def check_statement(
     text = (
         out if isinstance(out, str) else "\t".join(map(str, out)) if isinstance(out, list) else ""
     )
-    reason = refusal(text.split("\n") if text else [], table_functions)
+
+    def ordinary(names: Sequence[str]) -> Collection[str]:
+        found = client.query(
+            "SELECT name FROM system.functions WHERE name IN {names:Array(String)}",
+            parameters={"names": list(names)},
+            settings=dict(settings),
+        ).result_rows
+        return {str(name) for (name,) in found}
+
+    lines = text.split("\n") if text else []
+    reason = refusal(lines, table_functions, ordinary)
     if reason:
         raise StatementRefused(f"refused on a read-only connection: {reason}")
 
 
-def refusal(ast: Sequence[str], table_functions: Collection[str] = ()) -> str | None:
+def refusal(
+    ast: Sequence[str],
+    table_functions: Collection[str] | EngineFunctions = (),
+    ordinary: OrdinaryProbe | None = None,
+) -> str | None:
     """Why the statement whose `EXPLAIN AST` lines are `ast` may not run read-only.
+    `table_functions`: see `check_statement`; an `EngineFunctions` asks `ordinary`.
 
     Every node starts a line, indented one space per level. A quoted identifier or
     alias with a line break can add lines that look like nodes, never remove one, so
@@ -124,7 +184,7 @@ def refusal(ast: Sequence[str], table_functions: Collection[str] = ()) -> str | 
     kind = ast[0].split(" ", 1)[0]
     if kind not in ALLOWED_STATEMENTS:
         return f"{kind} is not a read (only SELECT, SHOW, DESCRIBE, EXISTS, EXPLAIN)"
-    for reason in (_output_clause(ast, kind), _functions(ast, table_functions)):
+    for reason in (_output_clause(ast, kind), _functions(ast, table_functions, ordinary)):
         if reason:
             return reason
     return None
@@ -142,20 +202,35 @@ def _output_clause(ast: Sequence[str], kind: str) -> str | None:
     return None
 
 
-def _functions(ast: Sequence[str], table_functions: Collection[str]) -> str | None:
+def _functions(
+    ast: Sequence[str],
+    table_functions: Collection[str] | EngineFunctions,
+    ordinary: OrdinaryProbe | None,
+) -> str | None:
     sources = {i + 1 for i, line in enumerate(ast) if line.strip().startswith("TableExpression")}
-    known = {name.lower() for name in table_functions} - {
-        name.lower() for name in ALLOWED_TABLE_FUNCTIONS
-    }
+    outside = _outside(table_functions, ordinary)
     for index, line in enumerate(ast):
         name = _function_name(line)
         if name is None:
             continue
         if index in sources and name not in ALLOWED_TABLE_FUNCTIONS:
             return f"table function {name}() reaches outside the store"
-        if name.lower() in HOST_FUNCTIONS or name.lower() in known:
+        if outside(name.lower()):
             return f"function {name}() reaches outside the store"
     return None
+
+
+def _outside(
+    table_functions: Collection[str] | EngineFunctions, ordinary: OrdinaryProbe | None
+) -> Callable[[str], bool]:
+    """Whether a function (its name in lower case) reaches outside the store."""
+    if isinstance(table_functions, EngineFunctions):
+        if ordinary is None:
+            raise ValueError("an EngineFunctions needs a probe of the ordinary functions")
+        engine, probe = table_functions, ordinary
+        return lambda lower: engine.reaches_outside(lower, probe)
+    known = {name.lower() for name in table_functions} - _ALLOWED_LOWER
+    return lambda lower: lower in HOST_FUNCTIONS or lower in known
 
 
 def _function_name(line: str) -> str | None:

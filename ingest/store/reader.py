@@ -25,12 +25,10 @@ import re
 import secrets
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
-
-from clickhouse_connect.driver.binding import external_bind_re, format_query_value
-from clickhouse_connect.driver.client import Client
+from typing import TYPE_CHECKING, Any
 
 from ingest.store.clickhouse import connect_client, open_store
+from ingest.store.embedded import EmbeddedClient, literal
 from ingest.store.limits import (
     DEFAULT_READ_LIMITS,
     READ_OS_THREAD_PRIORITY,
@@ -39,13 +37,18 @@ from ingest.store.limits import (
     ReadLimits,
     limit_hit,
 )
-from ingest.store.querygate import StatementRefused, check_statement
+from ingest.store.querygate import EngineFunctions, StatementRefused, check_statement
 from ingest.store.url import is_embedded, normalize_store_url
 from schemas.store import QueryResult, Store
 from schemas.tables import DATABASE
 
+if TYPE_CHECKING:  # imported by the connection that uses it (not by a command's own chDB)
+    from clickhouse_connect.driver.client import Client
+
 TENANT_COLUMN = "tenant_id"
+_PASSED_KEPT = 256  # statements a connection remembers the gate passed
 _PARAMETER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SERVER_BIND = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*:[^}]+\}")  # a `{name:Type}` placeholder
 
 
 class ReadOnlyStore:
@@ -54,9 +57,9 @@ class ReadOnlyStore:
     def __init__(
         self,
         url: str,
-        client: Client,
+        client: Client | EmbeddedClient,
         *,
-        table_functions: frozenset[str],
+        table_functions: EngineFunctions,
         request_settings: Mapping[str, Any],
         tenant: str | None,
         limits: ReadLimits = DEFAULT_READ_LIMITS,
@@ -68,18 +71,28 @@ class ReadOnlyStore:
         self._table_functions = table_functions
         self._settings = dict(request_settings)
         self._lock = threading.Lock()
+        # Statements the gate passed on this connection, with their parameters: the
+        # same text and values parse the same on a session nothing can change
+        # (readonly=1), so a job asking twice is checked once.
+        self._passed: dict[tuple[str, str], None] = {}
 
     def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
         params = dict(parameters or {})
         _check_parameters(sql, params)
+        text = unmarked(sql)  # the caller's text: parser positions count from its start
+        key = (text, repr(sorted(params.items())))
         with self._lock:
-            check_statement(
-                self._client,
-                unmarked(sql),  # the caller's text: parser positions count from its start
-                params,
-                settings=self._settings,
-                table_functions=self._table_functions,
-            )
+            if key not in self._passed:
+                check_statement(
+                    self._client,
+                    text,
+                    params,
+                    settings=self._settings,
+                    table_functions=self._table_functions,
+                )
+                if len(self._passed) >= _PASSED_KEPT:
+                    self._passed.pop(next(iter(self._passed)))
+                self._passed[key] = None
             try:
                 result = self._client.query(sql, parameters=params, settings=self._settings)
             except Exception as err:
@@ -111,22 +124,27 @@ def _check_parameters(sql: str, parameters: Mapping[str, Any]) -> None:
     otherwise format them into the SQL text after the gate saw it."""
     if not parameters:
         return
-    if not external_bind_re.search(sql) or not all(map(_PARAMETER_NAME.match, parameters)):
+    if not _SERVER_BIND.search(sql) or not all(map(_PARAMETER_NAME.match, parameters)):
         raise StatementRefused("refused: parameters bind on the server only, as {name:Type}")
 
 
 def open_reader(
-    url: str, tenant: str | None = None, limits: ReadLimits = DEFAULT_READ_LIMITS
+    url: str,
+    tenant: str | None = None,
+    limits: ReadLimits = DEFAULT_READ_LIMITS,
+    *,
+    direct: bool = False,
 ) -> ReadOnlyStore:
     """A new read-only connection to the store at `url`, scoped to `tenant` if given,
-    every query within `limits`."""
+    every query within `limits`; `direct`: see `connect_client`."""
     url = normalize_store_url(url)
-    return read_only(url, connect_client(url, session=is_embedded(url)), tenant, limits)
+    client = connect_client(url, session=is_embedded(url), direct=direct)
+    return read_only(url, client, tenant, limits)
 
 
 def read_only(
     url: str,
-    client: Client,
+    client: Client | EmbeddedClient,
     tenant: str | None = None,
     limits: ReadLimits = DEFAULT_READ_LIMITS,
 ) -> ReadOnlyStore:
@@ -159,7 +177,9 @@ def read_only(
     )
 
 
-def _limit_settings(client: Client, limits: ReadLimits, embedded: bool) -> dict[str, Any]:
+def _limit_settings(
+    client: Client | EmbeddedClient, limits: ReadLimits, embedded: bool
+) -> dict[str, Any]:
     """The limits, and the niceness that lets the commit path's threads run first, as
     session (chDB) or request (server) settings. A server user whose
     profile is already read-only may change no setting: its profile's limits apply
@@ -168,7 +188,7 @@ def _limit_settings(client: Client, limits: ReadLimits, embedded: bool) -> dict[
     if not embedded:
         # The server stops a read when its HTTP client goes away (Ctrl-C, a deadline).
         settings["cancel_http_readonly_queries_on_client_close"] = 1
-        known = client.server_settings
+        known = getattr(client, "server_settings", {})
         settings = {k: v for k, v in settings.items() if k in known and not known[k].readonly}
     return settings
 
@@ -249,7 +269,7 @@ def running_marked(store: Store, marker: str) -> int:
     )
 
 
-def tenant_filters(client: Client, tenant: str) -> dict[str, str]:
+def tenant_filters(client: Client | EmbeddedClient, tenant: str) -> dict[str, str]:
     """`additional_table_filters` keeping only `tenant`'s rows of every holonograph
     table or view that has a tenant column."""
     tables = client.query(
@@ -257,36 +277,31 @@ def tenant_filters(client: Client, tenant: str) -> dict[str, str]:
         " ORDER BY table",
         parameters={"db": DATABASE, "col": TENANT_COLUMN},
     ).result_rows
-    condition = f"{TENANT_COLUMN} = {format_query_value(tenant)}"
+    condition = f"{TENANT_COLUMN} = {literal(tenant)}"
     return {f"{DATABASE}.{table}": condition for (table,) in tables}
 
 
 # The embedded engine's table functions: a fact of the chDB in this process, read once
-# (the query costs tens of milliseconds, and a command opens several connections).
-_engine_table_functions: frozenset[str] | None = None
+# (a command opens several connections); which of them are also ordinary functions is
+# asked only when a statement calls one (`EngineFunctions`).
+_engine_table_functions: EngineFunctions | None = None
 
 
-def _table_functions(client: Client, embedded: bool) -> frozenset[str]:
+def _table_functions(client: Client | EmbeddedClient, embedded: bool) -> EngineFunctions:
     global _engine_table_functions
     if embedded and _engine_table_functions is not None:
         return _engine_table_functions
-    rows = client.query(
-        "SELECT name FROM system.table_functions"
-        " WHERE name NOT IN (SELECT name FROM system.functions)"
-    ).result_rows
-    names = frozenset(str(name) for (name,) in rows)
+    rows = client.query("SELECT name FROM system.table_functions").result_rows
+    functions = EngineFunctions(str(name) for (name,) in rows)
     if embedded:
-        _engine_table_functions = names
-    return names
+        _engine_table_functions = functions
+    return functions
 
 
 def _setting_literal(value: Any) -> str:
     if isinstance(value, dict):
-        pairs = ", ".join(
-            f"{format_query_value(k)}: {format_query_value(v)}" for k, v in value.items()
-        )
-        return "{" + pairs + "}"
-    return str(format_query_value(value))
+        return "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in value.items()) + "}"
+    return literal(value)
 
 
 class StoreSessions:

@@ -56,7 +56,18 @@ def test_kill_query_exits_0_with_what_it_answered(tmp_path: Path) -> None:
         cli, ["query", "--write", "KILL QUERY WHERE 1 SYNC", "--data-dir", str(tmp_path / "store")]
     )
     assert text.exit_code == 0, text.output
-    assert "column_1" in text.stdout and "finished" in text.stdout
+    # chDB's own connection names KILL's columns (clickhouse-connect's, behind `serve`'s
+    # admin endpoint, gives bare rows: `query._named` below)
+    assert "kill_status" in text.stdout and "finished" in text.stdout
+
+
+def test_bare_rows_get_column_names_to_print_under() -> None:
+    from holonograph.cli.query import _named
+    from schemas.store import QueryResult
+
+    named = _named(QueryResult((), [("finished", "q1", "default")]))
+    assert named.column_names == ("column_1", "column_2", "column_3")
+    assert named.rows == [("finished", "q1", "default")]
 
 
 def test_serve_verbose_logs_each_request_and_summarises_ignored_spans(tmp_path: Path) -> None:

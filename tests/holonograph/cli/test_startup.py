@@ -24,13 +24,13 @@ HEAVY = frozenset(
 )  # fmt: skip
 
 
-def imported(*args: str) -> set[str]:
-    """Every module the command imported (dotted names)."""
+def imported(*args: str, codes: tuple[int, ...] = (0, 1)) -> set[str]:
+    """Every module the command imported (dotted names); it exits with one of `codes`."""
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "holonograph", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert done.returncode in (0, 1), done.stderr[-2000:]
+    assert done.returncode in codes, done.stderr[-2000:]
     rows = [line.split("|") for line in done.stderr.splitlines() if line.startswith("import time:")]
     return {row[2].strip() for row in rows[1:] if len(row) == 3}
 
@@ -125,14 +125,41 @@ def offline(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.clickhouse
-def test_offline_commands_open_chdb_without_pyarrow_or_the_contract_models(offline: Path) -> None:
-    """chDB opened in the command's own process: its Arrow support (pyarrow) is not
-    loaded; drift's modules read change records without loading every contract model."""
-    for args in (["quarantine", "--json"], ["completeness", "--json"]):
-        modules = imported(*args, "--data-dir", str(offline))
-        assert "chdb.state.sqlitelike" in modules  # chDB itself was opened
-        # (`-X importtime` lists the refused `import pyarrow` too: nothing of it loads)
-        assert not {name for name in modules if name.startswith("pyarrow.")}
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["quarantine", "--json"],
+        ["completeness", "--json"],
+        ["query", "--json", "SELECT count() FROM holonograph.evaluation_events"],
+        # a surface the empty store never saw: exit 2, after the store was opened and read
+        [
+            "drift",
+            "--surface",
+            "s",
+            "--since",
+            "2026-01-01T00:00:00Z",
+            "--until",
+            "2026-01-02T00:00:00Z",
+        ],
+    ],
+)
+def test_offline_commands_reach_chdb_without_clickhouse_connect_or_pyarrow(
+    offline: Path, args: list[str]
+) -> None:
+    """chDB opened in the command's own process, through chDB's own connection
+    (`ingest.store.embedded`): neither clickhouse-connect (its import, HTTP stack and
+    per-client handshake were a third of such a command, bench/RESULTS.md) nor chDB's
+    Arrow support (pyarrow) nor its Python connection layer is loaded."""
+    modules = imported(*args, "--data-dir", str(offline), codes=(0, 1, 2))
+    assert "chdb._chdb" in modules  # chDB itself was opened
+    assert "ingest.store.embedded" in modules
+    assert not {name for name in modules if name.split(".")[0] == "clickhouse_connect"}
+    assert "chdb.state.sqlitelike" not in modules
+    # (`-X importtime` lists the refused `import pyarrow` too: nothing of it loads)
+    assert not {name for name in modules if name.startswith("pyarrow.")}
+
+
+def test_drift_reads_change_records_without_the_contract_models() -> None:
     drift = imported("drift", "-h")
     assert "processors.drift.job" in drift
     assert not {"schemas.contracts", "schemas.conformance", "schemas.genai"} & drift

@@ -4,12 +4,13 @@ only make it refuse more. The ASTs are chDB's own (26.9) output."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from ingest.store.clickhouse import open_store
-from ingest.store.querygate import StatementRefused, parser_message, refusal
+from ingest.store.querygate import EngineFunctions, StatementRefused, parser_message, refusal
 from ingest.store.reader import open_reader
 from schemas.migrations import apply_migrations
 
@@ -135,3 +136,41 @@ def test_parser_message_keeps_short_lists_and_other_errors_whole() -> None:
         "Code: 62. Syntax error: failed at position 3 (x): x. Expected one of: a, b. (SYNTAX_ERROR)"
     )
     assert parser_message(text) == text
+
+
+def test_engine_functions_ask_the_server_only_for_a_table_function_called_outside_a_source() -> (
+    None
+):
+    asked: list[tuple[str, ...]] = []
+
+    def ordinary(names: Sequence[str]) -> set[str]:
+        asked.append(tuple(names))
+        return {"format"} & set(names)
+
+    engine = EngineFunctions(["remote", "format", "numbers", "file"])
+    assert not engine.reaches_outside("count", ordinary)  # not a table function: no question
+    assert not engine.reaches_outside("numbers", ordinary)  # allowed
+    assert engine.reaches_outside("file", ordinary)  # a host function, whatever the server says
+    assert asked == []
+    assert engine.reaches_outside("remote", ordinary)
+    assert not engine.reaches_outside("format", ordinary)  # also an ordinary function
+    assert engine.reaches_outside("remote", ordinary)  # answered once, kept
+    assert asked == [("remote",), ("format",)]
+    ast = SCALAR_FILE.replace("Function file", "Function Remote")
+    assert "Remote()" in (refusal(_lines(ast), engine, ordinary) or "")
+
+
+def test_the_gate_on_a_live_reader_refuses_a_table_function_outside_a_source(
+    tmp_path: Path,
+) -> None:
+    store = open_store(f"chdb://{tmp_path / 'store'}")
+    apply_migrations(store)
+    store.close()
+    reader = open_reader(f"chdb://{tmp_path / 'store'}")
+    try:
+        with pytest.raises(StatementRefused, match=r"function remote\(\)"):
+            reader.query("SELECT 1 IN remote('127.0.0.1', system.one)")
+        assert reader.query("SELECT format('{}-{}', 'a', 'b')").rows == [("a-b",)]
+        assert reader.query("SELECT count() FROM numbers(3)").rows == [(3,)]
+    finally:
+        reader.close()
