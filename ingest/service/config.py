@@ -148,8 +148,8 @@ class ServeConfig(ServiceSettings):
     # inserts (decision 0010); bytes logged and not drained are bounded, past it a
     # retry delay. False: every commit is inserted before its answer.
     ingest_log: bool = True
-    ingest_log_max_bytes: int = Field(32 * MIB, gt=0)
-    ingest_log_drain_ms: float = Field(250.0, ge=0)
+    ingest_log_max_bytes: int = Field(16 * MIB, gt=0)
+    ingest_log_drain_ms: float = Field(1000.0, ge=0)
     retention: str | None = None
     # The receiver edge: TLS, bearer tokens, read limits and admission.
     tls_cert_file: Path | None = None
