@@ -60,6 +60,7 @@ from schemas.times import Clock, utc_now
 log = logging.getLogger(__name__)
 
 MIB = 1 << 20
+_POSITION_FILE = "position"  # `ingest.handoff.segments`' record of the drained position
 # What a frame carries, in this order (a new field is a new version).
 _VERSION = 1
 _TABLES = ("events", "dimensions", "receipts", "quarantine", "overrides")
@@ -439,3 +440,22 @@ def _chunks(frames: list[Frame], rows: int) -> list[list[Frame]]:
     if current:
         out.append(current)
     return out
+
+
+def replay_pending(store: Store, directory: Path) -> int:
+    """Write into `store` what the log at `directory` acknowledged and did not drain
+    (a `serve` killed before its drain), record it, and return the frames written: for
+    a process that opens the data directory without serving (an offline command),
+    which must read what was acknowledged. Nothing to do without a log."""
+    if not (directory / _POSITION_FILE).exists() and not any(directory.glob("*.seg")):
+        return 0
+    small = SmallLog(directory, store)
+    try:
+        frames = small._recover()
+        for chunk in _chunks(frames, small._drain_rows):
+            outcome = small._insert(chunk)
+            small._recorded(chunk, outcome)
+        return len(frames)
+    finally:
+        small.segments.close()
+        small._thread.shutdown(wait=False)

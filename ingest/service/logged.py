@@ -6,7 +6,7 @@ endpoint): the log's claim index reads those claims before its next decision."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -17,28 +17,39 @@ from schemas.store import QueryResult, Store
 
 
 class LoggedSessions:
-    """`Sessions` whose connections open once the store holds what was acknowledged."""
+    """`Sessions` whose connections open once the store holds what was acknowledged.
+    `log` may be a function giving the log once the receiver has opened it (None:
+    no log, nothing to wait for), for sessions made before the receiver (the
+    scheduler's)."""
 
-    def __init__(self, inner: Sessions, log: SmallLog) -> None:
+    def __init__(self, inner: Sessions, log: SmallLog | Callable[[], SmallLog | None]) -> None:
         self._inner = inner
         self._log = log
+
+    def _current(self) -> SmallLog | None:
+        return self._log if isinstance(self._log, SmallLog) else self._log()
 
     @contextmanager
     def reading(
         self, tenant: str | None = None, limits: LimitRequest | None = None
     ) -> Iterator[Store]:
-        self._log.wait_drained()
+        log = self._current()
+        if log is not None:
+            log.wait_drained()
         with self._inner.reading(tenant, limits) as store:
             yield store
 
     @contextmanager
     def writing(self) -> Iterator[Store]:
-        self._log.wait_drained()
+        log = self._current()
+        if log is not None:
+            log.wait_drained()
         try:
             with self._inner.writing() as store:
                 yield store
         finally:
-            self._log.index.foreign_write()
+            if log is not None:
+                log.index.foreign_write()
 
     def cancel(self, marker: str) -> None:
         self._inner.cancel(marker)

@@ -427,3 +427,20 @@ def test_wait_drained_on_the_loop_thread_never_blocks(tmp_path: Path) -> None:
     small.acked = 5
     small._loop_thread = threading.get_ident()
     small.wait_drained()  # returns at once
+
+
+async def test_an_offline_opener_replays_what_a_killed_serve_logged(
+    store: ClickHouseStore, tmp_path: Path
+) -> None:
+    from ingest.handoff.smalllog import replay_pending
+
+    assert replay_pending(store, tmp_path / "none") == 0
+    small = _log(store, tmp_path / "log", drain_seconds=3600, drain_rows=10**9)
+    handoff = _handoff(store, small)
+    await handoff.open()
+    await _submit(handoff, _request("offline-a"), "r1")
+    await _submit(handoff, _request("offline-b"), "r2")
+    assert _events(store) == 0
+    assert await asyncio.to_thread(replay_pending, store, tmp_path / "log") == 2
+    assert _events(store) == 4
+    assert await asyncio.to_thread(replay_pending, store, tmp_path / "log") == 0
