@@ -31,6 +31,7 @@ import concurrent.futures
 import contextlib
 import json
 import logging
+import marshal
 import pickle
 import threading
 import uuid
@@ -82,14 +83,26 @@ class Frame:
 def encode_frame(
     rows: TableRows, event_claims: list[list[Any]], stream_claims: list[list[Any]]
 ) -> bytes:
-    """Pickle of our own rows (the log is owner-only and written by this process alone,
-    as the store's own files are)."""
-    tables = [getattr(rows, name) for name in _TABLES]
-    return pickle.dumps((_VERSION, tables, event_claims, stream_claims), protocol=5)
+    """Our own rows, by `marshal` (plain values: twice as fast as pickle on a commit's
+    rows; format 4 is read by every Python 3 since 3.4), by pickle when a row holds
+    another type (a datetime). Safe to read back because the log is owner-only and
+    written by this process alone, as the store's own files are."""
+    frame = (_VERSION, [getattr(rows, name) for name in _TABLES], event_claims, stream_claims)
+    try:
+        return b"M" + marshal.dumps(frame, 4)
+    except ValueError:  # an object marshal does not know
+        return b"P" + pickle.dumps(frame, protocol=5)
 
 
 def decode_frame(payload: bytes) -> tuple[TableRows, list[list[Any]], list[list[Any]]]:
-    version, tables, event_claims, stream_claims = pickle.loads(payload)
+    kind, body = payload[:1], payload[1:]
+    if kind == b"M":
+        frame = marshal.loads(body)
+    elif kind == b"P":
+        frame = pickle.loads(body)  # our own frames: see encode_frame
+    else:
+        raise ValueError(f"log frame of unknown encoding {kind!r}")
+    version, tables, event_claims, stream_claims = frame
     if version != _VERSION:
         raise ValueError(f"log frame version {version} (this build reads {_VERSION})")
     return TableRows(**dict(zip(_TABLES, tables, strict=True))), event_claims, stream_claims

@@ -444,3 +444,19 @@ async def test_an_offline_opener_replays_what_a_killed_serve_logged(
     assert await asyncio.to_thread(replay_pending, store, tmp_path / "log") == 2
     assert _events(store) == 4
     assert await asyncio.to_thread(replay_pending, store, tmp_path / "log") == 0
+
+
+def test_frames_round_trip_by_marshal_or_pickle() -> None:
+    from ingest.handoff.smalllog import decode_frame, encode_frame
+    from ingest.store.rows import TableRows
+
+    plain = TableRows(events=[["default", "e1", 1.5, None, True, {"k": ["v"]}, [1, 2]]])
+    dated = TableRows(overrides=[["default", "o1", AT]])
+    for rows, kind in ((plain, b"M"), (dated, b"P")):
+        payload = encode_frame(rows, [["default", "e1", "a", 1, 2]], [])
+        assert payload[:1] == kind
+        decoded, event_claims, stream_claims = decode_frame(payload)
+        assert decoded == rows and event_claims == [["default", "e1", "a", 1, 2]]
+        assert stream_claims == []
+    with pytest.raises(ValueError, match="unknown encoding"):
+        decode_frame(b"X")
