@@ -8,6 +8,11 @@ Python stages on their thread's CPU clock; chDB's background work apart, as
 path (`ingest.export.fast`: protobuf straight to rows, the commit's columns added at
 "build_rows"); `--path reference` is `validate_request` (models) + `TableRows.add`.
 
+`--log N` measures the small-request log instead of the direct commit
+(`ingest.handoff.smalllog`): "own" is the ownership decided in memory (the claim
+index), "log" the frame's encoding, write and fsync, and "insert" the drain, one
+insert per table for every N commits.
+
 Run as `python -m bench.stages --batch 512 --requests 40`; prints one JSON line.
 """
 
@@ -66,7 +71,7 @@ def _decoder(path: str) -> tuple[Any, Any, Any]:
 
 
 def measure_stages(
-    batch: int, requests: int, requests_per_insert: int, path: str = "hot"
+    batch: int, requests: int, requests_per_insert: int, path: str = "hot", log: int = 0
 ) -> dict[str, Any]:
     from ingest.export.decode import parse_protobuf
     from ingest.store import owners
@@ -86,7 +91,10 @@ def measure_stages(
         apply_migrations(store)
         process0 = time.process_time()
         try:
-            for start in range(0, len(bodies), requests_per_insert):
+            if log:
+                spans = _log_stages(store, bodies, decode, count, add, requests_per_insert, log,
+                                    Path(tmp), timings)  # fmt: skip
+            for start in range(0, 0 if log else len(bodies), requests_per_insert):
                 rows = TableRows()
                 decoded_all = []
                 for body in bodies[start : start + requests_per_insert]:
@@ -116,6 +124,7 @@ def measure_stages(
     total = sum(timings.values())
     return {
         "path": path,
+        "log_commits_per_drain": log,
         "spans": spans,
         "cpu_s": total,
         "spans_per_cpu_s": spans / total,
@@ -124,6 +133,62 @@ def measure_stages(
             for name, cpu in timings.items()
         },
     }
+
+
+def _log_stages(
+    store: Any, bodies: list[bytes], decode: Any, count: Any, add: Any,
+    requests_per_commit: int, commits_per_drain: int, tmp: Path, timings: dict[str, float],
+) -> int:  # fmt: skip
+    """The log's commit path on `bodies`; returns the spans."""
+    from ingest.export.decode import parse_protobuf
+    from ingest.handoff.claims import ClaimIndex, claim_rows, decide
+    from ingest.handoff.segments import SegmentLog
+    from ingest.handoff.smalllog import Drained, Frame, SmallLog, encode_frame
+    from ingest.store.owners import Submission, Writer
+    from ingest.store.rows import TableRows
+    from schemas.times import utc_now
+
+    small = SmallLog(tmp / "log", store)
+    index: ClaimIndex = small.index
+    segments: SegmentLog = small.segments
+    list(segments.recover())
+    index.load(store)
+    frames: list[Frame] = []
+    spans = 0
+    for number, start in enumerate(range(0, len(bodies), requests_per_commit), 1):
+        decoded_all = []
+        for body in bodies[start : start + requests_per_commit]:
+            request = _timed("parse", timings, lambda b=body: parse_protobuf(b))
+            decoded = _timed("decode_validate", timings, lambda q=request: decode(q))
+            spans += count(decoded)
+            decoded_all.append(decoded)
+        at = utc_now()
+        submissions = [Submission(d, Writer(None), at, n) for n, d in enumerate(decoded_all)]
+        checked, decided, pinned = _timed(
+            "own", timings, lambda s=submissions, k=number: decide(index, store, s, k)
+        )
+        rows = TableRows()
+        for n, batch in enumerate(checked):
+            _timed(
+                "build_rows",
+                timings,
+                lambda d=batch, k=start + n, t=rows, a=at: add(d, t, f"r{k}", a),
+            )
+
+        def logged(t: TableRows = rows, o: Any = decided) -> Any:
+            payload = encode_frame(t, *claim_rows(o))
+            end = segments.append(payload)
+            segments.sync()
+            return end, len(payload)
+
+        end, size = _timed("log", timings, logged)
+        frames.append(Frame(number, end, size, rows, *claim_rows(decided), pinned))
+        if len(frames) >= commits_per_drain or start + requests_per_commit >= len(bodies):
+            taken, frames[:] = list(frames), []
+            _timed("insert", timings, lambda f=taken: small._insert(f))
+            _timed("log", timings, lambda f=taken: small._recorded(f, Drained()))
+    segments.close()
+    return spans
 
 
 def top_functions(
@@ -163,11 +228,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--requests-per-insert", type=int, default=4)
     parser.add_argument("--path", choices=("hot", "reference"), default="hot")
+    parser.add_argument(
+        "--log", type=int, default=0, metavar="N", help="the log, a drain per N commits"
+    )
     args = parser.parse_args(argv)
     from ingest.service.gctune import tune_for_throughput
 
     tune_for_throughput()  # as `serve` runs
-    result = measure_stages(args.batch, args.requests, args.requests_per_insert, args.path)
+    result = measure_stages(
+        args.batch, args.requests, args.requests_per_insert, args.path, args.log
+    )
     result["top_functions"] = top_functions(args.batch, max(4, args.requests // 4), path=args.path)
     print(json.dumps(result), flush=True)
 

@@ -29,6 +29,7 @@ from holonograph.schedule.config import ScheduleFileError, ScheduleSet, load_sch
 from holonograph.schedule.scheduler import Scheduler
 from ingest.service.config import ServeConfig, TLSVersion
 from ingest.service.gctune import tune_for_throughput
+from ingest.service.logged import LoggedSessions
 from ingest.service.memory import tune_allocator
 from ingest.service.receiver import ReceiverService
 from ingest.store.clickhouse import open_store
@@ -322,7 +323,9 @@ def serve_command(
     from holonograph.ui import mount_ui  # its web UI (docs/ui.md)
 
     sessions = StoreSessions(store.url, limits=config.read_limits()) if store else None
-    background = [Scheduler(schedules, sessions)] if schedules and sessions else []
+    # Scheduled jobs read what `serve` acknowledged: its log drained first.
+    scheduled = LoggedSessions(sessions, lambda: service.small_log) if sessions else None
+    background = [Scheduler(schedules, scheduled)] if schedules and scheduled else []
     routes = [mount_api, mount_ui] if ui else [mount_api]
     service = ReceiverService(
         config, store, periodic=periodic, routes=routes, background=background

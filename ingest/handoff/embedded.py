@@ -15,6 +15,12 @@ commits carry one request each and never linger).
 Bytes waiting are bounded by `max_inflight_bytes`: past it, requests are refused
 with `Backpressure` before anything is queued.
 
+With a small-request log (`ingest.handoff.smalllog`, the embedded store held by this
+process), a commit is decided in memory and logged with one fsync instead of
+inserted: requests are answered once their frame is durable, and the log's drain
+writes many commits' rows in large inserts. What follows on splitting refused commits
+is the path without it (`log=None`: stores other writers share, tests' faulty stores).
+
 A commit that fails with a permanent store error (`ingest.store.errors`) is not one
 client's failure shared by all: it is split, by bisection, down to the request(s)
 that cause it, and those down to their spans. Every other request is written and
@@ -40,6 +46,7 @@ from ingest.errors import Backpressure, IngestError, Unavailable
 from ingest.export.fast import FastBatch
 from ingest.handoff.protocol import AnyBatch, Prepared
 from ingest.handoff.refused import refused_unit, span_units, stored_batch
+from ingest.handoff.smalllog import SmallLog
 from ingest.store import owners
 from ingest.store.errors import StoreRejected, describe, is_permanent, isolate, refusal
 from ingest.store.owners import Submission, Writer
@@ -106,8 +113,10 @@ class EmbeddedHandoff:
         clock: Clock = utc_now,
         observer: WriteObserver | None = None,
         verify_claims: bool | None = None,
+        log: SmallLog | None = None,
     ) -> None:
         self._store = store
+        self.log = log
         # Ownership claims are read back where other writers may claim at once: any store
         # but a chDB directory, which the one process holding it writes.
         self._verify_claims = not is_embedded(store.url) if verify_claims is None else verify_claims
@@ -146,6 +155,11 @@ class EmbeddedHandoff:
             self._arriving -= 1
             self._wakeup.set()
 
+    async def open(self) -> None:
+        """Replay the log into the store and fill its claim index (with a log)."""
+        if self.log is not None:
+            await self.log.open(self._committer)
+
     def start(self) -> None:
         if self._writer is None:
             self._writer = asyncio.create_task(self._run(), name="embedded-writer")
@@ -167,6 +181,8 @@ class EmbeddedHandoff:
                 f" (limit {self._max_inflight}); retry later",
                 self._retry_after,
             )
+        if self.log is not None:
+            self.log.refuse_when_full(size_bytes)
         self.start()
         done: asyncio.Future[AnyBatch] = asyncio.get_running_loop().create_future()
         pending = _Pending(batch, receipt_id, size_bytes, done)
@@ -177,7 +193,9 @@ class EmbeddedHandoff:
         return await asyncio.shield(done)
 
     async def readiness(self) -> str | None:
-        """None while the store answers a query."""
+        """None while the store answers a query (and the log writes)."""
+        if self.log is not None and self.log.broken:
+            return f"ingest log: {self.log.broken}"
         try:
             await asyncio.to_thread(self._store.query, "SELECT 1")
         except Exception as err:
@@ -191,6 +209,8 @@ class EmbeddedHandoff:
         if self._writer is not None:
             await self._writer
             self._writer = None
+        if self.log is not None:
+            await self.log.close()
         self._committer.shutdown(wait=False)
 
     async def _run(self) -> None:
@@ -234,6 +254,9 @@ class EmbeddedHandoff:
         return taken
 
     async def _write(self, taken: list[_Pending]) -> None:
+        if self.log is not None:
+            await self._log_commit(self.log, taken)
+            return
         received_at = self._clock()
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -261,6 +284,32 @@ class EmbeddedHandoff:
         else:
             results = {id(p): self._unavailable(error) for p in taken}
         self._answer(taken, results)
+
+    async def _log_commit(self, small: SmallLog, taken: list[_Pending]) -> None:
+        """Ownership in memory, the rows logged and fsynced; then everyone is answered."""
+        received_at = self._clock()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        submissions = [
+            Submission(p.batch, Writer(p.batch.agents), received_at, p.order) for p in taken
+        ]
+
+        def add_rows(checked: Sequence[AnyBatch], rows: TableRows) -> None:
+            for pending, batch in zip(taken, checked, strict=True):
+                pending.batch = batch
+                pending.add_to(rows, received_at)
+
+        try:
+            await small.commit(submissions, add_rows)
+        except Exception as err:  # nothing was acknowledged: the clients retry
+            log.warning("logging a commit failed: %s", describe(err))
+            self._observer.observe_write(0, len(taken), loop.time() - started, False)
+            failure = err if isinstance(err, Unavailable) else self._unavailable(err)
+            self._answer(taken, {id(p): failure for p in taken})
+            return
+        rows = sum(p.rows for p in taken)
+        self._observer.observe_write(rows, len(taken), loop.time() - started, True)
+        self._answer(taken, {id(p): p.batch for p in taken})
 
     async def _own(self, taken: list[_Pending], received_at: dt.datetime) -> None:
         """Ownership of event ids and streams (`ingest.store.owners`), one lookup for the

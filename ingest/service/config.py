@@ -143,6 +143,13 @@ class ServeConfig(ServiceSettings):
     linger_ms: float = Field(10.0, ge=0)
     # How long a group commit waits for requests already received (being decoded).
     commit_wait_ms: float = Field(100.0, ge=0)
+    # The small-request log (a chDB store this process holds): commits are answered
+    # once fsynced to `<data dir>/ingest-log` and drained into the store in large
+    # inserts (decision 0010); bytes logged and not drained are bounded, past it a
+    # retry delay. False: every commit is inserted before its answer.
+    ingest_log: bool = True
+    ingest_log_max_bytes: int = Field(16 * MIB, gt=0)
+    ingest_log_drain_ms: float = Field(1000.0, ge=0)
     retention: str | None = None
     # The receiver edge: TLS, bearer tokens, read limits and admission.
     tls_cert_file: Path | None = None

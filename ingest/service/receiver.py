@@ -43,17 +43,19 @@ from ingest.handoff.embedded import EmbeddedHandoff
 from ingest.handoff.kafka import KafkaHandoff
 from ingest.handoff.kafka_metrics import ProducerMetrics
 from ingest.handoff.protocol import Handoff
+from ingest.handoff.smalllog import SmallLog
 from ingest.metrics import PipelineMetrics
 from ingest.service.admin import AdminEndpoint
 from ingest.service.background import Background
 from ingest.service.changes import StoreChangeLog
 from ingest.service.config import ServeConfig
 from ingest.service.contracts import StoreRegistrar, TopicRegistrar
+from ingest.service.logged import DrainedStore, LoggedSessions
 from ingest.service.memory import Trimmer
 from ingest.service.periodic import Periodic, PeriodicJobs, describe
 from ingest.service.rejections import IgnoredSpans, RefusalLog, RejectionLog
 from ingest.service.routes import ApiContext, Mount
-from ingest.service.workers import StoreWorkers
+from ingest.service.workers import Sessions, StoreWorkers
 from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.reader import StoreSessions
 from ingest.store.retention import apply_retention
@@ -119,6 +121,7 @@ class ReceiverService:
         self._admin: AdminEndpoint | None = None
         self._workers: StoreWorkers | None = None
         self._side: ClickHouseStore | None = None
+        self.small_log: SmallLog | None = None
         self._exporter: ExportHandler[Any] | None = None
         self.tls: ServerTls | None = None
         self.authenticator: Authenticator | None = None
@@ -223,11 +226,13 @@ class ReceiverService:
             min_body_rate=MinimumRate(config.min_body_rate, config.body_rate_grace_seconds),
             max_request_spans=config.max_request_spans,
         )
-        sessions = (
+        sessions: Sessions | None = (
             StoreSessions(self.store.url, limits=config.read_limits())
             if self.store is not None
             else None
         )
+        if sessions is not None and self.small_log is not None:
+            sessions = LoggedSessions(sessions, self.small_log)
         # The read executor: the admin endpoint's queries and the mounted analyses.
         self._workers = StoreWorkers(sessions, config.read_workers)
         self._admin = AdminEndpoint(
@@ -296,6 +301,8 @@ class ReceiverService:
                 "HTTP API",
             )
         jobs_store = self.job_store or self._side
+        if jobs_store is not None and self.small_log is not None:
+            jobs_store = DrainedStore(jobs_store, self.small_log)
         if jobs_store is not None:
             self.jobs.start(jobs_store)
         self.rejections.start()
@@ -374,7 +381,16 @@ class ReceiverService:
         store = self.handoff_store or self.store
         if store is None:
             raise ValueError("the embedded hand-off needs a store (or set kafka)")
-        return EmbeddedHandoff(
+        small = None
+        if config.ingest_log and self.handoff_store is None and is_embedded(store.url):
+            small = SmallLog(
+                chdb_path(store.url) / "ingest-log",
+                store,
+                max_bytes=config.ingest_log_max_bytes,
+                drain_seconds=config.ingest_log_drain_ms / 1000,
+                clock=self.clock,
+            )
+        embedded = EmbeddedHandoff(
             store,
             max_inflight_bytes=config.max_inflight_bytes,
             max_batch_rows=config.max_batch_rows,
@@ -382,7 +398,11 @@ class ReceiverService:
             commit_wait_seconds=config.commit_wait_ms / 1000,
             clock=self.clock,
             observer=self.metrics,
+            log=small,
         )
+        await embedded.open()
+        self.small_log = small
+        return embedded
 
     async def _readiness(self) -> str | None:
         """Ready when the hand-off can take requests (its store or its broker)."""

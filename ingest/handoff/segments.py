@@ -1,0 +1,193 @@
+"""The small-request log's files: append-only segments of framed records, and the
+position the drain has reached (decision 0010, "Fourth round: the log").
+
+A frame is `length (u32) | crc32 (u32) | payload`. Frames are appended by one writer
+and made durable by `sync` (one `fsync` for every frame appended since the last:
+group fsync); a request is answered only after the `sync` covering its frame. A
+segment is closed (fsynced) before the next is opened, so only the last segment can
+end in a torn frame: `recover` truncates it there (such a frame was never
+acknowledged). A bad frame anywhere else is damage, not a crash, and stops the start.
+
+`drained(position)` records, atomically and durably (a temporary file, fsync, rename,
+fsync of the directory), how far the store holds the log, and removes the segments
+wholly before it. Files are owner-only (0600, directory 0700).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+_HEAD = struct.Struct("<II")
+_POSITION = "position"
+_SUFFIX = ".seg"
+# A frame longer than this is damage (a frame holds one commit: bounded far below it).
+MAX_FRAME_BYTES = 1 << 30
+
+
+class LogDamaged(Exception):
+    """A frame that is not the torn tail of the last segment fails its check."""
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """A place in the log: segment number and byte offset in it."""
+
+    segment: int
+    offset: int
+
+
+def _name(segment: int) -> str:
+    return f"{segment:016d}{_SUFFIX}"
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_datasync = getattr(os, "fdatasync", os.fsync)
+
+
+def encode(payload: bytes) -> bytes:
+    return _HEAD.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+class SegmentLog:
+    """The segments under `directory`; one writer (`append`, `sync`, `drained`)."""
+
+    def __init__(self, directory: Path, segment_bytes: int = 16 << 20) -> None:
+        self.directory = directory
+        self._segment_bytes = segment_bytes
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(directory, 0o700)
+        self._fd: int | None = None
+        self._segment = 0
+        self._offset = 0
+
+    # --- start ------------------------------------------------------------------------
+
+    def read_position(self) -> Position:
+        path = self.directory / _POSITION
+        try:
+            segment, offset = path.read_text().split()
+        except FileNotFoundError:
+            return Position(0, 0)
+        except ValueError as err:
+            raise LogDamaged(f"{path}: not a log position") from err
+        return Position(int(segment), int(offset))
+
+    def segments(self) -> list[int]:
+        return sorted(int(p.stem) for p in self.directory.glob(f"*{_SUFFIX}") if p.stem.isdigit())
+
+    def recover(self) -> Iterator[tuple[bytes, Position]]:
+        """Every frame past the drained position, with the position after it; truncates
+        a torn tail of the last segment. Then `append` continues after the last frame."""
+        start = self.read_position()
+        numbers = [n for n in self.segments() if n >= start.segment]
+        last = numbers[-1] if numbers else start.segment
+        for number in numbers:
+            path = self.directory / _name(number)
+            data = path.read_bytes()
+            offset = start.offset if number == start.segment else 0
+            while offset < len(data):
+                frame = _frame_at(data, offset)
+                if frame is None:
+                    if number != last:
+                        raise LogDamaged(
+                            f"{path}: a bad frame at byte {offset} before the last segment"
+                        )
+                    with open(path, "r+b") as torn:  # never acknowledged: cut it off
+                        torn.truncate(offset)
+                        os.fsync(torn.fileno())
+                    break
+                payload, offset = frame
+                yield payload, Position(number, offset)
+        self._segment = last
+        self._open(last)
+
+    # --- the writer -------------------------------------------------------------------
+
+    def _open(self, number: int) -> None:
+        path = self.directory / _name(number)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.fchmod(fd, 0o600)
+        self._fd, self._segment = fd, number
+        self._offset = os.fstat(fd).st_size
+        _fsync_dir(self.directory)
+
+    @property
+    def end(self) -> Position:
+        return Position(self._segment, self._offset)
+
+    def append(self, payload: bytes) -> Position:
+        """Write one frame (durable after the next `sync`); returns the position after
+        it. On an error the frame is cut off again (or the error says the log is lost
+        for writing)."""
+        if self._fd is None:
+            self._open(self._segment)
+        assert self._fd is not None
+        if self._offset >= self._segment_bytes:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+            self._open(self._segment + 1)
+            assert self._fd is not None
+        frame = encode(payload)
+        before = self._offset
+        try:
+            written = os.write(self._fd, frame)
+            if written != len(frame):
+                raise OSError(f"short write to the log: {written} of {len(frame)} bytes")
+        except OSError:
+            os.ftruncate(self._fd, before)
+            raise
+        self._offset = before + len(frame)
+        return Position(self._segment, self._offset)
+
+    def sync(self) -> None:
+        """The data and what reading it needs (the file's size): `fdatasync`, which
+        skips the timestamps `fsync` would also write."""
+        if self._fd is not None:
+            _datasync(self._fd)
+
+    def drained(self, position: Position) -> None:
+        """The store holds everything before `position`: record it, drop older segments."""
+        temporary = self.directory / f"{_POSITION}.tmp"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, f"{position.segment} {position.offset}\n".encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, self.directory / _POSITION)
+        _fsync_dir(self.directory)
+        for number in self.segments():
+            if number < position.segment:
+                (self.directory / _name(number)).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _frame_at(data: bytes, offset: int) -> tuple[bytes, int] | None:
+    """(payload, offset after it) of the frame at `offset`, None when it is torn or bad."""
+    end = offset + _HEAD.size
+    if end > len(data):
+        return None
+    length, crc = _HEAD.unpack_from(data, offset)
+    if length > MAX_FRAME_BYTES or end + length > len(data):
+        return None
+    payload = data[end : end + length]
+    if zlib.crc32(payload) != crc:
+        return None
+    return payload, end + length

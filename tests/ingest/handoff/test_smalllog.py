@@ -1,0 +1,462 @@
+"""The small-request log (`ingest.handoff.smalllog`): what it acknowledged reaches the
+store, through a drain, a replay after a crash (mid-drain too) or a torn tail; a full
+log is answered with a retry delay; ownership is decided before the answer against
+claims the log holds and the store has not seen; and the rows it stores are the rows
+the direct path stores on the same requests (the fuzz corpus of `test_fuzz`, the wire
+fixture, ownership conflicts)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import random
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue as PB2AnyValue
+
+from ingest.errors import Backpressure
+from ingest.export.decode import parse_protobuf
+from ingest.export.fast import fast_batch
+from ingest.export.request import validate_request
+from ingest.handoff.embedded import EmbeddedHandoff
+from ingest.handoff.protocol import AnyBatch
+from ingest.handoff.segments import SegmentLog, encode
+from ingest.handoff.smalllog import SmallLog
+from ingest.store.clickhouse import ClickHouseStore
+from ingest.store.owners import EVENT_OWNED, STREAM_OWNED
+from schemas.events import ValidatedBatch
+from tests.ingest.export.test_fuzz import KEYS, NAMES, SPANS, Mutation, _apply, _base
+from tests.otel_emit import Evaluation, Sentinel, export_request, record_spans
+
+pytestmark = [pytest.mark.clickhouse]
+
+MIB = 1 << 20
+AT = dt.datetime(2026, 12, 2, 15, 0, 0, 250000, tzinfo=dt.UTC)
+WIRE = Path(__file__).resolve().parents[2] / "testdata" / "wire"
+TABLES = (
+    "evaluation_events", "evaluation_dimensions", "emission_receipts", "quarantine",
+    "event_owners", "stream_owners", "lesson_overrides",
+)  # fmt: skip
+
+
+def _request(stream: str, count: int = 2, **first: Any) -> PB2ExportTraceServiceRequest:
+    items: list[Evaluation | Sentinel] = [Evaluation(stream, 0, **first)]
+    items += [Evaluation(stream, seq) for seq in range(1, count)]
+    return export_request(record_spans(items, seed=len(stream)))
+
+
+def _batch(request: PB2ExportTraceServiceRequest) -> AnyBatch:
+    """As the receiver hands it over: the hot path's batch, else the models'."""
+    parsed = parse_protobuf(request.SerializeToString())
+    return fast_batch(parsed) or validate_request(parsed)
+
+
+def _log(store: ClickHouseStore, directory: Path, **options: Any) -> SmallLog:
+    return SmallLog(directory, store, clock=lambda: AT, **options)
+
+
+def _handoff(store: ClickHouseStore, log: SmallLog | None) -> EmbeddedHandoff:
+    return EmbeddedHandoff(
+        store, max_inflight_bytes=64 * MIB, commit_wait_seconds=0, clock=lambda: AT, log=log
+    )
+
+
+async def _submit(handoff: EmbeddedHandoff, request: Any, receipt: str) -> AnyBatch:
+    batch = request if isinstance(request, ValidatedBatch) else _batch(request)
+    return await handoff.submit(handoff.prepare(batch), receipt, 1000)
+
+
+def _events(store: ClickHouseStore) -> int:
+    rows = store.query("SELECT count() FROM holonograph.evaluation_events FINAL").rows
+    return int(rows[0][0])
+
+
+_OWNERS = {
+    "event_owners": "tenant_id, event_id, argMin((agent_id, first_received_at,"
+    " first_ingest_version), _block_number)",
+    "stream_owners": "tenant_id, emission_stream, argMin((any_agent, agents,"
+    " first_received_at), _block_number)",
+}
+
+
+def _dump(store: ClickHouseStore) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table as it is read: FINAL, and a key's owner as its first claim."""
+    out = {}
+    for table in TABLES:
+        if table in _OWNERS:
+            keys = ", ".join(_OWNERS[table].split(", ")[:2])
+            sql = f"SELECT {_OWNERS[table]} FROM holonograph.{table} GROUP BY {keys}"
+        else:
+            sql = f"SELECT * FROM holonograph.{table} FINAL"
+        out[table] = sorted(store.query(sql).rows, key=repr)
+    return out
+
+
+def _truncate(store: ClickHouseStore) -> None:
+    for table in TABLES:
+        store.command(f"TRUNCATE TABLE holonograph.{table}")
+
+
+# --- the files ------------------------------------------------------------------------
+
+
+def test_a_torn_tail_is_cut_off_and_appending_goes_on(tmp_path: Path) -> None:
+    segments = SegmentLog(tmp_path / "log")
+    list(segments.recover())
+    segments.append(b"first")
+    end = segments.append(b"second")
+    segments.sync()
+    segments.close()
+    path = next((tmp_path / "log").glob("*.seg"))
+    with open(path, "ab") as torn:  # a crash in the middle of a third frame
+        torn.write(encode(b"third, never acknowledged")[:9])
+    again = SegmentLog(tmp_path / "log")
+    assert [payload for payload, _ in again.recover()] == [b"first", b"second"]
+    assert path.stat().st_size == end.offset
+    again.append(b"fourth")
+    again.sync()
+    again.close()
+    assert [p for p, _ in SegmentLog(tmp_path / "log").recover()] == [
+        b"first",
+        b"second",
+        b"fourth",
+    ]
+    assert (tmp_path / "log").stat().st_mode & 0o777 == 0o700
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_bad_frame_before_the_last_segment_stops_the_start(tmp_path: Path) -> None:
+    from ingest.handoff.segments import LogDamaged
+
+    directory = tmp_path / "log"
+    segments = SegmentLog(directory, segment_bytes=10)
+    list(segments.recover())
+    for payload in (b"a" * 20, b"b" * 20, b"c" * 20):
+        segments.append(payload)
+    segments.sync()
+    segments.close()
+    first = sorted(directory.glob("*.seg"))[0]
+    data = bytearray(first.read_bytes())
+    data[-1] ^= 0xFF
+    first.write_bytes(bytes(data))
+    with pytest.raises(LogDamaged, match="before the last segment"):
+        list(SegmentLog(directory).recover())
+
+
+def test_the_drained_position_drops_old_segments(tmp_path: Path) -> None:
+    directory = tmp_path / "log"
+    segments = SegmentLog(directory, segment_bytes=10)
+    list(segments.recover())
+    ends = [segments.append(bytes([n]) * 20) for n in range(3)]
+    segments.sync()
+    segments.drained(ends[1])
+    assert len(list(directory.glob("*.seg"))) == 2
+    segments.close()
+    assert [p for p, _ in SegmentLog(directory).recover()] == [bytes([2]) * 20]
+
+
+# --- acknowledged means stored --------------------------------------------------------
+
+
+async def test_acknowledged_commits_are_replayed_after_a_crash(
+    store: ClickHouseStore, tmp_path: Path
+) -> None:
+    """Killed before any drain (the drain never runs: its cadence is an hour)."""
+    small = _log(store, tmp_path / "log", drain_seconds=3600, drain_rows=10**9)
+    handoff = _handoff(store, small)
+    await handoff.open()
+    for n in range(5):
+        await _submit(handoff, _request(f"crash-{n}"), f"r{n}")
+    assert _events(store) == 0  # acknowledged, in the log only
+    # As SIGKILL leaves it: nothing closed, nothing drained.
+    restarted = _log(store, tmp_path / "log")
+    again = _handoff(store, restarted)
+    await again.open()
+    assert _events(store) == 10
+    await again.close()
+
+
+async def test_a_kill_mid_drain_replays_and_collapses(
+    store: ClickHouseStore, tmp_path: Path
+) -> None:
+    """The drain's inserts happened, its position was not recorded: the replay writes
+    the same rows again, and every table collapses them."""
+    small = _log(store, tmp_path / "log", drain_seconds=3600, drain_rows=10**9)
+    handoff = _handoff(store, small)
+    await handoff.open()
+    for n in range(3):
+        await _submit(handoff, _request(f"mid-{n}", count=3), f"r{n}")
+    small._insert(list(small.frames))  # the inserts of a drain, then the kill
+    assert _events(store) == 9
+    restarted = _log(store, tmp_path / "log")
+    again = _handoff(store, restarted)
+    assert await restarted.open(again._committer) == 3
+    receipts = store.query(
+        "SELECT count() FROM holonograph.emission_receipts FINAL WHERE receipt_id LIKE 'r%'"
+    ).rows
+    assert _events(store) == 9 and receipts[0][0] == 9
+    await again.close()
+
+
+async def test_close_drains_and_records_the_position(
+    store: ClickHouseStore, tmp_path: Path
+) -> None:
+    small = _log(store, tmp_path / "log", drain_seconds=3600, drain_rows=10**9)
+    handoff = _handoff(store, small)
+    await handoff.open()
+    await _submit(handoff, _request("closing"), "r1")
+    await handoff.close()
+    assert _events(store) == 2
+    assert list(SegmentLog(tmp_path / "log").recover()) == []
+
+
+async def test_readers_wait_for_the_drain(store: ClickHouseStore, tmp_path: Path) -> None:
+    small = _log(store, tmp_path / "log", drain_seconds=3600, drain_rows=10**9)
+    handoff = _handoff(store, small)
+    await handoff.open()
+    await _submit(handoff, _request("read-your-writes"), "r1")
+    assert _events(store) == 0
+    await asyncio.to_thread(small.wait_drained)  # a reader's session opens after this
+    assert _events(store) == 2
+    await handoff.close()
+
+
+# --- bounds ---------------------------------------------------------------------------
+
+
+async def test_a_full_log_is_answered_with_a_retry_delay(
+    store: ClickHouseStore, tmp_path: Path
+) -> None:
+    small = _log(store, tmp_path / "log", max_bytes=1, drain_seconds=3600, drain_rows=10**9)
+    small._retry_after = 2.0
+    handoff = _handoff(store, small)
+    await handoff.open()
+    await _submit(handoff, _request("fills"), "r1")  # one frame: the log is past its bound
+    with pytest.raises(Backpressure) as refused:
+        await _submit(handoff, _request("refused"), "r2")
+    assert refused.value.retry_after == 2.0
+    assert "not yet in the store" in str(refused.value)
+    await small.drain_now()  # drained: the log takes requests again
+    await _submit(handoff, _request("taken"), "r3")
+    await handoff.close()
+    assert _events(store) == 4
+
+
+async def test_a_failing_log_answers_unavailable_and_says_so(
+    store: ClickHouseStore, tmp_path: Path
+) -> None:
+    from ingest.errors import Unavailable
+
+    small = _log(store, tmp_path / "log", drain_seconds=3600, drain_rows=10**9)
+    handoff = _handoff(store, small)
+    await handoff.open()
+
+    def failing(payload: bytes) -> Any:
+        raise OSError(28, "No space left on device")
+
+    small.segments.append = failing  # type: ignore[method-assign]
+    with pytest.raises(Unavailable, match="No space left"):
+        await _submit(handoff, _request("disk-full"), "r1")
+    assert "No space left" in (await handoff.readiness() or "")
+    with pytest.raises(Unavailable, match="stopped"):
+        await _submit(handoff, _request("after"), "r2")
+    await handoff.close()
+    assert _events(store) == 0
+
+
+# --- ownership before the answer -------------------------------------------------------
+
+
+async def test_ownership_is_decided_against_claims_only_the_log_holds(
+    store: ClickHouseStore, tmp_path: Path
+) -> None:
+    small = _log(store, tmp_path / "log", drain_seconds=3600, drain_rows=10**9)
+    handoff = _handoff(store, small)
+    await handoff.open()
+    first = _request("owned", event_id="evt-shared")
+    await _submit(handoff, first, "r1")
+    assert _events(store) == 0  # the claim is in the log only
+    other = Evaluation("thief", 0, event_id="evt-shared", extra={"holonograph.agent.id": "b"})
+    stored = await _submit(handoff, export_request(record_spans([other])), "r2")
+    assert isinstance(stored, ValidatedBatch)
+    assert not stored.events
+    assert [q.reason.split(":")[0] for q in stored.quarantined] == [EVENT_OWNED.split(":")[0]]
+    assert small.index.store_lookups == 0  # decided in memory
+    await handoff.close()
+    agents = store.query(
+        "SELECT agent_id FROM holonograph.evaluation_events FINAL WHERE event_id = 'evt-shared'"
+    ).rows
+    assert len(agents) == 1 and agents[0][0] != "b"
+
+
+async def test_claims_of_the_store_are_loaded_at_start(
+    store: ClickHouseStore, tmp_path: Path
+) -> None:
+    """Written before this log existed (the direct path): the filter sends the key to
+    the store, which says who owns it."""
+    direct = _handoff(store, None)
+    await _submit(direct, _request("old", event_id="evt-old"), "r0")
+    await direct.close()
+    small = _log(store, tmp_path / "log")
+    handoff = _handoff(store, small)
+    await handoff.open()
+    other = Evaluation("new", 0, event_id="evt-old", extra={"holonograph.agent.id": "b"})
+    stored = await _submit(handoff, export_request(record_spans([other])), "r1")
+    assert isinstance(stored, ValidatedBatch) and not stored.events
+    assert small.index.store_lookups == 1
+    await handoff.close()
+
+
+async def test_a_foreign_writers_claims_are_read_before_the_next_decision(
+    store: ClickHouseStore, tmp_path: Path
+) -> None:
+    """An override through the API claims an id on another connection."""
+    small = _log(store, tmp_path / "log")
+    handoff = _handoff(store, small)
+    await handoff.open()
+    store.insert(
+        "holonograph.event_owners",
+        [["default", "evt-foreign", "someone", AT, 1]],
+        ("tenant_id", "event_id", "agent_id", "first_received_at", "first_ingest_version"),
+    )
+    small.index.foreign_write()
+    stored = await _submit(handoff, _request("foreign", event_id="evt-foreign"), "r1")
+    assert isinstance(stored, ValidatedBatch)
+    assert [e.event_id for e in stored.events] == ["evt_foreign_1"]
+    assert [q.reason.split(":")[0] for q in stored.quarantined] == [EVENT_OWNED.split(":")[0]]
+    await handoff.close()
+
+
+async def test_a_stream_opened_in_the_log_is_refused_to_another_token(
+    store: ClickHouseStore, tmp_path: Path
+) -> None:
+    small = _log(store, tmp_path / "log", drain_seconds=3600, drain_rows=10**9)
+    handoff = _handoff(store, small)
+    await handoff.open()
+    opener = validate_request(_request("strm-owned"))
+    await _submit(handoff, opener.model_copy(update={"agents": frozenset({"a"})}), "r1")
+    later = validate_request(_request("strm-owned"))
+    stored = await _submit(handoff, later.model_copy(update={"agents": frozenset({"z"})}), "r2")
+    assert isinstance(stored, ValidatedBatch) and not stored.events
+    assert all(q.reason.startswith(STREAM_OWNED) for q in stored.quarantined)
+    await handoff.close()
+
+
+# --- the same rows as the direct path --------------------------------------------------
+
+
+def _corpus() -> list[Any]:
+    """Mutated fuzz requests (seeded), the wire fixture, and ownership conflicts across
+    requests (an event id re-sent by another agent, a re-send by the same one)."""
+    rng = random.Random(24)
+    requests: list[Any] = []
+    values = [
+        PB2AnyValue(string_value=""), PB2AnyValue(string_value="x"), PB2AnyValue(int_value=7),
+        PB2AnyValue(int_value=-1), PB2AnyValue(int_value=2**40), PB2AnyValue(double_value=1.5),
+        PB2AnyValue(double_value=float("nan")), PB2AnyValue(bool_value=True), PB2AnyValue(),
+        PB2AnyValue(string_value="2026-12-01T10:00:00Z"),
+    ]  # fmt: skip
+    for example in range(60):
+        request = _base(example)
+        spans = request.resource_spans[0].scope_spans[0].spans
+        for _ in range(rng.randrange(4)):
+            kind = rng.choice(["set", "delete", "name", "ids"])
+            mutation = Mutation(
+                rng.randrange(SPANS),
+                kind,
+                rng.choice(KEYS) if kind in ("set", "delete") else "",
+                rng.choice(NAMES) if kind == "name" else rng.randrange(4) if kind == "ids"
+                else rng.choice(values),
+            )  # fmt: skip
+            _apply(example, spans[mutation.span], mutation, request)
+        requests.append(request)
+    wire = PB2ExportTraceServiceRequest()
+    json_format.Parse((WIRE / "evaluation-and-sentinel.otlp.json").read_text(), wire)
+    requests.append(wire)
+    requests.append(_request("diff-owner", event_id="evt-diff"))
+    requests.append(_request("diff-owner", event_id="evt-diff"))  # a re-send
+    thief = Evaluation("diff-thief", 0, event_id="evt-diff", extra={"holonograph.agent.id": "b"})
+    requests.append(export_request(record_spans([thief])))
+    return requests
+
+
+async def test_the_log_stores_the_rows_of_the_direct_path(
+    store: ClickHouseStore, tmp_path: Path
+) -> None:
+    corpus = _corpus()
+    answers: dict[str, list[Any]] = {}
+    dumps = {}
+    for name in ("direct", "log"):
+        small = _log(store, tmp_path / name) if name == "log" else None
+        handoff = _handoff(store, small)
+        await handoff.open()
+        answers[name] = []
+        for n, request in enumerate(corpus):
+            stored = await _submit(handoff, request, f"receipt-{n:04d}")
+            answers[name].append(
+                (stored.rows, len(stored.receipts))
+                if not isinstance(stored, ValidatedBatch)
+                else (len(stored.events), len(stored.quarantined), len(stored.emissions))
+            )
+        await handoff.close()
+        dumps[name] = _dump(store)
+        _truncate(store)
+    assert answers["log"] == answers["direct"]
+    assert dumps["direct"]["evaluation_events"], "the corpus stored nothing"
+    assert dumps["direct"]["quarantine"], "the corpus quarantined nothing"
+    for table in TABLES:
+        log_rows, direct_rows = dumps["log"][table], dumps["direct"][table]
+        assert len(log_rows) == len(direct_rows), table
+        for a, b in zip(log_rows, direct_rows, strict=True):
+            assert a == b, (
+                table,
+                [(i, x, y) for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y],
+            )
+
+
+def test_wait_drained_on_the_loop_thread_never_blocks(tmp_path: Path) -> None:
+    """A reader called on the event loop's own thread would deadlock the drain."""
+    small = SmallLog(tmp_path / "log", store=None)  # type: ignore[arg-type]
+    small.acked = 5
+    small._loop_thread = threading.get_ident()
+    small.wait_drained()  # returns at once
+
+
+async def test_an_offline_opener_replays_what_a_killed_serve_logged(
+    store: ClickHouseStore, tmp_path: Path
+) -> None:
+    from ingest.handoff.smalllog import replay_pending
+
+    assert replay_pending(store, tmp_path / "none") == 0
+    small = _log(store, tmp_path / "log", drain_seconds=3600, drain_rows=10**9)
+    handoff = _handoff(store, small)
+    await handoff.open()
+    await _submit(handoff, _request("offline-a"), "r1")
+    await _submit(handoff, _request("offline-b"), "r2")
+    assert _events(store) == 0
+    assert await asyncio.to_thread(replay_pending, store, tmp_path / "log") == 2
+    assert _events(store) == 4
+    assert await asyncio.to_thread(replay_pending, store, tmp_path / "log") == 0
+
+
+def test_frames_round_trip_by_marshal_or_pickle() -> None:
+    from ingest.handoff.smalllog import decode_frame, encode_frame
+    from ingest.store.rows import TableRows
+
+    plain = TableRows(events=[["default", "e1", 1.5, None, True, {"k": ["v"]}, [1, 2]]])
+    dated = TableRows(overrides=[["default", "o1", AT]])
+    for rows, kind in ((plain, b"M"), (dated, b"P")):
+        payload = encode_frame(rows, [["default", "e1", "a", 1, 2]], [])
+        assert payload[:1] == kind
+        decoded, event_claims, stream_claims = decode_frame(payload)
+        assert decoded == rows and event_claims == [["default", "e1", "a", 1, 2]]
+        assert stream_claims == []
+    with pytest.raises(ValueError, match="unknown encoding"):
+        decode_frame(b"X")
