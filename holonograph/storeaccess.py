@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from holonograph.admin_client import AdminStore, read_admin_file
+from ingest.handoff.segments import LOG_DIRECTORY, pending
 from ingest.store.clickhouse import ClickHouseStore, connect_client, open_store
 from ingest.store.limits import LimitRequest, ReadLimits
 from ingest.store.url import chdb_path, is_embedded, normalize_store_url
@@ -58,6 +59,8 @@ def connect(
         store = open_store(url, direct=embedded)
         if migrate:
             apply_migrations(store)
+            if embedded:
+                _replay_log(store, url)
         return store
     if migrate and embedded:
         # One connection: migrated, then made read-only for good (opening chDB costs
@@ -67,6 +70,7 @@ def connect(
         try:
             migrated = ClickHouseStore(url, client)
             apply_migrations(migrated)
+            _replay_log(migrated, url)
             if only_tenant and tenant is None:
                 tenant = _only_tenant(migrated)
         except BaseException:
@@ -74,6 +78,18 @@ def connect(
             raise
         return read_only(url, client, tenant, ReadLimits.from_mapping(limits or {}))
     return open_reader(url, tenant, ReadLimits.from_mapping(limits or {}), direct=embedded)
+
+
+def _replay_log(store: Store, url: str) -> None:
+    """What a killed `serve` acknowledged and did not drain from its small-request log
+    (`ingest.handoff.smalllog`), written into the store before this command reads it:
+    an acknowledged span is in every answer, whoever opens the directory next. A
+    store with nothing pending costs a few `stat`s and imports nothing."""
+    directory = Path(chdb_path(url)) / LOG_DIRECTORY
+    if pending(directory):
+        from ingest.handoff.smalllog import replay_pending
+
+        replay_pending(store, directory)
 
 
 def _only_tenant(store: Store) -> str | None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _HEAD = struct.Struct("<II")
+LOG_DIRECTORY = "ingest-log"  # under the chDB directory of the store it feeds
 _POSITION = "position"
 _SUFFIX = ".seg"
 # A frame longer than this is damage (a frame holds one commit: bounded far below it).
@@ -58,6 +59,26 @@ _datasync = getattr(os, "fdatasync", os.fsync)
 
 def encode(payload: bytes) -> bytes:
     return _HEAD.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def pending(directory: Path) -> bool:
+    """Whether the log at `directory` holds frames past its drained position (a
+    process was killed before its drain): file sizes only, no frame read, so that an
+    opener of the store that finds nothing to replay pays a few `stat`s."""
+    if not directory.is_dir():
+        return False
+    try:
+        segment, offset = (int(v) for v in (directory / _POSITION).read_text().split())
+    except FileNotFoundError:
+        segment, offset = 0, 0
+    except ValueError:
+        return True  # damaged: the replay says how
+    for path in directory.glob(f"*{_SUFFIX}"):
+        if not path.stem.isdigit() or int(path.stem) < segment:
+            continue
+        if int(path.stem) > segment or path.stat().st_size > offset:
+            return True
+    return False
 
 
 class SegmentLog:

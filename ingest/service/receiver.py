@@ -43,6 +43,7 @@ from ingest.handoff.embedded import EmbeddedHandoff
 from ingest.handoff.kafka import KafkaHandoff
 from ingest.handoff.kafka_metrics import ProducerMetrics
 from ingest.handoff.protocol import Handoff
+from ingest.handoff.segments import LOG_DIRECTORY
 from ingest.handoff.smalllog import SmallLog
 from ingest.metrics import PipelineMetrics
 from ingest.service.admin import AdminEndpoint
@@ -384,7 +385,7 @@ class ReceiverService:
         small = None
         if config.ingest_log and self.handoff_store is None and is_embedded(store.url):
             small = SmallLog(
-                chdb_path(store.url) / "ingest-log",
+                chdb_path(store.url) / LOG_DIRECTORY,
                 store,
                 max_bytes=config.ingest_log_max_bytes,
                 drain_seconds=config.ingest_log_drain_ms / 1000,

@@ -91,6 +91,7 @@ class EmbeddedClient:
     def __init__(self, connection: Any) -> None:
         self._conn = connection
         self._lock = threading.Lock()
+        self._types: dict[str, dict[str, str]] = {}
         try:  # clickhouse-connect's client sets these on every session it opens
             self._run("SET date_time_input_format = 'best_effort'", {})
             self._run("SET cast_string_to_dynamic_use_inference = 1", {})
@@ -149,9 +150,31 @@ class EmbeddedClient:
         if not rows:
             return
         columns = ", ".join(_identifier(name) for name in column_names)
-        values = ",".join("(" + ",".join(map(literal, row)) + ")" for row in rows)
+        types = self._column_types(table)
+        formats = [_column_literal(types.get(name, "")) for name in column_names]
+        values = ",".join(
+            "(" + ",".join(fmt(value) for fmt, value in zip(formats, row, strict=True)) + ")"
+            for row in rows
+        )
         clause = _settings_clause(settings)
         self._run(f"INSERT INTO {table} ({columns}){clause} VALUES {values}", {})
+
+    def _column_types(self, table: str) -> dict[str, str]:
+        """`table`'s column types, once per connection: a VALUES literal is parsed as
+        text, where the Native columns clickhouse-connect sends are typed (an integer
+        for a DateTime64 is ticks in Native, seconds as text)."""
+        cached = self._types.get(table)
+        if cached is None:
+            database, _, name = table.rpartition(".")
+            found = self.query(
+                "SELECT name, type FROM system.columns"
+                " WHERE database = if({d:String} = '', currentDatabase(), {d:String})"
+                " AND table = {t:String}",
+                {"d": database.strip("`"), "t": name.strip("`")},
+            )
+            cached = {str(n): str(t) for n, t in found.result_rows}
+            self._types[table] = cached
+        return cached
 
     def close(self) -> None:
         with self._lock:
@@ -244,6 +267,30 @@ def literal(value: Any) -> str:
     if isinstance(value, uuid.UUID | ipaddress.IPv4Address | ipaddress.IPv6Address):
         return f"'{value}'"
     return "'" + str(value).translate(_ESCAPE) + "'"
+
+
+_TICKS = re.compile(r"^(?:Nullable\()?DateTime64\((\d+)")
+
+
+def _column_literal(kind: str) -> Callable[[Any], str]:
+    """How a value for a column of type `kind` is written in VALUES: as `literal`, but
+    an integer for a DateTime64(P) is ticks of 10**-P s (as clickhouse-connect's Native
+    insert takes it), written as seconds with P decimals."""
+    match = _TICKS.match(kind)
+    if match is None:
+        return literal
+    scale = int(match[1])
+
+    def ticks(value: Any) -> str:
+        if isinstance(value, int) and not isinstance(value, bool):
+            if scale == 0:
+                return str(value)
+            sign = "-" if value < 0 else ""
+            whole, part = divmod(abs(value), 10**scale)
+            return f"{sign}{whole}.{part:0{scale}d}"
+        return literal(value)
+
+    return ticks
 
 
 def _setting_name(name: str) -> str:

@@ -7,6 +7,7 @@ drained into the store yet (`ingest.handoff.smalllog`)."""
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from pathlib import Path
@@ -15,8 +16,9 @@ import grpc
 import pytest
 
 from bench.payload import PayloadSpec, RequestFactory
+from ingest.handoff.segments import pending
 from ingest.store.clickhouse import open_store
-from tests.holonograph.cli.test_serve import ServeProcess
+from tests.holonograph.cli.test_serve import ServeProcess, holonograph
 from tests.ingest.helpers import grpc_export
 
 pytestmark = [pytest.mark.e2e, pytest.mark.clickhouse]
@@ -46,9 +48,9 @@ def _drained(data_dir: Path) -> bool:
     return int(last.stem) == int(segment) and last.stat().st_size == int(offset)
 
 
-@pytest.mark.chdb_only("kills the process that holds the embedded store")
-def test_sigkill_under_load_loses_no_acknowledged_span(tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
+def _killed_under_load(data_dir: Path) -> dict[tuple[str, int], list[str]]:
+    """Start `serve`, load it from several clients, SIGKILL it with requests in flight;
+    the streams of every request answered OK, by (tag, batch size)."""
     server = ServeProcess(data_dir)
     acked: dict[tuple[str, int], list[str]] = {}
     stop = threading.Event()
@@ -72,22 +74,50 @@ def test_sigkill_under_load_loses_no_acknowledged_span(tmp_path: Path) -> None:
     stop.set()
     for thread in threads:
         thread.join(30)
+    return acked
+
+
+def _assert_all_stored(stored: dict[str, int], acked: dict[tuple[str, int], list[str]]) -> None:
+    for (_, batch), streams in acked.items():
+        for stream in streams:  # every acknowledged request: all its spans arrived
+            assert stored.get(stream) == batch, (stream, stored.get(stream), batch)
+
+
+_STORED = (
+    "SELECT emission_stream, count() AS n FROM"
+    " (SELECT DISTINCT emission_stream, emission_seq FROM holonograph.emission_receipts)"
+    " GROUP BY emission_stream"
+)
+
+
+@pytest.mark.chdb_only("kills the process that holds the embedded store")
+def test_sigkill_under_load_loses_no_acknowledged_span(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    acked = _killed_under_load(data_dir)
     restarted = ServeProcess(data_dir)  # replays the log, then stops gracefully
     code, stderr = restarted.stop()
     assert code == 0, stderr
     assert not list((data_dir / "ingest-log").glob("*.seg")) or _drained(data_dir)
     store = open_store(f"chdb://{data_dir}")
     try:
-        stored = dict(
-            store.query(
-                "SELECT emission_stream, count() FROM"
-                " (SELECT DISTINCT emission_stream, emission_seq"
-                "  FROM holonograph.emission_receipts)"
-                " GROUP BY emission_stream"
-            ).rows
-        )
+        stored = dict(store.query(_STORED).rows)
     finally:
         store.close()
-    for (_, batch), streams in acked.items():
-        for stream in streams:  # every acknowledged request: all its spans arrived
-            assert stored.get(stream) == batch, (stream, stored.get(stream), batch)
+    _assert_all_stored(stored, acked)
+
+
+@pytest.mark.chdb_only("kills the process that holds the embedded store")
+def test_an_offline_command_after_a_kill_reads_every_acknowledged_span(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No restart: the next process to open the directory is an offline command, and
+    what the log acknowledged and had not drained is in its answer."""
+    monkeypatch.setenv("HOLONOGRAPH_INGEST_LOG_DRAIN_MS", "600000")  # drain at 20k rows only
+    data_dir = tmp_path / "data"
+    acked = _killed_under_load(data_dir)
+    assert pending(data_dir / "ingest-log"), "the kill left nothing undrained: no replay to test"
+    done = holonograph("query", "--data-dir", str(data_dir), "--json", _STORED)
+    assert done.returncode == 0, done.stderr
+    stored = {row["emission_stream"]: int(row["n"]) for row in json.loads(done.stdout)}
+    _assert_all_stored(stored, acked)
+    assert not pending(data_dir / "ingest-log")

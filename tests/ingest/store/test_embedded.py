@@ -213,3 +213,50 @@ def test_a_statement_with_a_format_of_its_own_is_refused(
     with pytest.raises(EmbeddedError) as refused:
         direct.query("SELECT 1 FORMAT JSON")
     assert refused.value.code == 62  # a syntax error: nothing read as the wrong format
+
+
+def test_rows_the_receiver_builds_are_stored_as_clickhouse_connect_stores_them(
+    clients: tuple[Any, EmbeddedClient],
+) -> None:
+    """The receiver's rows carry times as integer ticks (the Native insert's form): an
+    offline writer of them (the small-request log's replay, a quarantine replay) must
+    store the same instants, not read the ticks as seconds."""
+    from ingest.export.request import validate_request
+    from ingest.store.rows import TableRows, write_rows
+    from tests.otel_emit import Evaluation, Sentinel, export_request, record_spans
+
+    reference, direct = clients
+    spans = record_spans([Evaluation("ticks", 0), Evaluation("ticks", 1), Sentinel("ticks", 2)])
+    rows = TableRows()
+    rows.add(
+        validate_request(export_request(spans)), "r-ticks", dt.datetime(2026, 12, 2, tzinfo=dt.UTC)
+    )
+    tables = {
+        "evaluation_events": rows.events,
+        "evaluation_dimensions": rows.dimensions,
+        "emission_receipts": rows.receipts,
+        "quarantine": rows.quarantine,
+        "lesson_overrides": rows.overrides,
+    }
+    assert rows.events and rows.dimensions and rows.receipts
+    for suffix in ("old", "new"):
+        for table in tables:
+            direct.command(f"DROP TABLE IF EXISTS {DATABASE}.{table}_{suffix}")
+            direct.command(f"CREATE TABLE {DATABASE}.{table}_{suffix} AS {DATABASE}.{table}")
+    write_rows(_Renamed(ClickHouseStore("chdb://x", reference), "old"), rows)
+    write_rows(_Renamed(ClickHouseStore("chdb://x", direct), "new"), rows)
+    for table in tables:
+        old, _ = both(clients, f"SELECT * FROM {DATABASE}.{table}_old ORDER BY tuple(*)")
+        new, _ = both(clients, f"SELECT * FROM {DATABASE}.{table}_new ORDER BY tuple(*)")
+        assert same(new, old), table
+        assert len(old) == len(tables[table])
+
+
+class _Renamed:
+    """A store whose inserts go to `<table>_<suffix>` (the copies compared above)."""
+
+    def __init__(self, store: ClickHouseStore, suffix: str) -> None:
+        self.store, self.suffix = store, suffix
+
+    def insert(self, table: str, rows: Any, columns: Any) -> None:
+        self.store.insert(f"{table}_{self.suffix}", rows, columns)
