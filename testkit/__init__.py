@@ -7,4 +7,6 @@
     faulty_store.py  a `Store` that can be made to hold, fail or refuse rows
     scenarios.py     seeded synthetic traffic with known change points, written into a
                      migrated store's tables through `schemas.tables`
+    scalestore.py    a store of millions of seeded rows (ULID or random ids),
+                     generated inside ClickHouse, for the scale benchmark
 """
