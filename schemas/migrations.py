@@ -169,10 +169,10 @@ def relayout(store: Store, table: str, staging: str, owners: str) -> None:
 def relayout_on_cluster(store: Store, cluster: str, table: str, staging: str, key: str) -> None:
     """`relayout` on a cluster, for tables that hold no rows yet (a cluster created by
     this release): the local tables exchanged on every node and the Distributed table
-    recreated over the new layout. A cluster whose tables hold rows is refused, with
-    the offline procedure (docs/decisions/0014-event-layout-placement.md): copying
-    placed rows through the Distributed tables while the shards' local tables are
-    exchanged one by one is not one atomic step, so it is not done silently."""
+    recreated over the new layout. A cluster whose tables hold rows is refused before
+    anything changes (docs/decisions/0014-event-layout-placement.md): copying placed
+    rows through the Distributed tables while the shards' local tables are exchanged
+    one by one is not one atomic step, so it is not done silently."""
     db, name = table.split(".")
     staging_db, staging_name = staging.split(".")
     local, staging_local = f"{db}.{local_name(name)}", f"{staging_db}.{local_name(staging_name)}"
@@ -182,11 +182,10 @@ def relayout_on_cluster(store: Store, cluster: str, table: str, staging: str, ke
         if held:
             raise MigrationError(
                 f"migration 0016 (event layout) on cluster {cluster}: {table} holds {held}"
-                " rows, and relaying a cluster's tables is not done online. Stop the sinks"
-                " (Kafka holds their records), then either migrate a new cluster and copy"
-                f" the rows into it through its Distributed tables (INSERT INTO {table}"
-                f" SELECT * FROM remote(...)), or run the migration against each shard's"
-                " servers as single servers; see docs/decisions/0014-event-layout-placement.md"
+                " rows, and relaying a cluster's tables online is not supported yet; nothing"
+                " was changed. Keep this cluster on the release before 0016 (its sinks and"
+                " commands), or lay out a new cluster with this release and load it; see"
+                " docs/decisions/0014-event-layout-placement.md"
             )
         store.command(f"EXCHANGE TABLES {local} AND {staging_local} {on}")
     store.command(
