@@ -147,7 +147,10 @@ def _drift_cli(data_dir: Path) -> float:
 # The derived completeness tables are refreshed once before the timed commands (what
 # the first command after a load would otherwise do inside its own timing), with the
 # read limits lifted for that one step, as bench.scale does.
-UNLIMITED = ("--max-memory-usage", "0", "--max-execution-time", "0", "--max-rows-to-read", "0")
+UNLIMITED = (
+    "--max-memory-usage", "0", "--max-execution-time", "0", "--max-rows-to-read", "0",
+    "--max-result-rows", "0",
+)  # fmt: skip
 
 
 def _refresh(data_dir: Path) -> float:
