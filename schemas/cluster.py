@@ -20,7 +20,8 @@ stream, else the whole sorting key; every re-send of a row lands on one shard.
 Materialized views are created on the local tables (they fire where the rows land);
 plain views read the Distributed ones; ALTERs of columns go to both, the others to the
 local tables; every DDL statement runs ON CLUSTER. The runner's own steps (REBUILD,
-BACKFILL) are run through the Distributed tables by `schemas.migrations`.
+RELAYOUT, BACKFILL) are run through the Distributed tables by `schemas.migrations`
+(RELAYOUT only on tables without rows: see `relayout_on_cluster`).
 
 Rendering is a pure function of the statements so far (which tables are replicated),
 tested on every shipped migration against ClickHouse's parser without a cluster.
@@ -57,8 +58,9 @@ _CREATE_VIEW = re.compile(
 )
 _ALTER = re.compile(rf"^ALTER TABLE ({_IDENT})\.({_IDENT})\s+(.*)$", re.DOTALL)
 _DROP = re.compile(rf"^DROP TABLE (IF EXISTS )?({_IDENT})\.({_IDENT})(.*)$", re.DOTALL)
+_DROP_VIEW = re.compile(rf"^DROP VIEW (IF EXISTS )?({_IDENT})\.({_IDENT})(.*)$", re.DOTALL)
 _COLUMN_ALTER = re.compile(r"^(ADD|MODIFY|DROP|RENAME|COMMENT) COLUMN\b", re.IGNORECASE)
-_RUNNER_STEP = re.compile(r"^(BACKFILL|RELAYOUT)\b")
+_RUNNER_STEP = re.compile(r"^BACKFILL\b")
 _REBUILD = re.compile(
     rf"^REBUILD\s+({_IDENT})\.({_IDENT})\s+FROM\s+({_IDENT})\.({_IDENT})\s+ADDING\s+({_IDENT})$"
 )
@@ -67,6 +69,18 @@ _REBUILD = re.compile(
 CLUSTER_REBUILD = re.compile(
     rf"^REBUILD ON CLUSTER ({_IDENT}) ({_IDENT})\.({_IDENT}) FROM ({_IDENT})\.({_IDENT})"
     rf" ADDING ({_IDENT}) SHARDED BY (.+)$",
+    re.DOTALL,
+)
+
+
+_RELAYOUT = re.compile(
+    rf"^RELAYOUT\s+({_IDENT})\.({_IDENT})\s+FROM\s+({_IDENT})\.({_IDENT})"
+    rf"\s+PLACED\s+BY\s+({_IDENT})\.({_IDENT})$"
+)
+# The cluster form of RELAYOUT (`schemas.migrations.relayout_on_cluster`).
+CLUSTER_RELAYOUT = re.compile(
+    rf"^RELAYOUT ON CLUSTER ({_IDENT}) ({_IDENT})\.({_IDENT}) FROM ({_IDENT})\.({_IDENT})"
+    rf" SHARDED BY (.+)$",
     re.DOTALL,
 )
 
@@ -159,6 +173,17 @@ class ClusterSchema:
         text = statement.strip()
         if _RUNNER_STEP.match(text):
             return [text]  # the runner's own step: run through the Distributed tables
+        relayout = _RELAYOUT.match(text)
+        if relayout is not None:
+            db, name, staging_db, staging, _, _ = relayout.groups()
+            key = self.replicated.pop(f"{staging_db}.{staging}", None)
+            if key is None:
+                raise ClusterRenderError(f"RELAYOUT from {staging_db}.{staging}: not created")
+            self.replicated[f"{db}.{name}"] = key
+            return [
+                f"RELAYOUT ON CLUSTER {self.cluster} {db}.{name} FROM {staging_db}.{staging}"
+                f" SHARDED BY {key}"
+            ]
         rebuild = _REBUILD.match(text)
         if rebuild is not None:
             db, name, staging_db, staging, marker = rebuild.groups()
@@ -177,6 +202,7 @@ class ClusterSchema:
             self._view,
             self._alter,
             self._drop,
+            self._drop_view,
         ):
             rendered = handler(text)
             if rendered is not None:
@@ -261,6 +287,13 @@ class ClusterSchema:
         if _COLUMN_ALTER.match(operation):  # the Distributed table has the columns too
             return [local, f"ALTER TABLE {db}.{name}{self._on()} {operation}"]
         return [local]
+
+    def _drop_view(self, text: str) -> list[str] | None:
+        match = _DROP_VIEW.match(text)
+        if match is None:
+            return None
+        if_exists, db, name, rest = match.groups()
+        return [f"DROP VIEW {if_exists or ''}{db}.{name}{self._on()}{rest}"]
 
     def _drop(self, text: str) -> list[str] | None:
         match = _DROP.match(text)

@@ -8,7 +8,9 @@ A migration is recorded only after all its statements ran, so after a crash ever
 statement of it runs again: each must be safe to repeat from any point. Besides
 ClickHouse SQL a file may hold statements of the runner's own:
 `REBUILD <table> FROM <staging> ADDING <column>`, for a layout ClickHouse cannot
-alter in place (a new sorting key prefix): see `rebuild`; and `BACKFILL <view>`, a
+alter in place (a new sorting key prefix): see `rebuild`; `RELAYOUT <table> FROM
+<staging> PLACED BY <owners>`, the same with every row given its event's placement:
+see `relayout`; and `BACKFILL <view>`, a
 materialized view's SELECT run over the rows its source held before the view
 existed, so its mapping is written once: see `backfill`.
 """
@@ -21,7 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
-from schemas.cluster import CLUSTER_REBUILD, ClusterSchema, cluster_of, local_name
+from schemas.cluster import (
+    CLUSTER_REBUILD,
+    CLUSTER_RELAYOUT,
+    ClusterSchema,
+    cluster_of,
+    local_name,
+)
 from schemas.cluster import LOCAL_SUFFIX as LOCAL
 from schemas.retention import apply_retention_ttl
 from schemas.store import Store
@@ -36,6 +44,12 @@ _REBUILD = re.compile(
 
 
 _BACKFILL = re.compile(rf"^BACKFILL\s+({_IDENT})\.({_IDENT})$")
+_RELAYOUT = re.compile(
+    rf"^RELAYOUT\s+({_IDENT})\.({_IDENT})\s+FROM\s+({_IDENT})\.({_IDENT})"
+    rf"\s+PLACED\s+BY\s+({_IDENT})\.({_IDENT})$"
+)
+# The columns a relaid table gains (`schemas.placement`); the first is the marker.
+PLACEMENT_COLUMNS = ("placed_surface_id", "placed_hour")
 _TARGET = re.compile(rf"\bTO\s+`?({_IDENT})`?\.`?({_IDENT})`?")
 
 
@@ -118,6 +132,70 @@ def rebuild(store: Store, table: str, staging: str, marker: str) -> None:
     store.command(f"DROP TABLE IF EXISTS {staging} SYNC")
 
 
+def relayout(store: Store, table: str, staging: str, owners: str) -> None:
+    """`rebuild` into a layout sorted by placement (`schemas.placement`): each row
+    copied with its event's placement, the first claim with one in `owners` (every
+    stored event has one: the migration fills them first), so every version of an
+    event gets one key; a row of an id without one (a dimension row without its
+    event) is placed by its own surface and hour. Repeatable from any step, as
+    `rebuild`: copied only while `table` lacks the placement columns."""
+    db, name = table.split(".")
+    staging_db, staging_name = staging.split(".")
+    old = _columns(store, db, name)
+    marker = PLACEMENT_COLUMNS[0]
+    if marker not in old:
+        shared = [c for c in _columns(store, staging_db, staging_name) if c in old]
+        if not shared:
+            raise MigrationError(f"relayout of {table}: {staging} does not exist")
+        columns = ", ".join(shared)
+        placed = ", ".join(f"t.{c}" for c in shared)
+        store.command(f"TRUNCATE TABLE {staging}")
+        store.command(
+            f"INSERT INTO {staging} ({columns}, {', '.join(PLACEMENT_COLUMNS)})"
+            f" SELECT {placed},"
+            " if(p.p_surface = '', t.surface_id, p.p_surface),"
+            " if(p.p_surface = '', toStartOfHour(t.timestamp), p.p_hour)"
+            f" FROM {table} AS t LEFT ANY JOIN ("
+            " SELECT tenant_id, event_id,"
+            " argMin(placed_surface_id, _block_number) AS p_surface,"
+            " argMin(placed_hour, _block_number) AS p_hour"
+            f" FROM {owners} WHERE placed_surface_id != '' GROUP BY tenant_id, event_id"
+            ") AS p ON t.tenant_id = p.tenant_id AND t.event_id = p.event_id"
+        )
+        store.command(f"EXCHANGE TABLES {table} AND {staging}")
+    store.command(f"DROP TABLE IF EXISTS {staging} SYNC")
+
+
+def relayout_on_cluster(store: Store, cluster: str, table: str, staging: str, key: str) -> None:
+    """`relayout` on a cluster, for tables that hold no rows yet (a cluster created by
+    this release): the local tables exchanged on every node and the Distributed table
+    recreated over the new layout. A cluster whose tables hold rows is refused before
+    anything changes (docs/decisions/0014-event-layout-placement.md): copying placed
+    rows through the Distributed tables while the shards' local tables are exchanged
+    one by one is not one atomic step, so it is not done silently."""
+    db, name = table.split(".")
+    staging_db, staging_name = staging.split(".")
+    local, staging_local = f"{db}.{local_name(name)}", f"{staging_db}.{local_name(staging_name)}"
+    on = f"ON CLUSTER {cluster}"
+    if PLACEMENT_COLUMNS[0] not in _columns(store, db, local_name(name)):
+        held = int(store.query(f"SELECT count() FROM {table}").scalar() or 0)
+        if held:
+            raise MigrationError(
+                f"migration 0016 (event layout) on cluster {cluster}: {table} holds {held}"
+                " rows, and relaying a cluster's tables online is not supported yet; nothing"
+                " was changed. Keep this cluster on the release before 0016 (its sinks and"
+                " commands), or lay out a new cluster with this release and load it; see"
+                " docs/decisions/0014-event-layout-placement.md"
+            )
+        store.command(f"EXCHANGE TABLES {local} AND {staging_local} {on}")
+    store.command(
+        f"CREATE OR REPLACE TABLE {table} {on} AS {local}"
+        f" ENGINE = Distributed({cluster}, {db}, {local_name(name)}, {key})"
+    )
+    store.command(f"DROP TABLE IF EXISTS {staging} {on} SYNC")
+    store.command(f"DROP TABLE IF EXISTS {staging_local} {on} SYNC")
+
+
 def backfill(store: Store, view: str, on_cluster: bool = False) -> None:
     """Insert into the target of the materialized view `view` what its SELECT gives
     over its source's rows now: what it would have written, had it existed when they
@@ -172,6 +250,16 @@ def rebuild_on_cluster(
 
 
 def _run(store: Store, statement: str) -> None:
+    match = CLUSTER_RELAYOUT.match(statement)
+    if match is not None:
+        cluster, db, table, staging_db, staging, key = match.groups()
+        relayout_on_cluster(store, cluster, f"{db}.{table}", f"{staging_db}.{staging}", key)
+        return
+    match = _RELAYOUT.match(statement)
+    if match is not None:
+        db, table, staging_db, staging, owners_db, owners = match.groups()
+        relayout(store, f"{db}.{table}", f"{staging_db}.{staging}", f"{owners_db}.{owners}")
+        return
     match = CLUSTER_REBUILD.match(statement)
     if match is not None:
         cluster, db, table, staging_db, staging, marker, key = match.groups()

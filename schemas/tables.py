@@ -52,7 +52,7 @@ EVALUATION_EVENTS = Table(
         "cost_usd", "tokens_input", "tokens_output", "sdk_name", "sdk_version", "dimension_ids",
         "emission_stream", "emission_seq", "emission_final", "trace_id", "span_id",
         "resource_attributes", "extras", "ingested_at", "ingest_version", "contract_version_id",
-        "contract_findings",
+        "contract_findings", "placed_surface_id", "placed_hour",
     ),
 )  # fmt: skip
 
@@ -62,7 +62,7 @@ EVALUATION_DIMENSIONS = Table(
         "tenant_id", "event_id", "dimension_id", "passed", "score", "expected", "actual", "judge",
         "surface_id", "agent_id", "correlation_id", "run_mode", "provenance", "timestamp",
         "lens_version", "light_source_id", "light_source_requested", "substrate", "cohort_tags",
-        "emission_stream", "ingested_at", "ingest_version",
+        "emission_stream", "ingested_at", "ingest_version", "placed_surface_id", "placed_hour",
     ),
 )  # fmt: skip
 
@@ -94,8 +94,16 @@ QUARANTINE = Table(
 
 EVENT_OWNERS = Table(
     "event_owners",
-    ("tenant_id", "event_id", "agent_id", "first_received_at", "first_ingest_version"),
-)
+    (
+        "tenant_id", "event_id", "agent_id", "first_received_at", "first_ingest_version",
+        "placed_surface_id", "placed_hour",
+    ),
+)  # fmt: skip
+
+# --- written by the store's own materialized views (migration 0016, `schemas.placement`):
+# every event or dimension row whose surface or hour is not its placement's
+
+EVENT_MOVES = Table("event_moves")
 
 STREAM_OWNERS = Table(
     "stream_owners",

@@ -12,8 +12,9 @@ holds:
   the store holds them), and of recently seen keys (bounded, least recently used).
 
 Any other key (the filter may hold it) is looked up in the store, one query for the
-commit's such keys (`ingest.store.owners.lookup`, whatever that lookup returns per
-key: the index keeps its values as they are, a placement with them included). A
+commit's such keys (`ingest.store.owners.lookup`). An event id's entry is its owner
+and its placement (`schemas.placement`): a re-send decided from memory keeps the
+sorting key of its first version, as one decided by the store's lookup does. A
 writer other than the log (an override through the API or the admin endpoint) is
 noted with `foreign_write`; the next decision first reads the claims written since.
 """
@@ -175,23 +176,28 @@ class ClaimIndex:
         found = Owners(claim_events=False)
         maybe_events: set[Key] = set()
         maybe_streams: set[Key] = set()
-        for kind, keys, into, maybe in (
-            ("e", events, found.events, maybe_events),
-            ("s", streams, found.streams, maybe_streams),
-        ):
+        for kind, keys, maybe in (("e", events, maybe_events), ("s", streams, maybe_streams)):
             for key in keys:
                 item = (kind, *key)
                 value = self._known(item)
-                if value is not None:
-                    into[key] = value
-                elif item in self.bloom:
-                    maybe.add(key)
+                if value is None:
+                    if item in self.bloom:
+                        maybe.add(key)
+                elif kind == "s":
+                    found.streams[key] = value
+                else:  # an event's owner and placement (None: an override's id)
+                    found.events[key], place = value
+                    if place is not None:
+                        found.placements[key] = place
         if maybe_events or maybe_streams:
             self.store_lookups += 1
             stored = owners.lookup(store, maybe_events, maybe_streams)
-            for key, value in stored.events.items():
-                found.events[key] = value
-                self._remember(("e", *key), value)
+            for key, agent in stored.events.items():
+                found.events[key] = agent
+                place = stored.placements.get(key)
+                if place is not None:
+                    found.placements[key] = place
+                self._remember(("e", *key), (agent, place))
             for key, stream_owner in stored.streams.items():
                 found.streams[key] = stream_owner
                 self._remember(("s", *key), stream_owner)
@@ -211,9 +217,11 @@ class ClaimIndex:
         pinned: list[tuple[str, str, str]] = []
         for kind, keys, values in (("e", events, decided.events), ("s", streams, decided.streams)):
             for key in keys:
-                value = values.get(key)
-                if value is None:
+                known = values.get(key)
+                if known is None:
                     continue
+                # an event's: with the placement its re-sends keep (`schemas.placement`)
+                value = (known, decided.placements.get(key)) if kind == "e" else known
                 item = (kind, *key)
                 if item in self._pending:
                     continue

@@ -50,7 +50,7 @@ from ingest.handoff.smalllog import SmallLog
 from ingest.store import owners
 from ingest.store.errors import StoreRejected, describe, is_permanent, isolate, refusal
 from ingest.store.owners import Submission, Writer
-from ingest.store.rows import TableRows, write_rows
+from ingest.store.rows import Placements, TableRows, write_rows
 from ingest.store.url import is_embedded
 from schemas.events import ValidatedBatch
 from schemas.store import Store
@@ -262,13 +262,13 @@ class EmbeddedHandoff:
         started = loop.time()
         results: dict[int, AnyBatch | IngestError]
         try:
-            await self._own(taken, received_at)
+            placements = await self._own(taken, received_at)
         except Exception as err:  # nothing is written unchecked: retry the commit
             log.warning("ownership check of a commit failed: %s", describe(err))
             self._observer.observe_write(0, len(taken), loop.time() - started, False)
             self._answer(taken, {id(p): self._unavailable(err) for p in taken})
             return
-        rows = _rows(taken, received_at)
+        rows = _rows(taken, received_at, placements)
         error: Exception | None = None
         try:
             await self._insert(rows)
@@ -280,7 +280,7 @@ class EmbeddedHandoff:
         if error is None:
             results = {id(p): p.batch for p in taken}
         elif is_permanent(error):
-            results = await self._split(taken, received_at, error)
+            results = await self._split(taken, received_at, error, placements)
         else:
             results = {id(p): self._unavailable(error) for p in taken}
         self._answer(taken, results)
@@ -311,10 +311,11 @@ class EmbeddedHandoff:
         self._observer.observe_write(rows, len(taken), loop.time() - started, True)
         self._answer(taken, {id(p): p.batch for p in taken})
 
-    async def _own(self, taken: list[_Pending], received_at: dt.datetime) -> None:
+    async def _own(self, taken: list[_Pending], received_at: dt.datetime) -> Placements:
         """Ownership of event ids and streams (`ingest.store.owners`), one lookup for the
         whole commit: what a request may not write moves to its quarantine (a hot-path
-        batch is checked on its rows, and becomes its models only then)."""
+        batch is checked on its rows, and becomes its models only then). Returns the
+        events' placements, which the commit's rows are written under."""
         submissions = [
             Submission(p.batch, Writer(p.batch.agents), received_at, p.order) for p in taken
         ]
@@ -324,6 +325,7 @@ class EmbeddedHandoff:
         checked = await asyncio.get_running_loop().run_in_executor(self._committer, check)
         for pending, batch in zip(taken, checked, strict=True):
             pending.batch = batch
+        return checked.placements
 
     def _answer(self, taken: list[_Pending], results: dict[int, AnyBatch | IngestError]) -> None:
         for pending in taken:
@@ -346,13 +348,17 @@ class EmbeddedHandoff:
         )
 
     async def _split(
-        self, taken: list[_Pending], received_at: dt.datetime, error: Exception
+        self,
+        taken: list[_Pending],
+        received_at: dt.datetime,
+        error: Exception,
+        placements: Placements,
     ) -> dict[int, AnyBatch | IngestError]:
         """Find the requests that make the commit fail for good; write the rest."""
         log.warning("commit of %d request(s) refused, isolating: %s", len(taken), describe(error))
 
         async def write(part: Sequence[_Pending]) -> None:
-            await self._insert(_rows(part, received_at))
+            await self._insert(_rows(part, received_at, placements))
 
         found = await isolate(taken, write, error)
         results: dict[int, AnyBatch | IngestError] = {id(p): p.batch for p in found.written}
@@ -360,17 +366,23 @@ class EmbeddedHandoff:
             unavailable = self._unavailable(found.unavailable)
             return {id(p): results.get(id(p), unavailable) for p in taken}
         for pending, refused in found.refused:
-            results[id(pending)] = await self._refuse_spans(pending, received_at, refused)
+            results[id(pending)] = await self._refuse_spans(
+                pending, received_at, refused, placements
+            )
         return results
 
     async def _refuse_spans(
-        self, pending: _Pending, received_at: dt.datetime, error: BaseException
+        self,
+        pending: _Pending,
+        received_at: dt.datetime,
+        error: BaseException,
+        placements: Placements,
     ) -> ValidatedBatch | IngestError:
         """Split one refused request into its spans: store those the store takes,
         quarantine the others with its message."""
 
         async def write(units: Sequence[ValidatedBatch]) -> None:
-            rows = TableRows()
+            rows = TableRows(placements=placements)
             for unit in units:
                 rows.add(unit, pending.receipt_id, received_at, pending.order)
             await self._insert(rows)
@@ -399,8 +411,10 @@ class EmbeddedHandoff:
         return stored_batch(batch, found.written, refused)
 
 
-def _rows(pending: Sequence[_Pending], received_at: dt.datetime) -> TableRows:
-    rows = TableRows()
+def _rows(
+    pending: Sequence[_Pending], received_at: dt.datetime, placements: Placements
+) -> TableRows:
+    rows = TableRows(placements=placements)
     for item in pending:
         item.add_to(rows, received_at)
     return rows

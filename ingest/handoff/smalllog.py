@@ -45,7 +45,14 @@ from ingest.handoff.claims import ClaimIndex, claim_rows, decide
 from ingest.handoff.segments import Position, SegmentLog
 from ingest.store.errors import describe, is_permanent, refusal
 from ingest.store.owners import Batch, Submission
-from ingest.store.rows import TableRows, ticks_ms, write_rows
+from ingest.store.rows import (
+    DIMENSION_PLACE,
+    EVENT_PLACE,
+    TableRows,
+    placed,
+    ticks_ms,
+    write_rows,
+)
 from schemas.store import Store
 from schemas.tables import (
     EMISSION_RECEIPTS,
@@ -63,7 +70,7 @@ log = logging.getLogger(__name__)
 MIB = 1 << 20
 _POSITION_FILE = "position"  # `ingest.handoff.segments`' record of the drained position
 # What a frame carries, in this order (a new field is a new version).
-_VERSION = 1
+_VERSION = 2  # 2: with the events' placements (migration 0016)
 _TABLES = ("events", "dimensions", "receipts", "quarantine", "overrides")
 
 
@@ -87,7 +94,9 @@ def encode_frame(
     rows; format 4 is read by every Python 3 since 3.4), by pickle when a row holds
     another type (a datetime). Safe to read back because the log is owner-only and
     written by this process alone, as the store's own files are."""
-    frame = (_VERSION, [getattr(rows, name) for name in _TABLES], event_claims, stream_claims)
+    placements = [[*key, *place] for key, place in rows.placements.items()]
+    tables = [getattr(rows, name) for name in _TABLES]
+    frame = (_VERSION, tables, event_claims, stream_claims, placements)
     try:
         return b"M" + marshal.dumps(frame, 4)
     except ValueError:  # an object marshal does not know
@@ -102,10 +111,12 @@ def decode_frame(payload: bytes) -> tuple[TableRows, list[list[Any]], list[list[
         frame = pickle.loads(body)  # our own frames: see encode_frame
     else:
         raise ValueError(f"log frame of unknown encoding {kind!r}")
-    version, tables, event_claims, stream_claims = frame
+    version, tables, event_claims, stream_claims, placements = frame
     if version != _VERSION:
         raise ValueError(f"log frame version {version} (this build reads {_VERSION})")
-    return TableRows(**dict(zip(_TABLES, tables, strict=True))), event_claims, stream_claims
+    rows = TableRows(**dict(zip(_TABLES, tables, strict=True)))
+    rows.placements = {(t, e): (surface, hour) for t, e, surface, hour in placements}
+    return rows, event_claims, stream_claims
 
 
 @dataclass
@@ -234,7 +245,7 @@ class SmallLog:
     ) -> tuple[Frame, list[Batch]]:
         checked, decided, pinned = decide(self.index, self.store, submissions, number)
         try:
-            rows = TableRows()
+            rows = TableRows(placements=decided.placements)  # the rows' sorting keys
             add_rows(checked, rows)
             event_claims, stream_claims = claim_rows(decided)
             payload = encode_frame(rows, event_claims, stream_claims)
@@ -359,6 +370,7 @@ class SmallLog:
         for frame in frames:
             for name in _TABLES:
                 getattr(rows, name).extend(getattr(frame.rows, name))
+            rows.placements.update(frame.rows.placements)
             event_claims.extend(frame.event_claims)
             stream_claims.extend(frame.stream_claims)
         outcome = Drained(rows.row_count)
@@ -430,10 +442,15 @@ def _keeping_good(
 
 
 def _row_plan(rows: TableRows) -> list[tuple[str, Any, list[list[Any]]]]:
-    """The tables `write_rows` writes, in its order (receipts last)."""
+    """The tables `write_rows` writes, in its order (receipts last), event and
+    dimension rows under their placements as `write_rows` writes them."""
     return [
-        ("events", EVALUATION_EVENTS, rows.events),
-        ("dimensions", EVALUATION_DIMENSIONS, rows.dimensions),
+        ("events", EVALUATION_EVENTS, placed(rows.events, EVENT_PLACE, rows.placements)),
+        (
+            "dimensions",
+            EVALUATION_DIMENSIONS,
+            placed(rows.dimensions, DIMENSION_PLACE, rows.placements),
+        ),
         ("quarantine", QUARANTINE, rows.quarantine),
         ("overrides", LESSON_OVERRIDES, rows.overrides),
         ("receipts", EMISSION_RECEIPTS, rows.receipts),

@@ -45,7 +45,7 @@ from ingest.sink.fast import FastRecord, fast_record
 from ingest.sink.liveness import Liveness
 from ingest.store import owners
 from ingest.store.errors import is_permanent, isolate, refusal
-from ingest.store.rows import write_rows
+from ingest.store.rows import Placements, write_rows
 from schemas.events import QuarantineRecord, ValidatedBatch
 from schemas.records import PoisonLetter, Record, RecordError, decode, encode
 from schemas.store import Store
@@ -97,6 +97,8 @@ class Sink:
         # Told of the spans the ownership check rejected (the service's rejection log).
         self._on_rejected = on_rejected
         self._batch = Batch(monotonic())
+        # The placements of the batch being written (`_own`), for its isolation's parts.
+        self._placements: Placements = {}
         self._lock = asyncio.Lock()
         self.liveness = Liveness(metrics, stall_seconds, monotonic)
         self.flushes = 0
@@ -249,11 +251,12 @@ class Sink:
         if poison:
             await self._dead_letters.send(poison)
         try:
-            await self._own(batch)
+            placements = await self._own(batch)
         except Exception:  # nothing is written unchecked: the batch is retried whole
             self._metrics.batches.labels(result="error").inc()
             raise
         rows = batch.table_rows()
+        rows.placements = placements
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
@@ -272,10 +275,11 @@ class Sink:
         self.last_error = None
         await self._commit(batch.offsets())
 
-    async def _own(self, batch: Batch) -> None:
+    async def _own(self, batch: Batch) -> Placements:
         """Ownership of the batch's event ids and streams, one lookup (and one read-back
         of its claims) for the whole batch; always from the records as decoded, so a
-        retried batch is checked afresh."""
+        retried batch is checked afresh. Returns the events' placements, which the
+        batch's rows are written under (kept for its isolation too)."""
         found = [(i, item.submission()) for i, item in enumerate(batch.items)]
         checking = [(i, s) for i, s in found if s is not None]
         results = await asyncio.to_thread(
@@ -293,9 +297,12 @@ class Sink:
             self._metrics.owner_rejected.inc(len(rejected))
             if self._on_rejected is not None:
                 self._on_rejected(rejected)
+        self._placements = results.placements
+        return results.placements
 
     async def _write_part(self, items: Sequence[Consumed]) -> None:
         rows = items_rows(items)
+        rows.placements = self._placements
         await asyncio.to_thread(write_rows, DedupTokenStore(self._store, items_token(items)), rows)
         self._metrics.rows.inc(rows.row_count)
 

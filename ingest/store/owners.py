@@ -19,14 +19,21 @@ at once:
       streams (one insert) ─► several writers: claim the new event ids too, read the
       claims back, and where another writer's claim came first, decide again against it
 
+The lookup also gives each stored event's *placement* (`schemas.placement`: the
+surface and hour its rows are sorted under, recorded with its first claim that has
+one); a new id's is its first version's in the commit. `check` returns them with the
+batches (`Checked.placements`), and `ingest.store.rows.write_rows` writes every row of
+the commit under its event's, so every re-send keeps its event's one sorting key.
+
 Every event row written claims its id (the view `event_owners_mv` of migration 0009,
-in the same insert), so one writer needs no claim of its own for ids: the next commit
-sees the last one's. A key's owner is its claim with the lowest `_block_number` (the
-store's insert order): once a writer has read its own claim back, no claim it has not
-seen can come before it, so two writers that claimed a key at once agree which one
-stands, and the loser stores nothing. One writer (an embedded chDB store, held by one
-process) skips the read-back. Claims are written before the rows they allow: a commit
-that fails after them leaves the keys claimed by the writer whose retry comes next.
+in the same insert, with its placement since 0016), so one writer needs no claim of
+its own for ids: the next commit sees the last one's. A key's owner is its claim with
+the lowest `_block_number` (the store's insert order): once a writer has read its own
+claim back, no claim it has not seen can come before it, so two writers that claimed a
+key at once agree which one stands, and the loser stores nothing. One writer (an
+embedded chDB store, held by one process) skips the read-back. Claims are written
+before the rows they allow: a commit that fails after them leaves the keys claimed by
+the writer whose retry comes next.
 """
 
 from __future__ import annotations
@@ -50,8 +57,9 @@ from schemas.events import (
     decoded_quarantine,
 )
 from schemas.overrides import content_digest
+from schemas.placement import Placement, placed_hour
 from schemas.store import Store
-from schemas.tables import EVENT_OWNERS, LESSON_OVERRIDES, STREAM_OWNERS
+from schemas.tables import EVALUATION_EVENTS, EVENT_OWNERS, LESSON_OVERRIDES, STREAM_OWNERS
 
 # Every ownership rejection's reason starts with one of these (replay keeps them rejected).
 EVENT_OWNED = "holonograph.event.id: owned by another agent"
@@ -125,36 +133,53 @@ class Owners:
     # those this commit writes.
     stored_overrides: dict[Key, tuple[str, str]] = field(default_factory=dict)
     new_overrides: dict[Key, tuple[str, str]] = field(default_factory=dict)
+    # Event id -> its placement: the store's, or a new id's first version's here.
+    placements: dict[Key, Placement] = field(default_factory=dict, compare=False)
 
 
-def check(store: Store, submissions: Sequence[Submission], *, verify: bool) -> list[Batch]:
+class Checked(list[Batch]):
+    """`check`'s batches, with the placement of every event id they hold that the
+    store or the commit placed (`ingest.store.rows.TableRows.placements`)."""
+
+    placements: dict[Key, Placement]
+
+    def __init__(self, batches: Iterable[Batch], placements: dict[Key, Placement]) -> None:
+        super().__init__(batches)
+        self.placements = placements
+
+
+def check(store: Store, submissions: Sequence[Submission], *, verify: bool) -> Checked:
     """Each submission's batch as it may be stored: spans rejected for ownership moved
-    to `quarantined` with the reason (a `FastBatch` stays one when none is). Claims the
-    new streams in `store` before returning; with `verify` (more than one writer), the
-    new event ids too, and reads the claims back. Raises what the store raises."""
+    to `quarantined` with the reason (a `FastBatch` stays one when none is), with the
+    events' placements. Claims the new streams in `store` before returning; with
+    `verify` (more than one writer), the new event ids too, and reads the claims back
+    (a placement another writer claimed first is the one its rows take). Raises what
+    the store raises."""
     if not submissions:
-        return []
+        return Checked([], {})
     owners = lookup(store, _event_keys(submissions), _stream_keys(submissions))
     owners.claim_events = verify  # else the event rows claim their ids as they are written
     owners.stored_overrides = stored_overrides(store, _override_keys(submissions))
     checked = [decide(owners, s) for s in submissions]
     if not (owners.event_claims or owners.stream_claims):
-        return checked
+        return Checked(checked, owners.placements)
     claim(store, owners)
     if not verify:
-        return checked
+        return Checked(checked, owners.placements)
     stood = lookup(store, set(owners.event_claims), set(owners.stream_claims))
+    placements = {**owners.placements, **stood.placements}
     lost = {k for k, agent in stood.events.items() if owners.events.get(k) != agent} | {
         k for k, owner in stood.streams.items() if owners.streams.get(k) != owner
     }
     if not lost:
-        return checked
+        return Checked(checked, placements)
     known = Owners(
         events={**owners.events, **stood.events},
         streams={**owners.streams, **stood.streams},
         stored_overrides=owners.stored_overrides,
+        placements=placements,
     )
-    return [decide(known, s) for s in submissions]
+    return Checked([decide(known, s) for s in submissions], placements)
 
 
 # --- the decision ---------------------------------------------------------------------
@@ -183,8 +208,9 @@ def decide(owners: Owners, submission: Submission) -> Batch:
             continue
         key = (tenant, event.event_id)
         owner = owners.events.get(key)
+        place = (event.surface_id, placed_hour(event.timestamp))
         if owner is None:
-            _claim_event(owners, key, event.agent_id, stamps)
+            _claim_event(owners, key, event.agent_id, stamps, place)
         elif owner != event.agent_id:
             rejected.append(
                 decoded_quarantine(event, _event_reason(event, owner, submission.writer))
@@ -192,6 +218,7 @@ def decide(owners: Owners, submission: Submission) -> Batch:
             if event.emission is not None:
                 refused_arrivals.add((stream, event.emission.seq, event.event_id))
             continue
+        owners.placements.setdefault(key, place)  # a stored id without one: this first
         events.append(event)
     overrides: list[OverrideEvent] = []
     resent = False
@@ -258,7 +285,7 @@ def _override_refused(
         return _owned_reason(override.event_id, agent, override.agent_id, writer)
     owner = owners.events.get(key)
     if owner is None:
-        _claim_event(owners, key, override.agent_id, stamps, always=True)
+        _claim_event(owners, key, override.agent_id, stamps, None, always=True)
     elif owner != override.agent_id:
         return _owned_reason(override.event_id, owner, override.agent_id, writer)
     owners.new_overrides[key] = (override.agent_id, digest)
@@ -287,11 +314,24 @@ def _fast_stands(owners: Owners, submission: Submission, batch: FastBatch) -> bo
             if key not in owners.streams:
                 _claim_stream(owners, key, writer, submission)
     stamps = _stamps(submission)
+    places = _fast_placements(batch)
     for event_id, agent in identities:
         key = (tenant, event_id)
         if key not in known:
-            _claim_event(owners, key, agent, stamps)
+            _claim_event(owners, key, agent, stamps, places[event_id])
+        else:
+            owners.placements.setdefault(key, places[event_id])
     return True
+
+
+_EVENT_ID, _SURFACE, _TIMESTAMP = (
+    EVALUATION_EVENTS.columns.index(c) for c in ("event_id", "surface_id", "timestamp")
+)
+
+
+def _fast_placements(batch: FastBatch) -> dict[str, Placement]:
+    """Each event's own placement, from a hot-path batch's rows (timestamps in ticks)."""
+    return {row[_EVENT_ID]: (row[_SURFACE], placed_hour(row[_TIMESTAMP])) for row in batch.events}
 
 
 def _stamps(submission: Submission) -> tuple[int, int]:
@@ -301,12 +341,20 @@ def _stamps(submission: Submission) -> tuple[int, int]:
 
 
 def _claim_event(
-    owners: Owners, key: Key, agent: str, stamps: tuple[int, int], always: bool = False
+    owners: Owners,
+    key: Key,
+    agent: str,
+    stamps: tuple[int, int],
+    place: Placement | None,
+    always: bool = False,
 ) -> None:
-    """`always`: an override's id, which no row claims as it is written."""
+    """`place`: the placement of the id's first version (None: an override, which has
+    no event rows); `always`: an override's id, which no row claims as it is written."""
     owners.events[key] = agent
+    if place is not None:
+        owners.placements.setdefault(key, place)
     if owners.claim_events or always:
-        owners.event_claims[key] = [*key, agent, *stamps]
+        owners.event_claims[key] = [*key, agent, *stamps, *(place or ("", 0))]
 
 
 def _claim_stream(owners: Owners, key: Key, writer: Writer, submission: Submission) -> None:
@@ -411,27 +459,34 @@ _KEYS = (
     "SELECT tenant_id, key FROM format(JSONCompactColumns,"
     " 'tenant_id String, key String', {%s:String})"
 )
+# An event's placement: its first claim that has one (an override's claim has none).
 _LOOKUP = (
-    f"SELECT 'event', tenant_id, event_id, argMin(agent_id, _block_number), false, []"
+    f"SELECT 'event', tenant_id, event_id, argMin(agent_id, _block_number), false, [],"
+    " argMinIf(placed_surface_id, _block_number, placed_surface_id != ''),"
+    " toUInt32(argMinIf(placed_hour, _block_number, placed_surface_id != ''))"
     f" FROM {EVENT_OWNERS.qualified} WHERE (tenant_id, event_id) IN ({_KEYS % 'events'})"
     " GROUP BY tenant_id, event_id"
     " UNION ALL"
     " SELECT 'stream', tenant_id, emission_stream, '', argMin(any_agent, _block_number),"
-    " argMin(agents, _block_number)"
+    " argMin(agents, _block_number), '', toUInt32(0)"
     f" FROM {STREAM_OWNERS.qualified} WHERE (tenant_id, emission_stream) IN ({_KEYS % 'streams'})"
     " GROUP BY tenant_id, emission_stream"
 )
 
 
 def lookup(store: Store, events: set[Key], streams: set[Key]) -> Owners:
-    """The owners of `events` and `streams` the store holds: one query."""
+    """The owners of `events` and `streams` the store holds, and the events'
+    placements: one query."""
     owners = Owners()
     if not events and not streams:
         return owners
     params = {"events": _keys(store, events), "streams": _keys(store, streams)}
-    for kind, tenant, key, agent, any_agent, agents in store.query(_LOOKUP, params).rows:
+    rows = store.query(_LOOKUP, params).rows
+    for kind, tenant, key, agent, any_agent, agents, surface, hour in rows:
         if kind == "event":
             owners.events[(str(tenant), str(key))] = str(agent)
+            if surface:
+                owners.placements[(str(tenant), str(key))] = (str(surface), int(hour))
         else:
             owners.streams[(str(tenant), str(key))] = StreamOwner(
                 bool(any_agent), frozenset(str(a) for a in agents)
@@ -493,6 +548,7 @@ __all__ = [
     "EVENT_OWNED",
     "OVERRIDE_CONFLICT",
     "STREAM_OWNED",
+    "Checked",
     "Owners",
     "StreamOwner",
     "Submission",

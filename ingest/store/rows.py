@@ -16,6 +16,7 @@ from typing import Any
 
 from schemas.events import EmissionRecord, EvaluationEvent, QuarantineRecord, ValidatedBatch
 from schemas.overrides import stored_override
+from schemas.placement import Placement, placed_hour
 from schemas.store import Store
 from schemas.tables import (
     EMISSION_RECEIPTS,
@@ -27,6 +28,9 @@ from schemas.tables import (
 )
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+# (tenant, event id) -> the placement of its rows (`schemas.placement`).
+Placements = dict[tuple[str, str], Placement]
 
 
 def ticks_ns(value: dt.datetime) -> int:
@@ -141,6 +145,10 @@ class TableRows:
     receipts: list[list[Any]] = field(default_factory=list)
     quarantine: list[list[Any]] = field(default_factory=list)
     overrides: list[list[Any]] = field(default_factory=list)
+    # (tenant, event id) -> the placement its rows are written under (`schemas.placement`):
+    # the ownership check's (`ingest.store.owners.Checked.placements`); an id not in it
+    # is placed by its own row's surface and hour, as on its first receipt.
+    placements: Placements = field(default_factory=dict)
 
     def add(
         self, batch: ValidatedBatch, receipt_id: str, received_at: dt.datetime, order: int = 0
@@ -174,12 +182,37 @@ class TableRows:
         )  # fmt: skip
 
 
+# Where the row builders put what a row's own placement is read from.
+EVENT_PLACE = (
+    EVALUATION_EVENTS.columns.index("surface_id"),
+    EVALUATION_EVENTS.columns.index("timestamp"),
+)
+DIMENSION_PLACE = (
+    EVALUATION_DIMENSIONS.columns.index("surface_id"),
+    EVALUATION_DIMENSIONS.columns.index("timestamp"),
+)
+
+
+def placed(rows: list[list[Any]], at: tuple[int, int], placements: Placements) -> list[list[Any]]:
+    """`rows` (built up to the placement columns) with their placement appended: the
+    commit's for their event, else their own."""
+    surface, timestamp = at
+    out = []
+    for row in rows:
+        place = placements.get((row[0], row[1])) if placements else None
+        if place is None:
+            place = (row[surface], placed_hour(row[timestamp]))
+        out.append([*row, *place])
+    return out
+
+
 def write_rows(store: Store, rows: TableRows) -> None:
-    """Insert into every table. Receipts go last: a failure before them leaves no
-    receipt, so the client's retry does not look like a duplicate delivery."""
+    """Insert into every table, event and dimension rows under their placements.
+    Receipts go last: a failure before them leaves no receipt, so the client's retry
+    does not look like a duplicate delivery."""
     plan: Iterable[tuple[Table, list[list[Any]]]] = (
-        (EVALUATION_EVENTS, rows.events),
-        (EVALUATION_DIMENSIONS, rows.dimensions),
+        (EVALUATION_EVENTS, placed(rows.events, EVENT_PLACE, rows.placements)),
+        (EVALUATION_DIMENSIONS, placed(rows.dimensions, DIMENSION_PLACE, rows.placements)),
         (QUARANTINE, rows.quarantine),
         (LESSON_OVERRIDES, rows.overrides),
         (EMISSION_RECEIPTS, rows.receipts),

@@ -54,6 +54,7 @@ from schemas.completeness import (
     StreamState,
     SurfaceWithoutOrdinals,
 )
+from schemas.placement import placed_in
 from schemas.retention import retention_reach
 from schemas.store import Store
 from schemas.tables import (
@@ -236,6 +237,14 @@ def account_without_ordinals(
         clauses.append(
             "timestamp >= {sel_since:DateTime64(9, 'UTC')}"
             " AND timestamp < {sel_until:DateTime64(9, 'UTC')}"
+        )
+        clauses.append(
+            placed_in(
+                "{sel_tenant:String}" if selection.tenant is not None else "''",
+                "{sel_surface:String}" if selection.surface is not None else None,
+                "{sel_since:DateTime64(9, 'UTC')}",
+                "{sel_until:DateTime64(9, 'UTC')}",
+            )
         )
         params["sel_since"] = to_store_time(selection.since or _EPOCH)
         params["sel_until"] = to_store_time(selection.until or _FAR_FUTURE)

@@ -36,6 +36,7 @@ from schemas.conformance import (
     Verdict,
 )
 from schemas.events import DEFAULT_TENANT, RunMode
+from schemas.placement import placed_in
 from schemas.store import Store
 from schemas.tables import CONFORMANCE_RESULTS, EVALUATION_DIMENSIONS, EVALUATION_EVENTS
 from schemas.times import Clock, from_store_time, utc_now
@@ -169,7 +170,8 @@ def _verdicts_sql(fixture: Fixture, run_modes: Sequence[str]) -> tuple[str, dict
     filters = (
         "tenant_id = {tenant:String} AND surface_id = {surface:String}"
         " AND timestamp >= {since:DateTime64(6, 'UTC')}"
-        " AND timestamp < {until:DateTime64(6, 'UTC')}"
+        " AND timestamp < {until:DateTime64(6, 'UTC')} AND "
+        + placed_in(since="{since:DateTime64(6, 'UTC')}", until="{until:DateTime64(6, 'UTC')}")
     )
     event_filters = filters + (" AND run_mode IN {run_modes:Array(String)}" if run_modes else "")
     sql = f"""

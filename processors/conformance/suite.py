@@ -37,6 +37,7 @@ from schemas.harness import (
     Scenario,
     Suite,
 )
+from schemas.placement import placed_in
 from schemas.store import Store
 from schemas.tables import EVALUATION_DIMENSIONS, EVALUATION_EVENTS
 from schemas.times import from_store_time
@@ -242,6 +243,7 @@ def select_events(
         "surface_id = {surface:String}",
         "timestamp >= {since:DateTime64(6, 'UTC')}",
         "timestamp < {until:DateTime64(6, 'UTC')}",
+        placed_in(since="{since:DateTime64(6, 'UTC')}", until="{until:DateTime64(6, 'UTC')}"),
     ]
     if fixture_id is not None:
         filters.append("fixture_id = {fixture_id:String}")
@@ -273,7 +275,7 @@ def select_events(
         ) AS e
         LEFT JOIN (
             SELECT event_id, groupArray(tuple(dimension_id, passed, score, judge)) AS dims
-            FROM {EVALUATION_DIMENSIONS.qualified} FINAL WHERE {" AND ".join(filters[:4])}
+            FROM {EVALUATION_DIMENSIONS.qualified} FINAL WHERE {" AND ".join(filters[:5])}
             GROUP BY event_id
         ) AS d ON e.event_id = d.event_id
         ORDER BY e.timestamp, e.event_id"""

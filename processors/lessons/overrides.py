@@ -163,7 +163,8 @@ def write(store: Store, overrides: list[Override]) -> None:
              int(o.recorded_at.timestamp()) * 1_000_000_000]
             for o in overrides
         ]  # fmt: skip
-        store.insert(EVENT_OWNERS.qualified, claims, EVENT_OWNERS.columns)
+        # No placement: an override is not an event row (`schemas.placement`).
+        store.insert(EVENT_OWNERS.qualified, claims, EVENT_OWNERS.columns[:5])
         store.insert(
             LESSON_OVERRIDES.qualified, [o.row() for o in overrides], LESSON_OVERRIDES.columns
         )

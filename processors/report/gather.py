@@ -20,6 +20,7 @@ from schemas.changes import ChangeEvent
 from schemas.compare import CompareReport
 from schemas.completeness import CompletenessReport
 from schemas.migrations import table_exists
+from schemas.placement import placed_in
 from schemas.store import Store
 from schemas.tables import (
     ANALYSIS_EVENTS,
@@ -187,6 +188,7 @@ def surfaces_in_window(store: Store, request: ReportRequest) -> list[str]:
         " WHERE ({tenant:String} = '' OR tenant_id = {tenant:String})"
         " AND timestamp >= {since:DateTime64(3, 'UTC')}"
         " AND timestamp < {until:DateTime64(3, 'UTC')}"
+        f" AND {placed_in(surface=None)}"
         " ORDER BY surface_id",
         {
             "tenant": request.tenant_id or "",

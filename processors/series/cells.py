@@ -20,6 +20,7 @@ import numpy as np
 
 from processors.series.changepoint import BucketSeries
 from schemas.analysis import ROLES, Role, SeriesRead
+from schemas.placement import placed_in
 from schemas.routing import answers_for_sql
 from schemas.store import Store
 from schemas.tables import EVALUATION_EVENTS
@@ -29,18 +30,28 @@ BUCKETS = {"hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1)}
 # Fixed SQL fragments chosen by name (never user text).
 BUCKET_SQL = {"hour": "toStartOfHour(timestamp)", "day": "toStartOfDay(timestamp)"}
 
-_WINDOW = """
-    ({tenant:String} = '' OR tenant_id = {tenant:String})
-    AND surface_id = {surface:String}
-    AND timestamp >= {since:DateTime64(3, 'UTC')} AND timestamp < {until:DateTime64(3, 'UTC')}
+
+def _window(other_surfaces: bool = False) -> str:
+    """Tenant, surface (or every other surface) and window, with the layout's pruning
+    predicate (`schemas.placement.placed_in`: it narrows what is read, not what is
+    taken)."""
+    op = "!=" if other_surfaces else "="
+    return f"""
+    ({{tenant:String}} = '' OR tenant_id = {{tenant:String}})
+    AND surface_id {op} {{surface:String}}
+    AND timestamp >= {{since:DateTime64(3, 'UTC')}} AND timestamp < {{until:DateTime64(3, 'UTC')}}
+    AND {placed_in(other_surfaces=other_surfaces)}
 """
-SERIES_FILTER = (
-    _WINDOW
-    + """
+
+
+_WINDOW = _window()
+_FILTERS = """
     AND (empty({provenances:Array(String)}) OR has({provenances:Array(String)}, provenance))
     AND (empty({run_modes:Array(String)}) OR has({run_modes:Array(String)}, run_mode))
 """
-)
+SERIES_FILTER = _WINDOW + _FILTERS
+# The same over every surface but the query's (the alias series).
+OTHER_SURFACES_FILTER = _window(other_surfaces=True) + _FILTERS
 
 _LIGHT_SOURCE = answers_for_sql(
     "{light_source:String}", "light_source_id", "light_source_requested"
@@ -300,7 +311,7 @@ def fetch_alias_series(
         SELECT surface_id, {BUCKET_SQL[query.bucket]} AS bucket_start,
                count() AS events, countIf(passed) AS passes
         FROM holonograph.evaluation_dimensions FINAL
-        WHERE {SERIES_FILTER.replace("surface_id =", "surface_id !=")}
+        WHERE {OTHER_SURFACES_FILTER}
           AND passed IS NOT NULL
           AND if(light_source_requested != '', light_source_requested, light_source_id)
               = {{alias:String}}

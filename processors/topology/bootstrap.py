@@ -30,6 +30,7 @@ from processors.jobs import Job, JobRequest, NotFound, never_a_finding, saves_no
 from processors.topology.documents import BootstrapDocument
 from schemas.contracts import Contract, Surface
 from schemas.events import DEFAULT_TENANT
+from schemas.placement import placed_in
 from schemas.registry import active_version
 from schemas.store import Store
 from schemas.tables import EVALUATION_DIMENSIONS, EVALUATION_EVENTS
@@ -53,7 +54,7 @@ _SCOPE = """
 tenant_id = {tenant:String} AND surface_id = {surface:String}
 AND (empty({agent:String}) OR agent_id = {agent:String})
 AND timestamp >= {since:DateTime64(9, 'UTC')} AND timestamp < {until:DateTime64(9, 'UTC')}
-"""
+AND """ + placed_in(since="{since:DateTime64(9, 'UTC')}", until="{until:DateTime64(9, 'UTC')}")
 _PART = "least({parts:Int64} - 1, intDiv(toUnixTimestamp64Milli(timestamp) - {since_ms:Int64},"
 _PART += " {part_ms:Int64}))"
 

@@ -44,6 +44,7 @@ from processors.topology.documents import ScanDocument
 from processors.topology.inventory import LatestInventory, latest_inventories
 from schemas.contracts import ContractVersion, Surface
 from schemas.events import DEFAULT_TENANT
+from schemas.placement import placed_in
 from schemas.registry import active_version
 from schemas.routing import entry_answered
 from schemas.store import Store
@@ -63,6 +64,10 @@ FIELD: dict[Kind, str] = {
 SCAN_KIND = "topology-scan"
 DEFAULT_EXAMPLES = 10
 
+# The layout's pruning predicate over the agent's surfaces (`schemas.placement`).
+_PLACED = placed_in(
+    surface=None, since="{since:DateTime64(9, 'UTC')}", until="{until:DateTime64(9, 'UTC')}"
+)
 _AGENT_EVENTS = """
 tenant_id = {tenant:String}
 AND (agent_id = {agent:String} OR (agent_id = '' AND has({declared:Array(String)}, surface_id)))
@@ -106,6 +111,7 @@ SELECT surface_id, count() AS events, min(timestamp) AS first_seen, max(timestam
 FROM {EVALUATION_EVENTS.qualified} FINAL
 WHERE {_AGENT_EVENTS}
   AND timestamp >= {{since:DateTime64(9, 'UTC')}} AND timestamp < {{until:DateTime64(9, 'UTC')}}
+  AND {_PLACED}
 GROUP BY surface_id
 ORDER BY surface_id
 """

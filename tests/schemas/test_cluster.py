@@ -21,7 +21,7 @@ from schemas.cluster import (
     sharding_key,
     sorting_key,
 )
-from schemas.migrations import Migration, load_migrations
+from schemas.migrations import Migration, MigrationError, load_migrations, relayout_on_cluster
 
 pytestmark = pytest.mark.clickhouse
 
@@ -100,6 +100,7 @@ def test_every_merge_tree_is_replicated_under_its_keeper_path_with_a_distributed
         ("evaluation_events", "cityHash64(tenant_id, event_id)"),
         ("evaluation_dimensions", "cityHash64(tenant_id, event_id)"),
         ("event_owners", "cityHash64(tenant_id, event_id)"),
+        ("event_moves", "cityHash64(tenant_id, event_id)"),
         ("emission_receipts", "cityHash64(tenant_id, emission_stream)"),
         ("stream_status", "cityHash64(tenant_id, emission_stream)"),
         ("store_retention", "0"),
@@ -121,6 +122,60 @@ def test_the_tenancy_rebuild_renders_as_a_cluster_step_with_the_new_key() -> Non
     ) in steps
     schema = final_schema()
     assert "holonograph.evaluation_events__v5" not in schema.replicated  # dropped after
+
+
+def test_the_event_layout_renders_as_cluster_relayouts_sharded_by_the_identity() -> None:
+    layout = next(statements for m, statements in rendered() if m.version == 16)
+    steps = [s for s in layout if s.startswith("RELAYOUT")]
+    assert steps == [
+        f"RELAYOUT ON CLUSTER holonograph holonograph.{t} FROM holonograph.{t}__v16"
+        " SHARDED BY cityHash64(tenant_id, event_id)"
+        for t in ("evaluation_events", "evaluation_dimensions")
+    ]
+    created = [
+        s
+        for s in layout
+        if s.startswith("CREATE TABLE IF NOT EXISTS holonograph.evaluation_events__v16_local")
+    ]
+    assert len(created) == 1
+    engine = (
+        "ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/holonograph/"
+        "evaluation_events__v16_local', '{replica}', ingest_version)"
+    )
+    assert engine in created[0]
+    assert "ORDER BY (tenant_id, placed_surface_id, placed_hour, event_id)" in created[0]
+    assert "DROP VIEW IF EXISTS holonograph.event_owners_mv ON CLUSTER holonograph" in layout
+    views = [s for s in layout if s.startswith("CREATE MATERIALIZED VIEW")]
+    assert [v.split("\nAS")[0] for v in views] == [
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS holonograph.event_owners_mv ON CLUSTER"
+        " holonograph TO holonograph.event_owners_local",
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS holonograph.event_moves_from_events ON CLUSTER"
+        " holonograph TO holonograph.event_moves_local",
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS holonograph.event_moves_from_dimensions ON"
+        " CLUSTER holonograph TO holonograph.event_moves_local",
+    ]
+    assert "FROM holonograph.evaluation_events_local" in views[0]
+    schema = final_schema()
+    assert "holonograph.evaluation_events__v16" not in schema.replicated
+
+
+def test_a_cluster_relayout_of_tables_holding_rows_is_refused_with_the_procedure(
+    store: ClickHouseStore,
+) -> None:
+    """Checked before any ON CLUSTER statement runs (so a single server shows it)."""
+    store.command("CREATE DATABASE relay")
+    for name in ("t_local", "t", "t__v16_local"):
+        store.command(
+            f"CREATE TABLE relay.{name} (tenant_id String, event_id String,"
+            f" surface_id String{', placed_surface_id String' if 'v16' in name else ''})"
+            " ENGINE = MergeTree ORDER BY event_id"
+        )
+    store.command("INSERT INTO relay.t VALUES ('acme', 'evt_1', 's')")
+    with pytest.raises(MigrationError, match=r"relay\.t holds 1 rows, and relaying a cluster"):
+        relayout_on_cluster(
+            store, CLUSTER, "relay.t", "relay.t__v16", "cityHash64(tenant_id, event_id)"
+        )
+    assert store.query("SELECT count() FROM relay.t").scalar() == 1
 
 
 def test_materialized_views_read_and_write_the_local_tables() -> None:

@@ -151,7 +151,9 @@ def genai_receiver(
 
 def rows(store: ClickHouseStore, table: str, tenant: str, order: str) -> list[dict[str, Any]]:
     sql = (
-        f"SELECT * EXCEPT (ingested_at, ingest_version) FROM holonograph.{table} FINAL"
+        # the placement columns (migration 0016) are tests/ingest/store/test_placement.py's
+        f"SELECT * EXCEPT (ingested_at, ingest_version, placed_surface_id, placed_hour)"
+        f" FROM holonograph.{table} FINAL"
         f" WHERE tenant_id = {{tenant:String}} ORDER BY {order}"
     )
     return store.query(sql, {"tenant": tenant}).dicts()

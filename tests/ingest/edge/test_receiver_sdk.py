@@ -124,6 +124,9 @@ def test_official_exporters_rows_match_field_by_field(
         "ingest_version": row["ingest_version"],
         "contract_version_id": "",  # no contract registered: flagged as such
         "contract_findings": ["no-contract"],
+        # the sorting key's placement (migration 0016): its first receipt's surface, hour
+        "placed_surface_id": "classify-intent",
+        "placed_hour": expected_time.replace(minute=0, second=0),
     }
     resource = json.loads(str(row["resource_attributes"]))
     assert resource["service.name"] == "triage"

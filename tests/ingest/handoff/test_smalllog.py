@@ -460,3 +460,42 @@ def test_frames_round_trip_by_marshal_or_pickle() -> None:
         assert stream_claims == []
     with pytest.raises(ValueError, match="unknown encoding"):
         decode_frame(b"X")
+
+
+async def test_a_resent_event_keeps_its_first_placement_whoever_decides_it(
+    store: ClickHouseStore, tmp_path: Path
+) -> None:
+    """Migration 0016's sorting key is the event's first placement (surface and hour):
+    a re-send an hour later is decided from the log's memory (pending, then drained and
+    recent) or, after a restart, by the store, and every time collapses onto one row."""
+    hour_ns = 3600 * 10**9
+    first_ns = int(AT.timestamp()) * 10**9 - 30 * hour_ns
+
+    def version(n: int) -> Any:
+        sent = Evaluation("moving", 0, event_id="evt-moving", end_ns=first_ns + n * hour_ns)
+        return export_request(record_spans([sent]))
+
+    small = _log(store, tmp_path / "log", drain_seconds=3600, drain_rows=10**9)
+    handoff = _handoff(store, small)
+    await handoff.open()
+    await _submit(handoff, version(0), "r0")
+    await _submit(handoff, version(1), "r1")  # the first is in the log only
+    await small.drain_now()
+    await _submit(handoff, version(2), "r2")  # decided from the recent keys
+    await handoff.close()
+    restarted = _log(store, tmp_path / "log", drain_seconds=3600, drain_rows=10**9)
+    again = _handoff(store, restarted)
+    await again.open()
+    await _submit(again, version(3), "r3")  # the store's lookup decides
+    await again.close()
+    rows = store.query(
+        "SELECT toUInt32(placed_hour), toUnixTimestamp64Nano(timestamp)"
+        " FROM holonograph.evaluation_events FINAL WHERE event_id = 'evt-moving'"
+    ).rows
+    hour = first_ns // hour_ns * 3600
+    assert [(int(h), int(t)) for h, t in rows] == [(hour, first_ns + 3 * hour_ns)]
+    dimensions = store.query(
+        "SELECT DISTINCT toUInt32(placed_hour) FROM holonograph.evaluation_dimensions"
+        " WHERE event_id = 'evt-moving'"
+    ).rows
+    assert [int(h) for (h,) in dimensions] == [hour]

@@ -66,7 +66,7 @@ def test_keys_of_any_content_round_trip(store: ClickHouseStore, wrapped: bool) -
     target: Store = FaultyStore(store) if wrapped else store
     claims = owners.Owners()
     for i, text in enumerate(ODD):
-        claims.event_claims[("t'1", text)] = ["t'1", text, f"agent-{i}", 0, i]
+        claims.event_claims[("t'1", text)] = ["t'1", text, f"agent-{i}", 0, i, "", 0]
         claims.stream_claims[("t'1", text)] = ["t'1", text, False, [text, "x"], 0]
     owners.claim(target, claims)
     keys = {("t'1", text) for text in ODD}
@@ -134,7 +134,7 @@ class RivalFirst(FaultyStore):
 def test_two_writers_claiming_one_id_at_once_agree_which_claim_stands(
     store: ClickHouseStore, make: Any
 ) -> None:
-    rival = ["acme", "evt_race", "other-agent", 0, 1]
+    rival = ["acme", "evt_race", "other-agent", 0, 1, "classify-intent", 0]
     mine = make([agent("billing-triage", "s", 0, event_id="evt_race")], BILLING)
     (checked,) = owners.check(RivalFirst(store, rival), [submission(mine)], verify=True)
     assert isinstance(checked, ValidatedBatch)
