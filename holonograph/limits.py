@@ -42,6 +42,7 @@ JOB_LIMITS: Mapping[str, ReadLimits] = {
     "conformance.check": ANALYSIS,
     "conformance.derive": LISTING,
     "conformance.fixtures": LISTING,
+    "conformance.results": LISTING,
     "drift": ANALYSIS,
     "events": LISTING,
     "fixtures.rerun": ANALYSIS,
