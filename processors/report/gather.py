@@ -239,8 +239,7 @@ def gather(
         section = SurfaceSection(surface_id)
         progress(f"{surface_id}: pass rates")
         section.selection = read_selection(store, _series_query(request, surface_id))
-        section.series = _hourly(store, request, surface_id, bounds)
-        section.scores = _hourly_scores(store, request, surface_id, bounds)
+        section.series, section.scores = _hourly(store, request, surface_id, bounds)
         progress(f"{surface_id}: change points")
         section.marks = _marks(store, request, surface_id)
         section.drift_run = _drift_run(store, request, surface_id)
@@ -293,53 +292,37 @@ def _hourly(
     request: ReportRequest,
     surface_id: str,
     bounds: dict[tuple[str, dt.datetime], float],
-) -> dict[str, list[HourPoint]]:
+) -> tuple[dict[str, list[HourPoint]], dict[str, list[ScoreHour]]]:
+    """Per hour of each dimension: the pass rate of the graded outcomes, and the mean
+    score of those that carry one, from the same events (series, selection), in one
+    read of the window."""
     query = _series_query(request, surface_id)
     rows = store.query(
         f"""
-        SELECT dimension_id, toStartOfHour(timestamp) AS hour, count() AS graded,
-               countIf(passed) AS passes
+        SELECT dimension_id, toStartOfHour(timestamp) AS hour,
+               countIf(passed IS NOT NULL) AS graded, countIf(passed) AS passes,
+               countIf(score IS NOT NULL) AS scored, avgIf(score, score IS NOT NULL)
         FROM {EVALUATION_DIMENSIONS.qualified} FINAL
-        WHERE {SERIES_FILTER} {SELECTION_FILTER} AND passed IS NOT NULL
+        WHERE {SERIES_FILTER} {SELECTION_FILTER}
+              AND (passed IS NOT NULL OR score IS NOT NULL)
         GROUP BY dimension_id, hour ORDER BY dimension_id, hour
         """,
         query.params(),
     ).rows
     series: dict[str, list[HourPoint]] = {}
-    for dimension_id, hour, graded, passes in rows:
-        start = from_store_time(hour)
-        series.setdefault(str(dimension_id), []).append(
-            HourPoint(start, int(graded), int(passes), bounds.get((surface_id, start)))
-        )
-    return series
-
-
-def _hourly_scores(
-    store: Store,
-    request: ReportRequest,
-    surface_id: str,
-    bounds: dict[tuple[str, dt.datetime], float],
-) -> dict[str, list[ScoreHour]]:
-    """The mean score per hour of each dimension whose outcomes carry a score, from the
-    same events (series, selection) as the pass rates."""
-    query = _series_query(request, surface_id)
-    rows = store.query(
-        f"""
-        SELECT dimension_id, toStartOfHour(timestamp) AS hour, count() AS scored,
-               avg(score) AS mean_score
-        FROM {EVALUATION_DIMENSIONS.qualified} FINAL
-        WHERE {SERIES_FILTER} {SELECTION_FILTER} AND score IS NOT NULL
-        GROUP BY dimension_id, hour ORDER BY dimension_id, hour
-        """,
-        query.params(),
-    ).rows
     scores: dict[str, list[ScoreHour]] = {}
-    for dimension_id, hour, scored, mean_score in rows:
+    for dimension_id, hour, graded, passes, scored, mean_score in rows:
         start = from_store_time(hour)
-        scores.setdefault(str(dimension_id), []).append(
-            ScoreHour(start, int(scored), float(mean_score), bounds.get((surface_id, start)))
-        )
-    return scores
+        bound = bounds.get((surface_id, start))
+        if graded:
+            series.setdefault(str(dimension_id), []).append(
+                HourPoint(start, int(graded), int(passes), bound)
+            )
+        if scored:
+            scores.setdefault(str(dimension_id), []).append(
+                ScoreHour(start, int(scored), float(mean_score), bound)
+            )
+    return series, scores
 
 
 def _marks(store: Store, request: ReportRequest, surface_id: str) -> list[ChangeMark]:
