@@ -314,6 +314,7 @@ def _decode(
     parsed = flat.parse(request)
     if parsed is None:
         raise _Slow
+    reader = _Reader(request)
     for r, (resource_spans, flat_resource_spans) in enumerate(
         zip(request.resource_spans, parsed.resource_spans, strict=True)
     ):
@@ -327,15 +328,17 @@ def _decode(
                         raise _Slow  # a GenAI evaluation: the reference maps it
                     batch.ignored_spans += 1
                     continue
-                reader = _Reader(request, r, s, n)
-                attrs = reader.span(span)
+                reader.move(r, s, n)
+                attrs, kept = reader.span(span)
                 if name == EVALUATION_SPAN:
                     if resource_json is None:
                         if attributes_problem(resource) is not None:
                             raise _Slow
                         resource_json = _json(resource)
                     dims_before = len(batch.dimensions)
-                    event, extras = _evaluation(tenant, span, attrs, resource_json, batch, reader)
+                    event, extras = _evaluation(
+                        tenant, span, attrs, kept, resource_json, batch, reader
+                    )
                     event_id, agent_id, surface_id = event[1], event[3], event[2]
                     if event_id in event_ids:
                         raise _Slow  # a repeat: the reference collapses or rejects it
@@ -377,37 +380,49 @@ class _Reader:
     reference reads: a value of another shape, or the order of the attributes the rows
     keep in span order (substrate columns, markers, extras), when there are several."""
 
-    __slots__ = ("_at", "_request", "_span")
+    __slots__ = ("_request", "_span", "at")
 
-    def __init__(self, request: PB2ExportTraceServiceRequest, *at: int) -> None:
+    def __init__(self, request: PB2ExportTraceServiceRequest) -> None:
         self._request = request
-        self._at = at
         self._span: Any = None
+        self.at = (0, 0, 0)  # the span's place: (resource spans, scope spans, span)
+
+    def move(self, r: int, s: int, n: int) -> None:
+        self.at = (r, s, n)
+        self._span = None
 
     def _otlp(self) -> Any:
         if self._span is None:
-            r, s, n = self._at
+            r, s, n = self.at
             self._span = self._request.resource_spans[r].scope_spans[s].spans[n]
         return self._span
 
-    def span(self, span: Any) -> dict[str, Any]:
+    def span(self, span: Any) -> tuple[dict[str, Any], list[str]]:
+        """The span's attributes and, in the span's order, its `holonograph.*` keys
+        that are not the evaluation's own (substrate columns, markers, extras)."""
         try:
             attrs = flat.read(span.attributes)
         except flat.Unread:
-            return attributes(self._otlp().attributes)
-        kept = 0
+            attrs = attributes(self._otlp().attributes)
+            return attrs, _kept(attrs)
+        kept: list[str] = []
         for key in attrs.keys() - _EVALUATION_KEYS:
             if key.startswith(PREFIX):
-                kept += 1
-        if kept > 1:  # their order is the span's: read it in order
-            return attributes(self._otlp().attributes)
-        return attrs
+                kept.append(key)
+        if len(kept) > 1:  # their order is the span's: read it in order
+            attrs = attributes(self._otlp().attributes)
+            return attrs, _kept(attrs)
+        return attrs, kept
 
     def event(self, event: Any, index: int) -> dict[str, Any]:
         try:
             return flat.read(event.attributes)
         except flat.Unread:
             return attributes(self._otlp().events[index].attributes)
+
+
+def _kept(attrs: dict[str, Any]) -> list[str]:
+    return [key for key in attrs if key.startswith(PREFIX) and key not in _EVALUATION_KEYS]
 
 
 def _spelled(attrs: dict[str, Any], key: str, baggage: str) -> Any:
@@ -428,13 +443,14 @@ def _evaluation(
     tenant: str,
     span: Any,
     attrs: dict[str, Any],
+    kept: list[str],
     resource_json: str,
     batch: FastBatch,
     reader: _Reader,
 ) -> tuple[list[Any], dict[str, Any]]:
     """The event row (up to `extras`) of an evaluation span and its extras, its
     dimension rows added to `batch`; `_Slow` for anything the reference would reject
-    or might."""
+    or might. `kept`: the span's other `holonograph.*` keys, in the span's order."""
     trace_id, span_id = _ids(span)
     stream, seq, final = _ordinal(attrs)
     get = attrs.get
@@ -460,9 +476,8 @@ def _evaluation(
     columns: dict[str, str] = {}
     markers: dict[str, list[str]] = {}
     extras: dict[str, Any] = {}
-    for key, value in attrs.items():
-        if not key.startswith(PREFIX) or key in _EVALUATION_KEYS:
-            continue
+    for key in kept:
+        value = attrs[key]
         if key.startswith(SUBSTRATE_PREFIX):
             columns[key[_SUBSTRATE_CUT:]] = _str(value)
         elif key.startswith(MARKER_PREFIX):
@@ -471,11 +486,10 @@ def _evaluation(
             extras[key] = jsonable(value)
     if extras and attributes_problem(extras) is not None:
         raise _Slow
-    dimension_ids = _dimensions(
-        tenant, event_id, span.events, batch.dimensions, reader,
-        [surface_id, agent_id, correlation_id, run_mode, provenance, ticks, lens_version,
-         light_source_id, requested, columns, cohort_tags, stream],
-    )  # fmt: skip
+    layers = [surface_id, agent_id, correlation_id, run_mode, provenance, ticks, lens_version,
+              light_source_id, requested, columns, cohort_tags, stream]  # fmt: skip
+    events = span.events  # most spans have their dimensions; some have no events
+    dimension_ids = _dimensions(tenant, event_id, events, batch.dimensions, reader, layers)
     return [
         tenant, event_id, surface_id, agent_id, correlation_id, run_mode, provenance, ticks,
         lens_version, light_source_id, requested, columns, cohort_tags,
@@ -505,7 +519,9 @@ def _dimensions(
         dimension_id = get("holonograph.dimension.id")
         if type(dimension_id) is not str or not dimension_id or dimension_id in ids:
             raise _Slow
-        passed = _flag(get("holonograph.dimension.passed"))
+        passed = get("holonograph.dimension.passed")
+        if passed is not None and type(passed) is not bool:
+            raise _Slow
         score = _number(get("holonograph.dimension.score"))
         if passed is None and score is None:
             raise _Slow

@@ -180,12 +180,38 @@ def read(attributes: Any) -> dict[str, Any]:
         for key in attributes:  # (the map's `items` is a Python-level view: slower)
             data = attributes[key]
             size = len(data)
-            if size < 130 and data[0] == 0x0A and data[1] == size - 2:  # a short string
+            tag = data[0]
+            # The shapes nearly every value has, inline (one field, nothing after it):
+            if tag == 0x0A and size < 130 and data[1] == size - 2:  # a short string
                 out[key] = data[2:].decode()
-            elif size == 9 and data[0] == 0x21:
+            elif size == 2 and data[1] < 0x80 and (tag == 0x18 or (tag == 0x10 and data[1] < 2)):
+                out[key] = data[1] if tag == 0x18 else data[1] == 1  # int 0-127, bool
+            elif size == 9 and tag == 0x21:
                 out[key] = _double(data, 1)[0]
+            elif tag == 0x2A and size < 130 and data[1] == size - 2:  # a short array
+                out[key] = _strings(data, size)
             else:
                 out[key] = _value(data, 0, size)
     except (IndexError, UnicodeDecodeError):  # not from a parsed request (or empty)
         raise Unread from None
     return out
+
+
+def _strings(data: bytes, end: int) -> list[Any]:
+    """The values of the short `array_value` of data[0:end]: short strings inline, any
+    other shape through `_value`."""
+    values: list[Any] = []
+    start = 2
+    while start < end:
+        if data[start] != 0x0A:
+            raise Unread
+        size = data[start + 1]
+        item = start + 2
+        start = item + size  # a short array's items are shorter than 128 bytes
+        if start > end:
+            raise Unread
+        if size and data[item] == 0x0A and data[item + 1] == size - 2:
+            values.append(data[item + 2 : start].decode())
+        else:
+            values.append(_value(data, item, start))
+    return values

@@ -86,3 +86,34 @@ def test_a_value_sent_twice_in_one_pair_reads_as_the_reference_merged_it() -> No
     reference, got = _read_both(request)
     assert reference == {"x": ["a", "b"]}
     assert got == reference
+
+
+BOUNDARIES: list[Any] = [
+    0, 1, 127, 128, 255, 16_383, 16_384, -1, -128, 2**63 - 1, -(2**63),
+    True, False, 0.0, -0.0, 1.5,
+    "", "x" * 125, "x" * 126, "x" * 127, "x" * 128, "é" * 63, "é" * 64,
+    [], [""], ["x" * 123], ["x" * 124], ["x" * 125], ["x" * 126], ["x" * 127],
+    ["a", 1, 2.5, True, ""], [0, 127, 128, -1], [[]], [["a"], "b"], [True, False],
+]  # fmt: skip
+
+
+def test_the_inline_shapes_at_their_boundaries_read_as_the_reference() -> None:
+    """One-byte ints and bools, short strings and short arrays are decoded inline; at
+    each length or value where the encoding changes, the reference's value and type."""
+    for value in BOUNDARIES:
+        reference, got = _read_both(_request([KeyValue(key="k", value=to_any_value(value))]))
+        assert got == reference, value
+        assert type(got["k"]) is type(reference["k"]), value
+        if isinstance(value, list):
+            assert [type(v) for v in got["k"]] == [type(v) for v in reference["k"]], value
+
+
+def test_a_bool_with_another_varint_is_left_to_the_reference() -> None:
+    """`bool_value: 2` on the wire: not the inline bool (the OTLP parse says true)."""
+    pair = b"\x0a\x01k\x12\x02\x10\x02"  # key "k", value AnyValue{bool_value: varint 2}
+    span_field = b"\x4a" + bytes([len(pair)]) + pair
+    scope = b"\x12" + bytes([len(span_field)]) + span_field
+    resource = b"\x12" + bytes([len(scope)]) + scope
+    reference, got = _read_both(parse_protobuf(b"\x0a" + bytes([len(resource)]) + resource))
+    assert reference == {"k": True}
+    assert got in (reference, flat.Unread)
