@@ -35,7 +35,7 @@ import marshal
 import pickle
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from typing import Any
 from ingest.errors import Backpressure, Unavailable
 from ingest.handoff.claims import ClaimIndex, claim_rows, decide
 from ingest.handoff.segments import Position, SegmentLog
-from ingest.store.errors import describe, is_permanent, refusal
+from ingest.store.errors import Isolation, describe, is_permanent, isolate, refusal
 from ingest.store.owners import Batch, Submission
 from ingest.store.rows import (
     DIMENSION_PLACE,
@@ -177,15 +177,27 @@ class SmallLog:
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._committer = committer
-        replayed = await self._loop.run_in_executor(self._thread, self._recover)
-        for chunk in _chunks(replayed, self._drain_rows):
-            await self._write(chunk)
-        if replayed:
-            log.info("replayed %d logged commit(s) into the store", len(replayed))
+        # Nothing else touches the log yet: the replay runs where the store's writes do.
+        replayed = await self._loop.run_in_executor(self._committer, self.replay)
         claims = await self._loop.run_in_executor(self._committer, self.index.load, self.store)
         log.debug("claim index: %d key(s) from the store", claims)
         self._task = asyncio.create_task(self._drain_loop(), name="small-log-drain")
-        return len(replayed)
+        return replayed
+
+    def replay(self) -> int:
+        """Write into the store what the log holds past its recorded position (commits
+        acknowledged and not drained), record the position, and return the commits
+        written. Blocking, and only while nothing else uses the log: `open` runs it
+        before the listeners open, and a process that opens the data directory without
+        serving (`replay_pending`) before it reads."""
+        frames = self._recover()
+        for chunk in _chunks(frames, self._drain_rows):
+            outcome = self._insert(chunk)
+            self._count_refused(outcome)
+            self._recorded(chunk, outcome)
+        if frames:
+            log.info("replayed %d logged commit(s) into the store", len(frames))
+        return len(frames)
 
     def _recover(self) -> list[Frame]:
         frames = []
@@ -345,6 +357,13 @@ class SmallLog:
             return
         assert self._loop is not None
         outcome = await self._loop.run_in_executor(self._committer, self._insert, frames)
+        self._count_refused(outcome)
+        await self._loop.run_in_executor(self._thread, self._recorded, frames, outcome)
+        self.drained = max(self.drained, frames[-1].number)
+        with self._changed:
+            self._changed.notify_all()
+
+    def _count_refused(self, outcome: Drained) -> None:
         if outcome.refused:
             self.refused_rows += outcome.refused
             log.warning(
@@ -352,10 +371,6 @@ class SmallLog:
                 " `holonograph quarantine`)",
                 outcome.refused,
             )
-        await self._loop.run_in_executor(self._thread, self._recorded, frames, outcome)
-        self.drained = max(self.drained, frames[-1].number)
-        with self._changed:
-            self._changed.notify_all()
 
     def _recorded(self, frames: list[Frame], outcome: Drained) -> None:
         self.segments.drained(frames[-1].end)
@@ -393,7 +408,7 @@ class SmallLog:
         # Written again table by table (replays collapse); refused rows isolated.
         refused: list[tuple[str, list[Any], BaseException]] = []
         for name, table, table_rows in [*plan, *_row_plan(rows)]:
-            refused += [(name, row, e) for row, e in _keeping_good(self.store, table, table_rows)]
+            refused += [(name, row, e) for row, e in self._isolated(table, table_rows)]
         quarantine = [self._quarantine_row(name, row, e) for name, row, e in refused]
         if quarantine:
             try:
@@ -413,6 +428,28 @@ class SmallLog:
         ]
         return outcome
 
+    def _isolated(self, table: Any, rows: list[list[Any]]) -> list[tuple[list[Any], BaseException]]:
+        """Insert `rows` into `table`; the rows the store refuses for good, found by
+        `isolate`'s bisection (every other row written). A retryable error is raised:
+        the drain retries, and what was written collapses."""
+        if not rows:
+            return []
+        try:
+            self.store.insert(table.qualified, rows, table.columns)
+            return []
+        except Exception as err:
+            if not is_permanent(err):
+                raise
+            error = err
+
+        async def write(part: Sequence[list[Any]]) -> None:
+            self.store.insert(table.qualified, list(part), table.columns)
+
+        found = _completed(isolate(rows, write, error))
+        if found.unavailable is not None:
+            raise found.unavailable
+        return found.refused
+
     def _quarantine_row(self, table: str, row: list[Any], error: BaseException) -> list[Any]:
         text = json.dumps({"table": table, "row": row}, default=str, sort_keys=True)
         return [
@@ -423,22 +460,16 @@ class SmallLog:
         ]  # fmt: skip
 
 
-def _keeping_good(
-    store: Store, table: Any, rows: list[list[Any]]
-) -> list[tuple[list[Any], BaseException]]:
-    """Insert `rows`, bisecting a permanent refusal down to the rows that cause it."""
-    if not rows:
-        return []
+def _completed(search: Coroutine[Any, Any, Isolation[list[Any]]]) -> Isolation[list[Any]]:
+    """The result of an `isolate` whose writes are blocking calls (the drain runs on the
+    commit thread, the replay on its caller's): it never suspends, so one step ends it."""
     try:
-        store.insert(table.qualified, rows, table.columns)
-        return []
-    except Exception as err:
-        if not is_permanent(err):
-            raise
-        if len(rows) == 1:
-            return [(rows[0], err)]
-    middle = len(rows) // 2
-    return _keeping_good(store, table, rows[:middle]) + _keeping_good(store, table, rows[middle:])
+        search.send(None)
+    except StopIteration as done:
+        result: Isolation[list[Any]] = done.value
+        return result
+    search.close()
+    raise RuntimeError("the isolation of refused log rows suspended")
 
 
 def _row_plan(rows: TableRows) -> list[tuple[str, Any, list[list[Any]]]]:
@@ -473,19 +504,14 @@ def _chunks(frames: list[Frame], rows: int) -> list[list[Frame]]:
 
 
 def replay_pending(store: Store, directory: Path) -> int:
-    """Write into `store` what the log at `directory` acknowledged and did not drain
-    (a `serve` killed before its drain), record it, and return the frames written: for
-    a process that opens the data directory without serving (an offline command),
-    which must read what was acknowledged. Nothing to do without a log."""
+    """`SmallLog.replay` for a process that opens the data directory without serving (an
+    offline command after a `serve` was killed), which must read what was acknowledged;
+    returns the commits written. Nothing to do without a log."""
     if not (directory / _POSITION_FILE).exists() and not any(directory.glob("*.seg")):
         return 0
     small = SmallLog(directory, store)
     try:
-        frames = small._recover()
-        for chunk in _chunks(frames, small._drain_rows):
-            outcome = small._insert(chunk)
-            small._recorded(chunk, outcome)
-        return len(frames)
+        return small.replay()
     finally:
         small.segments.close()
         small._thread.shutdown(wait=False)

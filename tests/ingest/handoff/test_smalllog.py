@@ -446,6 +446,83 @@ async def test_an_offline_opener_replays_what_a_killed_serve_logged(
     assert await asyncio.to_thread(replay_pending, store, tmp_path / "log") == 0
 
 
+class _Refusing:
+    """The store, refusing for good every insert of events that holds one event's row
+    (as chDB refuses a value its column cannot hold: permanent), counting inserts."""
+
+    def __init__(self, store: ClickHouseStore, event_id: str) -> None:
+        self._store = store
+        self._event_id = event_id
+        self.inserts = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def insert(self, table: str, rows: Any, column_names: Any, settings: Any = None) -> None:
+        self.inserts += 1
+        if table.endswith(".evaluation_events") and any(r[1] == self._event_id for r in rows):
+            raise ValueError(f"{self._event_id}: value out of range for its column")
+        self._store.insert(table, rows, column_names, settings)
+
+
+def _refused_as_logged(store: ClickHouseStore) -> None:
+    """Every span of both requests stored but the one refused event, which is in the
+    quarantine with the store's message, from the log."""
+    events = store.query("SELECT event_id FROM holonograph.evaluation_events FINAL").rows
+    assert sorted(e for (e,) in events) == [
+        "evt_refused-a_0", "evt_refused-a_1", "evt_refused-a_2",
+        "evt_refused-b_0", "evt_refused-b_2",
+    ]  # fmt: skip
+    receipts = store.query("SELECT count() FROM holonograph.emission_receipts FINAL").rows
+    assert receipts[0][0] == 6
+    quarantined = store.query("SELECT reason, source FROM holonograph.quarantine FINAL").rows
+    assert quarantined == [
+        (
+            "store refused: evt_refused-b_1: value out of range for its column"
+            " (after the span was acknowledged: logged row of events)",
+            "log",
+        )
+    ]
+
+
+async def test_a_row_the_store_refuses_at_the_drain_is_quarantined_the_rest_stored(
+    store: ClickHouseStore, tmp_path: Path
+) -> None:
+    refusing = _Refusing(store, "evt_refused-b_1")
+    small = _log(refusing, tmp_path / "log", drain_seconds=3600, drain_rows=10**9)  # type: ignore[arg-type]
+    handoff = _handoff(store, small)
+    await handoff.open()
+    await _submit(handoff, _request("refused-a", count=3), "r1")
+    await _submit(handoff, _request("refused-b", count=3), "r2")
+    before = refusing.inserts
+    await asyncio.to_thread(small.wait_drained)
+    assert small.refused_rows == 1
+    _refused_as_logged(store)
+    # The drain (5 tables), then each table again, events bisected: 6 rows, 2·log2(6)+.
+    assert refusing.inserts - before <= 5 + 5 + 2 * 3 + 1
+    await handoff.close()
+    assert list(SegmentLog(tmp_path / "log").recover()) == []  # drained past it
+
+
+async def test_a_row_the_store_refuses_at_an_offline_replay_is_quarantined(
+    store: ClickHouseStore, tmp_path: Path
+) -> None:
+    """`replay_pending` (an offline opener after a kill) is the start's replay: the
+    same isolation, the same quarantine row, the position recorded past it."""
+    from ingest.handoff.smalllog import replay_pending
+
+    small = _log(store, tmp_path / "log", drain_seconds=3600, drain_rows=10**9)
+    handoff = _handoff(store, small)
+    await handoff.open()
+    await _submit(handoff, _request("refused-a", count=3), "r1")
+    await _submit(handoff, _request("refused-b", count=3), "r2")
+    assert _events(store) == 0  # killed: nothing drained
+    refusing = _Refusing(store, "evt_refused-b_1")
+    assert await asyncio.to_thread(replay_pending, refusing, tmp_path / "log") == 2
+    _refused_as_logged(store)
+    assert await asyncio.to_thread(replay_pending, store, tmp_path / "log") == 0
+
+
 def test_frames_round_trip_by_marshal_or_pickle() -> None:
     from ingest.handoff.smalllog import decode_frame, encode_frame
     from ingest.store.rows import TableRows
