@@ -414,11 +414,9 @@ class _Reader:
             return attrs, _kept(attrs)
         return attrs, kept
 
-    def event(self, event: Any, index: int) -> dict[str, Any]:
-        try:
-            return flat.read(event.attributes)
-        except flat.Unread:
-            return attributes(self._otlp().events[index].attributes)
+    def otlp_event(self, index: int) -> dict[str, Any]:
+        """The attributes of the span's event `index`, read the ordinary way."""
+        return attributes(self._otlp().events[index].attributes)
 
 
 def _kept(attrs: dict[str, Any]) -> list[str]:
@@ -511,10 +509,14 @@ def _dimensions(
 ) -> list[str]:
     """Dimension rows (up to `emission_stream`) of a span's dimension events; their ids."""
     ids: list[str] = []
+    read = flat.read
     for index, event in enumerate(events):
         if event.name != DIMENSION_EVENT:
             continue
-        attrs = reader.event(event, index)
+        try:
+            attrs = read(event.attributes)
+        except flat.Unread:
+            attrs = reader.otlp_event(index)
         get = attrs.get
         dimension_id = get("holonograph.dimension.id")
         if type(dimension_id) is not str or not dimension_id or dimension_id in ids:
