@@ -28,6 +28,7 @@ from testkit import multiplex
 from testkit.browser import CHROMIUM, Visit, chromium
 from testkit.multiplex import MultiplexSpec
 from testkit.readings import seed_readings
+from testkit.shown import compare_metrics as shown_compare
 
 pytestmark = pytest.mark.clickhouse
 
@@ -148,36 +149,11 @@ def test_a_page_that_fetches_is_seen_fetching(outputs: dict[str, Any]) -> None:
     assert "http://report.example/pixel.png" in visit.requests
 
 
-def _interval(value: dict[str, float] | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value['estimate']:.3f} [{value['ciLow']:.3f}, {value['ciHigh']:.3f}]"
-
-
 def test_the_numbers_on_the_page_are_those_of_compare_and_completeness(
     outputs: dict[str, Any],
 ) -> None:
     shown = dict(json.loads(_visit(outputs, outputs["page"], METRICS).value))
-    report = outputs["compare"]
-    sid = report["surfaceId"]
-    expected: dict[str, str] = {}
-    for group in report["groups"]:
-        key = f"compare/{sid}/groups/{group['group']}"
-        expected[f"{key}/events"] = str(group["events"])
-        expected[f"{key}/latencyMs/p50"] = f"{group['latencyMs']['p50']:.1f}"
-        expected[f"{key}/costPerEvaluationUsd"] = f"{group['costPerEvaluationUsd']:.6f}"
-        for d in group["dimensions"]:
-            metric = "passRate" if d["kind"] == "pass-fail" else "mean"
-            expected[f"{key}/{d['dimensionId']}/{metric}"] = _interval(d[metric])
-            expected[f"{key}/{d['dimensionId']}/missing"] = str(d["missing"])
-    for p in report["paired"]:
-        key = f"compare/{sid}/paired/{p['dimensionId']}/{p['primary']}/{p['observer']}"
-        for field in ("paired", "improved", "regressed", "equal"):
-            expected[f"{key}/{field}"] = str(p[field])
-        expected[f"{key}/missing/observer"] = str(p["missing"]["observer"])
-        expected[f"{key}/difference"] = _interval(p["difference"])
-        expected[f"{key}/pValue"] = f"{p['pValue']:.3g}"
-        expected[f"{key}/adjustedPValue"] = f"{p['adjustedPValue']:.3g}"
+    expected = shown_compare(outputs["compare"], adjusted=True)
     totals = outputs["completeness"]["totals"]
     for name in ("streams", "expected", "delivered", "missing", "missingInRange", "duplicates"):
         expected[f"completeness/totals/{name}"] = str(totals[name])

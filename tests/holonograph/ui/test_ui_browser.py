@@ -30,6 +30,8 @@ from testkit.backends import migrated_store
 from testkit.browser import CHROMIUM, Tab, chromium
 from testkit.multiplex import MultiplexSpec
 from testkit.readings import seed_readings
+from testkit.shown import compare_metrics as shown_compare
+from testkit.shown import interval
 from tests.e2e.test_report_browser import LoggingProxy
 from tests.holonograph.cli.test_serve import ROOT, ServeProcess
 from tests.otel_emit import Evaluation, export_request, record_spans
@@ -229,12 +231,6 @@ def _fixed(x: float | None, digits: int) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def _interval(v: dict[str, float] | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v['estimate']:.3f} [{v['ciLow']:.3f}, {v['ciHigh']:.3f}]"
-
-
 def test_overview_shows_status_and_counts_arrivals_live(live: Live) -> None:
     async def work(browser: Any) -> tuple[dict[str, str], dict[str, str], Any]:
         tab = await _page(browser, live, "#/overview?poll=1")
@@ -353,7 +349,7 @@ def test_surface_page_shows_the_reports_series_and_the_attribution(live: Live) -
         for group in live.json("/holonograph/compare", body)["groups"]:
             for d in group["dimensions"]:
                 if d["kind"] == "score":
-                    scores[f"scores/{d['dimensionId']}/{group['group']}/{i}"] = _interval(d["mean"])
+                    scores[f"scores/{d['dimensionId']}/{group['group']}/{i}"] = interval(d["mean"])
     assert len(scores) >= 3 * 2  # three vendors, in the slices with events
     assert {k: shown.get(k) for k in scores} == scores
     # The analysis ran read-only: the page asks for no recorded drift run.
@@ -412,24 +408,7 @@ def test_compare_page_shows_the_comparisons_intervals_and_paired_table(live: Liv
 
     shown = _browse(live, work)
     report = live.json("/holonograph/compare", {**WINDOW, "surfaceId": SPEC.surface_id})
-    sid = report["surfaceId"]
-    expected: dict[str, str] = {"compare/events": str(report["events"])}
-    for group in report["groups"]:
-        key = f"compare/{sid}/groups/{group['group']}"
-        expected[f"{key}/events"] = str(group["events"])
-        expected[f"{key}/latencyMs/p50"] = f"{group['latencyMs']['p50']:.1f}"
-        expected[f"{key}/costPerEvaluationUsd"] = f"{group['costPerEvaluationUsd']:.6f}"
-        for d in group["dimensions"]:
-            metric = "passRate" if d["kind"] == "pass-fail" else "mean"
-            expected[f"{key}/{d['dimensionId']}/{metric}"] = _interval(d[metric])
-            expected[f"{key}/{d['dimensionId']}/missing"] = str(d["missing"])
-    for p in report["paired"]:
-        key = f"compare/{sid}/paired/{p['dimensionId']}/{p['primary']}/{p['observer']}"
-        for field in ("paired", "improved", "regressed", "equal"):
-            expected[f"{key}/{field}"] = str(p[field])
-        expected[f"{key}/missing/observer"] = str(p["missing"]["observer"])
-        expected[f"{key}/difference"] = _interval(p["difference"])
-        expected[f"{key}/pValue"] = f"{p['pValue']:.3g}"
+    expected = {"compare/events": str(report["events"]), **shown_compare(report, adjusted=False)}
     assert {k: shown.get(k) for k in expected} == expected
     assert len(report["groups"]) == 3 and len(expected) > 40
 
