@@ -149,10 +149,12 @@ def test_offline_commands_reach_chdb_without_clickhouse_connect_or_pyarrow(
     """chDB opened in the command's own process, through chDB's own connection
     (`ingest.store.embedded`): neither clickhouse-connect (its import, HTTP stack and
     per-client handshake were a third of such a command, bench/RESULTS.md) nor chDB's
-    Arrow support (pyarrow) nor its Python connection layer is loaded."""
+    Arrow support (pyarrow) nor its Python connection layer is loaded; nor its
+    package's `__init__` (an in-memory engine started for a version string, its UDF
+    layer): the extension is loaded alone (`ingest.store.embedded._engine_alone`)."""
     modules = imported(*args, "--data-dir", str(offline), codes=(0, 1, 2))
-    assert "chdb._chdb" in modules  # chDB itself was opened
     assert "ingest.store.embedded" in modules
+    assert "chdb" not in modules and "chdb.udf" not in modules  # the package never ran
     assert not {name for name in modules if name.split(".")[0] == "clickhouse_connect"}
     assert "chdb.state.sqlitelike" not in modules
     # (`-X importtime` lists the refused `import pyarrow` too: nothing of it loads)
