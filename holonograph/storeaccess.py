@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from holonograph.admin_client import AdminStore, read_admin_file
 from ingest.handoff.segments import LOG_DIRECTORY, pending
+from ingest.service.admin_file import ADMIN_FILE
 from ingest.store.clickhouse import ClickHouseStore, connect_client, open_store
 from ingest.store.limits import LimitRequest, ReadLimits
 from ingest.store.url import chdb_path, is_embedded, normalize_store_url
 from schemas.migrations import apply_migrations
 from schemas.store import Store
 from schemas.tables import DATABASE
+
+if TYPE_CHECKING:
+    from holonograph.admin_client import AdminStore
 
 
 def connect(
@@ -42,12 +47,9 @@ def connect(
     if write and tenant is not None:
         raise ValueError("a tenant's view of the store is read-only")
     if is_embedded(url):
-        info = read_admin_file(chdb_path(url))
-        if info is not None:
-            token = info.get("write_token" if write else "read_token")
-            if not isinstance(token, str):
-                raise ConnectionError(f"{chdb_path(url)} is held by a process without tokens")
-            return AdminStore(url, info["url"], token, tenant=tenant, limits=limits)
+        owner = _owner(url, write=write, tenant=tenant, limits=limits)
+        if owner is not None:
+            return owner
         if not Path(chdb_path(url)).exists() and not write:
             raise FileNotFoundError(
                 f"no store at {chdb_path(url)} (start `holonograph serve` first)"
@@ -78,6 +80,26 @@ def connect(
             raise
         return read_only(url, client, tenant, ReadLimits.from_mapping(limits or {}))
     return open_reader(url, tenant, ReadLimits.from_mapping(limits or {}), direct=embedded)
+
+
+def _owner(
+    url: str, *, write: bool, tenant: str | None, limits: LimitRequest | None
+) -> AdminStore | None:
+    """The store through the admin endpoint of the live process holding the directory
+    of embedded `url`, if one does. The admin client (with its HTTP stack, a few tens
+    of milliseconds to import) is imported only when an endpoint file is there."""
+    data_dir = chdb_path(url)
+    if not os.path.lexists(data_dir / ADMIN_FILE):  # a link too: refused below
+        return None
+    from holonograph.admin_client import AdminStore, read_admin_file
+
+    info: dict[str, Any] | None = read_admin_file(data_dir)
+    if info is None:
+        return None
+    token = info.get("write_token" if write else "read_token")
+    if not isinstance(token, str):
+        raise ConnectionError(f"{data_dir} is held by a process without tokens")
+    return AdminStore(url, info["url"], token, tenant=tenant, limits=limits)
 
 
 def _replay_log(store: Store, url: str) -> None:
