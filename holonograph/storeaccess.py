@@ -27,6 +27,7 @@ def connect(
     tenant: str | None = None,
     limits: LimitRequest | None = None,
     only_tenant: bool = False,
+    own_statements: bool = False,
 ) -> Store:
     """Open the store at `url`, through its owner's admin endpoint when a live
     process holds that embedded directory.
@@ -43,7 +44,11 @@ def connect(
     `tenant` says which, and a command's reads of that tenant can share it (opening a
     chDB connection costs a tenth of a second: bench/RESULTS.md).
     A chDB directory this command opens itself is reached through chDB's own
-    connection (`ingest.store.embedded`), without clickhouse-connect."""
+    connection (`ingest.store.embedded`), without clickhouse-connect.
+    `own_statements` (read-only): the caller runs only statements its own code writes
+    (a job's, every value bound on the server), never a user's or a client's text, so
+    its reader skips the statement gate (`ingest.store.reader`); the server still
+    refuses every write. Through an owner's endpoint the owner's gate decides."""
     if write and tenant is not None:
         raise ValueError("a tenant's view of the store is read-only")
     if is_embedded(url):
@@ -78,8 +83,16 @@ def connect(
         except BaseException:
             client.close()
             raise
-        return read_only(url, client, tenant, ReadLimits.from_mapping(limits or {}))
-    return open_reader(url, tenant, ReadLimits.from_mapping(limits or {}), direct=embedded)
+        return read_only(
+            url, client, tenant, ReadLimits.from_mapping(limits or {}), gate=not own_statements
+        )
+    return open_reader(
+        url,
+        tenant,
+        ReadLimits.from_mapping(limits or {}),
+        direct=embedded,
+        gate=not own_statements,
+    )
 
 
 def _owner(
