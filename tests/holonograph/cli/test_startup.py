@@ -216,3 +216,32 @@ def test_the_command_runs_numpy_on_one_blas_thread_unless_told_otherwise() -> No
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
         assert done.stderr.strip().splitlines()[-1] == expected
+
+
+def test_the_command_skips_pydantic_plugin_discovery_unless_told_otherwise() -> None:
+    """pydantic scans every installed distribution's entry points for plugins at its
+    first model: the command says there are none to look for, and an operator's own
+    setting is kept (checked by whether that scan runs)."""
+    code = (
+        "import os, sys, importlib.metadata as md; sys.argv = ['holonograph', '--help']\n"
+        "scans = []\n"
+        "real = md.entry_points\n"
+        "def counted(**kw):\n    scans.append(kw)\n    return real(**kw)\n"
+        "md.entry_points = counted\n"
+        "from holonograph.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "import pydantic.plugin._loader as loader\n"
+        "loader.entry_points = counted\n"
+        "list(loader.get_plugins())\n"
+        "print(os.environ['PYDANTIC_DISABLE_PLUGINS'], len(scans), file=sys.stderr)"
+    )
+    for given, expected in ((None, "__all__ 0"), ("some_plugin", "some_plugin 1")):
+        env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+        if given is not None:
+            env["PYDANTIC_DISABLE_PLUGINS"] = given
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stderr.strip().splitlines()[-1] == expected
