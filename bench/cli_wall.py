@@ -21,6 +21,7 @@ import argparse
 import compileall
 import datetime as dt
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -129,6 +130,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--baseline-ref", default="", help="git ref of a tree to run alongside")
     args = parser.parse_args(argv)
+    started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    load_before = os.getloadavg()  # the wall is the measure: say how busy the machine was
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
         work = Path(tmp)
         trees = {"this tree": ROOT}
@@ -152,7 +155,14 @@ def main(argv: list[str] | None = None) -> None:
                     codes[label][name].add(code)
             last = {t: {c: round(v[-1], 2) for c, v in times[t].items()} for t in trees}
             print(f"round done: {json.dumps(last)}", file=sys.stderr, flush=True)
-    out: dict[str, Any] = {"events": EVENTS, "repeats": args.repeats, "trees": {}}
+    out: dict[str, Any] = {
+        "events": EVENTS,
+        "repeats": args.repeats,
+        "started_at": started,
+        "load_average_1_5_15": {"start": load_before, "end": os.getloadavg()},
+        "baseline_ref": args.baseline_ref or None,
+        "trees": {},
+    }
     for label in trees:
         medians = {c: statistics.median(v) for c, v in times[label].items()}
         out["trees"][label] = {

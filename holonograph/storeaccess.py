@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from holonograph.admin_client import AdminStore, read_admin_file
 from ingest.handoff.segments import LOG_DIRECTORY, pending
+from ingest.service.admin_file import ADMIN_FILE
 from ingest.store.clickhouse import ClickHouseStore, connect_client, open_store
 from ingest.store.limits import LimitRequest, ReadLimits
 from ingest.store.url import chdb_path, is_embedded, normalize_store_url
 from schemas.migrations import apply_migrations
 from schemas.store import Store
 from schemas.tables import DATABASE
+
+if TYPE_CHECKING:
+    from holonograph.admin_client import AdminStore
 
 
 def connect(
@@ -22,6 +27,7 @@ def connect(
     tenant: str | None = None,
     limits: LimitRequest | None = None,
     only_tenant: bool = False,
+    own_statements: bool = False,
 ) -> Store:
     """Open the store at `url`, through its owner's admin endpoint when a live
     process holds that embedded directory.
@@ -38,16 +44,17 @@ def connect(
     `tenant` says which, and a command's reads of that tenant can share it (opening a
     chDB connection costs a tenth of a second: bench/RESULTS.md).
     A chDB directory this command opens itself is reached through chDB's own
-    connection (`ingest.store.embedded`), without clickhouse-connect."""
+    connection (`ingest.store.embedded`), without clickhouse-connect.
+    `own_statements` (read-only): the caller runs only statements its own code writes
+    (a job's, every value bound on the server), never a user's or a client's text, so
+    its reader skips the statement gate (`ingest.store.reader`); the server still
+    refuses every write. Through an owner's endpoint the owner's gate decides."""
     if write and tenant is not None:
         raise ValueError("a tenant's view of the store is read-only")
     if is_embedded(url):
-        info = read_admin_file(chdb_path(url))
-        if info is not None:
-            token = info.get("write_token" if write else "read_token")
-            if not isinstance(token, str):
-                raise ConnectionError(f"{chdb_path(url)} is held by a process without tokens")
-            return AdminStore(url, info["url"], token, tenant=tenant, limits=limits)
+        owner = _owner(url, write=write, tenant=tenant, limits=limits)
+        if owner is not None:
+            return owner
         if not Path(chdb_path(url)).exists() and not write:
             raise FileNotFoundError(
                 f"no store at {chdb_path(url)} (start `holonograph serve` first)"
@@ -76,8 +83,36 @@ def connect(
         except BaseException:
             client.close()
             raise
-        return read_only(url, client, tenant, ReadLimits.from_mapping(limits or {}))
-    return open_reader(url, tenant, ReadLimits.from_mapping(limits or {}), direct=embedded)
+        return read_only(
+            url, client, tenant, ReadLimits.from_mapping(limits or {}), gate=not own_statements
+        )
+    return open_reader(
+        url,
+        tenant,
+        ReadLimits.from_mapping(limits or {}),
+        direct=embedded,
+        gate=not own_statements,
+    )
+
+
+def _owner(
+    url: str, *, write: bool, tenant: str | None, limits: LimitRequest | None
+) -> AdminStore | None:
+    """The store through the admin endpoint of the live process holding the directory
+    of embedded `url`, if one does. The admin client (with its HTTP stack, a few tens
+    of milliseconds to import) is imported only when an endpoint file is there."""
+    data_dir = chdb_path(url)
+    if not os.path.lexists(data_dir / ADMIN_FILE):  # a link too: refused below
+        return None
+    from holonograph.admin_client import AdminStore, read_admin_file
+
+    info: dict[str, Any] | None = read_admin_file(data_dir)
+    if info is None:
+        return None
+    token = info.get("write_token" if write else "read_token")
+    if not isinstance(token, str):
+        raise ConnectionError(f"{data_dir} is held by a process without tokens")
+    return AdminStore(url, info["url"], token, tenant=tenant, limits=limits)
 
 
 def _replay_log(store: Store, url: str) -> None:

@@ -22,10 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import shlex
 import sys
-import tempfile
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -176,7 +173,12 @@ def trace_dir() -> Path:
 
 
 def write_trace(err: BaseException) -> Path:
-    """The full trace in a new owner-only file; returns its path."""
+    """The full trace in a new owner-only file; returns its path. (Its modules are
+    imported here: only a failing command needs them.)"""
+    import shlex
+    import tempfile
+    import traceback
+
     stamp = dt.datetime.now(dt.UTC)
     text = "".join(
         [
@@ -206,6 +208,8 @@ def internal_failure(err: BaseException) -> CommandFailed:
     try:
         path = write_trace(err)
     except OSError:
+        import traceback
+
         traceback.print_exception(err)  # nowhere to keep it: stderr is all there is
         return CommandFailed(message, EXIT_INTERNAL)
     return CommandFailed(

@@ -201,11 +201,15 @@ class CommandStores:
     the store migrated once), and closed by `close`. On a chDB directory the command
     opens itself, the first unscoped reader is scoped to the store's only tenant
     (`storeaccess.connect`), so the runner's tenant lookup and that tenant's reads run
-    on one connection."""
+    on one connection. `own_statements`: the job runs only its own code's statements
+    (`storeaccess.connect`): its readers skip the statement gate."""
 
-    def __init__(self, store_url: str | None, data_dir: str | None) -> None:
+    def __init__(
+        self, store_url: str | None, data_dir: str | None, *, own_statements: bool = False
+    ) -> None:
         self._url = store_url
         self._dir = data_dir
+        self._own = own_statements
         self._open: dict[tuple[bool, str | None, tuple[tuple[str, float], ...]], Store] = {}
 
     def _store(self, write: bool, tenant: str | None, limits: LimitRequest | None) -> Store:
@@ -215,6 +219,7 @@ class CommandStores:
             store = open_store_or_exit(
                 self._url, self._dir, write=write, tenant=tenant, limits=limits,
                 migrate=first, only_tenant=first and not write and tenant is None,
+                own_statements=self._own and not write,
             )  # fmt: skip
             self._open[key] = store
             scoped = getattr(store, "tenant", None) if tenant is None and not write else None
@@ -258,10 +263,15 @@ def report_of(
     requests: Sequence[RequestT],
     store_url: str | None,
     data_dir: str | None,
+    *,
+    own_statements: bool = False,
 ) -> list[ReportT]:
     """The runner for a command, one report per request on the same connections: scope,
-    run, persist; a request the job refuses is exit 2 with its message and hint."""
-    stores = CommandStores(store_url, data_dir)
+    run, persist; a request the job refuses is exit 2 with its message and hint.
+    `own_statements`: every statement the job (and the runner for it) sends is written
+    in this code base with its values bound on the server, never a user's text (see
+    `CommandStores`): said only for a job whose queries are known to be so."""
+    stores = CommandStores(store_url, data_dir, own_statements=own_statements)
     clock = command_clock()
     limits = given_limits()
     try:
@@ -303,10 +313,12 @@ def run_command(
     store_url: str | None,
     data_dir: str | None,
     as_json: bool,
+    own_statements: bool = False,
 ) -> None:
     """Run `job` for `request` (its tenant: `request.tenant`, else the store's only one),
-    show the report, and exit 1 when it is a finding."""
-    (report,) = report_of(job, [request], store_url, data_dir)
+    show the report, and exit 1 when it is a finding. `own_statements`: see
+    `report_of`."""
+    (report,) = report_of(job, [request], store_url, data_dir, own_statements=own_statements)
     show(report, rendering, as_json)
     if job.finding(report):
         sys.exit(EXIT_FINDING)

@@ -151,15 +151,23 @@ def open_store_or_exit(
     limits: LimitRequest | None = None,
     migrate: bool = True,
     only_tenant: bool = False,
+    own_statements: bool = False,
 ) -> Store:
     """The store named by the options; any failure to reach it is exit 3 (a bad URL: 2,
-    through the one error path). `migrate`, `only_tenant`: see `storeaccess.connect`."""
+    through the one error path). `migrate`, `only_tenant`, `own_statements`: see
+    `storeaccess.connect`."""
     from holonograph import storeaccess
 
     url = resolve_store_url(store_url, data_dir)  # StoreURLError: exit 2 (cli.errors)
     try:
         return storeaccess.connect(
-            url, write=write, tenant=tenant, limits=limits, migrate=migrate, only_tenant=only_tenant
+            url,
+            write=write,
+            tenant=tenant,
+            limits=limits,
+            migrate=migrate,
+            only_tenant=only_tenant,
+            own_statements=own_statements,
         )
     except FileNotFoundError as err:  # no store there yet
         raise CommandFailed(one_line(err), EXIT_UNAVAILABLE) from None

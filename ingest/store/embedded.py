@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import importlib.machinery
+import importlib.util
 import ipaddress
 import math
+import os
 import re
 import struct
 import sys
@@ -59,8 +62,16 @@ class EmbeddedResult:
 
 
 def _chdb_module() -> Any:
-    """chDB's C extension, loaded through the `chdb` package (which loads it right)."""
+    """chDB's C extension: the one this process already loaded, else loaded alone
+    (`_engine_alone`), else through the `chdb` package (which loads it right)."""
     with _import_lock:
+        loaded = sys.modules.get(_EXTENSION)
+        if loaded is not None:
+            return loaded
+        if "chdb" not in sys.modules:
+            alone = _engine_alone()
+            if alone is not None:
+                return alone
         blocked = "pyarrow" not in sys.modules
         if blocked:  # chdb's Python layers import pyarrow as optional: not needed here
             sys.modules["pyarrow"] = None  # type: ignore[assignment]
@@ -70,6 +81,47 @@ def _chdb_module() -> Any:
             if blocked and sys.modules.get("pyarrow", ...) is None:
                 del sys.modules["pyarrow"]
     return chdb._chdb
+
+
+_EXTENSION = "chdb._chdb"
+
+
+def _engine_alone() -> Any:
+    """chDB's extension loaded as its package loads it (bound deep, from its own
+    directory) without running the package's `__init__`, which starts and stops an
+    in-memory engine to read its version and imports its UDF and progress layers: a
+    quarter of an offline command's second (bench/RESULTS.md, issue 24). None when the
+    extension is not where the package would find it (the package's import then runs).
+
+    A later `import chdb` in this process finds this extension; its `__init__` then
+    starts an in-memory engine, which chDB refuses while a store's engine is open
+    ("EmbeddedServer already initialized"): after the last connection closed it works.
+    Nothing that opens a directory through this module imports `chdb` while holding it
+    (clickhouse-connect imports it only for a `chdb://` client, which such a command
+    never opens)."""
+    try:
+        package = importlib.util.find_spec("chdb")
+        locations = list(package.submodule_search_locations or []) if package else []
+        spec = importlib.machinery.PathFinder.find_spec(_EXTENSION, locations)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None or spec.loader is None:
+        return None
+    if not isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
+        return None
+    here = os.getcwd()
+    os.chdir(os.path.dirname(spec.origin))  # as the package does: its libraries sit beside
+    try:
+        if sys.platform == "linux":  # its own symbols first, as the package binds them
+            import ctypes
+
+            ctypes.CDLL(spec.origin, mode=sys.getdlopenflags() | os.RTLD_DEEPBIND)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        os.chdir(here)
+    sys.modules[_EXTENSION] = module
+    return module
 
 
 _import_lock = threading.Lock()

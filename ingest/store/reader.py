@@ -6,7 +6,11 @@ never the caller's: on chDB the connection is its own session on which we `SET
 readonly = 1` (after the tenant filter) before any caller's statement, so no later
 statement can lower either; on a ClickHouse server every request carries
 `readonly=1` (and the tenant filter) without a server session. Every statement also
-passes `ingest.store.querygate` first.
+passes `ingest.store.querygate` first, but on a reader opened for a job's own
+statements (`gate=False`): their text is written in this code base, never a user's or
+a client's, with every value bound on the server, so the gate, which guards what
+`readonly = 1` alone lets through (SYSTEM, KILL, file(), INTO OUTFILE, a second
+statement), has nothing to decide there; the session is read-only all the same.
 
 A tenant-scoped reader sees only that tenant's rows in every `holonograph` table
 that has a `tenant_id` column (found at open, not listed here), through the
@@ -63,6 +67,7 @@ class ReadOnlyStore:
         request_settings: Mapping[str, Any],
         tenant: str | None,
         limits: ReadLimits = DEFAULT_READ_LIMITS,
+        gate: bool = True,
     ) -> None:
         self.url = url
         self.tenant = tenant
@@ -71,10 +76,13 @@ class ReadOnlyStore:
         self._table_functions = table_functions
         self._settings = dict(request_settings)
         self._lock = threading.Lock()
-        # Statements the gate passed on this connection, with their parameters: the
-        # same text and values parse the same on a session nothing can change
-        # (readonly=1), so a job asking twice is checked once.
-        self._passed: dict[tuple[str, str], None] = {}
+        # Statements the gate passed, with their parameters: the same text and values
+        # parse the same on a session nothing can change (readonly=1), so a job asking
+        # twice is checked once. On chDB every reader of this process shares the
+        # verdicts (one engine, whose parser and functions are those of this process:
+        # a command's readers with other limits or scopes ask what its first asked).
+        self._passed = _engine_passed if is_embedded(url) else _Passed()
+        self._gate = gate
 
     def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
         params = dict(parameters or {})
@@ -82,7 +90,7 @@ class ReadOnlyStore:
         text = unmarked(sql)  # the caller's text: parser positions count from its start
         key = (text, repr(sorted(params.items())))
         with self._lock:
-            if key not in self._passed:
+            if self._gate and not self._passed.has(key):
                 check_statement(
                     self._client,
                     text,
@@ -90,9 +98,7 @@ class ReadOnlyStore:
                     settings=self._settings,
                     table_functions=self._table_functions,
                 )
-                if len(self._passed) >= _PASSED_KEPT:
-                    self._passed.pop(next(iter(self._passed)))
-                self._passed[key] = None
+                self._passed.add(key)
             try:
                 result = self._client.query(sql, parameters=params, settings=self._settings)
             except Exception as err:
@@ -119,6 +125,28 @@ class ReadOnlyStore:
             self._client.close()
 
 
+class _Passed:
+    """The last `_PASSED_KEPT` statements (text, parameters) the gate passed."""
+
+    def __init__(self) -> None:
+        self._keys: dict[tuple[str, str], None] = {}
+        self._lock = threading.Lock()
+
+    def has(self, key: tuple[str, str]) -> bool:
+        with self._lock:
+            return key in self._keys
+
+    def add(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            if key not in self._keys and len(self._keys) >= _PASSED_KEPT:
+                self._keys.pop(next(iter(self._keys)))
+            self._keys[key] = None
+
+
+# What the gate passed on this process's chDB engine, for all of its readers.
+_engine_passed = _Passed()
+
+
 def _check_parameters(sql: str, parameters: Mapping[str, Any]) -> None:
     """Parameters must bind on the server (`{name:Type}`): clickhouse-connect would
     otherwise format them into the SQL text after the gate saw it."""
@@ -134,12 +162,14 @@ def open_reader(
     limits: ReadLimits = DEFAULT_READ_LIMITS,
     *,
     direct: bool = False,
+    gate: bool = True,
 ) -> ReadOnlyStore:
     """A new read-only connection to the store at `url`, scoped to `tenant` if given,
-    every query within `limits`; `direct`: see `connect_client`."""
+    every query within `limits`; `direct`: see `connect_client`; `gate`: see
+    `read_only`."""
     url = normalize_store_url(url)
     client = connect_client(url, session=is_embedded(url), direct=direct)
-    return read_only(url, client, tenant, limits)
+    return read_only(url, client, tenant, limits, gate=gate)
 
 
 def read_only(
@@ -147,14 +177,18 @@ def read_only(
     client: Client | EmbeddedClient,
     tenant: str | None = None,
     limits: ReadLimits = DEFAULT_READ_LIMITS,
+    *,
+    gate: bool = True,
 ) -> ReadOnlyStore:
     """`client` (a new connection to normalized `url`, nothing run on it yet but what
     its opener chose) as a `ReadOnlyStore` within `limits`: on chDB its session is made
-    read-only for good before it is returned. Closes `client` if that fails."""
+    read-only for good before it is returned. Closes `client` if that fails.
+    Without `gate` the statement gate is skipped: only for a caller whose statements
+    are all its own code's (a job's), never a user's or client's text."""
     embedded = is_embedded(url)
     try:
         filters = tenant_filters(client, tenant) if tenant is not None else {}
-        table_functions = _table_functions(client, embedded)
+        table_functions = _table_functions(client, embedded) if gate else EngineFunctions(())
         settings: dict[str, Any] = {}
         if filters:
             settings["additional_table_filters"] = filters
@@ -174,6 +208,7 @@ def read_only(
         request_settings=settings,
         tenant=tenant,
         limits=limits,
+        gate=gate,
     )
 
 

@@ -149,10 +149,12 @@ def test_offline_commands_reach_chdb_without_clickhouse_connect_or_pyarrow(
     """chDB opened in the command's own process, through chDB's own connection
     (`ingest.store.embedded`): neither clickhouse-connect (its import, HTTP stack and
     per-client handshake were a third of such a command, bench/RESULTS.md) nor chDB's
-    Arrow support (pyarrow) nor its Python connection layer is loaded."""
+    Arrow support (pyarrow) nor its Python connection layer is loaded; nor its
+    package's `__init__` (an in-memory engine started for a version string, its UDF
+    layer): the extension is loaded alone (`ingest.store.embedded._engine_alone`)."""
     modules = imported(*args, "--data-dir", str(offline), codes=(0, 1, 2))
-    assert "chdb._chdb" in modules  # chDB itself was opened
     assert "ingest.store.embedded" in modules
+    assert "chdb" not in modules and "chdb.udf" not in modules  # the package never ran
     assert not {name for name in modules if name.split(".")[0] == "clickhouse_connect"}
     assert "chdb.state.sqlitelike" not in modules
     # (`-X importtime` lists the refused `import pyarrow` too: nothing of it loads)
@@ -208,6 +210,35 @@ def test_the_command_runs_numpy_on_one_blas_thread_unless_told_otherwise() -> No
         env = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARIABLES}
         if given is not None:
             env["OPENBLAS_NUM_THREADS"] = given
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stderr.strip().splitlines()[-1] == expected
+
+
+def test_the_command_skips_pydantic_plugin_discovery_unless_told_otherwise() -> None:
+    """pydantic scans every installed distribution's entry points for plugins at its
+    first model: the command says there are none to look for, and an operator's own
+    setting is kept (checked by whether that scan runs)."""
+    code = (
+        "import os, sys, importlib.metadata as md; sys.argv = ['holonograph', '--help']\n"
+        "scans = []\n"
+        "real = md.entry_points\n"
+        "def counted(**kw):\n    scans.append(kw)\n    return real(**kw)\n"
+        "md.entry_points = counted\n"
+        "from holonograph.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "import pydantic.plugin._loader as loader\n"
+        "loader.entry_points = counted\n"
+        "list(loader.get_plugins())\n"
+        "print(os.environ['PYDANTIC_DISABLE_PLUGINS'], len(scans), file=sys.stderr)"
+    )
+    for given, expected in ((None, "__all__ 0"), ("some_plugin", "some_plugin 1")):
+        env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+        if given is not None:
+            env["PYDANTIC_DISABLE_PLUGINS"] = given
         done = subprocess.run(
             [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
             timeout=120,

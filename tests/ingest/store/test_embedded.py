@@ -260,3 +260,39 @@ class _Renamed:
 
     def insert(self, table: str, rows: Any, columns: Any) -> None:
         self.store.insert(f"{table}_{self.suffix}", rows, columns)
+
+
+ENGINE_ALONE = """
+import sys
+from pathlib import Path
+from ingest.store.embedded import open_embedded
+client = open_embedded(Path(sys.argv[1]))
+print(client.query("SELECT 41 + 1").result_rows[0][0])
+print("chdb" in sys.modules)  # the package's __init__ never ran
+client.close()
+import chdb  # the package still imports once the store's engine is closed
+print(chdb._chdb is sys.modules["chdb._chdb"])
+print(chdb.query("SELECT 7", "CSV").bytes().decode().strip())
+again = open_embedded(Path(sys.argv[1]))
+print(again.query("SELECT 8").result_rows[0][0])
+again.close()
+"""
+
+
+def test_a_command_loads_the_engine_without_the_package_and_the_package_still_works(
+    tmp_path: Path,
+) -> None:
+    """A process that has not imported `chdb` loads its extension alone (no in-memory
+    engine started and stopped for a version string); `import chdb` afterwards finds
+    the same extension and works, and the store opens again."""
+    import subprocess
+    import sys
+
+    from bench.paths import ROOT
+
+    done = subprocess.run(
+        [sys.executable, "-c", ENGINE_ALONE, str(tmp_path / "store")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["42", "False", "True", "7", "8"]
