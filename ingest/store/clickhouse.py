@@ -43,6 +43,10 @@ class ClickHouseStore:
         # Column types per (table, columns), looked up once: clickhouse-connect would
         # otherwise DESCRIBE the table before every insert (a query per table per commit).
         self._column_types: dict[tuple[str, tuple[str, ...]], Sequence[ClickHouseType]] = {}
+        # In-process chDB shares the process's cores with the receiver; a commit's
+        # block is too small to gain from a parallel insert pipeline, which only adds
+        # thread hand-offs (bench/RESULTS.md, issue 24). A server keeps its own.
+        self._insert_settings = {"max_threads": 1} if _is_chdb_client(client) else {}
 
     @property
     def display_url(self) -> str:
@@ -82,7 +86,7 @@ class ClickHouseStore:
                 list(rows),
                 column_names=names,
                 column_types=types,
-                settings=dict(settings or {}),
+                settings={**self._insert_settings, **(settings or {})},
             )
 
     def close(self) -> None:
@@ -94,6 +98,11 @@ class ClickHouseStore:
         admin queries on it never hold up the inserts on this one (chDB allows
         several connections to the directory its process owns)."""
         return open_store(self.url, direct=_is_embedded_client(self._client))
+
+
+def _is_chdb_client(client: object) -> bool:
+    """clickhouse-connect's client of an in-process chDB store."""
+    return type(client).__name__ == "ChdbClient"
 
 
 def _is_embedded_client(client: object) -> TypeIs[EmbeddedClient]:

@@ -219,4 +219,11 @@ def write_rows(store: Store, rows: TableRows) -> None:
     )
     for table, table_rows in plan:
         if table_rows:
-            store.insert(table.qualified, table_rows, table.columns)
+            store.insert(table.qualified, table_rows, table.columns, INSERT_SETTINGS)
+
+
+# The commit's inserts keep every row they carry: the versions of an event id written in
+# one insert are collapsed by the table's merges, and by FINAL before them, as are those
+# of separate inserts (ReplacingMergeTree, highest `ingest_version`), rather than by a
+# merge of the block at insert time, a sort and pass over every row on the commit's path.
+INSERT_SETTINGS = {"optimize_on_insert": 0}
