@@ -69,12 +69,36 @@ class ClickHouseStore:
         column_names: Sequence[str],
         settings: Mapping[str, Any] | None = None,
     ) -> None:
-        if not rows:
-            return
+        if rows:
+            self._insert(table, rows, column_names, settings, columnar=False)
+
+    def insert_columns(
+        self,
+        table: str,
+        columns: Sequence[Sequence[Any]],
+        column_names: Sequence[str],
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        """`insert` of rows given column by column (`columns[i]`: every row's value of
+        `column_names[i]`), which clickhouse-connect's Native insert takes as they are:
+        no row is copied to add a column or pivoted."""
+        if columns and columns[0]:
+            self._insert(table, columns, column_names, settings, columnar=True)
+
+    def _insert(
+        self,
+        table: str,
+        data: Sequence[Sequence[Any]],
+        column_names: Sequence[str],
+        settings: Mapping[str, Any] | None,
+        *,
+        columnar: bool,
+    ) -> None:
         names = list(column_names)
         key = (table, tuple(names))
         with self._lock:
             if _is_embedded_client(self._client):
+                rows = [list(row) for row in zip(*data, strict=True)] if columnar else data
                 self._client.insert(table, rows, names, settings)
                 return
             types = self._column_types.get(key)
@@ -83,10 +107,11 @@ class ClickHouseStore:
                 self._column_types[key] = types = [_plain(t) for t in table_types]
             self._client.insert(
                 table,
-                list(rows),
+                list(data),
                 column_names=names,
                 column_types=types,
                 settings={**self._insert_settings, **(settings or {})},
+                column_oriented=columnar,
             )
 
     def close(self) -> None:
