@@ -13,6 +13,11 @@ path (`ingest.export.fast`: protobuf straight to rows, the commit's columns adde
 index), "log" the frame's encoding, write and fsync, and "insert" the drain, one
 insert per table for every N commits.
 
+`--insert-ab` measures the commit's insert alone, the way it inserted before this
+tree's settings and column-wise rows ("before": placed rows, the block merged at
+insert time, chDB's default threads) and as it does now, alternating commit by commit
+on the same commits of one process, so both see the same load (medians of each).
+
 Run as `python -m bench.stages --batch 512 --requests 40`; prints one JSON line.
 """
 
@@ -191,6 +196,77 @@ def _log_stages(
     return spans
 
 
+class _Before:
+    """The store as the commit wrote to it before (see `--insert-ab`)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.url = inner.url
+
+    def query(self, sql: str, parameters: Any = None) -> Any:
+        return self._inner.query(sql, parameters)
+
+    def command(self, sql: str, parameters: Any = None) -> None:
+        self._inner.command(sql, parameters)
+
+    def insert(self, table: str, rows: Any, columns: Any, settings: Any = None) -> None:
+        before = {**(settings or {}), "optimize_on_insert": 1, "max_threads": 0}
+        self._inner.insert(table, rows, columns, before)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def insert_ab(batch: int, requests: int, requests_per_insert: int) -> dict[str, Any]:
+    """CPU per span of the commit's insert, before and now, alternating (see the module)."""
+    import statistics
+
+    from ingest.export.decode import parse_protobuf
+    from ingest.store import owners
+    from ingest.store.clickhouse import open_store
+    from ingest.store.owners import Submission, Writer
+    from ingest.store.rows import TableRows, write_rows
+    from schemas.migrations import apply_migrations
+    from schemas.times import utc_now
+
+    decode, count, add = _decoder("hot")
+    factory = RequestFactory(PayloadSpec(batch=batch, tag="stagesab"))
+    bodies = [factory.body(r) for r in range(requests)]
+    samples: dict[str, list[float]] = {"before": [], "now": []}
+    with tempfile.TemporaryDirectory(prefix="bench-stages-") as tmp:
+        store = open_store(f"chdb://{Path(tmp) / 'store'}")
+        apply_migrations(store)
+        try:
+            for number, start in enumerate(range(0, len(bodies), requests_per_insert)):
+                at = utc_now()
+                decoded = [
+                    decode(parse_protobuf(b)) for b in bodies[start : start + requests_per_insert]
+                ]
+                submissions = [Submission(d, Writer(None), at, n) for n, d in enumerate(decoded)]
+                checked = owners.check(store, submissions, verify=False)
+                rows = TableRows(placements=checked.placements)
+                for n, d in enumerate(checked):
+                    add(d, rows, f"r{start + n}", at)
+                spans = sum(count(d) for d in decoded)
+                order = ("before", "now") if number % 2 else ("now", "before")
+                for name in order:
+                    target: Any = _Before(store) if name == "before" else store
+                    cpu0 = time.process_time()
+                    write_rows(target, rows)
+                    samples[name].append((time.process_time() - cpu0) / spans * 1e6)
+        finally:
+            store.close()
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    return {
+        "mode": "insert_ab",
+        "batch": batch,
+        "commits": len(samples["now"]),
+        "insert_us_per_span": medians,
+        "now_over_before": medians["now"] / medians["before"],
+        "samples_us_per_span": samples,
+    }
+
+
 def top_functions(
     batch: int, requests: int, limit: int = 15, path: str = "hot"
 ) -> list[dict[str, Any]]:
@@ -231,10 +307,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--log", type=int, default=0, metavar="N", help="the log, a drain per N commits"
     )
+    parser.add_argument(
+        "--insert-ab", action="store_true", help="the insert before and now, alternating"
+    )
     args = parser.parse_args(argv)
     from ingest.service.gctune import tune_for_throughput
 
     tune_for_throughput()  # as `serve` runs
+    if args.insert_ab:
+        print(json.dumps(insert_ab(args.batch, args.requests, args.requests_per_insert)))
+        return
     result = measure_stages(
         args.batch, args.requests, args.requests_per_insert, args.path, args.log
     )

@@ -43,6 +43,10 @@ class ClickHouseStore:
         # Column types per (table, columns), looked up once: clickhouse-connect would
         # otherwise DESCRIBE the table before every insert (a query per table per commit).
         self._column_types: dict[tuple[str, tuple[str, ...]], Sequence[ClickHouseType]] = {}
+        # In-process chDB shares the process's cores with the receiver; a commit's
+        # block is too small to gain from a parallel insert pipeline, which only adds
+        # thread hand-offs (bench/RESULTS.md, issue 24). A server keeps its own.
+        self._insert_settings = {"max_threads": 1} if _is_chdb_client(client) else {}
 
     @property
     def display_url(self) -> str:
@@ -65,12 +69,36 @@ class ClickHouseStore:
         column_names: Sequence[str],
         settings: Mapping[str, Any] | None = None,
     ) -> None:
-        if not rows:
-            return
+        if rows:
+            self._insert(table, rows, column_names, settings, columnar=False)
+
+    def insert_columns(
+        self,
+        table: str,
+        columns: Sequence[Sequence[Any]],
+        column_names: Sequence[str],
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        """`insert` of rows given column by column (`columns[i]`: every row's value of
+        `column_names[i]`), which clickhouse-connect's Native insert takes as they are:
+        no row is copied to add a column or pivoted."""
+        if columns and columns[0]:
+            self._insert(table, columns, column_names, settings, columnar=True)
+
+    def _insert(
+        self,
+        table: str,
+        data: Sequence[Sequence[Any]],
+        column_names: Sequence[str],
+        settings: Mapping[str, Any] | None,
+        *,
+        columnar: bool,
+    ) -> None:
         names = list(column_names)
         key = (table, tuple(names))
         with self._lock:
             if _is_embedded_client(self._client):
+                rows = [list(row) for row in zip(*data, strict=True)] if columnar else data
                 self._client.insert(table, rows, names, settings)
                 return
             types = self._column_types.get(key)
@@ -79,10 +107,11 @@ class ClickHouseStore:
                 self._column_types[key] = types = [_plain(t) for t in table_types]
             self._client.insert(
                 table,
-                list(rows),
+                list(data),
                 column_names=names,
                 column_types=types,
-                settings=dict(settings or {}),
+                settings={**self._insert_settings, **(settings or {})},
+                column_oriented=columnar,
             )
 
     def close(self) -> None:
@@ -94,6 +123,11 @@ class ClickHouseStore:
         admin queries on it never hold up the inserts on this one (chDB allows
         several connections to the directory its process owns)."""
         return open_store(self.url, direct=_is_embedded_client(self._client))
+
+
+def _is_chdb_client(client: object) -> bool:
+    """clickhouse-connect's client of an in-process chDB store."""
+    return type(client).__name__ == "ChdbClient"
 
 
 def _is_embedded_client(client: object) -> TypeIs[EmbeddedClient]:
@@ -110,10 +144,13 @@ class PreEscaped:
     know it sends as `str(value)`. Only for a `ClickHouseStore`: another `Store`
     (the admin endpoint's client) needs the plain `str`."""
 
-    _ESCAPES = str.maketrans({c: "\\" + c for c in "\\'`\t\n"})
+    _SPECIAL = "\\'`\t\n"
+    _ESCAPES = str.maketrans({c: "\\" + c for c in _SPECIAL})
 
     def __init__(self, text: str) -> None:
-        self._text = text.translate(self._ESCAPES)
+        # Most texts (a commit's keys) hold none of them: five scans in C, no copy.
+        special = any(c in text for c in self._SPECIAL)
+        self._text = text.translate(self._ESCAPES) if special else text
 
     def __str__(self) -> str:
         return self._text

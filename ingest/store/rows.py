@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,17 +206,63 @@ def placed(rows: list[list[Any]], at: tuple[int, int], placements: Placements) -
     return out
 
 
+def placed_columns(
+    rows: list[list[Any]], at: tuple[int, int], placements: Placements
+) -> list[Sequence[Any]]:
+    """`placed(rows, ...)` column by column: the rows' columns and the two of their
+    placement, with no row copied."""
+    columns: list[Sequence[Any]] = list(zip(*rows, strict=True))
+    surface, timestamp = at
+    if not placements:
+        return [*columns, columns[surface], [placed_hour(t) for t in columns[timestamp]]]
+    get = placements.get
+    surfaces: list[str] = []
+    hours: list[int] = []
+    for key, own_surface, time in zip(
+        zip(columns[0], columns[1], strict=True), columns[surface], columns[timestamp], strict=True
+    ):
+        place = get(key)
+        if place is None:
+            surfaces.append(own_surface)
+            hours.append(placed_hour(time))
+        else:
+            surfaces.append(place[0])
+            hours.append(place[1])
+    return [*columns, surfaces, hours]
+
+
 def write_rows(store: Store, rows: TableRows) -> None:
     """Insert into every table, event and dimension rows under their placements.
     Receipts go last: a failure before them leaves no receipt, so the client's retry
-    does not look like a duplicate delivery."""
+    does not look like a duplicate delivery. Our own store takes the placed rows
+    column by column (`ClickHouseStore.insert_columns`); another, as rows."""
+    from ingest.store.clickhouse import ClickHouseStore
+
+    placed_tables = (
+        (EVALUATION_EVENTS, rows.events, EVENT_PLACE),
+        (EVALUATION_DIMENSIONS, rows.dimensions, DIMENSION_PLACE),
+    )
+    for table, table_rows, at in placed_tables:
+        if not table_rows:
+            continue
+        if isinstance(store, ClickHouseStore):
+            columns = placed_columns(table_rows, at, rows.placements)
+            store.insert_columns(table.qualified, columns, table.columns, INSERT_SETTINGS)
+        else:
+            placed_rows = placed(table_rows, at, rows.placements)
+            store.insert(table.qualified, placed_rows, table.columns, INSERT_SETTINGS)
     plan: Iterable[tuple[Table, list[list[Any]]]] = (
-        (EVALUATION_EVENTS, placed(rows.events, EVENT_PLACE, rows.placements)),
-        (EVALUATION_DIMENSIONS, placed(rows.dimensions, DIMENSION_PLACE, rows.placements)),
         (QUARANTINE, rows.quarantine),
         (LESSON_OVERRIDES, rows.overrides),
         (EMISSION_RECEIPTS, rows.receipts),
     )
     for table, table_rows in plan:
         if table_rows:
-            store.insert(table.qualified, table_rows, table.columns)
+            store.insert(table.qualified, table_rows, table.columns, INSERT_SETTINGS)
+
+
+# The commit's inserts keep every row they carry: the versions of an event id written in
+# one insert are collapsed by the table's merges, and by FINAL before them, as are those
+# of separate inserts (ReplacingMergeTree, highest `ingest_version`), rather than by a
+# merge of the block at insert time, a sort and pass over every row on the commit's path.
+INSERT_SETTINGS = {"optimize_on_insert": 0}

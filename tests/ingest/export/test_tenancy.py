@@ -274,9 +274,13 @@ async def test_of_two_versions_in_one_group_commit_the_later_received_wins(
     await asyncio.gather(first, later)
     await handoff.close()
     # One commit, one receipt time: the request's place in the commit decides (the
-    # insert already kept only the later version).
-    versions = store.query("SELECT ingest_version FROM holonograph.evaluation_events").rows
-    assert versions == [(ingest_version(NOW, 1),)]
+    # insert keeps both versions; FINAL and the merges keep the later one).
+    versions = store.query(
+        "SELECT ingest_version FROM holonograph.evaluation_events ORDER BY ingest_version"
+    ).rows
+    assert versions == [(ingest_version(NOW, 0),), (ingest_version(NOW, 1),)]
+    final = "SELECT ingest_version FROM holonograph.evaluation_events FINAL"
+    assert store.query(final).rows == [(ingest_version(NOW, 1),)]
     winner = rows(store, "SELECT passed FROM holonograph.evaluation_dimensions FINAL")
     assert winner == [{"passed": True}]
 

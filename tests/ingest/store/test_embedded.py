@@ -258,8 +258,8 @@ class _Renamed:
     def __init__(self, store: ClickHouseStore, suffix: str) -> None:
         self.store, self.suffix = store, suffix
 
-    def insert(self, table: str, rows: Any, columns: Any) -> None:
-        self.store.insert(f"{table}_{self.suffix}", rows, columns)
+    def insert(self, table: str, rows: Any, columns: Any, settings: Any = None) -> None:
+        self.store.insert(f"{table}_{self.suffix}", rows, columns, settings)
 
 
 ENGINE_ALONE = """

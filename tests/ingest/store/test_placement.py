@@ -107,9 +107,14 @@ def test_two_versions_of_a_new_event_in_one_commit_share_the_first_ones_placemen
         AT,
     )
     assert checked.placements == {("acme", "evt_moved"): ("classify-intent", placed_hour(FIRST))}
-    # One key: the insert itself collapsed the two (another key would keep both rows).
+    # Both versions under one key, which FINAL (and the merges) collapse to one row
+    # (under two keys both rows would stay).
     assert store.query(
-        "SELECT count(), any(placed_surface_id) FROM holonograph.evaluation_dimensions"
+        "SELECT count(), uniqExact(placed_surface_id, placed_hour, dimension_id, event_id),"
+        " any(placed_surface_id) FROM holonograph.evaluation_dimensions"
+    ).rows == [(2, 1, "classify-intent")]
+    assert store.query(
+        "SELECT count(), any(placed_surface_id) FROM holonograph.evaluation_dimensions FINAL"
     ).rows == [(1, "classify-intent")]
     assert store.query("SELECT surface_id FROM holonograph.evaluation_events FINAL").rows == [
         ("route-ticket",)
