@@ -3,7 +3,12 @@ receiver's decoding (`decode`: the hot path with the models' JSON, as `serve --k
 runs it on these all-valid requests; `--path reference`: `validate_request`), record
 building (`screen` + `pack`: the Kafka hand-off's `prepare` and `submit`, the screened
 work carried from one to the other) and the sink's record decoding and row building,
-each timed apart on the same pre-encoded requests.
+each timed apart on the same pre-encoded requests. `--store` adds what the sink's
+flush does with those rows on an embedded chDB store (`sink_own`: the ownership check
+with its claims read back, as the sink runs it; `sink_insert`: `write_rows` under the
+batch's deduplication token; `sink_background`: the process's CPU outside those and the
+flush's decoding again, chDB's merges), `--records-per-flush` records per flush, on
+the process clock.
 
 Run as `python -m bench.kafka_stages --batch 512 --requests 20`; prints one JSON
 line with CPU microseconds per span for each stage (best of `--rounds`). Parsing
@@ -17,8 +22,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from bench.payload import PayloadSpec, RequestFactory
@@ -85,8 +93,68 @@ def _sink(values: list[bytes], timings: dict[str, float]) -> int:
     return int(_timed("sink_rows", timings, held.table_rows).row_count)
 
 
+def _store_stages(values: list[bytes], per_flush: int, timings: dict[str, float]) -> dict[str, int]:
+    """The sink's flush of `values`, `per_flush` records at a time, on a fresh store;
+    returns the active parts per table after the last flush."""
+    from aiokafka.structs import TopicPartition
+
+    from ingest.sink.batch import Batch, Consumed, DedupTokenStore
+    from ingest.sink.fast import fast_record
+    from ingest.store import owners
+    from ingest.store.clickhouse import open_store
+    from ingest.store.rows import write_rows
+    from schemas.migrations import apply_migrations
+
+    tp = TopicPartition("bench.records", 0)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(f"chdb://{Path(tmp) / 'store'}")
+        try:
+            apply_migrations(store)
+            process0 = time.process_time()
+            before = sum(timings.get(k, 0.0) for k in ("sink_own", "sink_insert"))
+            python = 0.0  # decoding and rows again (timed above): not the store's
+            for start in range(0, len(values), per_flush):
+                batch = Batch(0.0)
+                thread0 = time.thread_time()
+                for offset, value in enumerate(values[start : start + per_flush], start):
+                    record = fast_record(value)
+                    assert record is not None, "the bench payload must take the hot path"
+                    digest = hashlib.sha256(value).digest()
+                    batch.add(Consumed(tp, offset, digest, record=record))
+                submissions = [s for s in (i.submission() for i in batch.items) if s]
+                python += time.thread_time() - thread0
+                checked = _timed(
+                    "sink_own",
+                    timings,
+                    lambda s=submissions: owners.check(store, s, verify=True),
+                )
+                thread0 = time.thread_time()
+                rows = batch.table_rows()
+                rows.placements = checked.placements
+                token = DedupTokenStore(store, batch.token())
+                python += time.thread_time() - thread0
+                _timed("sink_insert", timings, lambda t=token, r=rows: write_rows(t, r))
+            spent = sum(timings.get(k, 0.0) for k in ("sink_own", "sink_insert")) - before
+            timings["sink_background"] = timings.get("sink_background", 0.0) + (
+                time.process_time() - process0 - spent - python
+            )
+            parts = store.query(
+                "SELECT table, count() FROM system.parts WHERE active"
+                " AND database = 'holonograph' GROUP BY table"
+            )
+            return {str(table): int(count) for table, count in parts.rows}
+        finally:
+            store.close()
+
+
 def measure_kafka_stages(
-    batch: int, requests: int, rounds: int = 3, collector: str = "tuned", path: str = "hot"
+    batch: int,
+    requests: int,
+    rounds: int = 3,
+    collector: str = "tuned",
+    path: str = "hot",
+    store: bool = False,
+    per_flush: int = 12,
 ) -> dict[str, Any]:
     """Best of `rounds` per stage (the machine is shared: the minimum is the cost)."""
     from ingest.export.decode import parse_protobuf
@@ -99,6 +167,7 @@ def measure_kafka_stages(
     spans = sum(len(s.spans) for r in parsed for rs in r.resource_spans for s in rs.scope_spans)
     best: dict[str, float] = {}
     values: list[bytes] = []
+    parts: dict[str, int] = {}
     for _ in range(rounds):
         timings: dict[str, float] = {}
         gc.collect()
@@ -110,9 +179,11 @@ def measure_kafka_stages(
             assert _sink(values, timings) > 0
         finally:
             gc.enable()
+        if store:  # the collector on: chDB's calls allocate as the sink's do
+            parts = _store_stages(values, per_flush, timings)
         for name, cpu in timings.items():
             best[name] = min(best.get(name, float("inf")), cpu)
-    return {
+    out: dict[str, Any] = {
         "batch": batch,
         "requests": requests,
         "spans": spans,
@@ -126,6 +197,14 @@ def measure_kafka_stages(
         / spans
         * 1e6,
     }
+    if store:
+        flush = ("sink_own", "sink_insert", "sink_background")
+        out["records_per_flush"] = per_flush
+        out["parts_after"] = parts
+        out["sink_with_store_us_per_span"] = (
+            out["sink_us_per_span"] + sum(best[name] for name in flush) / spans * 1e6
+        )
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -135,8 +214,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--gc", choices=("tuned", "default", "off"), default="tuned")
     parser.add_argument("--path", choices=("hot", "reference"), default="hot")
+    parser.add_argument("--store", action="store_true", help="add the flush's store stages")
+    parser.add_argument("--records-per-flush", type=int, default=12)
     args = parser.parse_args(argv)
-    result = measure_kafka_stages(args.batch, args.requests, args.rounds, args.gc, args.path)
+    result = measure_kafka_stages(
+        args.batch,
+        args.requests,
+        args.rounds,
+        args.gc,
+        args.path,
+        store=args.store,
+        per_flush=args.records_per_flush,
+    )
     print(json.dumps(result), flush=True)
 
 

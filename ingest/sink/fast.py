@@ -169,12 +169,6 @@ def _text_map(value: Any) -> dict[str, str]:
     return value
 
 
-def _flag(value: Any) -> bool:
-    if type(value) is not bool:
-        raise _Slow
-    return value
-
-
 def _integer(value: Any, minimum: int = _INT64_MIN) -> int:
     if type(value) is not int or not minimum <= value <= _INT64_MAX:
         raise _Slow
@@ -192,10 +186,6 @@ def _optional_number(value: Any) -> float | None:
     if type(value) is int and -(2**53) <= value <= 2**53:
         return float(value)
     raise _Slow
-
-
-def _optional_flag(value: Any) -> bool | None:
-    return None if value is None else _flag(value)
 
 
 def _time(value: Any) -> dt.datetime:
@@ -220,6 +210,15 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def _ticks(value: Any, times: dict[str, int]) -> int:
+    """`ticks_ns` of an RFC 3339 time, each distinct text parsed once per record (an
+    event's time is its arrival's too)."""
+    ticks = times.get(value)  # TypeError for an unhashable value: to the reference
+    if ticks is None:
+        ticks = times[value] = ticks_ns(_time(value))
+    return ticks
+
+
 def _record(value: bytes, document: Any) -> FastRecord:
     record = _keys(document, _RECORD_KEYS)
     if record["schema_version"] != _VERSION or record["kind"] != "batch":
@@ -237,77 +236,91 @@ def _record(value: bytes, document: Any) -> FastRecord:
     batch = FastBatch(tenant, (), agents=agents)
     resource: dict[str, Any] | None = None
     resource_json = ""
+    times: dict[str, int] = {}
+    event_ids, rows = batch.event_ids, batch.events
     for event in events:
-        row, event_findings = _event(tenant, stream, event, batch)
+        row, event_findings, attributes, extras = _event(tenant, stream, event, batch, times)
         if findings is None:
             findings = event_findings
         elif event_findings != findings:
             raise _Slow  # one batch, one set of findings (`FastBatch.contract_findings`)
-        attributes = event["resource_attributes"]
         if attributes != resource:
             resource = attributes
             resource_json = _json_text(attributes)
         row.append(resource_json)
-        row.append(_json_text(event["extras"]))
-        if row[1] in batch.event_ids:
+        row.append("{}" if type(extras) is dict and not extras else _json_text(extras))
+        if row[1] in event_ids:
             raise _Slow  # a repeat: `decide` judges the second against the first
-        batch.event_ids.add(row[1])
-        batch.events.append(row)
+        event_ids.add(row[1])
+        rows.append(row)
     batch.contract_findings = findings or ()
+    receipts = batch.receipts
     for emission in emissions:
-        batch.receipts.append(_receipt(tenant, stream, emission))
+        receipts.append(_receipt(tenant, stream, emission, times))
     out = FastRecord(value, batch, receipt_id, received_at)
     batch._source = out.models
     return out
 
 
 def _event(
-    tenant: str, stream: str, document: Any, batch: FastBatch
-) -> tuple[list[Any], tuple[str, ...]]:
-    """An event's row up to `extras` (its dimension rows added to `batch`) and its
-    contract findings."""
-    event = _keys(document, _EVENT_KEYS)
+    tenant: str, stream: str, event: Any, batch: FastBatch, times: dict[str, int]
+) -> tuple[list[Any], tuple[str, ...], Any, Any]:
+    """An event's row up to `extras` (its dimension rows added to `batch`), its contract
+    findings, resource attributes and extras. The checks are `_keys`, `_text`, `_flag`,
+    `_integer` and the others written out: this runs once per span."""
+    if type(event) is not dict or tuple(event) != _EVENT_KEYS:
+        raise _Slow
     (event_id, surface_id, agent_id, correlation_id, run_mode, provenance, timestamp,
      emission, trace_id, span_id, substrate, light_source, lens, outcome, multiplex_role,
-     sdk_name, sdk_version, _, _, contract_version_id,
+     sdk_name, sdk_version, attributes, extras, contract_version_id,
      contract_findings) = event.values()  # fmt: skip
-    if set(
-        map(type, (event_id, surface_id, agent_id, correlation_id, trace_id, span_id,
-                   multiplex_role, sdk_name, sdk_version, contract_version_id))
-    ) != _STRINGS:  # fmt: skip
+    if not (
+        type(event_id) is type(surface_id) is type(agent_id) is type(correlation_id)
+        is type(trace_id) is type(span_id) is type(multiplex_role) is type(sdk_name)
+        is type(sdk_version) is type(contract_version_id) is str
+    ):  # fmt: skip
         raise _Slow
     if not event_id or not surface_id or run_mode not in RUN_MODES:
         raise _Slow
     if provenance not in PROVENANCES or contract_version_id:
         raise _Slow  # checked against a contract version: `FastBatch` rows carry none
-    ticks = ticks_ns(_time(timestamp))
-    emission = _keys(emission, _EMISSION_KEYS)
-    if _text(emission["stream"], required=True) != stream:
+    ticks = _ticks(timestamp, times)
+    if type(emission) is not dict or tuple(emission) != _EMISSION_KEYS:
         raise _Slow
-    seq = _integer(emission["seq"], minimum=0)
-    final = _flag(emission["final"])
-    substrate = _keys(substrate, _SUBSTRATE_KEYS)
+    emission_stream, seq, final = emission.values()
+    if type(emission_stream) is not str or emission_stream != stream:
+        raise _Slow
+    if type(seq) is not int or not 0 <= seq <= _INT64_MAX or type(final) is not bool:
+        raise _Slow
+    if type(substrate) is not dict or tuple(substrate) != _SUBSTRATE_KEYS:
+        raise _Slow
     (sub_surface, sub_agent, sub_run_mode, sub_provenance, sub_lens, sub_light, columns,
      diagnostic) = substrate.values()  # fmt: skip
-    if set(map(type, (sub_surface, sub_agent, sub_lens, sub_light))) != _STRINGS:
+    if not (type(sub_surface) is type(sub_agent) is type(sub_lens) is type(sub_light) is str):
         raise _Slow
     if sub_run_mode not in RUN_MODES or sub_provenance not in PROVENANCES:
         raise _Slow
     columns = _text_map(columns)
     _text_map(diagnostic)
-    light_source_id, requested = _keys(light_source, _LIGHT_SOURCE_KEYS).values()
-    lens_version, fixture_id = _keys(lens, _LENS_KEYS).values()
-    if set(map(type, (light_source_id, requested, lens_version, fixture_id))) != _STRINGS:
+    if type(light_source) is not dict or tuple(light_source) != _LIGHT_SOURCE_KEYS:
         raise _Slow
-    outcome = _keys(outcome, _OUTCOME_KEYS)
-    cohort_tags = _texts(outcome["cohort_tags"])
-    markers = outcome["markers"]
+    light_source_id, requested = light_source.values()
+    if type(lens) is not dict or tuple(lens) != _LENS_KEYS:
+        raise _Slow
+    lens_version, fixture_id = lens.values()
+    if not (type(light_source_id) is type(requested) is type(lens_version) is type(fixture_id)
+            is str):  # fmt: skip
+        raise _Slow
+    if type(outcome) is not dict or tuple(outcome) != _OUTCOME_KEYS:
+        raise _Slow
+    (dimensions, cohort_tags, markers, latency_ms, cost_usd, tokens_input,
+     tokens_output) = outcome.values()  # fmt: skip
+    cohort_tags = _texts(cohort_tags)
     if type(markers) is not dict:
         raise _Slow
     for values in markers.values():
         _texts(values)
     findings = tuple(_texts(contract_findings))
-    dimensions = outcome["dimensions"]
     if type(dimensions) is not list:
         raise _Slow
     layers = [
@@ -315,14 +328,19 @@ def _event(
         light_source_id, requested, columns, cohort_tags, stream,
     ]  # fmt: skip
     dimension_ids: list[str] = []
+    dimension_rows = batch.dimensions
     for item in dimensions:
-        dimension_id, passed, score, expected, actual, judge = _keys(item, _DIMENSION_KEYS).values()
-        if set(map(type, (dimension_id, expected, actual, judge))) != _STRINGS or not dimension_id:
+        if type(item) is not dict or tuple(item) != _DIMENSION_KEYS:
+            raise _Slow
+        dimension_id, passed, score, expected, actual, judge = item.values()
+        if not (type(dimension_id) is type(expected) is type(actual) is type(judge) is str):
+            raise _Slow
+        if not dimension_id or (passed is not None and type(passed) is not bool):
             raise _Slow
         dimension_ids.append(dimension_id)
-        batch.dimensions.append(
+        dimension_rows.append(
             [
-                tenant, event_id, dimension_id, _optional_flag(passed), _optional_number(score),
+                tenant, event_id, dimension_id, passed, _optional_number(score),
                 expected, actual, judge, *layers,
             ]
         )  # fmt: skip
@@ -330,14 +348,14 @@ def _event(
         tenant, event_id, surface_id, agent_id, correlation_id, run_mode, provenance, ticks,
         lens_version, light_source_id, requested, columns, cohort_tags,
         multiplex_role, fixture_id, markers,
-        _optional_number(outcome["latency_ms"]), _optional_number(outcome["cost_usd"]),
-        _optional_integer(outcome["tokens_input"]), _optional_integer(outcome["tokens_output"]),
+        _optional_number(latency_ms), _optional_number(cost_usd),
+        _optional_integer(tokens_input), _optional_integer(tokens_output),
         sdk_name, sdk_version, dimension_ids, stream, seq, final, trace_id, span_id,
     ]  # fmt: skip
-    return row, findings
+    return row, findings, attributes, extras
 
 
-def _receipt(tenant: str, stream: str, document: Any) -> list[Any]:
+def _receipt(tenant: str, stream: str, document: Any, times: dict[str, int]) -> list[Any]:
     """An emission record's receipt row, the receipt id and time left to fill."""
     (emission_stream, seq, kind, final, quarantined, event_id, surface_id, event_time,
      sentinel) = _keys(document, _RECORD_KEYS_EMISSION).values()  # fmt: skip
@@ -359,5 +377,5 @@ def _receipt(tenant: str, stream: str, document: Any) -> list[Any]:
         ]
     return [
         tenant, stream, seq, None, kind, final, quarantined, event_id, surface_id,
-        ticks_ns(_time(event_time)), None, *counters,
+        _ticks(event_time, times), None, *counters,
     ]  # fmt: skip

@@ -21,6 +21,19 @@ def test_kafka_stages_smoke() -> None:
     assert result["receiver_us_per_span"] > 0 and result["sink_us_per_span"] > 0
 
 
+def test_kafka_stages_store_smoke() -> None:
+    """`--store`: the flush's stages on a chDB store, whose tables hold parts afterwards."""
+    result = measure_kafka_stages(
+        batch=16, requests=2, rounds=1, collector="default", store=True, per_flush=1
+    )
+    assert {"sink_own", "sink_insert", "sink_background"} <= set(result["us_per_span"])
+    assert result["us_per_span"]["sink_own"] > 0 and result["us_per_span"]["sink_insert"] > 0
+    assert result["records_per_flush"] == 1
+    for table in ("evaluation_events", "evaluation_dimensions", "emission_receipts"):
+        assert result["parts_after"].get(table, 0) >= 1, result["parts_after"]
+    assert result["sink_with_store_us_per_span"] > result["sink_us_per_span"]
+
+
 def test_kafka_stages_reference_path_smoke() -> None:
     result = measure_kafka_stages(
         batch=16, requests=2, rounds=1, collector="default", path="reference"

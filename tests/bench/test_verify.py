@@ -97,3 +97,41 @@ def test_results_without_retryable_requests_still_verify() -> None:
     result = _result([0])
     del result["retryable_requests"]  # a load result from before the field existed
     assert _verify(result, {0: BATCH})["ok"]
+
+
+class _ArrivingReader:
+    """Receipts that arrive a few per poll (a row per arrival, redeliveries counted in
+    `count()`); records which queries each poll ran."""
+
+    def __init__(self, total: int, per_poll: int, duplicates: int) -> None:
+        self.total, self.per_poll, self.duplicates = total, per_poll, duplicates
+        self.present = 0
+        self.queries: list[str] = []
+
+    def query(self, sql: str, parameters: dict[str, Any] | None = None) -> list[list[Any]]:
+        if "WHERE emission_stream" in sql:
+            self.present = min(self.total, self.present + self.per_poll)
+            self.queries.append("last")
+            return [[1]]  # the last stream is there from the first poll on
+        if "count()" in sql:
+            self.queries.append("count")
+            return [[self.present + self.duplicates]]
+        if "uniqExact(emission_stream, emission_seq)" in sql:
+            self.queries.append("distinct")
+            return [[self.present]]
+        raise AssertionError(f"unexpected query {sql}")
+
+
+def test_wait_queryable_reads_the_distinct_count_only_once_enough_rows_are_there() -> None:
+    from bench.verify import wait_queryable
+
+    expected = Expected()
+    expected.add(_result(list(range(10))))  # 40 spans
+    reader = _ArrivingReader(total=expected.spans, per_poll=8, duplicates=4)
+    assert wait_queryable(reader, expected, poll=0.0) is not None
+    assert reader.present == expected.spans
+    # count() is 36 at the 4th poll (32 arrivals and 4 duplicates), 44 at the 5th:
+    # the distinct count runs from there, and the wait ends when it says all are there.
+    assert reader.queries.count("count") == 5
+    assert reader.queries.count("distinct") == 1
+    assert reader.queries[-1] == "distinct"

@@ -227,3 +227,32 @@ def test_a_genai_request_s_version_5_record_is_left_to_the_models() -> None:
     relabelled = values[1].replace(b'{"schema_version":5,', b'{"schema_version":4,', 1)
     assert relabelled != values[1]
     assert fast_record(relabelled) is None
+
+
+def test_times_parsed_once_per_text_keep_each_row_s_own_time() -> None:
+    """The hot path parses each distinct time text of a record once: an arrival whose
+    time differs from its event's, and two events of one time text, still get the
+    reference's rows; a time that is not text is left to the reference."""
+    value = _bench_record()
+    document = json.loads(value)
+    first, second = document["events"][0], document["events"][1]
+
+    def later_arrival(d: dict) -> None:  # type: ignore[type-arg]
+        d["emissions"][0]["event_time"] = "2026-11-30T14:00:01.5Z"
+
+    def one_time(d: dict) -> None:  # type: ignore[type-arg]
+        d["events"][1]["timestamp"] = first["timestamp"]
+
+    assert first["timestamp"] != second["timestamp"] or first["timestamp"]
+    for change in (later_arrival, one_time):
+        changed = _rewrite(value, change)
+        assert changed != value
+        assert isinstance(fast_record(changed), FastRecord)
+        assert assert_same(changed, written=False)
+
+    def listed_time(d: dict) -> None:  # type: ignore[type-arg]
+        d["emissions"][0]["event_time"] = [first["timestamp"]]
+
+    unhashable = _rewrite(value, listed_time)
+    assert fast_record(unhashable) is None
+    assert not assert_same(unhashable, written=False)
