@@ -174,22 +174,31 @@ def relayout(store: Store, table: str, staging: str, owners: str) -> None:
     store.command(f"DROP TABLE IF EXISTS {staging} SYNC")
 
 
-def cluster_nodes(store: Store, cluster: str) -> Shards:
-    """Every replica of `cluster`, by shard, each opened at the store's URL with its
-    host (`schemas.cluster_relayout.node_urls`)."""
-    from ingest.store.clickhouse import open_store  # the driver, only on a cluster
-
-    rows = store.query(CLUSTER_REPLICAS, {"cluster": cluster}).rows
-    if not rows:
-        raise MigrationError(f"cluster {cluster}: not in system.clusters of this server")
-    urls = node_urls(store.url, [(int(a), int(b), str(c)) for a, b, c in rows])
-    return {
-        shard: [Node(open_store(url), DATABASE, urlsplit(url).hostname or url) for url in replicas]
-        for shard, replicas in urls.items()
-    }
-
-
+OpenNode = Callable[[str], Store]  # a store URL -> a connection (the caller's driver)
 NodesOf = Callable[[Store, str], Shards]
+
+
+def cluster_nodes(open_node: OpenNode | None) -> NodesOf:
+    """Every replica of a cluster, by shard, each opened by `open_node` at the store's
+    URL with its host (`schemas.cluster_relayout.node_urls`)."""
+
+    def nodes(store: Store, cluster: str) -> Shards:
+        if open_node is None:
+            raise MigrationError(
+                f"migration 0016 (event layout) on cluster {cluster}: its tables hold rows,"
+                " and this caller cannot open the cluster's replicas; nothing was changed."
+                " Run the migrations with `holonograph query --write --store URL 'SELECT 1'`"
+            )
+        rows = store.query(CLUSTER_REPLICAS, {"cluster": cluster}).rows
+        if not rows:
+            raise MigrationError(f"cluster {cluster}: not in system.clusters of this server")
+        urls = node_urls(store.url, [(int(a), int(b), str(c)) for a, b, c in rows])
+        return {
+            shard: [Node(open_node(url), DATABASE, urlsplit(url).hostname or url) for url in urls]
+            for shard, urls in urls.items()
+        }
+
+    return nodes
 
 
 def relayout_on_cluster(
@@ -199,7 +208,7 @@ def relayout_on_cluster(
     staging: str,
     owners: str,
     key: str,
-    nodes: NodesOf = cluster_nodes,
+    nodes: NodesOf,
 ) -> None:
     """`relayout` on a cluster: on tables that hold rows, each shard lays out its own
     local rows and each replica swaps its local tables (`schemas.cluster_relayout`,
@@ -279,13 +288,13 @@ def rebuild_on_cluster(
     store.command(f"DROP TABLE IF EXISTS {staging_local} {on} SYNC")
 
 
-def _run(store: Store, statement: str) -> None:
+def _run(store: Store, statement: str, open_node: OpenNode | None = None) -> None:
     match = CLUSTER_RELAYOUT.match(statement)
     if match is not None:
         cluster, db, table, staging_db, staging, owners_db, owners, key = match.groups()
         relayout_on_cluster(
             store, cluster, f"{db}.{table}", f"{staging_db}.{staging}",
-            f"{owners_db}.{owners}", key,
+            f"{owners_db}.{owners}", key, cluster_nodes(open_node),
         )  # fmt: skip
         return
     match = _RELAYOUT.match(statement)
@@ -312,12 +321,14 @@ def _run(store: Store, statement: str) -> None:
 
 
 def apply_migrations(
-    store: Store, migrations: Sequence[Migration] | None = None
+    store: Store, migrations: Sequence[Migration] | None = None, open_node: OpenNode | None = None
 ) -> list[Migration]:
     """Apply every migration (of `migrations`, default all shipped) not yet recorded;
     return the ones applied now. On a cluster (the store URL's `cluster` parameter)
-    each statement runs as `schemas.cluster` renders it. A store already current costs
-    one query (`is_current`): every command that opens the store comes here first."""
+    each statement runs as `schemas.cluster` renders it; `open_node` opens the
+    cluster's replicas for a step that runs on each (the relayout of rows held). A
+    store already current costs one query (`is_current`): every command that opens the
+    store comes here first."""
     shipped = load_migrations() if migrations is None else list(migrations)
     if is_current(store, shipped):
         return []
@@ -354,7 +365,7 @@ def apply_migrations(
                 )
             continue
         for statement in rendered:
-            _run(store, statement)
+            _run(store, statement, open_node)
         store.insert(
             f"{DATABASE}.schema_migrations",
             [[migration.version, migration.name, migration.checksum]],

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +31,6 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ingest.store.limits import ReadLimitExceeded, limit_hit
 from processors.completeness.sql import (
     MARK_DEAD_WHERE,
     RECEIPT_STREAMS,
@@ -43,7 +43,7 @@ from processors.completeness.sql import (
     WITHOUT_ORDINALS,
     ZERO_STALE,
 )
-from processors.jobs import Job, JobRequest
+from processors.jobs import Job, JobError, JobRequest
 from processors.series.refreshes import last_refresh
 from schemas.completeness import (
     Bucket,
@@ -625,6 +625,26 @@ class _Progress:
 
 ChunkHook = Callable[[str], None]  # called with "step[i]" after each chunk is recorded
 
+# ClickHouse's error codes of the limits a refresh statement carries (`_settings`).
+_LIMIT_CODES = {"159": "max_execution_time", "241": "max_memory_usage", "158": "max_rows_to_read"}
+_CODE = re.compile(r"\bCode: (\d+)\b")
+
+
+class RefreshOverLimit(JobError):
+    """A refresh statement stopped at one of its limits: the request's to change (the
+    CLI exits 2), and the chunks done are kept for the next refresh to resume after."""
+
+    def __init__(self, step: str, limit: str) -> None:
+        flag = "--" + limit.replace("_", "-")
+        super().__init__(
+            f"completeness refresh: {step} stopped at its limit ({limit}); the chunks done"
+            " are kept and the next refresh resumes after them",
+            "read_limit_exceeded",
+            details={"limit": limit, "step": step},
+            hint=f"raise the command's {flag} (0: none), or lower the chunk size (rows_per_shard)",
+        )
+        self.limit = limit
+
 
 def _bounded(name: str, run: Callable[[], object]) -> None:
     """`run`, a refresh statement; one stopped at a limit says which chunk and that the
@@ -632,15 +652,12 @@ def _bounded(name: str, run: Callable[[], object]) -> None:
     try:
         run()
     except Exception as err:
-        limit = err.limit if isinstance(err, ReadLimitExceeded) else limit_hit(err)
+        said = getattr(err, "limit", None)
+        found = _CODE.search(str(err))
+        limit = said if isinstance(said, str) else _LIMIT_CODES.get(found[1]) if found else None
         if limit is None:
             raise
-        raise ReadLimitExceeded(
-            f"completeness refresh: {name} stopped at its limit ({limit}); the chunks done"
-            " are kept and the next refresh resumes after them: lower the chunk size"
-            " (rows_per_shard) or raise the limit",
-            limit,
-        ) from None
+        raise RefreshOverLimit(name, limit) from None
 
 
 def _full_refresh(

@@ -12,7 +12,7 @@ import pytest
 
 from ingest.store.clickhouse import ClickHouseStore
 from schemas.cluster_relayout import ClusterRelayoutError, Node, node_urls, relayout_shards
-from schemas.migrations import placed_copy, relayout_on_cluster
+from schemas.migrations import MigrationError, cluster_nodes, placed_copy, relayout_on_cluster
 from schemas.store import Store
 
 pytestmark = pytest.mark.clickhouse
@@ -251,3 +251,25 @@ def test_the_cluster_step_relays_every_shard_then_swaps_the_distributed_table(
         "DROP TABLE IF EXISTS holonograph_relay.evaluation_events__v16_local ON CLUSTER"
         " holonograph SYNC",
     ]
+
+
+def test_a_caller_that_cannot_open_the_replicas_changes_nothing(
+    store: ClickHouseStore, shards: dict[int, list[Node]]
+) -> None:
+    _make_shard(store, "holonograph_relay")
+    store.command(
+        "CREATE VIEW holonograph_relay.evaluation_events AS"
+        " SELECT * FROM s1.evaluation_events_local"
+    )
+    with pytest.raises(MigrationError, match="cannot open the cluster's replicas; nothing"):
+        relayout_on_cluster(
+            store,
+            "holonograph",
+            "holonograph_relay.evaluation_events",
+            "holonograph_relay.evaluation_events__v16",
+            "holonograph_relay.event_owners",
+            "cityHash64(tenant_id, event_id)",
+            cluster_nodes(None),
+        )
+    assert not any(n.has_marker("evaluation_events") for r in shards.values() for n in r)
+    assert store.query("SELECT count() FROM holonograph_relay.evaluation_events").scalar()

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from ingest.store.limits import ReadLimitExceeded
 from processors.completeness import job
 from schemas.store import Store
 from testkit.scalestore import ScaleSpec, build
@@ -78,7 +77,7 @@ def test_the_limit_is_real_one_statement_over_the_whole_store_stops_at_it(
     loaded: Store,
 ) -> None:
     whole = job.CompletenessConfig(rows_per_shard=10_000_000, limits=LIMIT)
-    with pytest.raises(ReadLimitExceeded) as raised:
+    with pytest.raises(job.RefreshOverLimit) as raised:
         job.recompute_completeness(loaded, NOW, whole)
     assert raised.value.limit == "max_rows_to_read"
     assert "streams[0] stopped at its limit (max_rows_to_read)" in str(raised.value)
