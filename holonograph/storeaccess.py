@@ -65,7 +65,7 @@ def connect(
     if write:
         store = open_store(url, direct=embedded)
         if migrate:
-            apply_migrations(store)
+            apply_migrations(store, open_node=open_store)
             if embedded:
                 _replay_log(store, url)
         return store
@@ -76,7 +76,7 @@ def connect(
         client = connect_client(url, direct=True)
         try:
             migrated = ClickHouseStore(url, client)
-            apply_migrations(migrated)
+            apply_migrations(migrated, open_node=open_store)
             _replay_log(migrated, url)
             if only_tenant and tenant is None:
                 tenant = _only_tenant(migrated)

@@ -21,7 +21,7 @@ Materialized views are created on the local tables (they fire where the rows lan
 plain views read the Distributed ones; ALTERs of columns go to both, the others to the
 local tables; every DDL statement runs ON CLUSTER. The runner's own steps (REBUILD,
 RELAYOUT, BACKFILL) are run through the Distributed tables by `schemas.migrations`
-(RELAYOUT only on tables without rows: see `relayout_on_cluster`).
+(RELAYOUT shard by shard on each shard's local tables: `schemas.cluster_relayout`).
 
 Rendering is a pure function of the statements so far (which tables are replicated),
 tested on every shipped migration against ClickHouse's parser without a cluster.
@@ -80,7 +80,7 @@ _RELAYOUT = re.compile(
 # The cluster form of RELAYOUT (`schemas.migrations.relayout_on_cluster`).
 CLUSTER_RELAYOUT = re.compile(
     rf"^RELAYOUT ON CLUSTER ({_IDENT}) ({_IDENT})\.({_IDENT}) FROM ({_IDENT})\.({_IDENT})"
-    rf" SHARDED BY (.+)$",
+    rf" PLACED BY ({_IDENT})\.({_IDENT}) SHARDED BY (.+)$",
     re.DOTALL,
 )
 
@@ -175,14 +175,14 @@ class ClusterSchema:
             return [text]  # the runner's own step: run through the Distributed tables
         relayout = _RELAYOUT.match(text)
         if relayout is not None:
-            db, name, staging_db, staging, _, _ = relayout.groups()
+            db, name, staging_db, staging, owners_db, owners = relayout.groups()
             key = self.replicated.pop(f"{staging_db}.{staging}", None)
             if key is None:
                 raise ClusterRenderError(f"RELAYOUT from {staging_db}.{staging}: not created")
             self.replicated[f"{db}.{name}"] = key
             return [
                 f"RELAYOUT ON CLUSTER {self.cluster} {db}.{name} FROM {staging_db}.{staging}"
-                f" SHARDED BY {key}"
+                f" PLACED BY {owners_db}.{owners} SHARDED BY {key}"
             ]
         rebuild = _REBUILD.match(text)
         if rebuild is not None:

@@ -189,3 +189,6 @@ class RefreshSummary(_Model):
     dead: int
     duration_ms: float
     step_ms: dict[str, float] = {}
+    # a full recompute's chunks, and those an interrupted run had done (skipped)
+    chunks: int = 0
+    resumed_chunks: int = 0

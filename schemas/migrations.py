@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from urllib.parse import urlsplit
 
 from schemas.cluster import (
     CLUSTER_REBUILD,
@@ -31,6 +32,7 @@ from schemas.cluster import (
     local_name,
 )
 from schemas.cluster import LOCAL_SUFFIX as LOCAL
+from schemas.cluster_relayout import CLUSTER_REPLICAS, Node, Shards, node_urls, relayout_shards
 from schemas.retention import apply_retention_ttl
 from schemas.store import Store
 from schemas.tables import DATABASE, Table
@@ -132,62 +134,99 @@ def rebuild(store: Store, table: str, staging: str, marker: str) -> None:
     store.command(f"DROP TABLE IF EXISTS {staging} SYNC")
 
 
-def relayout(store: Store, table: str, staging: str, owners: str) -> None:
-    """`rebuild` into a layout sorted by placement (`schemas.placement`): each row
-    copied with its event's placement, the first claim with one in `owners` (every
-    stored event has one: the migration fills them first), so every version of an
-    event gets one key; a row of an id without one (a dimension row without its
-    event) is placed by its own surface and hour. Repeatable from any step, as
-    `rebuild`: copied only while `table` lacks the placement columns."""
+def placed_copy(store: Store, table: str, staging: str, owners: str) -> None:
+    """Insert every row of `table` into `staging` with its event's placement: the first
+    claim with one in `owners`, so every version of an event gets one key; a row of an
+    id without one (a dimension row without its event) is placed by its own surface and
+    hour. On a cluster each shard runs it on its local tables (`schemas.cluster_relayout`)."""
     db, name = table.split(".")
     staging_db, staging_name = staging.split(".")
     old = _columns(store, db, name)
-    marker = PLACEMENT_COLUMNS[0]
-    if marker not in old:
-        shared = [c for c in _columns(store, staging_db, staging_name) if c in old]
-        if not shared:
-            raise MigrationError(f"relayout of {table}: {staging} does not exist")
-        columns = ", ".join(shared)
-        placed = ", ".join(f"t.{c}" for c in shared)
+    shared = [c for c in _columns(store, staging_db, staging_name) if c in old]
+    if not shared:
+        raise MigrationError(f"relayout of {table}: {staging} does not exist")
+    columns = ", ".join(shared)
+    placed = ", ".join(f"t.{c}" for c in shared)
+    store.command(
+        f"INSERT INTO {staging} ({columns}, {', '.join(PLACEMENT_COLUMNS)})"
+        f" SELECT {placed},"
+        " if(p.p_surface = '', t.surface_id, p.p_surface),"
+        " if(p.p_surface = '', toStartOfHour(t.timestamp), p.p_hour)"
+        f" FROM {table} AS t LEFT ANY JOIN ("
+        " SELECT tenant_id, event_id,"
+        " argMin(placed_surface_id, _block_number) AS p_surface,"
+        " argMin(placed_hour, _block_number) AS p_hour"
+        f" FROM {owners} WHERE placed_surface_id != '' GROUP BY tenant_id, event_id"
+        ") AS p ON t.tenant_id = p.tenant_id AND t.event_id = p.event_id"
+    )
+
+
+def relayout(store: Store, table: str, staging: str, owners: str) -> None:
+    """`rebuild` into a layout sorted by placement (`schemas.placement`): each row
+    copied with its event's placement (`placed_copy`; every stored event has one: the
+    migration fills them first). Repeatable from any step, as `rebuild`: copied only
+    while `table` lacks the placement columns."""
+    db, name = table.split(".")
+    if PLACEMENT_COLUMNS[0] not in _columns(store, db, name):
         store.command(f"TRUNCATE TABLE {staging}")
-        store.command(
-            f"INSERT INTO {staging} ({columns}, {', '.join(PLACEMENT_COLUMNS)})"
-            f" SELECT {placed},"
-            " if(p.p_surface = '', t.surface_id, p.p_surface),"
-            " if(p.p_surface = '', toStartOfHour(t.timestamp), p.p_hour)"
-            f" FROM {table} AS t LEFT ANY JOIN ("
-            " SELECT tenant_id, event_id,"
-            " argMin(placed_surface_id, _block_number) AS p_surface,"
-            " argMin(placed_hour, _block_number) AS p_hour"
-            f" FROM {owners} WHERE placed_surface_id != '' GROUP BY tenant_id, event_id"
-            ") AS p ON t.tenant_id = p.tenant_id AND t.event_id = p.event_id"
-        )
+        placed_copy(store, table, staging, owners)
         store.command(f"EXCHANGE TABLES {table} AND {staging}")
     store.command(f"DROP TABLE IF EXISTS {staging} SYNC")
 
 
-def relayout_on_cluster(store: Store, cluster: str, table: str, staging: str, key: str) -> None:
-    """`relayout` on a cluster, for tables that hold no rows yet (a cluster created by
-    this release): the local tables exchanged on every node and the Distributed table
-    recreated over the new layout. A cluster whose tables hold rows is refused before
-    anything changes (docs/decisions/0014-event-layout-placement.md): copying placed
-    rows through the Distributed tables while the shards' local tables are exchanged
-    one by one is not one atomic step, so it is not done silently."""
+OpenNode = Callable[[str], Store]  # a store URL -> a connection (the caller's driver)
+NodesOf = Callable[[Store, str], Shards]
+
+
+def cluster_nodes(open_node: OpenNode | None) -> NodesOf:
+    """Every replica of a cluster, by shard, each opened by `open_node` at the store's
+    URL with its host (`schemas.cluster_relayout.node_urls`)."""
+
+    def nodes(store: Store, cluster: str) -> Shards:
+        if open_node is None:
+            raise MigrationError(
+                f"migration 0016 (event layout) on cluster {cluster}: its tables hold rows,"
+                " and this caller cannot open the cluster's replicas; nothing was changed."
+                " Run the migrations with `holonograph query --write --store URL 'SELECT 1'`"
+            )
+        rows = store.query(CLUSTER_REPLICAS, {"cluster": cluster}).rows
+        if not rows:
+            raise MigrationError(f"cluster {cluster}: not in system.clusters of this server")
+        urls = node_urls(store.url, [(int(a), int(b), str(c)) for a, b, c in rows])
+        return {
+            shard: [Node(open_node(url), DATABASE, urlsplit(url).hostname or url) for url in urls]
+            for shard, urls in urls.items()
+        }
+
+    return nodes
+
+
+def relayout_on_cluster(
+    store: Store,
+    cluster: str,
+    table: str,
+    staging: str,
+    owners: str,
+    key: str,
+    nodes: NodesOf,
+) -> None:
+    """`relayout` on a cluster: on tables that hold rows, each shard lays out its own
+    local rows and each replica swaps its local tables (`schemas.cluster_relayout`,
+    the plan and why it is exact and re-runnable; `nodes` opens the shards' replicas);
+    on empty ones the local tables are exchanged on every node at once. Then the
+    Distributed table is recreated over the new layout and the old tables dropped."""
     db, name = table.split(".")
     staging_db, staging_name = staging.split(".")
     local, staging_local = f"{db}.{local_name(name)}", f"{staging_db}.{local_name(staging_name)}"
     on = f"ON CLUSTER {cluster}"
-    if PLACEMENT_COLUMNS[0] not in _columns(store, db, local_name(name)):
-        held = int(store.query(f"SELECT count() FROM {table}").scalar() or 0)
-        if held:
-            raise MigrationError(
-                f"migration 0016 (event layout) on cluster {cluster}: {table} holds {held}"
-                " rows, and relaying a cluster's tables online is not supported yet; nothing"
-                " was changed. Keep this cluster on the release before 0016 (its sinks and"
-                " commands), or lay out a new cluster with this release and load it; see"
-                " docs/decisions/0014-event-layout-placement.md"
-            )
-        store.command(f"EXCHANGE TABLES {local} AND {staging_local} {on}")
+    held = int(store.query(f"SELECT count() FROM {table}").scalar() or 0)
+    marked = PLACEMENT_COLUMNS[0] in _columns(store, db, local_name(name))
+    if held or not marked:
+        shards = nodes(store, cluster) if held else {}
+        if shards:
+            relayout_shards(shards, name, staging_name, owners.split(".")[1], placed_copy)
+        elif not marked:
+            store.command(f"EXCHANGE TABLES {local} AND {staging_local} {on}")
     store.command(
         f"CREATE OR REPLACE TABLE {table} {on} AS {local}"
         f" ENGINE = Distributed({cluster}, {db}, {local_name(name)}, {key})"
@@ -249,11 +288,14 @@ def rebuild_on_cluster(
     store.command(f"DROP TABLE IF EXISTS {staging_local} {on} SYNC")
 
 
-def _run(store: Store, statement: str) -> None:
+def _run(store: Store, statement: str, open_node: OpenNode | None = None) -> None:
     match = CLUSTER_RELAYOUT.match(statement)
     if match is not None:
-        cluster, db, table, staging_db, staging, key = match.groups()
-        relayout_on_cluster(store, cluster, f"{db}.{table}", f"{staging_db}.{staging}", key)
+        cluster, db, table, staging_db, staging, owners_db, owners, key = match.groups()
+        relayout_on_cluster(
+            store, cluster, f"{db}.{table}", f"{staging_db}.{staging}",
+            f"{owners_db}.{owners}", key, cluster_nodes(open_node),
+        )  # fmt: skip
         return
     match = _RELAYOUT.match(statement)
     if match is not None:
@@ -279,12 +321,14 @@ def _run(store: Store, statement: str) -> None:
 
 
 def apply_migrations(
-    store: Store, migrations: Sequence[Migration] | None = None
+    store: Store, migrations: Sequence[Migration] | None = None, open_node: OpenNode | None = None
 ) -> list[Migration]:
     """Apply every migration (of `migrations`, default all shipped) not yet recorded;
     return the ones applied now. On a cluster (the store URL's `cluster` parameter)
-    each statement runs as `schemas.cluster` renders it. A store already current costs
-    one query (`is_current`): every command that opens the store comes here first."""
+    each statement runs as `schemas.cluster` renders it; `open_node` opens the
+    cluster's replicas for a step that runs on each (the relayout of rows held). A
+    store already current costs one query (`is_current`): every command that opens the
+    store comes here first."""
     shipped = load_migrations() if migrations is None else list(migrations)
     if is_current(store, shipped):
         return []
@@ -321,7 +365,7 @@ def apply_migrations(
                 )
             continue
         for statement in rendered:
-            _run(store, statement)
+            _run(store, statement, open_node)
         store.insert(
             f"{DATABASE}.schema_migrations",
             [[migration.version, migration.name, migration.checksum]],

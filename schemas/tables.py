@@ -161,6 +161,9 @@ COMPLETENESS_REFRESHES = Table(
     "completeness_refreshes",
     ("version", "mode", "now", "since", "streams", "marked_dead", "duration_ms", "computed_at"),
 )
+COMPLETENESS_REFRESH_PROGRESS = Table(
+    "completeness_refresh_progress", ("version", "now", "step", "chunk", "detail", "done_at")
+)
 
 # --- written by the drift and variance jobs (`processors.drift`, `processors.variance`)
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,11 +38,12 @@ from processors.completeness.sql import (
     SHARD_BOUNDS,
     STREAM_WINDOWS_SELECT,
     STREAMS_SELECT,
+    SURFACE_CHUNK_DAYS,
     SURFACE_WINDOWS_SELECT,
     WITHOUT_ORDINALS,
     ZERO_STALE,
 )
-from processors.jobs import Job, JobRequest
+from processors.jobs import Job, JobError, JobRequest
 from processors.series.refreshes import last_refresh
 from schemas.completeness import (
     Bucket,
@@ -58,6 +61,7 @@ from schemas.placement import placed_in
 from schemas.retention import retention_reach
 from schemas.store import Store
 from schemas.tables import (
+    COMPLETENESS_REFRESH_PROGRESS,
     COMPLETENESS_REFRESHES,
     COMPLETENESS_WINDOWS,
     STREAM_STATUS,
@@ -76,7 +80,13 @@ class CompletenessConfig(BaseModel):
     materialized_buckets: tuple[Bucket, ...] = ("minute", "hour", "day")
     lookback: dt.timedelta = dt.timedelta(minutes=5)
     full_every: dt.timedelta = dt.timedelta(hours=1)
+    # A full recompute's chunk: about this many receipts per (tenant, stream) range, and
+    # about this many stream windows per bucket and time range of the surface step.
     rows_per_shard: Annotated[int, Field(gt=0)] = 1_000_000
+    # The refresh statements' limits, as ClickHouse settings (`max_memory_usage`, ...;
+    # 0: none); None: the writing connection's own. The job passes its read limits, so
+    # `completeness --refresh` writes within what it may read.
+    limits: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -398,35 +408,55 @@ def _window_from_row(row: dict[str, Any]) -> CompletenessWindow:
 # ---------------------------------------------------------------- materialized tables
 
 
-def _insert_streams(store: Store, where: str, params: dict[str, Any]) -> None:
+def _settings(config: CompletenessConfig) -> str:
+    """The refresh statements' `SETTINGS` clause: the limits that bound a statement's
+    time, memory and rows read (rows returned mean nothing to an INSERT ... SELECT)."""
+    if not config.limits:
+        return ""
+    pairs = []
+    for name in ("max_execution_time", "max_memory_usage", "max_rows_to_read"):
+        if name in config.limits:
+            value = float(config.limits[name])
+            pairs.append(f"{name} = {int(value) if value.is_integer() else value!r}")
+    return ("\nSETTINGS " + ", ".join(pairs)) if pairs else ""
+
+
+def _insert_streams(store: Store, where: str, params: dict[str, Any], settings: str) -> None:
     store.command(
         f"INSERT INTO {STREAM_STATUS.qualified} ({STREAM_STATUS.column_list()})\n"
-        f"{_with_records(where)}\nSELECT {STREAM_STATUS.column_list()} FROM ({STREAMS_SELECT})",
+        f"{_with_records(where)}\nSELECT {STREAM_STATUS.column_list()} FROM ({STREAMS_SELECT})"
+        f"{settings}",
         params,
     )
 
 
-def _insert_stream_windows(store: Store, where: str, params: dict[str, Any]) -> None:
+def _insert_stream_windows(store: Store, where: str, params: dict[str, Any], settings: str) -> None:
     store.command(
         f"INSERT INTO {COMPLETENESS_WINDOWS.qualified} ({COMPLETENESS_WINDOWS.column_list()})\n"
-        f"{_with_records(where)}\n{STREAM_WINDOWS_SELECT}",
+        f"{_with_records(where)}\n{STREAM_WINDOWS_SELECT}{settings}",
         params,
     )
 
 
-def _zero_stale(store: Store, params: dict[str, Any]) -> None:
+def _zero_stale(store: Store, shard: str, params: dict[str, Any], settings: str) -> None:
     sql = ZERO_STALE.format(
         columns=COMPLETENESS_WINDOWS.column_list(),
         windows_table=COMPLETENESS_WINDOWS.qualified,
         status_table=STREAM_STATUS.qualified,
+        shard=shard,
     )
-    store.command(sql, params)
+    store.command(sql + settings, params)
 
 
-def _insert_surface_windows(store: Store, full: bool, params: dict[str, Any]) -> None:
+def _insert_surface_windows(
+    store: Store, full: bool, params: dict[str, Any], settings: str, chunk: str = "1"
+) -> None:
     """Surface rows from the stored stream rows, for the buckets and surfaces this
-    refresh touched (all of them on a full recompute)."""
-    windows = f"(SELECT * FROM {COMPLETENESS_WINDOWS.qualified} FINAL WHERE scope = 'stream'"
+    refresh touched (all of them on a full recompute, `chunk`'s bucket and time range
+    at a time: each surface bucket sums every stream's row of that bucket)."""
+    windows = (
+        f"(SELECT * FROM {COMPLETENESS_WINDOWS.qualified} FINAL WHERE scope = 'stream' AND {chunk}"
+    )
     surface_where = "has({buckets:Array(String)}, toString(w.bucket))"
     if not full:
         windows += (
@@ -446,7 +476,7 @@ def _insert_surface_windows(store: Store, full: bool, params: dict[str, Any]) ->
     )
     store.command(
         f"INSERT INTO {COMPLETENESS_WINDOWS.qualified}"
-        f" ({COMPLETENESS_WINDOWS.column_list()})\n{select}",
+        f" ({COMPLETENESS_WINDOWS.column_list()})\n{select}{settings}",
         params,
     )
 
@@ -468,73 +498,233 @@ def mark_dead_streams(store: Store, now: dt.datetime, version: int | None = None
     return count
 
 
-def _shard_clauses(store: Store, config: CompletenessConfig) -> list[tuple[str, dict[str, Any]]]:
-    """Contiguous (tenant, stream) ranges of about `rows_per_shard` receipts each: a
-    range of the sorting key's prefix, so each shard reads only its own granules."""
-    bounds = [
-        tuple(row[0])
-        for row in store.query(SHARD_BOUNDS, {"rows_per_shard": config.rows_per_shard}).rows
-    ]
-    if len(bounds) <= 1:
-        return [("1", {})]
-    clauses: list[tuple[str, dict[str, Any]]] = []
-    for i, lower in enumerate(bounds):
-        clause = "1"
-        params: dict[str, Any] = {}
-        if i > 0:
-            clause = (
-                "(tenant_id, emission_stream)"
-                " >= ({shard_lower_tenant:String}, {shard_lower:String})"
-            )
-            params.update(shard_lower_tenant=lower[0], shard_lower=lower[1])
-        if i + 1 < len(bounds):
-            clause += (
-                " AND (tenant_id, emission_stream)"
-                " < ({shard_upper_tenant:String}, {shard_upper:String})"
-            )
-            params.update(shard_upper_tenant=bounds[i + 1][0], shard_upper=bounds[i + 1][1])
-        clauses.append((clause, params))
-    return clauses
+def _shard_bounds(store: Store, config: CompletenessConfig) -> list[list[str]]:
+    """The lower (tenant, stream) of contiguous ranges of about `rows_per_shard`
+    receipts each: a range of the sorting key's prefix, so each reads only its granules."""
+    rows = store.query(SHARD_BOUNDS, {"rows_per_shard": config.rows_per_shard}).rows
+    return [[str(row[0][0]), str(row[0][1])] for row in rows]
+
+
+def _shard_clause(bounds: Sequence[Sequence[str]], i: int) -> tuple[str, dict[str, Any]]:
+    """Range `i` of `bounds` as a clause on (tenant_id, emission_stream) and its values
+    (the first range open below, the last open above: every stream is in one). Written
+    as comparisons of each column, which the primary key prunes by (a tuple comparison
+    it does not: each range would read every receipt)."""
+    clauses = ["1"]
+    params: dict[str, Any] = {}
+    if i > 0:
+        clauses.append(
+            "(tenant_id > {shard_lower_tenant:String} OR (tenant_id = {shard_lower_tenant:String}"
+            " AND emission_stream >= {shard_lower:String}))"
+        )
+        params.update(shard_lower_tenant=bounds[i][0], shard_lower=bounds[i][1])
+    if i + 1 < len(bounds):
+        clauses.append(
+            "(tenant_id < {shard_upper_tenant:String} OR (tenant_id = {shard_upper_tenant:String}"
+            " AND emission_stream < {shard_upper:String}))"
+        )
+        params.update(shard_upper_tenant=bounds[i + 1][0], shard_upper=bounds[i + 1][1])
+    return " AND ".join(clauses), params
+
+
+def _surface_chunks(store: Store, config: CompletenessConfig) -> list[list[str]]:
+    """[bucket, from, until) ranges of about `rows_per_shard` stream windows each, by
+    whole days (the windows' day counts, before FINAL: a bound, not an exact size)."""
+    rows = store.query(SURFACE_CHUNK_DAYS, {"buckets": list(config.materialized_buckets)}).rows
+    days: dict[str, list[tuple[dt.datetime, int]]] = {b: [] for b in config.materialized_buckets}
+    for bucket, day, count in rows:
+        days[str(bucket)].append((from_store_time(day), int(count)))
+    chunks: list[list[str]] = []
+    for bucket, counts in days.items():
+        starts = [_EPOCH]
+        held = 0
+        for day, count in counts:
+            if held and held + count > config.rows_per_shard:
+                starts.append(day)
+                held = 0
+            held += count
+        ends = [*starts[1:], _FAR_FUTURE]
+        chunks += [
+            [bucket, a.isoformat(), b.isoformat()] for a, b in zip(starts, ends, strict=True)
+        ]
+    return chunks
+
+
+def _surface_clause(chunk: Sequence[str]) -> tuple[str, dict[str, Any]]:
+    return (
+        "bucket = {chunk_bucket:String} AND bucket_start >= {chunk_from:DateTime('UTC')}"
+        " AND bucket_start < {chunk_until:DateTime('UTC')}",
+        {
+            "chunk_bucket": chunk[0],
+            "chunk_from": to_store_time(dt.datetime.fromisoformat(chunk[1])),
+            "chunk_until": to_store_time(dt.datetime.fromisoformat(chunk[2])),
+        },
+    )
 
 
 def _next_version(store: Store) -> int:
     """Wall-clock nanoseconds, but always above the last refresh's versions (it used
-    `version` and `version + 1`), so a clock step back cannot let old rows win."""
-    last = store.query(f"SELECT max(version) FROM {COMPLETENESS_REFRESHES.qualified}").scalar()
+    `version` and `version + 1`) and any interrupted recompute's, so a clock step back
+    cannot let old rows win."""
+    last = store.query(
+        f"SELECT greatest((SELECT max(version) FROM {COMPLETENESS_REFRESHES.qualified}),"
+        f" (SELECT max(version) FROM {COMPLETENESS_REFRESH_PROGRESS.qualified}))"
+    ).scalar()
     return max(time.time_ns(), int(last or 0) + 2)
 
 
-def _refresh(
+@dataclass
+class _Progress:
+    """A full recompute's recorded plan and chunks done (`completeness_refresh_progress`):
+    the one to resume is the newest not marked done whose version no finished refresh
+    has passed (a refresh finished since would be overwritten by resuming an older one)."""
+
+    store: Store
+    version: int
+    now: dt.datetime
+    done: dict[tuple[str, int], str]
+    resumed: bool
+
+    @classmethod
+    def open(cls, store: Store, now: dt.datetime) -> _Progress:
+        table = COMPLETENESS_REFRESH_PROGRESS.qualified
+        pending = store.query(
+            f"SELECT version, now FROM {table} WHERE step = 'plan' AND version >"
+            f" (SELECT max(version) FROM {COMPLETENESS_REFRESHES.qualified})"
+            f" AND version NOT IN (SELECT version FROM {table} WHERE step = 'done')"
+            " ORDER BY version DESC LIMIT 1"
+        ).rows
+        if not pending:
+            return cls(store, _next_version(store), from_store_time(now), {}, False)
+        version, then = int(pending[0][0]), from_store_time(pending[0][1])
+        rows = store.query(
+            f"SELECT step, chunk, detail FROM {table} FINAL WHERE version = {{v:UInt64}}",
+            {"v": version},
+        ).rows
+        done = {(str(step), int(chunk)): str(detail) for step, chunk, detail in rows}
+        return cls(store, version, then, done, True)
+
+    def plan(self, step: str, make: Callable[[], list[list[str]]]) -> list[list[str]]:
+        """The chunks of `step`'s plan: recorded by the interrupted run, else made now."""
+        if (step, 0) in self.done:
+            chunks: list[list[str]] = json.loads(self.done[(step, 0)])
+            return chunks
+        chunks = make()
+        self.mark(step, 0, json.dumps(chunks))
+        return chunks
+
+    def mark(self, step: str, chunk: int, detail: str = "") -> None:
+        self.store.insert(
+            COMPLETENESS_REFRESH_PROGRESS.qualified,
+            [[self.version, to_store_time(self.now), step, chunk, detail,
+              to_store_time(dt.datetime.now(dt.UTC))]],
+            COMPLETENESS_REFRESH_PROGRESS.columns,
+        )  # fmt: skip
+        self.done[(step, chunk)] = detail
+
+
+ChunkHook = Callable[[str], None]  # called with "step[i]" after each chunk is recorded
+
+# ClickHouse's error codes of the limits a refresh statement carries (`_settings`).
+_LIMIT_CODES = {"159": "max_execution_time", "241": "max_memory_usage", "158": "max_rows_to_read"}
+_CODE = re.compile(r"\bCode: (\d+)\b")
+
+
+class RefreshOverLimit(JobError):
+    """A refresh statement stopped at one of its limits: the request's to change (the
+    CLI exits 2), and the chunks done are kept for the next refresh to resume after."""
+
+    def __init__(self, step: str, limit: str) -> None:
+        flag = "--" + limit.replace("_", "-")
+        super().__init__(
+            f"completeness refresh: {step} stopped at its limit ({limit}); the chunks done"
+            " are kept and the next refresh resumes after them",
+            "read_limit_exceeded",
+            details={"limit": limit, "step": step},
+            hint=f"raise the command's {flag} (0: none), or lower the chunk size (rows_per_shard)",
+        )
+        self.limit = limit
+
+
+def _bounded(name: str, run: Callable[[], object]) -> None:
+    """`run`, a refresh statement; one stopped at a limit says which chunk and that the
+    chunks done are kept (the next full refresh resumes after them)."""
+    try:
+        run()
+    except Exception as err:
+        said = getattr(err, "limit", None)
+        found = _CODE.search(str(err))
+        limit = said if isinstance(said, str) else _LIMIT_CODES.get(found[1]) if found else None
+        if limit is None:
+            raise
+        raise RefreshOverLimit(name, limit) from None
+
+
+def _full_refresh(
+    store: Store, now: dt.datetime, config: CompletenessConfig, on_chunk: ChunkHook | None
+) -> RefreshSummary:
+    """Every stream, in chunks that each stay within `config.limits`: per range of
+    (tenant, stream) its status, windows and stale rows, then the surface windows per
+    bucket and time range, each recorded when done; an interrupted recompute resumes
+    with its version and `now`, skipping what it recorded, and answers as one run."""
+    started = time.perf_counter()
+    progress = _Progress.open(store, now)
+    version, now = progress.version, progress.now
+    params = _job_params(now, version, config)
+    params["buckets"] = list(config.materialized_buckets)
+    settings = _settings(config)
+    steps: dict[str, float] = {}
+    counts = {"chunks": 0, "resumed": 0}
+
+    def chunk(step: str, i: int, run: Callable[..., object], *args: Any) -> None:
+        counts["chunks"] += 1
+        name = f"{step}[{i}]"
+        if (step, i) in progress.done:
+            counts["resumed"] += 1
+            return
+        begun = time.perf_counter()
+        _bounded(name, lambda: run(store, *args))
+        steps[name] = round((time.perf_counter() - begun) * 1000, 3)
+        progress.mark(step, i)
+        if on_chunk is not None:
+            on_chunk(name)
+
+    shards = progress.plan("plan", lambda: _shard_bounds(store, config)) or [["", ""]]
+    for i in range(len(shards)):
+        clause, bounds = _shard_clause(shards, i)
+        where, shard_params = f"1 AND {clause}", {**params, **bounds}
+        chunk("streams", i, _insert_streams, where, shard_params, settings)
+        chunk("stream_windows", i, _insert_stream_windows, where, shard_params, settings)
+        chunk("zero_stale", i, _zero_stale, clause, shard_params, settings)
+    surfaces = progress.plan("surface_plan", lambda: _surface_chunks(store, config))
+    for i, bucket_range in enumerate(surfaces):
+        clause, bounds = _surface_clause(bucket_range)
+        chunk_params = {**params, **bounds}
+        chunk("surface_windows", i, _insert_surface_windows, True, chunk_params, settings, clause)
+    summary = _finish(
+        store, now, None, "full", version, steps, started,
+        chunks=counts["chunks"], resumed=counts["resumed"],
+    )  # fmt: skip
+    progress.mark("done", 0)
+    return summary
+
+
+def _finish(
     store: Store,
     now: dt.datetime,
-    selection: Selection,
+    since: dt.datetime | None,
     mode: str,
-    config: CompletenessConfig,
+    version: int,
+    steps: dict[str, float],
+    started: float,
+    chunks: int = 0,
+    resumed: int = 0,
 ) -> RefreshSummary:
-    started = time.perf_counter()
-    version = _next_version(store)
-    where, params = selection.where()
-    params.update(_job_params(now, version, config), buckets=list(config.materialized_buckets))
-    steps: dict[str, float] = {}
-
-    def step(name: str, run: Callable[..., object], *args: Any) -> None:
-        begun = time.perf_counter()
-        run(store, *args)
-        steps[name] = round((time.perf_counter() - begun) * 1000, 3)
-
-    # A full recompute runs shard by shard: shorter statements, bounded memory, and
-    # the receiver's inserts interleave instead of waiting behind one long query.
-    shards = _shard_clauses(store, config) if mode == "full" else [("1", {})]
-    for shard, (clause, bounds) in enumerate(shards):
-        shard_where, shard_params = f"{where} AND {clause}", {**params, **bounds}
-        step(f"streams[{shard}]", _insert_streams, shard_where, shard_params)
-        step(f"stream_windows[{shard}]", _insert_stream_windows, shard_where, shard_params)
-    step("zero_stale", _zero_stale, params)
-    step("surface_windows", _insert_surface_windows, mode == "full", params)
+    """Mark silent open streams dead, then record the refresh (which finishes it)."""
     streams = int(
         store.query(
             f"SELECT count() FROM {STREAM_STATUS.qualified} WHERE version = {{version:UInt64}}",
-            params,
+            {"version": version},
         ).scalar()
         or 0
     )
@@ -548,13 +738,15 @@ def _refresh(
     summary = RefreshSummary(
         mode="full" if mode == "full" else "incremental",
         now=from_store_time(now),
-        since=selection.received_since,
+        since=since,
         version=version,
         streams=streams,
         marked_dead=marked,
         dead=int(dead or 0),
         duration_ms=round(duration_ms, 3),
         step_ms=steps,
+        chunks=chunks,
+        resumed_chunks=resumed,
     )
     store.insert(
         COMPLETENESS_REFRESHES.qualified,
@@ -563,7 +755,7 @@ def _refresh(
                 version,
                 summary.mode,
                 to_store_time(now),
-                to_store_time(selection.received_since) if selection.received_since else None,
+                to_store_time(since) if since else None,
                 streams,
                 marked,
                 duration_ms,
@@ -575,11 +767,39 @@ def _refresh(
     return summary
 
 
-def recompute_completeness(
-    store: Store, now: dt.datetime, config: CompletenessConfig | None = None
+def _incremental_refresh(
+    store: Store, now: dt.datetime, since: dt.datetime, config: CompletenessConfig
 ) -> RefreshSummary:
-    """Rewrite `stream_status` and `completeness_windows` for every stream."""
-    return _refresh(store, now, Selection(), "full", config or CompletenessConfig())
+    """The streams that received anything since `since`, in one statement per step
+    (a period's receipts: as bounded as the period)."""
+    started = time.perf_counter()
+    version = _next_version(store)
+    where, params = Selection(received_since=since).where()
+    params.update(_job_params(now, version, config), buckets=list(config.materialized_buckets))
+    settings = _settings(config)
+    steps: dict[str, float] = {}
+
+    def step(name: str, run: Callable[[], object]) -> None:
+        begun = time.perf_counter()
+        _bounded(name, run)
+        steps[name] = round((time.perf_counter() - begun) * 1000, 3)
+
+    step("streams[0]", lambda: _insert_streams(store, where, params, settings))
+    step("stream_windows[0]", lambda: _insert_stream_windows(store, where, params, settings))
+    step("zero_stale", lambda: _zero_stale(store, "1", params, settings))
+    step("surface_windows", lambda: _insert_surface_windows(store, False, params, settings))
+    return _finish(store, now, since, "incremental", version, steps, started)
+
+
+def recompute_completeness(
+    store: Store,
+    now: dt.datetime,
+    config: CompletenessConfig | None = None,
+    on_chunk: ChunkHook | None = None,
+) -> RefreshSummary:
+    """Rewrite `stream_status` and `completeness_windows` for every stream, in chunks
+    (`rows_per_shard`), resuming an interrupted recompute (`on_chunk`: a test's seam)."""
+    return _full_refresh(store, now, config or CompletenessConfig(), on_chunk)
 
 
 def refresh_completeness(
@@ -590,8 +810,7 @@ def refresh_completeness(
 ) -> RefreshSummary:
     """Recompute only the streams that received anything since `since` (received_at),
     plus the surface buckets they touch, then mark silent open streams dead."""
-    selection = Selection(received_since=since)
-    return _refresh(store, now, selection, "incremental", config or CompletenessConfig())
+    return _incremental_refresh(store, now, since, config or CompletenessConfig())
 
 
 def refresh_stream_status(
@@ -764,12 +983,21 @@ def with_refresh_age(
     return report.model_copy(update={"tables_refreshed_at": refreshed_at, "tables_stale": stale})
 
 
+def _limits_of(store: Store) -> dict[str, float] | None:
+    """The read limits of the job's connection (`ReadLimits`), for its refresh."""
+    settings = getattr(getattr(store, "limits", None), "settings", None)
+    if not callable(settings):
+        return None
+    return {name: float(value) for name, value in settings().items()}
+
+
 def run(store: Store, request: Request, clock: Clock) -> Report:
     """Per-stream accounting and windows of the selection, read live (read-only)."""
     now = request.as_of or clock()
     config = CompletenessConfig(
         default_sentinel_interval_ms=request.sentinel_interval_ms,
         dead_after_intervals=request.dead_after,
+        limits=_limits_of(store),
     )
     selection = Selection(
         tenant=request.tenant,

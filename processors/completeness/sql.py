@@ -7,7 +7,13 @@ A stream is (tenant, stream): every window, group and join is per tenant.
 
 from __future__ import annotations
 
-from schemas.tables import EMISSION_RECEIPTS, EMISSION_RECORDS, EVALUATION_EVENTS, STREAM_STATUS
+from schemas.tables import (
+    COMPLETENESS_WINDOWS,
+    EMISSION_RECEIPTS,
+    EMISSION_RECORDS,
+    EVALUATION_EVENTS,
+    STREAM_STATUS,
+)
 
 RECEIPT_STREAMS = f"SELECT tenant_id, emission_stream FROM {EMISSION_RECEIPTS.qualified} WHERE"
 
@@ -171,13 +177,13 @@ GROUP BY tenant_id, bucket, s_surface, bucket_start"""
 
 
 # A stream row this refresh did not rewrite (its records moved to another bucket)
-# is zeroed rather than left stale.
+# is zeroed rather than left stale; `{shard}`: the range of streams a chunk rewrote.
 ZERO_STALE = """
 INSERT INTO {windows_table} ({columns})
 SELECT tenant_id, bucket, scope, surface_id, emission_stream, bucket_start,
     0, 0, 0, 0, 0, 1., false, 0, 0, map(), map(), {{version:UInt64}}, now64(3, 'UTC')
 FROM {windows_table} FINAL
-WHERE scope = 'stream' AND version < {{version:UInt64}}
+WHERE scope = 'stream' AND version < {{version:UInt64}} AND {shard}
     AND has({{buckets:Array(String)}}, toString(bucket))
     AND (tenant_id, emission_stream) IN (
         SELECT tenant_id, emission_stream FROM {status_table}
@@ -199,3 +205,13 @@ SELECT min((tenant_id, emission_stream)) AS lower FROM (
           FROM {EMISSION_RECEIPTS.qualified} GROUP BY tenant_id, emission_stream))
 GROUP BY intDiv(upto - n, {{rows_per_shard:UInt64}})
 ORDER BY lower"""
+
+
+# The stream windows per bucket and day (before FINAL: a bound on a chunk's rows), from
+# which a full recompute cuts the surface step into chunks of whole days.
+SURFACE_CHUNK_DAYS = f"""
+SELECT toString(bucket) AS bucket, toStartOfDay(bucket_start) AS day, count() AS n
+FROM {COMPLETENESS_WINDOWS.qualified}
+WHERE scope = 'stream' AND has({{buckets:Array(String)}}, toString(bucket))
+GROUP BY bucket, day
+ORDER BY bucket, day"""

@@ -21,7 +21,7 @@ from schemas.cluster import (
     sharding_key,
     sorting_key,
 )
-from schemas.migrations import Migration, MigrationError, load_migrations, relayout_on_cluster
+from schemas.migrations import Migration, load_migrations
 
 pytestmark = pytest.mark.clickhouse
 
@@ -129,7 +129,7 @@ def test_the_event_layout_renders_as_cluster_relayouts_sharded_by_the_identity()
     steps = [s for s in layout if s.startswith("RELAYOUT")]
     assert steps == [
         f"RELAYOUT ON CLUSTER holonograph holonograph.{t} FROM holonograph.{t}__v16"
-        " SHARDED BY cityHash64(tenant_id, event_id)"
+        " PLACED BY holonograph.event_owners SHARDED BY cityHash64(tenant_id, event_id)"
         for t in ("evaluation_events", "evaluation_dimensions")
     ]
     created = [
@@ -157,25 +157,6 @@ def test_the_event_layout_renders_as_cluster_relayouts_sharded_by_the_identity()
     assert "FROM holonograph.evaluation_events_local" in views[0]
     schema = final_schema()
     assert "holonograph.evaluation_events__v16" not in schema.replicated
-
-
-def test_a_cluster_relayout_of_tables_holding_rows_is_refused_with_the_procedure(
-    store: ClickHouseStore,
-) -> None:
-    """Checked before any ON CLUSTER statement runs (so a single server shows it)."""
-    store.command("CREATE DATABASE relay")
-    for name in ("t_local", "t", "t__v16_local"):
-        store.command(
-            f"CREATE TABLE relay.{name} (tenant_id String, event_id String,"
-            f" surface_id String{', placed_surface_id String' if 'v16' in name else ''})"
-            " ENGINE = MergeTree ORDER BY event_id"
-        )
-    store.command("INSERT INTO relay.t VALUES ('acme', 'evt_1', 's')")
-    with pytest.raises(MigrationError, match=r"relay\.t holds 1 rows, and relaying a cluster"):
-        relayout_on_cluster(
-            store, CLUSTER, "relay.t", "relay.t__v16", "cityHash64(tenant_id, event_id)"
-        )
-    assert store.query("SELECT count() FROM relay.t").scalar() == 1
 
 
 def test_materialized_views_read_and_write_the_local_tables() -> None:
