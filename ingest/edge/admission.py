@@ -27,8 +27,8 @@ import asyncio
 import itertools
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Hashable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -105,25 +105,25 @@ class Admission:
         if wait is not None and wait > self.max_queue_seconds:
             self._refuse_for_queue(wait)
 
-    @contextmanager
-    def admit(self, size_bytes: int, expansion: float = PROTOBUF_EXPANSION) -> Iterator[Held]:
-        """Hold the cost of a request of `size_bytes` for the body of the `with`; once
-        it is parsed, `Held.spans` adds what its spans cost."""
+    def admit(self, size_bytes: int, expansion: float = PROTOBUF_EXPANSION) -> Held:
+        """Hold the cost of a request of `size_bytes` for the body of the `with` (the
+        returned `Held`); once it is parsed, `Held.spans` adds what its spans cost. A
+        plain object, not a generator: it is entered once for every request."""
         cost = int(size_bytes * expansion)
         self._check(size_bytes, cost)
         self._advance()
         self.inflight_bytes += cost
         self.inflight_wire_bytes += size_bytes
-        held = Held(self, cost)
-        try:
-            yield held
-        finally:
-            self._advance()
-            self.inflight_bytes -= held.cost
-            self.inflight_wire_bytes -= size_bytes
-            self._done_bytes += size_bytes
-            if not self.inflight_bytes and self.on_idle is not None:
-                self.on_idle()
+        return Held(self, cost, size_bytes)
+
+    def _release(self, held: Held) -> None:
+        """`held`'s request was answered (or failed): its cost is free again."""
+        self._advance()
+        self.inflight_bytes -= held.cost
+        self.inflight_wire_bytes -= held.size_bytes
+        self._done_bytes += held.size_bytes
+        if not self.inflight_bytes and self.on_idle is not None:
+            self.on_idle()
 
     def _grow(self, held: Held, extra: int) -> None:
         """`held` costs `extra` more: refused past the budget unless it is alone."""
@@ -175,11 +175,20 @@ class Admission:
 
 
 class Held:
-    """An admitted request's share of the budget."""
+    """An admitted request's share of the budget, held until its `with` ends."""
 
-    def __init__(self, admission: Admission, cost: int) -> None:
+    __slots__ = ("_admission", "cost", "size_bytes")
+
+    def __init__(self, admission: Admission, cost: int, size_bytes: int = 0) -> None:
         self._admission = admission
         self.cost = cost
+        self.size_bytes = size_bytes
+
+    def __enter__(self) -> Held:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._admission._release(self)
 
     def spans(self, count: int, span_cost: int = SPAN_COST) -> None:
         """Add the cost of `count` parsed spans (or raise `Backpressure`)."""
@@ -215,14 +224,29 @@ class ReadGate:
 
     @asynccontextmanager
     async def reading_turn(self, principal: Hashable = None) -> AsyncIterator[None]:
-        if self.reading < self.max_reads and self.held(principal) < self.per_principal:
-            self._take(principal)
-        else:
+        if not self.try_turn(principal):
             await self._wait(principal)
         try:
             yield
         finally:
             self._release(principal)
+
+    def try_turn(self, principal: Hashable = None) -> bool:
+        """Take a free turn at once (True), or say one must be waited for (`wait_turn`):
+        the edge's way to a turn without a context manager's coroutine per request.
+        A turn taken is given back with `end_turn`."""
+        if self.reading < self.max_reads and self._held.get(principal, 0) < self.per_principal:
+            self._take(principal)
+            return True
+        return False
+
+    async def wait_turn(self, principal: Hashable = None) -> None:
+        """Wait for a turn (`try_turn` found none free); refused after the wait limit."""
+        await self._wait(principal)
+
+    def end_turn(self, principal: Hashable = None) -> None:
+        """Give back a turn taken by `try_turn` or `wait_turn`."""
+        self._release(principal)
 
     async def _wait(self, principal: Hashable) -> None:
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()

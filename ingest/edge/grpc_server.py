@@ -18,6 +18,7 @@ message only once it arrived whole, so a gRPC body is bounded by the body timeou
 from __future__ import annotations
 
 import functools
+from collections.abc import Awaitable, Callable
 
 import grpc
 
@@ -25,9 +26,12 @@ from ingest.edge.admission import PROTOBUF_EXPANSION
 from ingest.edge.answers import classify
 from ingest.edge.steps import SIGNALS, TRACES_SIGNAL, Edge, OtlpSignal
 from ingest.errors import DecodeError, ListenError, PayloadTooLarge
+from ingest.export.handler import ExportOutcome
 
 EXPORT_METHOD = TRACES_SIGNAL.grpc_method
 
+
+_NOTHING_REJECTED = ExportOutcome(0, 0, 0, "")
 
 # Bytes a call's stream may hold in the transport before its message is read.
 STREAM_WINDOW_BYTES = 64 * 1024
@@ -39,10 +43,13 @@ class _ExportService(grpc.GenericRpcHandler):  # type: ignore[misc]
     def __init__(self, edge: Edge) -> None:
         self._edge = edge
         self._handlers = {
-            signal.grpc_method: grpc.stream_unary_rpc_method_handler(
-                functools.partial(self._export, signal)
-            )
+            signal.grpc_method: grpc.stream_unary_rpc_method_handler(self._method(signal))
             for signal in SIGNALS
+        }
+        # What a request with nothing rejected is answered (an empty response), built
+        # and serialized once per signal, not once per request.
+        self._accepted: dict[str, bytes] = {
+            signal.name: signal.respond(_NOTHING_REJECTED).SerializeToString() for signal in SIGNALS
         }
 
     def service(
@@ -50,9 +57,18 @@ class _ExportService(grpc.GenericRpcHandler):  # type: ignore[misc]
     ) -> grpc.RpcMethodHandler | None:
         return self._handlers.get(handler_call_details.method)
 
-    async def _export(
-        self, signal: OtlpSignal, requests: object, context: grpc.aio.ServicerContext
-    ) -> bytes:
+    def _method(
+        self, signal: OtlpSignal
+    ) -> Callable[[object, grpc.aio.ServicerContext], Awaitable[bytes]]:
+        """`signal`'s handler: a coroutine function of its own (grpc.aio inspects it on
+        every call, which a `functools.partial` makes slower)."""
+
+        async def export(requests: object, context: grpc.aio.ServicerContext) -> bytes:
+            return await self._export(signal, context)
+
+        return export
+
+    async def _export(self, signal: OtlpSignal, context: grpc.aio.ServicerContext) -> bytes:
         try:
             return await self._answer(signal, context)
         except Exception as err:
@@ -81,10 +97,13 @@ class _ExportService(grpc.GenericRpcHandler):  # type: ignore[misc]
         outcome = await signal.export(
             edge, principal, payload, signal.parse_protobuf, PROTOBUF_EXPANSION
         )
+        if not outcome.rejected_spans:
+            return self._accepted[signal.name]
         body: bytes = signal.respond(outcome).SerializeToString()
         return body
 
 
+@functools.lru_cache(maxsize=4096)
 def peer_address(peer: str) -> str:
     """`ipv4:10.0.0.7:5123` -> `10.0.0.7`, `ipv6:[::1]:5123` -> `::1`: the client's
     address as the HTTP listener sees it, so one client is one principal on both."""

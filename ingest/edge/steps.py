@@ -73,7 +73,11 @@ def log_request(principal: Principal, outcome: ExportOutcome, started: float) ->
 
 
 def span_count(request: PB2ExportTraceServiceRequest) -> int:
-    return sum(len(scope.spans) for rs in request.resource_spans for scope in rs.scope_spans)
+    count = 0
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            count += len(scope_spans.spans)
+    return count
 
 
 class RefusalObserver(Protocol):
@@ -119,15 +123,23 @@ class Edge:
         return principal if self.authenticator.enabled else address
 
     async def read(self, receive: Callable[[], Awaitable[bytes]], reader: Hashable) -> bytes:
-        """Receive a body in one of `reader`'s reading turns, within the body timeout."""
+        """Receive a body in one of `reader`'s reading turns, within the body timeout.
+        Once per request on the event loop: a free turn is taken without a context
+        manager's coroutine, and the timeout runs in this task (`asyncio.timeout`), not
+        in a task of its own (`asyncio.wait_for`)."""
         self.admission.check_room()
-        async with self.reads.reading_turn(reader):
-            try:
-                return await asyncio.wait_for(receive(), self.body_timeout_seconds)
-            except TimeoutError:
-                raise ReadTimeout(
-                    f"the request body did not arrive within {self.body_timeout_seconds:g}s"
-                ) from None
+        reads = self.reads
+        if not reads.try_turn(reader):
+            await reads.wait_turn(reader)
+        try:
+            async with asyncio.timeout(self.body_timeout_seconds):
+                return await receive()
+        except TimeoutError:
+            raise ReadTimeout(
+                f"the request body did not arrive within {self.body_timeout_seconds:g}s"
+            ) from None
+        finally:
+            reads.end_turn(reader)
 
     async def export(
         self,

@@ -17,7 +17,8 @@ land regardless.
 from __future__ import annotations
 
 import asyncio
-import uuid
+import itertools
+import secrets
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -110,6 +111,7 @@ class ExportHandler(Generic[PreparedT]):
         # admission (and refused past the budget) instead of waiting unseen in the
         # transport. Small requests are decoded inline (`INLINE_DECODE_BYTES`).
         self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
+        self._receipts = ReceiptIds()
         self._fast = bool(getattr(handoff, "takes_fast_batches", False))
         self._fast_json = bool(getattr(handoff, "fast_batch_json", False))
 
@@ -145,11 +147,24 @@ class ExportHandler(Generic[PreparedT]):
         # waiting commit sees the request either on its way or in the queue.
         batch = prepared.batch
         if _has_rows(batch):
-            batch = await self._handoff.submit(prepared, uuid.uuid4().hex, size_bytes)
+            batch = await self._handoff.submit(prepared, self._receipts.next(), size_bytes)
         outcome = _outcome(batch, signal)
         if self._observer is not None:
             self._observer.observe_export(outcome, batch.quarantined)
         return outcome
+
+
+class ReceiptIds:
+    """Each request's receipt id: 32 hex digits (as `uuid4().hex` was), a random prefix
+    drawn once per handler and a counter, so they stay unique across processes and
+    restarts without reading `os.urandom` for every request."""
+
+    def __init__(self) -> None:
+        self._prefix = secrets.token_hex(8)
+        self._count = itertools.count()
+
+    def next(self) -> str:
+        return f"{self._prefix}{next(self._count):016x}"
 
 
 def _has_rows(batch: AnyBatch) -> bool:

@@ -37,8 +37,7 @@ import concurrent.futures
 import datetime as dt
 import functools
 import logging
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -89,6 +88,22 @@ class _Pending:
             rows.add(batch, self.receipt_id, received_at, self.order)
 
 
+class _Arrival:
+    """`EmbeddedHandoff.arriving`'s context: a counter, entered once per request (a
+    plain object, not a generator's)."""
+
+    __slots__ = ("_handoff",)
+
+    def __init__(self, handoff: EmbeddedHandoff) -> None:
+        self._handoff = handoff
+
+    def __enter__(self) -> None:
+        self._handoff._arriving += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._handoff._arrived()
+
+
 class WriteObserver(Protocol):
     """Told of every commit (`ingest.metrics.PipelineMetrics`)."""
 
@@ -128,6 +143,10 @@ class EmbeddedHandoff:
         self._queued = 0  # rows of the requests queued (`_Pending.rows`)
         self._commit_wait = commit_wait_seconds
         self._arriving = 0
+        self._arrival = _Arrival(self)
+        # Queued rows at which a submit wakes the writer: 0 while it waits for any
+        # request, the row threshold it waits for while it lingers (`_wait_while`).
+        self._wake_rows = 0
         self._retry_after = retry_after_seconds
         self._clock = clock
         self._observer: WriteObserver = observer or _Unobserved()
@@ -144,15 +163,16 @@ class EmbeddedHandoff:
     def inflight_bytes(self) -> int:
         return self._inflight_bytes
 
-    @contextmanager
-    def arriving(self) -> Iterator[None]:
+    def arriving(self) -> _Arrival:
         """Mark a request as on its way (received, being validated): a commit that is
         about to be written may wait for it to join. Exit before `submit`."""
-        self._arriving += 1
-        try:
-            yield
-        finally:
-            self._arriving -= 1
+        return self._arrival
+
+    def _arrived(self) -> None:
+        """A request is no longer on its way: the writer waits for that only when none
+        is left (`_wait_while`), so only then is it woken."""
+        self._arriving -= 1
+        if not self._arriving:
             self._wakeup.set()
 
     async def open(self) -> None:
@@ -189,8 +209,11 @@ class EmbeddedHandoff:
         self._queue.append(pending)
         self._queued += pending.rows
         self._inflight_bytes += size_bytes
-        self._wakeup.set()
-        return await asyncio.shield(done)
+        if self._queued >= self._wake_rows:
+            self._wakeup.set()
+        # Not shielded: a caller that goes away cancels only its own answer (`_answer`
+        # skips it); its rows stay in the commit they joined.
+        return await done
 
     async def readiness(self) -> str | None:
         """None while the store answers a query (and the log writes)."""
@@ -229,17 +252,20 @@ class EmbeddedHandoff:
     async def _wait_while(self, seconds: float, rows: int, arriving_only: bool) -> None:
         """Wait up to `seconds` while the queue is below `rows` (and, `arriving_only`,
         only while requests already received are still being decoded)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
-        while not self._closing and self._queued < rows and (self._arriving or not arriving_only):
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            self._wakeup.clear()
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), remaining)
-            except TimeoutError:
-                return
+        self._wake_rows = rows
+        try:
+            async with asyncio.timeout(seconds):
+                while (
+                    not self._closing
+                    and self._queued < rows
+                    and (self._arriving or not arriving_only)
+                ):
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+        except TimeoutError:
+            return
+        finally:
+            self._wake_rows = 0
 
     def _take(self) -> list[_Pending]:
         taken: list[_Pending] = []

@@ -49,8 +49,10 @@ async def test_a_commit_waits_for_requests_being_decoded(store: ClickHouseStore)
     handoff = _handoff(faulty, commit_wait=30.0)
     with handoff.arriving():
         first = await _queued_while_one_arrives(handoff, faulty, "a")
-    # The decoded request joins the waiting commit: one insert for both.
-    await asyncio.gather(first, handoff.submit(handoff.prepare(_batch("b", 2)), "r2", 100))
+    # The decoded request leaves `arriving` and is queued with no await between (as
+    # `ExportHandler.export` does): it joins the waiting commit, one insert for both.
+    await handoff.submit(handoff.prepare(_batch("b", 2)), "r2", 100)
+    await first
     await handoff.close()
     assert _event_inserts(faulty) == [5]
 
