@@ -5,8 +5,9 @@ building (`screen` + `pack`: the Kafka hand-off's `prepare` and `submit`, the sc
 work carried from one to the other) and the sink's record decoding and row building,
 each timed apart on the same pre-encoded requests. `--store` adds what the sink's
 flush does with those rows on an embedded chDB store (`sink_own`: the ownership check
-with its claims read back, as the sink runs it; `sink_insert`: `write_rows` under the
-batch's deduplication token; `sink_background`: the process's CPU outside those and the
+as the sink runs it there, one writer: no read-back of its claims, `--verify` to read
+them back as on a server; `sink_insert`: `write_rows` under the batch's deduplication
+token; `sink_background`: the process's CPU outside those and the
 flush's decoding again, chDB's merges), `--records-per-flush` records per flush, on
 the process clock.
 
@@ -93,12 +94,14 @@ def _sink(values: list[bytes], timings: dict[str, float]) -> int:
     return int(_timed("sink_rows", timings, held.table_rows).row_count)
 
 
-def _store_stages(values: list[bytes], per_flush: int, timings: dict[str, float]) -> dict[str, int]:
+def _store_stages(
+    values: list[bytes], per_flush: int, timings: dict[str, float], verify: bool
+) -> dict[str, int]:
     """The sink's flush of `values`, `per_flush` records at a time, on a fresh store;
     returns the active parts per table after the last flush."""
     from aiokafka.structs import TopicPartition
 
-    from ingest.sink.batch import Batch, Consumed, DedupTokenStore
+    from ingest.sink.batch import Batch, Consumed, with_token
     from ingest.sink.fast import fast_record
     from ingest.store import owners
     from ingest.store.clickhouse import open_store
@@ -126,12 +129,12 @@ def _store_stages(values: list[bytes], per_flush: int, timings: dict[str, float]
                 checked = _timed(
                     "sink_own",
                     timings,
-                    lambda s=submissions: owners.check(store, s, verify=True),
+                    lambda s=submissions: owners.check(store, s, verify=verify),
                 )
                 thread0 = time.thread_time()
                 rows = batch.table_rows()
                 rows.placements = checked.placements
-                token = DedupTokenStore(store, batch.token())
+                token = with_token(store, batch.token())
                 python += time.thread_time() - thread0
                 _timed("sink_insert", timings, lambda t=token, r=rows: write_rows(t, r))
             spent = sum(timings.get(k, 0.0) for k in ("sink_own", "sink_insert")) - before
@@ -155,6 +158,7 @@ def measure_kafka_stages(
     path: str = "hot",
     store: bool = False,
     per_flush: int = 12,
+    verify: bool = False,
 ) -> dict[str, Any]:
     """Best of `rounds` per stage (the machine is shared: the minimum is the cost)."""
     from ingest.export.decode import parse_protobuf
@@ -180,7 +184,7 @@ def measure_kafka_stages(
         finally:
             gc.enable()
         if store:  # the collector on: chDB's calls allocate as the sink's do
-            parts = _store_stages(values, per_flush, timings)
+            parts = _store_stages(values, per_flush, timings, verify)
         for name, cpu in timings.items():
             best[name] = min(best.get(name, float("inf")), cpu)
     out: dict[str, Any] = {
@@ -200,6 +204,7 @@ def measure_kafka_stages(
     if store:
         flush = ("sink_own", "sink_insert", "sink_background")
         out["records_per_flush"] = per_flush
+        out["verify_claims"] = verify
         out["parts_after"] = parts
         out["sink_with_store_us_per_span"] = (
             out["sink_us_per_span"] + sum(best[name] for name in flush) / spans * 1e6
@@ -216,6 +221,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--path", choices=("hot", "reference"), default="hot")
     parser.add_argument("--store", action="store_true", help="add the flush's store stages")
     parser.add_argument("--records-per-flush", type=int, default=12)
+    parser.add_argument(
+        "--verify", action="store_true", help="read the claims back (a server's sink)"
+    )
     args = parser.parse_args(argv)
     result = measure_kafka_stages(
         args.batch,
@@ -225,6 +233,7 @@ def main(argv: list[str] | None = None) -> None:
         args.path,
         store=args.store,
         per_flush=args.records_per_flush,
+        verify=args.verify,
     )
     print(json.dumps(result), flush=True)
 

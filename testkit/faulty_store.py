@@ -27,6 +27,7 @@ class FaultyStore:
         self._lock = threading.Lock()
         self._gate = threading.Event()
         self._gate.set()
+        self._held_table: str | None = None
         self.held = threading.Event()
         self.failed = threading.Event()
         self.insert_calls: list[tuple[str, int]] = []
@@ -34,9 +35,11 @@ class FaultyStore:
         self._refused: frozenset[str] = frozenset()
         self.refusals = 0
 
-    def hold(self) -> None:
-        """Make the next inserts wait (as a slow store would) until `release()`;
-        `held` is set once an insert is waiting."""
+    def hold(self, table: str | None = None) -> None:
+        """Make the next inserts (into `table` only, when given: e.g. a write's rows,
+        not the ownership claims before them) wait, as a slow store would, until
+        `release()`; `held` is set once an insert is waiting."""
+        self._held_table = table
         self.held.clear()
         self._gate.clear()
 
@@ -112,7 +115,7 @@ class FaultyStore:
         column_names: Sequence[str],
         settings: Mapping[str, Any] | None = None,
     ) -> None:
-        if not self._gate.is_set():
+        if not self._gate.is_set() and self._held_table in (None, table):
             self.held.set()
             self._gate.wait()
         self._check(counts_as_insert=True)

@@ -50,7 +50,6 @@ from ingest.store import owners
 from ingest.store.errors import StoreRejected, describe, is_permanent, isolate, refusal
 from ingest.store.owners import Submission, Writer
 from ingest.store.rows import Placements, TableRows, write_rows
-from ingest.store.url import is_embedded
 from schemas.events import ValidatedBatch
 from schemas.store import Store
 from schemas.times import Clock, utc_now
@@ -132,9 +131,10 @@ class EmbeddedHandoff:
     ) -> None:
         self._store = store
         self.log = log
-        # Ownership claims are read back where other writers may claim at once: any store
-        # but a chDB directory, which the one process holding it writes.
-        self._verify_claims = not is_embedded(store.url) if verify_claims is None else verify_claims
+        # Ownership claims are read back where other writers may claim at once.
+        self._verify_claims = (
+            owners.verify_claims(store) if verify_claims is None else verify_claims
+        )
         self._max_inflight = max_inflight_bytes
         self._max_rows = max_batch_rows
         self._linger = linger_seconds

@@ -267,6 +267,7 @@ class SinkService:
                 raise
             finally:
                 await consumer.stop()
+                self.sink.close()
         finally:
             await producer.stop()
             await feed.stop()

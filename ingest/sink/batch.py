@@ -21,6 +21,7 @@ from aiokafka.structs import TopicPartition
 
 from ingest.export.fast import FastBatch
 from ingest.sink.fast import FastRecord
+from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.owners import Submission, Writer
 from ingest.store.rows import TableRows
 from schemas.events import EvaluationEvent, ValidatedBatch
@@ -185,6 +186,15 @@ def items_token(items: Iterable[Consumed]) -> str:
                 for rejected in item.checked.quarantined:
                     digest.update(rejected.quarantine_id.encode())
     return digest.hexdigest()
+
+
+def with_token(store: Store, token: str) -> Store:
+    """`store` with every insert under the batch's deduplication token: our own store's
+    view of itself (`ClickHouseStore.with_token`, column-wise inserts kept), any other
+    wrapped (`DedupTokenStore`)."""
+    if isinstance(store, ClickHouseStore):
+        return store.with_token(token)
+    return DedupTokenStore(store, token)
 
 
 class DedupTokenStore:

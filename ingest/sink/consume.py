@@ -7,9 +7,11 @@
                                                                       dead-letter)
 
 Before the rows are built, the batch's event ids and streams are checked against
-their owners (`ingest.store.owners`, claims read back: sinks run side by side): what a
-record may not write becomes quarantine rows with the reason, as at the embedded
-writer, never a dead letter (it decoded; the brake does not count it).
+their owners (`ingest.store.owners`): what a record may not write becomes quarantine
+rows with the reason, as at the embedded writer, never a dead letter (it decoded; the
+brake does not count it). The claims are read back where other writers may claim at
+once (`owners.verify_claims`: a ClickHouse server, sinks side by side), and on a chDB
+directory more than one sink of this process writes (`_WRITING`).
 
 Offsets (offset+1 per partition) are committed only after the store accepted the
 batch; a crash anywhere before that redelivers the records, and the store's keys
@@ -31,6 +33,8 @@ import dataclasses
 import hashlib
 import logging
 import time
+import weakref
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,7 +43,7 @@ from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from ingest.metrics import SinkMetrics
-from ingest.sink.batch import Batch, Consumed, DedupTokenStore, items_rows, items_token
+from ingest.sink.batch import Batch, Consumed, items_rows, items_token, with_token
 from ingest.sink.dlq import DeadLetterSink, PoisonBrake, SinkHalted
 from ingest.sink.fast import FastRecord, fast_record
 from ingest.sink.liveness import Liveness
@@ -56,6 +60,20 @@ log = logging.getLogger(__name__)
 
 Monotonic = Callable[[], float]
 STOP_LATENCY_SECONDS = 0.25
+
+# Stores (by URL) each `Sink` of this process writes, counted from its construction to
+# its `close` (or its collection). One sink alone on a chDB directory is its only writer: it skips
+# the claims' read-back. A second one (a consumer group in one process, as tests run it)
+# counts before it subscribes, so before any record is assigned to it; the first sink's
+# flush in flight then ends before that group's rebalance does (the revocation waits for
+# it), and every later flush of either reads its claims back.
+_WRITING: Counter[str] = Counter()
+
+
+def _not_writing(url: str) -> None:
+    _WRITING[url] -= 1
+    if _WRITING[url] <= 0:
+        del _WRITING[url]
 
 
 class Sink:
@@ -100,6 +118,8 @@ class Sink:
         # The placements of the batch being written (`_own`), for its isolation's parts.
         self._placements: Placements = {}
         self._lock = asyncio.Lock()
+        _WRITING[store.url] += 1
+        self._writing = weakref.finalize(self, _not_writing, store.url)
         self.liveness = Liveness(metrics, stall_seconds, monotonic)
         self.flushes = 0
         self.last_error: str | None = None
@@ -152,6 +172,15 @@ class Sink:
                     len(self._batch.items),
                     err,
                 )
+
+    def close(self) -> None:
+        """No longer a writer of its store (after its consumer stopped: a revocation
+        at the stop still writes)."""
+        self._writing()
+
+    def _verify_claims(self) -> bool:
+        """Read the claims back: other writers may claim at once (`_WRITING`)."""
+        return owners.verify_claims(self._store) or _WRITING[self._store.url] > 1
 
     def _due(self) -> bool:
         age = self._monotonic() - self._batch.opened_at
@@ -260,7 +289,7 @@ class Sink:
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            await asyncio.to_thread(write_rows, DedupTokenStore(self._store, batch.token()), rows)
+            await asyncio.to_thread(write_rows, with_token(self._store, batch.token()), rows)
         except Exception as err:
             self._metrics.batches.labels(result="error").inc()
             if not is_permanent(err):
@@ -283,7 +312,7 @@ class Sink:
         found = [(i, item.submission()) for i, item in enumerate(batch.items)]
         checking = [(i, s) for i, s in found if s is not None]
         results = await asyncio.to_thread(
-            owners.check, self._store, [s for _, s in checking], verify=True
+            owners.check, self._store, [s for _, s in checking], verify=self._verify_claims()
         )
         rejected: list[QuarantineRecord] = []
         for (index, submission), result in zip(checking, results, strict=True):
@@ -303,7 +332,7 @@ class Sink:
     async def _write_part(self, items: Sequence[Consumed]) -> None:
         rows = items_rows(items)
         rows.placements = self._placements
-        await asyncio.to_thread(write_rows, DedupTokenStore(self._store, items_token(items)), rows)
+        await asyncio.to_thread(write_rows, with_token(self._store, items_token(items)), rows)
         self._metrics.rows.inc(rows.row_count)
 
     async def _isolate(self, batch: Batch, error: BaseException) -> None:

@@ -8,6 +8,7 @@ process's admin endpoint instead (see `ingest.service.admin`). Read-only connect
 
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import sys
@@ -47,6 +48,8 @@ class ClickHouseStore:
         # block is too small to gain from a parallel insert pipeline, which only adds
         # thread hand-offs (bench/RESULTS.md, issue 24). A server keeps its own.
         self._insert_settings = {"max_threads": 1} if _is_chdb_client(client) else {}
+        # Each insert's `insert_deduplication_token` is `{token}:{table}` (`with_token`).
+        self._token: str | None = None
 
     @property
     def display_url(self) -> str:
@@ -96,6 +99,8 @@ class ClickHouseStore:
     ) -> None:
         names = list(column_names)
         key = (table, tuple(names))
+        if self._token is not None:
+            settings = {"insert_deduplication_token": f"{self._token}:{table}", **(settings or {})}
         with self._lock:
             if _is_embedded_client(self._client):
                 rows = [list(row) for row in zip(*data, strict=True)] if columnar else data
@@ -113,6 +118,15 @@ class ClickHouseStore:
                 settings={**self._insert_settings, **(settings or {})},
                 column_oriented=columnar,
             )
+
+    def with_token(self, token: str) -> ClickHouseStore:
+        """This connection (its client, lock and column types), every insert carrying
+        `insert_deduplication_token` `{token}:{table}`, so a server with insert
+        deduplication drops an identical retried block. A `ClickHouseStore` still, so
+        `ingest.store.rows.write_rows` keeps its column-wise inserts."""
+        view = copy.copy(self)
+        view._token = token
+        return view
 
     def close(self) -> None:
         with self._lock:

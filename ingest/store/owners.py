@@ -48,6 +48,7 @@ from ingest.export.fast import FastBatch
 from ingest.store.clickhouse import ClickHouseStore, PreEscaped
 from ingest.store.errors import is_permanent
 from ingest.store.rows import ingest_version, ticks_ms
+from ingest.store.url import is_embedded
 from schemas.events import (
     EmissionRecord,
     EvaluationEvent,
@@ -146,6 +147,14 @@ class Checked(list[Batch]):
     def __init__(self, batches: Iterable[Batch], placements: dict[Key, Placement]) -> None:
         super().__init__(batches)
         self.placements = placements
+
+
+def verify_claims(store: Store) -> bool:
+    """Whether `check` must read its claims back on `store`: where another writer may
+    claim at once (a ClickHouse server, sinks and receivers side by side), not on a
+    chDB directory, which only the one process holding it writes (its own commits run
+    one at a time)."""
+    return not is_embedded(store.url)
 
 
 def check(store: Store, submissions: Sequence[Submission], *, verify: bool) -> Checked:

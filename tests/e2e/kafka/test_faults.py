@@ -13,6 +13,7 @@ import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from ingest.store.clickhouse import ClickHouseStore
+from schemas.tables import EVALUATION_EVENTS
 from tests.e2e.kafka.conftest import Broker, KafkaReceiver, RunningSink
 from tests.e2e.kafka.helpers import accepted_ordinals, count, wait_until
 from tests.ingest.helpers import grpc_export, http_export, http_status
@@ -74,7 +75,7 @@ def test_sink_killed_mid_batch_then_restarted(
     kafka_receiver: KafkaReceiver,
 ) -> None:
     first = RunningSink(broker, names, store)
-    first.faulty.hold()
+    first.faulty.hold(EVALUATION_EVENTS.qualified)  # the rows, past the ownership check
     accepted = set()
     for n in range(4):
         assert (

@@ -278,3 +278,16 @@ def test_a_hot_path_batch_claims_on_the_store_and_the_next_is_checked_against_it
         assert isinstance(checked, ValidatedBatch)
         assert checked.events == () and len(checked.quarantined) == 1
         assert [e.stream for e in checked.emissions if not e.quarantined] == []
+
+
+class _At:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+
+def test_claims_are_read_back_where_another_process_may_claim() -> None:
+    """A chDB directory has one process writing it; a server any number."""
+    server: Any = _At("https://user:pass@clickhouse.example:8443/")
+    directory: Any = _At("chdb:///var/lib/holonograph/store")
+    assert owners.verify_claims(server)
+    assert not owners.verify_claims(directory)
