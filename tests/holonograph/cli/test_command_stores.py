@@ -109,6 +109,17 @@ def test_the_tenants_read_at_open_are_those_the_lookup_finds(stores: CommandStor
         assert resolve_tenant(scope, None) == (asked[0] if asked else None)
 
 
+@pytest.mark.parametrize("stores", [((ACME_RUN,), ())], indirect=True)
+def test_a_write_drops_the_tenants_read_at_open(stores: CommandStores) -> None:
+    with stores.reading(None) as scope:
+        assert store_tenants(scope) == []  # schedule_runs is not a table the lookup lists
+    with stores.writing() as writer:
+        insert_events(writer, [event("evt_1", {})], tenant_id="acme")
+    with stores.reading(None) as reader:
+        assert reader is scope
+        assert store_tenants(reader) == ["acme"]  # asked again, not the answer from open
+
+
 def test_scope_freshness_and_the_job_share_one_reader(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
