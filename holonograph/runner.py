@@ -18,7 +18,8 @@ the HTTP API and the scheduler run one code path.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol, TypeVar
 
 from holonograph.limits import job_limits, over_limit
@@ -48,13 +49,20 @@ class StoreAccess(Protocol):
     def writing(self) -> AbstractContextManager[Store]: ...
 
 
-def scope(job: Job[RequestT, Any], request: RequestT, stores: StoreAccess) -> RequestT:
+def scope(
+    job: Job[RequestT, Any],
+    request: RequestT,
+    stores: StoreAccess,
+    limits: LimitRequest | None = None,
+) -> RequestT:
     """`request` for its tenant: the one it names, else the store's only tenant (several:
     `TenantAmbiguous`); on a store with no tenant yet, none, or the default tenant for
-    a job that writes a tenant's records (`job.owner_tenant`)."""
+    a job that writes a tenant's records (`job.owner_tenant`). Looked up within the
+    job's read limits (`limits` as for `execute`): the reader the job then runs on."""
     if request.tenant is not None or not job.uses_store:
         return request
-    with stores.reading(None) as store:
+    wanted = job_limits(job.name, limits)
+    with stores.reading(None, wanted) as store, _within(job, store, wanted):
         tenant = resolve_tenant(store, None)
     if tenant is None and job.owner_tenant:
         tenant = DEFAULT_TENANT
@@ -78,14 +86,9 @@ def execute(
     if not job.uses_store:
         return job.run(NO_STORE, request, clock)
     wanted = job_limits(job.name, limits)
-    with stores.reading(request.tenant, wanted) as store:
-        try:
-            require_known(store, request.tenant, request.named())  # never a silent zero
-            report = job.run(store, request, clock)
-        except ReadLimitExceeded as err:
-            effective = getattr(store, "limits", None)
-            known = effective.settings() if effective is not None else wanted
-            raise over_limit(job.name, err, known) from None
+    with stores.reading(request.tenant, wanted) as store, _within(job, store, wanted):
+        require_known(store, request.tenant, request.named())  # never a silent zero
+        report = job.run(store, request, clock)
     if request.persists():
         with stores.writing() as store:
             report = job.persist(store, report)
@@ -97,17 +100,32 @@ def freshen(
     request: RequestT,
     stores: StoreAccess,
     clock: Clock = utc_now,
+    limits: LimitRequest | None = None,
 ) -> WindowsFreshness | None:
     """Refresh the completeness windows when `job` reads them and they have not seen
     every event of the scoped `request`'s range: the same incremental refresh `serve`
     and `sink` run every period, so the answer is the one they would give a period
     later. Returns the freshness found before (None: the job reads no windows, or there
-    was nothing to judge); the job's own report says whether it is still stale."""
+    was nothing to judge); the job's own report says whether it is still stale. Read
+    within the job's limits (`limits` as for `execute`), on the reader it runs on."""
     if job.freshness is None or not job.uses_store:
         return None
-    with stores.reading(request.tenant) as store:
+    wanted = job_limits(job.name, limits)
+    with stores.reading(request.tenant, wanted) as store, _within(job, store, wanted):
         found = job.freshness(store, request, clock)
     if found is not None and found.stale:
         with stores.writing() as store:
             refresh_stream_status(store, clock())
     return found
+
+
+@contextmanager
+def _within(job: Job[Any, Any], store: Store, wanted: LimitRequest) -> Iterator[None]:
+    """A query of the block stopped at a read limit is `JobOverLimit`, said for `job`
+    with the limits the reader had (those `wanted`, unless its owner's are lower)."""
+    try:
+        yield
+    except ReadLimitExceeded as err:
+        effective = getattr(store, "limits", None)
+        known = effective.settings() if effective is not None else wanted
+        raise over_limit(job.name, err, known) from None

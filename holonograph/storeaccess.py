@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -78,14 +79,21 @@ def connect(
             migrated = ClickHouseStore(url, client)
             apply_migrations(migrated, open_node=open_store)
             _replay_log(migrated, url)
-            if only_tenant and tenant is None:
-                tenant = _only_tenant(migrated)
+            found = _only_tenant(migrated) if only_tenant and tenant is None else None
         except BaseException:
             client.close()
             raise
-        return read_only(
-            url, client, tenant, ReadLimits.from_mapping(limits or {}), gate=not own_statements
+        reader = read_only(
+            url,
+            client,
+            found.tenant if found is not None else tenant,
+            ReadLimits.from_mapping(limits or {}),
+            gate=not own_statements,
+            tenant_tables=found.tables if found is not None else None,
         )
+        if found is not None and found.tenant is not None:
+            reader.known_tenants = found.listed  # the runner's lookup, answered here
+        return reader
     return open_reader(
         url,
         tenant,
@@ -127,26 +135,44 @@ def _replay_log(store: Store, url: str) -> None:
         replay_pending(store, directory)
 
 
-def _only_tenant(store: Store) -> str | None:
-    """The tenant of every row of every table with a tenant column, if there is exactly
-    one (a reader scoped to it then sees what an unscoped one would), else None. Views
-    are left out: their rows are their tables' (the filter applies to both)."""
-    from ingest.store.reader import TENANT_COLUMN
+@dataclass(frozen=True)
+class _Tenancy:
+    """What `_only_tenant` read: `tables`, every table and view with a tenant column
+    (the tenant filter's); `tenant`, the tenant of every row if there is exactly one;
+    `listed`, what `processors.tenants.store_tenants` finds on a reader scoped to it
+    (that tenant, or none when no table it lists has rows)."""
 
-    tables = [
-        str(name)
-        for (name,) in store.query(
-            "SELECT c.table FROM system.columns AS c"
-            " INNER JOIN system.tables AS t ON t.database = c.database AND t.name = c.table"
-            " WHERE c.database = {db:String} AND c.name = {col:String}"
-            " AND t.engine NOT LIKE '%View' ORDER BY c.table",
-            {"db": DATABASE, "col": TENANT_COLUMN},
-        ).rows
-    ]
-    if not tables:
-        return None
+    tables: tuple[str, ...]
+    tenant: str | None
+    listed: tuple[str, ...]
+
+
+def _only_tenant(store: Store) -> _Tenancy:
+    """The store's tenancy, in two queries (a reader scoped to the only tenant sees
+    what an unscoped one would). Views are left out of the tenants: their rows are
+    their tables' (the filter applies to both)."""
+    from ingest.store.reader import TENANT_COLUMN
+    from processors.tenants import TENANT_TABLES
+
+    found = store.query(
+        "SELECT c.table, t.engine LIKE '%View' FROM system.columns AS c"
+        " INNER JOIN system.tables AS t ON t.database = c.database AND t.name = c.table"
+        " WHERE c.database = {db:String} AND c.name = {col:String} ORDER BY c.table",
+        {"db": DATABASE, "col": TENANT_COLUMN},
+    ).rows
+    tables = tuple(str(name) for name, _ in found)
+    stored = [str(name) for name, view in found if not view]
+    if not stored:
+        return _Tenancy(tables, None, ())
+    listed = {table.name for table in TENANT_TABLES}
     union = " UNION ALL ".join(
-        f"SELECT DISTINCT {TENANT_COLUMN} FROM {DATABASE}.{table}" for table in tables
+        f"SELECT DISTINCT {TENANT_COLUMN}, {int(table in listed)} AS listed FROM {DATABASE}.{table}"
+        for table in stored
     )
-    rows = store.query(f"SELECT DISTINCT {TENANT_COLUMN} FROM ({union}) LIMIT 2").rows
-    return str(rows[0][0]) if len(rows) == 1 else None
+    rows = store.query(
+        f"SELECT {TENANT_COLUMN}, max(listed) FROM ({union}) GROUP BY {TENANT_COLUMN} LIMIT 2"
+    ).rows
+    if len(rows) != 1:
+        return _Tenancy(tables, None, ())
+    ((tenant, in_listed),) = rows
+    return _Tenancy(tables, str(tenant), (str(tenant),) if in_listed else ())

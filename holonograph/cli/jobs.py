@@ -233,7 +233,12 @@ class CommandStores:
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[Store]:
-        yield self._store(True, None, None)
+        try:
+            yield self._store(True, None, None)
+        finally:  # what a reader's opener read of the tenants may be out of date now
+            for store in self._open.values():
+                if getattr(store, "known_tenants", None) is not None:
+                    store.known_tenants = None  # type: ignore[attr-defined]
 
     def may_refresh(self) -> bool:
         """Whether this command may rewrite derived tables before it answers: an
@@ -275,7 +280,9 @@ def report_of(
     clock = command_clock()
     limits = given_limits()
     try:
-        return [run_fresh(job, scope(job, r, stores), stores, clock, limits) for r in requests]
+        return [
+            run_fresh(job, scope(job, r, stores, limits), stores, clock, limits) for r in requests
+        ]
     except JobError as err:
         raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     except JobOverLimit as err:  # the request's to narrow, or the flag's to raise
@@ -295,7 +302,7 @@ def run_fresh(
     its range and the command may write (said on stderr): a drift straight after a
     backfill brackets the backfill's loss instead of missing it."""
     if stores.may_refresh():
-        found = freshen(job, request, stores, clock)
+        found = freshen(job, request, stores, clock, limits)
         if found is not None and found.stale:
             click.echo(
                 "refreshed the completeness windows first: events of this range arrived"

@@ -167,7 +167,8 @@ def bootstrap_command(
     request = request_from(Request, flags)
     stores = CommandStores(store_url, data_dir)
     try:
-        report = execute(JOB, scope(JOB, request, stores), stores, utc_now, given_limits())
+        limits = given_limits()
+        report = execute(JOB, scope(JOB, request, stores, limits), stores, utc_now, limits)
     except JobOverLimit as err:
         raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     except UnknownName as err:  # a name the tenant never had events for: a typo

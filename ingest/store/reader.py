@@ -72,6 +72,9 @@ class ReadOnlyStore:
         self.url = url
         self.tenant = tenant
         self.limits = limits
+        # What `processors.tenants.store_tenants` would find on this reader, when its
+        # opener read it already (`holonograph.storeaccess`); None: ask the store.
+        self.known_tenants: tuple[str, ...] | None = None
         self._client = client
         self._table_functions = table_functions
         self._settings = dict(request_settings)
@@ -179,24 +182,28 @@ def read_only(
     limits: ReadLimits = DEFAULT_READ_LIMITS,
     *,
     gate: bool = True,
+    tenant_tables: Sequence[str] | None = None,
 ) -> ReadOnlyStore:
     """`client` (a new connection to normalized `url`, nothing run on it yet but what
     its opener chose) as a `ReadOnlyStore` within `limits`: on chDB its session is made
-    read-only for good before it is returned. Closes `client` if that fails.
+    read-only for good (one `SET`, `readonly` last) before it is returned. Closes
+    `client` if that fails.
     Without `gate` the statement gate is skipped: only for a caller whose statements
-    are all its own code's (a job's), never a user's or client's text."""
+    are all its own code's (a job's), never a user's or client's text.
+    `tenant_tables`: every table and view with a tenant column, when the opener has
+    just read them on this connection (else they are read here)."""
     embedded = is_embedded(url)
     try:
-        filters = tenant_filters(client, tenant) if tenant is not None else {}
+        filters = tenant_filters(client, tenant, tenant_tables) if tenant is not None else {}
         table_functions = _table_functions(client, embedded) if gate else EngineFunctions(())
         settings: dict[str, Any] = {}
         if filters:
             settings["additional_table_filters"] = filters
         settings.update(_limit_settings(client, limits, embedded))
         settings["readonly"] = 1  # last: with it set, nothing can be changed any more
-        if embedded:
-            for name, value in settings.items():
-                client.command(f"SET {name} = {_setting_literal(value)}")
+        if embedded:  # one statement: its settings apply in order, `readonly` the last
+            assigned = ", ".join(f"{k} = {_setting_literal(v)}" for k, v in settings.items())
+            client.command(f"SET {assigned}")
             settings = {}
     except BaseException:
         client.close()
@@ -304,16 +311,22 @@ def running_marked(store: Store, marker: str) -> int:
     )
 
 
-def tenant_filters(client: Client | EmbeddedClient, tenant: str) -> dict[str, str]:
+def tenant_filters(
+    client: Client | EmbeddedClient, tenant: str, tables: Sequence[str] | None = None
+) -> dict[str, str]:
     """`additional_table_filters` keeping only `tenant`'s rows of every holonograph
-    table or view that has a tenant column."""
-    tables = client.query(
-        "SELECT table FROM system.columns WHERE database = {db:String} AND name = {col:String}"
-        " ORDER BY table",
-        parameters={"db": DATABASE, "col": TENANT_COLUMN},
-    ).result_rows
+    table or view that has a tenant column (`tables`, when the caller has them)."""
+    if tables is None:
+        tables = [
+            str(table)
+            for (table,) in client.query(
+                "SELECT table FROM system.columns"
+                " WHERE database = {db:String} AND name = {col:String} ORDER BY table",
+                parameters={"db": DATABASE, "col": TENANT_COLUMN},
+            ).result_rows
+        ]
     condition = f"{TENANT_COLUMN} = {literal(tenant)}"
-    return {f"{DATABASE}.{table}": condition for (table,) in tables}
+    return {f"{DATABASE}.{table}": condition for table in tables}
 
 
 # The embedded engine's table functions: a fact of the chDB in this process, read once

@@ -29,6 +29,7 @@ from pydantic import Field
 from processors.compare import sql
 from processors.jobs import Job, JobError, JobRequest, saves_nothing
 from processors.series.cells import SeriesQuery
+from processors.special import ufuncs
 from schemas.analysis import Interval, Role
 from schemas.compare import (
     COMPARE_BY,
@@ -130,7 +131,7 @@ def wilson(passes: int, n: int, z: float = _Z) -> Interval | None:
 def t_interval(mean: float, variance: float, n: int) -> Interval | None:
     """Mean with a Student-t interval from a count, the mean and the sample variance
     (computed stably: from a sum of squares, n mean^2 cancels for large scores)."""
-    from scipy import special  # what scipy.stats.t calls, without importing scipy.stats
+    special = ufuncs()  # what scipy.stats.t calls, without importing scipy.stats
 
     if n < 2 or not math.isfinite(variance):  # one value has no spread to build on
         return None
@@ -140,7 +141,7 @@ def t_interval(mean: float, variance: float, n: int) -> Interval | None:
 
 def paired_t_p(mean: float, variance: float, n: int) -> float | None:
     """Two-sided p-value of the paired t-test that the mean difference is 0."""
-    from scipy import special
+    special = ufuncs()
 
     if n < 2 or not math.isfinite(variance):
         return None
@@ -152,7 +153,7 @@ def paired_t_p(mean: float, variance: float, n: int) -> float | None:
 
 def mcnemar_exact(improved: int, regressed: int) -> float:
     """McNemar's exact two-sided p-value: discordant calls split as a fair coin would."""
-    from scipy import special
+    special = ufuncs()
 
     discordant = improved + regressed
     if discordant == 0:

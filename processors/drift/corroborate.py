@@ -37,6 +37,7 @@ from processors.drift.attribution import Corroborate
 from processors.series import changepoint as cp
 from processors.series.cells import PairedCalls, SeriesQuery, fetch_alias_series
 from processors.series.cycle import PERIODS, fit_cycle, rates_without
+from processors.special import ufuncs
 from schemas.analysis import Corroboration, ObserverControl, ObserverVerdict
 from schemas.store import Store
 
@@ -151,13 +152,13 @@ class Step:
 
     def p_value(self, delta: float) -> float:
         """One-sided, in `delta`'s direction."""
-        from scipy import special  # scipy.stats.t's own function; importing stats costs seconds
+        special = ufuncs()  # scipy.stats.t's own function; importing stats costs seconds
 
         z = self.step / self.se
         return float(special.stdtr(self.dof, -(z if delta >= 0 else -z)))  # t survival
 
     def interval(self, level: float = 0.95) -> tuple[float, float]:
-        from scipy import special
+        special = ufuncs()
 
         half = float(special.stdtrit(self.dof, 0.5 + level / 2)) * self.se
         return self.step - half, self.step + half

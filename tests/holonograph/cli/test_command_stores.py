@@ -1,18 +1,23 @@
 """A command's connections to a chDB directory it opens itself (`CommandStores`): the
 runner's tenant lookup and the reads of that tenant share one read-only connection
-when every row of the store is that tenant's, and only then."""
+when every row of the store is that tenant's, and only then; the lookup's answer is
+read while opening it, and the job's scope, freshness and queries run on it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from holonograph.cli import cli
+from holonograph.cli import jobs as cli_jobs
 from holonograph.cli.jobs import CommandStores
 from ingest.store.clickhouse import open_store
 from ingest.store.querygate import StatementRefused
-from processors.tenants import resolve_tenant
+from processors.tenants import resolve_tenant, store_tenants
 from schemas.migrations import apply_migrations
 from tests.processors.conformance.support import event, insert_events
 
@@ -78,3 +83,65 @@ def test_otherwise_the_unscoped_reader_stays_unscoped(stores: CommandStores) -> 
     with stores.reading("acme") as reader:
         assert reader is not scope
     assert (runs, events) in {(1, 2), (0, 4), (0, 0)}  # every tenant's rows, as before
+
+
+ACME_RUN = (
+    "INSERT INTO holonograph.schedule_runs (tenant_id, schedule, run_id)"
+    " VALUES ('acme', 'nightly', 'run_1')"
+)
+
+
+@pytest.mark.parametrize(
+    "stores",
+    [((), ("acme",)), ((ACME_RUN,), ()), ((ACME_RUN,), ("acme",))],
+    indirect=True,
+    ids=["events", "only-a-table-the-lookup-does-not-list", "both"],
+)
+def test_the_tenants_read_at_open_are_those_the_lookup_finds(stores: CommandStores) -> None:
+    with stores.reading(None) as scope:
+        assert getattr(scope, "tenant", None) == "acme"
+        known = getattr(scope, "known_tenants", None)
+        assert known is not None  # read while opening: the runner's lookup asks nothing
+        scope.known_tenants = None  # type: ignore[attr-defined]
+        asked = store_tenants(scope)  # the lookup's own queries, on the same scoped reader
+        assert list(known) == asked
+        scope.known_tenants = known  # type: ignore[attr-defined]
+        assert resolve_tenant(scope, None) == (asked[0] if asked else None)
+
+
+@pytest.mark.parametrize("stores", [((ACME_RUN,), ())], indirect=True)
+def test_a_write_drops_the_tenants_read_at_open(stores: CommandStores) -> None:
+    with stores.reading(None) as scope:
+        assert store_tenants(scope) == []  # schedule_runs is not a table the lookup lists
+    with stores.writing() as writer:
+        insert_events(writer, [event("evt_1", {})], tenant_id="acme")
+    with stores.reading(None) as reader:
+        assert reader is scope
+        assert store_tenants(reader) == ["acme"]  # asked again, not the answer from open
+
+
+def test_scope_freshness_and_the_job_share_one_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`drift` on a directory it opens itself: the tenant lookup, the windows'
+    freshness and the job's queries run on one read-only connection within the job's
+    limits; a writer is opened only to persist."""
+    data_dir = _store(tmp_path / "d")
+    opened: list[tuple[bool, str | None]] = []
+    real = cli_jobs.open_store_or_exit
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        opened.append((kwargs["write"], kwargs["tenant"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cli_jobs, "open_store_or_exit", counted)
+    window = ["--since", "2026-07-01T00:00:00Z", "--until", "2026-07-02T00:00:00Z"]
+    args = ["drift", "--surface", "classify-intent", *window, "--data-dir", str(data_dir), "--json"]
+    done = CliRunner().invoke(cli, args)  # the windows were never refreshed: it does
+    assert done.exit_code in (0, 1), done.output
+    assert "refreshed the completeness windows first" in done.output
+    assert opened == [(False, None), (True, None)]  # one writer: the refresh and the run's
+    opened.clear()
+    done = CliRunner().invoke(cli, [*args, "--no-save"])  # fresh now, nothing to persist
+    assert done.exit_code in (0, 1), done.output
+    assert opened == [(False, None)]
