@@ -21,7 +21,7 @@ from aiokafka.structs import TopicPartition
 
 from ingest.export.fast import FastBatch
 from ingest.sink.fast import FastRecord
-from ingest.store.clickhouse import ClickHouseStore
+from ingest.store.clickhouse import ClickHouseStore, dedup_settings
 from ingest.store.owners import Submission, Writer
 from ingest.store.rows import TableRows
 from schemas.events import EvaluationEvent, ValidatedBatch
@@ -220,8 +220,7 @@ class DedupTokenStore:
         column_names: Sequence[str],
         settings: Mapping[str, Any] | None = None,
     ) -> None:
-        merged = {"insert_deduplication_token": f"{self._token}:{table}", **(settings or {})}
-        self._inner.insert(table, rows, column_names, merged)
+        self._inner.insert(table, rows, column_names, dedup_settings(self._token, table, settings))
 
     def close(self) -> None:
         self._inner.close()

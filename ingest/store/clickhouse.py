@@ -31,6 +31,13 @@ if TYPE_CHECKING:  # clickhouse-connect is imported when a store is opened
     from ingest.store.embedded import EmbeddedClient
 
 
+def dedup_settings(token: str, table: str, settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`settings` with the `insert_deduplication_token` of `table`'s insert under a
+    batch's `token` (`{token}:{table}`): a server with insert deduplication drops an
+    identical retried block."""
+    return {"insert_deduplication_token": f"{token}:{table}", **(settings or {})}
+
+
 class ClickHouseStore:
     """A `Store` over one clickhouse-connect client (or a command's own chDB connection,
     `ingest.store.embedded`); calls are serialized by a lock because a chDB session,
@@ -100,7 +107,7 @@ class ClickHouseStore:
         names = list(column_names)
         key = (table, tuple(names))
         if self._token is not None:
-            settings = {"insert_deduplication_token": f"{self._token}:{table}", **(settings or {})}
+            settings = dedup_settings(self._token, table, settings)
         with self._lock:
             if _is_embedded_client(self._client):
                 rows = [list(row) for row in zip(*data, strict=True)] if columnar else data
