@@ -83,7 +83,7 @@ def connect(
         except BaseException:
             client.close()
             raise
-        reader = read_only(
+        return read_only(
             url,
             client,
             found.tenant if found is not None else tenant,
@@ -91,9 +91,6 @@ def connect(
             gate=not own_statements,
             tenant_tables=found.tables if found is not None else None,
         )
-        if found is not None and found.tenant is not None:
-            reader.known_tenants = found.listed  # the runner's lookup, answered here
-        return reader
     return open_reader(
         url,
         tenant,
@@ -138,21 +135,17 @@ def _replay_log(store: Store, url: str) -> None:
 @dataclass(frozen=True)
 class _Tenancy:
     """What `_only_tenant` read: `tables`, every table and view with a tenant column
-    (the tenant filter's); `tenant`, the tenant of every row if there is exactly one;
-    `listed`, what `processors.tenants.store_tenants` finds on a reader scoped to it
-    (that tenant, or none when no table it lists has rows)."""
+    (the tenant filter's); `tenant`, the tenant of every row if there is exactly one."""
 
     tables: tuple[str, ...]
     tenant: str | None
-    listed: tuple[str, ...]
 
 
 def _only_tenant(store: Store) -> _Tenancy:
     """The store's tenancy, in two queries (a reader scoped to the only tenant sees
-    what an unscoped one would). Views are left out of the tenants: their rows are
-    their tables' (the filter applies to both)."""
+    what an unscoped one would); the tables are the reader's tenant filter's. Views are
+    left out of the tenants: their rows are their tables' (the filter applies to both)."""
     from ingest.store.reader import TENANT_COLUMN
-    from processors.tenants import TENANT_TABLES
 
     found = store.query(
         "SELECT c.table, t.engine LIKE '%View' FROM system.columns AS c"
@@ -163,16 +156,9 @@ def _only_tenant(store: Store) -> _Tenancy:
     tables = tuple(str(name) for name, _ in found)
     stored = [str(name) for name, view in found if not view]
     if not stored:
-        return _Tenancy(tables, None, ())
-    listed = {table.name for table in TENANT_TABLES}
+        return _Tenancy(tables, None)
     union = " UNION ALL ".join(
-        f"SELECT DISTINCT {TENANT_COLUMN}, {int(table in listed)} AS listed FROM {DATABASE}.{table}"
-        for table in stored
+        f"SELECT DISTINCT {TENANT_COLUMN} FROM {DATABASE}.{table}" for table in stored
     )
-    rows = store.query(
-        f"SELECT {TENANT_COLUMN}, max(listed) FROM ({union}) GROUP BY {TENANT_COLUMN} LIMIT 2"
-    ).rows
-    if len(rows) != 1:
-        return _Tenancy(tables, None, ())
-    ((tenant, in_listed),) = rows
-    return _Tenancy(tables, str(tenant), (str(tenant),) if in_listed else ())
+    rows = store.query(f"SELECT DISTINCT {TENANT_COLUMN} FROM ({union}) LIMIT 2").rows
+    return _Tenancy(tables, str(rows[0][0]) if len(rows) == 1 else None)

@@ -45,9 +45,6 @@ class TenantAmbiguous(JobError, ValueError):
 def store_tenants(store: Store) -> list[str]:
     """Every tenant with rows in the store, sorted (of the tables it has: a server not
     migrated as far as this code reads the ones it holds)."""
-    known = getattr(store, "known_tenants", None)
-    if isinstance(known, tuple):  # its opener read them (`holonograph.storeaccess`)
-        return list(known)
     present = {
         str(name)
         for (name,) in store.query(

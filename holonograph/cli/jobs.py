@@ -233,12 +233,7 @@ class CommandStores:
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[Store]:
-        try:
-            yield self._store(True, None, None)
-        finally:  # what a reader's opener read of the tenants may be out of date now
-            for store in self._open.values():
-                if getattr(store, "known_tenants", None) is not None:
-                    store.known_tenants = None  # type: ignore[attr-defined]
+        yield self._store(True, None, None)
 
     def may_refresh(self) -> bool:
         """Whether this command may rewrite derived tables before it answers: an

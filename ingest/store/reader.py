@@ -72,9 +72,6 @@ class ReadOnlyStore:
         self.url = url
         self.tenant = tenant
         self.limits = limits
-        # What `processors.tenants.store_tenants` would find on this reader, when its
-        # opener read it already (`holonograph.storeaccess`); None: ask the store.
-        self.known_tenants: tuple[str, ...] | None = None
         self._client = client
         self._table_functions = table_functions
         self._settings = dict(request_settings)
