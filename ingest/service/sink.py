@@ -57,6 +57,8 @@ class SinkService:
     periodic: list[Periodic] = field(default_factory=list)
     # The store periodic jobs run on; default: a second connection to `store`.
     job_store: Store | None = None
+    # The group member's client: a seam for a broker that answers some calls and not others.
+    consumer_class: type[AIOKafkaConsumer] = AIOKafkaConsumer
 
     def __post_init__(self) -> None:
         self.metrics = PipelineMetrics()
@@ -89,6 +91,9 @@ class SinkService:
         self._task: asyncio.Task[None] | None = None
         self._watch: asyncio.Task[None] | None = None
         self._side: ClickHouseStore | None = None
+        # Set once the consume loop ended with everything it took stored and committed:
+        # what is left of the stop (leaving the group, closing clients) loses nothing.
+        self._drained = False
 
     async def start(self) -> int:
         """Migrate, open the admin endpoint, start consuming; returns the admin port."""
@@ -125,7 +130,9 @@ class SinkService:
     async def stop(self, timeout: float | None = None) -> bool:
         """Graceful: flush what is held, commit, leave the group, close the endpoint;
         within `timeout` seconds (default `stop_timeout_seconds`). Past it, what is held
-        is abandoned uncommitted, as `abort` would; returns whether the stop was graceful."""
+        is abandoned uncommitted, as `abort` would; returns whether the stop was graceful:
+        everything taken stored and committed (a group leave left unanswered is not lost
+        data)."""
         self._stop.set()
         limit = self.config.stop_timeout_seconds if timeout is None else timeout
         loop = asyncio.get_running_loop()
@@ -137,6 +144,16 @@ class SinkService:
                 if done:
                     with contextlib.suppress(SinkHalted):
                         self._task.result()  # the loop's own error (a refused producer)
+                elif self._drained:
+                    # A broker that does not answer the group leave (stopped, or holding
+                    # a rebalance): the leave is best effort, as in every Kafka client.
+                    log.warning(
+                        "stopping: every record taken is stored and committed; the broker"
+                        " did not answer the group leave within %gs, so the next member"
+                        " waits up to the session timeout for this one's partitions",
+                        limit * 0.8,
+                    )
+                    await _cancel(self._task, deadline)
                 else:
                     graceful = False
                     held = self.sink.held() if self.sink is not None else 0
@@ -215,7 +232,7 @@ class SinkService:
             max_request_size=config.kafka_max_message_bytes * 2 + 4096,
             request_timeout_ms=config.kafka_timeout_ms,
         )
-        consumer = AIOKafkaConsumer(
+        consumer = self.consumer_class(
             bootstrap_servers=config.kafka,
             group_id=config.sink_group,
             group_instance_id=config.sink_group_instance_id,
@@ -261,6 +278,7 @@ class SinkService:
             await consumer.start()
             try:
                 await self.sink.run(self._stop)
+                self._drained = self.sink.held() == 0
             except SinkHalted as err:
                 self.halted = str(err)
                 log.error("sink halted: %s", err)

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer
 
 from ingest.service.config import ServeConfig, SinkConfig
 from ingest.service.periodic import Periodic
@@ -152,6 +153,7 @@ class RunningSink(_Loop):
         names: dict[str, str],
         store: ClickHouseStore,
         periodic: list[Periodic] | None = None,
+        consumer_class: type[AIOKafkaConsumer] = AIOKafkaConsumer,
         **config: Any,
     ) -> None:
         super().__init__()
@@ -173,7 +175,11 @@ class RunningSink(_Loop):
         settings.update(config)
         self.config = SinkConfig(**settings)
         self.service = SinkService(
-            self.config, store, write_store=self.faulty, periodic=periodic or []
+            self.config,
+            store,
+            write_store=self.faulty,
+            periodic=periodic or [],
+            consumer_class=consumer_class,
         )
         self.admin_port = self.call(self.service.start())
         self._stopped = False

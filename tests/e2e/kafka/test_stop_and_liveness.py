@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import signal
 import threading
 import time
@@ -20,7 +21,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import grpc
 import pytest
@@ -84,13 +85,75 @@ def test_sink_stops_within_its_bound_while_the_broker_is_stopped_and_loses_nothi
     assert f"stopping (at most {STOP_TIMEOUT:g}s" in stderr
 
     paused.resume()
-    second = sink_process(paused, names, data_dir)
+    # This one is about loss, not the bound: a roomier stop than the first sink's rides
+    # out a rebalance the first member's expiring session may start meanwhile.
+    second = sink_process(paused, names, data_dir, "--stop-timeout", "15")
     try:
         wait_until(lambda: _count(data_dir) == 40, timeout=90, what="every record, once")
         assert _count(data_dir, "evaluation_events", "FINAL") == 40
     finally:
         code, stderr = second.stop()
     assert code == 0, stderr
+
+
+async def _uncommitted(bootstrap: str, group: str, topic: str) -> int:
+    """Records of `topic` past `group`'s committed offsets (-1 before the topic exists)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+    await consumer.start()
+    try:
+        await consumer.topics()
+        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        if not partitions:
+            return -1
+        ends = await consumer.end_offsets(partitions)
+        return sum([ends[tp] - (await consumer.committed(tp) or 0) for tp in partitions])
+    finally:
+        await consumer.stop()
+
+
+class _LeaveUnanswered(AIOKafkaConsumer):  # type: ignore[misc]
+    """A member whose group leave the broker never answers (a rebalance it holds, or a
+    broker gone at that moment); `close` stops it for real after the test."""
+
+    made: ClassVar[list[_LeaveUnanswered]] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.made.append(self)
+
+    async def stop(self) -> None:
+        await asyncio.Event().wait()
+
+    async def close(self) -> None:
+        await AIOKafkaConsumer.stop(self)
+
+
+def test_a_sink_with_everything_committed_stops_gracefully_when_its_leave_is_unanswered(
+    broker: Broker,
+    names: dict[str, str],
+    kafka_receiver: KafkaReceiver,
+    store: ClickHouseStore,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = RunningSink(broker, names, store, consumer_class=_LeaveUnanswered)
+    try:
+        produce(kafka_receiver, "settled", 20, seed=3)
+        wait_until(lambda: count(store) == 20, timeout=60, what="the records stored")
+        topic, group = names["kafka_records_topic"], names["sink_group"]
+        wait_until(
+            lambda: asyncio.run(_uncommitted(broker.bootstrap, group, topic)) == 0,
+            timeout=30,
+            what="every record committed",
+        )
+        with caplog.at_level(logging.WARNING, logger="ingest.service.sink"):
+            graceful = sink.call(sink.service.stop(2.0))
+        assert graceful, caplog.text
+        assert "every record taken is stored and committed" in caplog.text
+        assert "stay uncommitted" not in caplog.text
+    finally:
+        for member in _LeaveUnanswered.made:
+            sink.call(member.close())
+        sink.close()
 
 
 @pytest.mark.tansu_only("stops the broker with SIGSTOP")
