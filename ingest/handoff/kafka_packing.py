@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic_core import to_json
+
 from ingest.export.fast import FastBatch
 from ingest.handoff.protocol import Prepared
 from schemas.events import (
@@ -39,6 +41,7 @@ from schemas.records import (
     NO_ORDINALS_VERSION,
     NO_STREAM,
     OVERRIDE_VERSION,
+    ROWS_VERSION,
     SCHEMA_VERSION,
     BatchRecord,
     QuarantinedLetter,
@@ -47,9 +50,11 @@ from schemas.records import (
     batch_frame_size,
     batch_head,
     empty_batch_size,
+    empty_rows_size,
     encode,
     join_batch,
     record_agents,
+    rows_head,
 )
 
 # Kafka's per-record framing, the key and our headers, generously bounded.
@@ -89,9 +94,12 @@ class _Unit:
 @dataclass(frozen=True)
 class Screened(Prepared):
     """A batch as the Kafka hand-off carries it from `prepare` to `submit`: screened,
-    its units already serialized, per stream in order."""
+    its units already serialized, per stream in order. `rows`: the units are a hot-path
+    batch's rows (`screen_rows`), packed into version 7 records with these contract
+    findings; None: models' JSON, packed into version 4 (5, 6) records."""
 
     streams: dict[str, list[_Unit]]
+    rows: tuple[str, ...] | None = None
 
 
 def payload_limit(max_message_bytes: int) -> int:
@@ -221,6 +229,40 @@ def screen_fast(batch: FastBatch, max_message_bytes: int) -> Screened | None:
     return Screened(batch, streams)
 
 
+def screen_rows(batch: FastBatch, max_message_bytes: int) -> Screened | None:
+    """`screen_fast` for version 7 records: the units are the batch's rows as a version 7
+    record holds them (`schemas.records.EVENT_ROW`, `EMISSION_ROW`), serialized here, so
+    the batch needs no models' JSON. None when a unit is too large to travel alone."""
+    limit = payload_limit(max_message_bytes)
+    findings = tuple(batch.contract_findings)
+    streams: dict[str, list[_Unit]] = {}
+    events = iter(batch.events)
+    dimensions = batch.dimensions
+    at = 0
+    for receipt in batch.receipts:
+        stream = receipt[1]
+        emission_json = to_json([receipt[2], *receipt[4:10], *receipt[11:]])
+        if receipt[4] == "evaluation":  # its event precedes it: the pair travels together
+            row = next(events)
+            end = at + len(row[22])
+            dims = [d[2:8] for d in dimensions[at:end]]
+            at = end
+            event_json = to_json([*row[1:22], *row[24:30], dims])
+            size = len(event_json) + len(emission_json) + 2
+            unit = _Unit(stream, (), (), (event_json,), (emission_json,), size)
+        else:
+            unit = _Unit(stream, (), (), (), (emission_json,), len(emission_json) + 1)
+        streams.setdefault(stream, []).append(unit)
+    agents = record_agents(batch.agents)
+    for stream, units in streams.items():
+        empty = empty_rows_size(batch.tenant_id, agents, stream, findings)
+        if empty + sum(u.size for u in units) > limit and any(
+            empty + u.size > limit for u in units
+        ):
+            return None
+    return Screened(batch, streams, findings)
+
+
 def _chain(*parts: Iterator[_Unit]) -> Iterator[_Unit]:
     for part in parts:
         yield from part
@@ -255,10 +297,14 @@ def pack(
     limit = payload_limit(max_message_bytes)
     tenant_id = screened.batch.tenant_id
     agents = record_agents(screened.batch.agents)
-    envelope = batch_envelope(tenant_id, agents, receipt_id, received_at)
+    rows = screened.rows
+    version = SCHEMA_VERSION if rows is None else ROWS_VERSION
+    envelope = batch_envelope(tenant_id, agents, receipt_id, received_at, version)
     out: list[OutRecord] = []
     for stream, units in screened.streams.items():
-        if stream == NO_STREAM:
+        if rows is not None:
+            head = rows_head(envelope, stream, rows)
+        elif stream == NO_STREAM:
             no_ordinals = batch_envelope(
                 tenant_id, agents, receipt_id, received_at, NO_ORDINALS_VERSION
             )
@@ -267,7 +313,16 @@ def pack(
             head = batch_head(envelope, stream)
         for chunk in _chunks(units, batch_frame_size(head), limit):
             out.append(
-                _batch_record(head, tenant_id, agents, stream, chunk, receipt_id, received_at)
+                _batch_record(
+                    head,
+                    tenant_id,
+                    agents,
+                    stream,
+                    chunk,
+                    receipt_id,
+                    received_at,
+                    rows is not None,
+                )
             )
     for span in screened.batch.quarantined:
         letter = _fit_letter(
@@ -308,7 +363,9 @@ def _batch_record(
     chunk: list[_Unit],
     receipt_id: str,
     received_at: dt.datetime,
+    rows: bool = False,
 ) -> OutRecord:
+    """`rows`: a version 7 record (its `record`: the envelope, without rows)."""
     fields: dict[str, Any] = {
         "tenant_id": tenant_id,
         "agents": agents,
@@ -328,6 +385,7 @@ def _batch_record(
         (j for u in chunk for j in u.emission_json),
     )
     version = NO_ORDINALS_VERSION if stream == NO_STREAM else SCHEMA_VERSION
+    version = ROWS_VERSION if rows else version
     record = BatchRecord.model_construct(schema_version=version, **fields)
     key = stream if stream != NO_STREAM else f"{tenant_id}/{record.events[0].event_id}"
     return OutRecord(key.encode(), value, record)
