@@ -232,34 +232,46 @@ def screen_fast(batch: FastBatch, max_message_bytes: int) -> Screened | None:
 def screen_rows(batch: FastBatch, max_message_bytes: int) -> Screened | None:
     """`screen_fast` for version 7 records: the units are the batch's rows as a version 7
     record holds them (`schemas.records.EVENT_ROW`, `EMISSION_ROW`), serialized here, so
-    the batch needs no models' JSON. None when a unit is too large to travel alone."""
+    the batch needs no models' JSON. A stream whose rows fit one record is serialized in
+    one piece (one unit); a larger one row by row (an event with its arrival per unit).
+    None when a unit is too large to travel alone."""
     limit = payload_limit(max_message_bytes)
     findings = tuple(batch.contract_findings)
-    streams: dict[str, list[_Unit]] = {}
+    agents = record_agents(batch.agents)
+    by_stream: dict[str, tuple[list[list[Any]], list[list[Any]]]] = {}
     events = iter(batch.events)
     dimensions = batch.dimensions
     at = 0
     for receipt in batch.receipts:
         stream = receipt[1]
-        emission_json = to_json([receipt[2], *receipt[4:10], *receipt[11:]])
+        rows = by_stream.get(stream) or by_stream.setdefault(stream, ([], []))
+        rows[1].append([receipt[2], *receipt[4:10], *receipt[11:]])
         if receipt[4] == "evaluation":  # its event precedes it: the pair travels together
             row = next(events)
             end = at + len(row[22])
-            dims = [d[2:8] for d in dimensions[at:end]]
+            rows[0].append([*row[1:22], *row[24:30], [d[2:8] for d in dimensions[at:end]]])
             at = end
-            event_json = to_json([*row[1:22], *row[24:30], dims])
-            size = len(event_json) + len(emission_json) + 2
-            unit = _Unit(stream, (), (), (event_json,), (emission_json,), size)
-        else:
-            unit = _Unit(stream, (), (), (), (emission_json,), len(emission_json) + 1)
-        streams.setdefault(stream, []).append(unit)
-    agents = record_agents(batch.agents)
-    for stream, units in streams.items():
+    streams: dict[str, list[_Unit]] = {}
+    for stream, (event_rows, emission_rows) in by_stream.items():
         empty = empty_rows_size(batch.tenant_id, agents, stream, findings)
-        if empty + sum(u.size for u in units) > limit and any(
-            empty + u.size > limit for u in units
-        ):
-            return None
+        event_json, emission_json = to_json(event_rows)[1:-1], to_json(emission_rows)[1:-1]
+        size = len(event_json) + len(emission_json) + 2
+        if empty + size <= limit:
+            streams[stream] = [_Unit(stream, (), (), (event_json,), (emission_json,), size)]
+            continue
+        units = streams[stream] = []
+        rest = iter(event_rows)
+        for emission in emission_rows:
+            emission_json = to_json(emission)
+            if emission[1] == "evaluation":
+                event_json = to_json(next(rest))
+                size = len(event_json) + len(emission_json) + 2
+                units.append(_Unit(stream, (), (), (event_json,), (emission_json,), size))
+            else:
+                size = len(emission_json) + 1
+                units.append(_Unit(stream, (), (), (), (emission_json,), size))
+            if empty + size > limit:
+                return None
     return Screened(batch, streams, findings)
 
 
