@@ -310,13 +310,10 @@ def decode_rows(body: dict[str, Any]) -> BatchRecord:
     lengths, times in whole microseconds since the epoch, resource attributes and extras
     as JSON objects, no sentinel counters on an evaluation's arrival."""
     keys = set(body)
-    if keys != _ROWS_KEY_SET:
-        wrong = sorted(keys - _ROWS_KEY_SET) or sorted(_ROWS_KEY_SET - keys)
-        raise RecordError(
-            f"batch: {wrong[0]}: not a field of schema_version {ROWS_VERSION}"
-            if keys - _ROWS_KEY_SET
-            else f"batch: {wrong[0]}: Field required"
-        )
+    for key in sorted(keys - _ROWS_KEY_SET):
+        raise RecordError(f"batch: {key}: not a field of schema_version {ROWS_VERSION}")
+    for key in sorted(_ROWS_KEY_SET - keys):
+        raise RecordError(f"batch: {key}: Field required")
     stream, findings = body["stream"], body["contract_findings"]
     events, emissions = body["events"], body["emissions"]
     try:
@@ -493,7 +490,7 @@ def decode(value: bytes | None) -> Record:
     if not isinstance(body, dict):
         raise RecordError("not a JSON object")
     version = body.get("schema_version")
-    if version not in SUPPORTED_VERSIONS:
+    if isinstance(version, list | dict) or version not in SUPPORTED_VERSIONS:  # unhashable
         raise RecordError(_unsupported(version))
     kind = body.get("kind")
     if not isinstance(kind, str) or kind not in _KINDS:

@@ -37,6 +37,7 @@ from schemas.records import (
 from tests.ingest.export.test_fast import CORPUS
 from tests.ingest.export.test_fuzz import MUTATIONS, Mutation, _apply, _base
 from tests.ingest.sink.test_fast_records import TP, assert_same, assert_same_ownership
+from tests.schemas.test_records import _batch, _packed
 
 WIRE = Path(__file__).resolve().parents[2] / "testdata" / "wire"
 AT = dt.datetime(2026, 11, 30, 14, 0, 0, 123456, tzinfo=dt.UTC)
@@ -309,3 +310,11 @@ def test_a_record_of_models_at_version_7_is_rejected() -> None:
     with pytest.raises(RecordError, match="contract_findings"):
         decode(changed)
     assert fast_record(changed) is None
+
+
+def test_a_quarantined_letter_at_version_7_is_rejected() -> None:
+    letter = next(r.value for r in _packed(_batch(), "r1") if r.dead_letter)
+    assert decode(letter).kind == "quarantined"
+    changed = _rewrite(letter, lambda d: d.update(schema_version=ROWS_VERSION))
+    with pytest.raises(RecordError, match="schema_version 7: a batch record of rows"):
+        decode(changed)
