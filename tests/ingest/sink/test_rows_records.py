@@ -22,7 +22,7 @@ from ingest.export.decode import parse_json, parse_protobuf
 from ingest.export.fast import FastBatch, fast_batch
 from ingest.export.principal import ANONYMOUS, Principal
 from ingest.export.request import validate_request
-from ingest.handoff.kafka_packing import pack, screen, screen_rows
+from ingest.handoff.kafka_packing import pack, payload_limit, screen, screen_rows
 from ingest.sink.batch import Consumed, items_rows, record_rows
 from ingest.sink.fast import FastRecord, fast_record
 from ingest.store.rows import TableRows
@@ -51,6 +51,7 @@ def _rows_records(batch: FastBatch, limit: int) -> list[bytes] | None:
     out = pack(screened, "r" * 32, AT, limit)
     assert all(not r.dead_letter for r in out)
     assert all(r.record.schema_version == ROWS_VERSION for r in out)
+    assert all(len(r.value) <= payload_limit(limit) for r in out)  # each fits a message
     return [r.value for r in out]
 
 
