@@ -13,6 +13,10 @@ Rust serializer: `screen` (the Kafka hand-off's `prepare`, on the decode thread)
 measures units from those bytes, and `pack` (its `submit`) joins them into records
 under the envelope `schemas.records` lays out (the same bytes `schemas.records.encode`
 gives for the record). `Screened` carries the bytes from one to the other.
+
+A request the hot path took is written, by default, as version 7 records of its rows
+instead (`screen_rows`): the `FastBatch`'s rows serialized as the record holds them,
+no models' JSON made (`ingest.handoff.kafka.KafkaHandoff`'s `record_version`).
 """
 
 from __future__ import annotations

@@ -15,6 +15,12 @@ value it does not check, a record the models reject) returns None and the record
 `tests/ingest/sink/test_fast_records.py` compares the rows of both on the fuzz corpus
 and the wire fixtures.
 
+A version 7 record (the receiver's rows, `schemas.records.decode_rows`) takes the same
+path in rows form (`_rows_record`): the same checks on each value, the rows completed
+with the columns the record holds once; anything else goes to the reference, which
+reads it as the version 4 record of the same rows.
+`tests/ingest/sink/test_rows_records.py` compares what both versions store.
+
 A `FastRecord` becomes its models on demand (`model`: the record decoded by the
 reference), for what needs them: a record the store refuses (its dead letter), an
 ownership rejection (`FastBatch.materialize`).
