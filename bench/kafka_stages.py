@@ -11,7 +11,9 @@ token; `sink_background`: the process's CPU outside those and the
 flush's decoding again, chDB's merges), `--records-per-flush` records per flush, on
 the process clock.
 
-Run as `python -m bench.kafka_stages --batch 512 --requests 20`; prints one JSON
+`--record-version 4` writes the records of version 4 (the models' JSON, made by the hot
+path) instead of 7 (the rows). Run as `python -m bench.kafka_stages --batch 512
+--requests 20`; prints one JSON
 line with CPU microseconds per span for each stage (best of `--rounds`). Parsing
 and validating the OTLP request (shared with the embedded path, see
 `bench.stages`) is not counted. `--gc tuned` (default) sets the collector up as
@@ -42,14 +44,16 @@ def _timed(label: str, timings: dict[str, float], work: Any) -> Any:
     return out
 
 
-def _decode(requests: list[Any], path: str, timings: dict[str, float]) -> list[Any]:
+def _decode(
+    requests: list[Any], path: str, timings: dict[str, float], with_json: bool = True
+) -> list[Any]:
     from ingest.export.fast import fast_batch
     from ingest.export.request import validate_request
 
     def one(request: Any) -> Any:
         if path == "reference":
             return validate_request(request)
-        batch = fast_batch(request, with_json=True)
+        batch = fast_batch(request, with_json=with_json)
         if batch is None:
             raise SystemExit("the bench payload must take the hot path")
         return batch
@@ -57,7 +61,7 @@ def _decode(requests: list[Any], path: str, timings: dict[str, float]) -> list[A
     return list(_timed("decode", timings, lambda: [one(r) for r in requests]))
 
 
-def _receiver(decoded: list[Any], timings: dict[str, float]) -> list[bytes]:
+def _receiver(decoded: list[Any], timings: dict[str, float], version: int = 4) -> list[bytes]:
     from ingest.export.fast import FastBatch
     from ingest.handoff.kafka_packing import pack, screen, screen_fast
     from schemas.times import utc_now
@@ -66,7 +70,12 @@ def _receiver(decoded: list[Any], timings: dict[str, float]) -> list[bytes]:
     for n, batch in enumerate(decoded):
         cpu0 = time.process_time()
         fast = isinstance(batch, FastBatch)
-        screened = screen_fast(batch, MAX_MESSAGE_BYTES) if fast else None
+        if version == 7 and fast:
+            from ingest.handoff.kafka_packing import screen_rows
+
+            screened = screen_rows(batch, MAX_MESSAGE_BYTES)
+        else:
+            screened = screen_fast(batch, MAX_MESSAGE_BYTES) if fast else None
         screened = screened or screen(batch, MAX_MESSAGE_BYTES)
         cpu1 = time.process_time()
         out = pack(screened, f"{n:032x}", utc_now(), MAX_MESSAGE_BYTES)
@@ -159,8 +168,11 @@ def measure_kafka_stages(
     store: bool = False,
     per_flush: int = 12,
     verify: bool = False,
+    version: int = 7,
 ) -> dict[str, Any]:
-    """Best of `rounds` per stage (the machine is shared: the minimum is the cost)."""
+    """Best of `rounds` per stage (the machine is shared: the minimum is the cost).
+    `version`: the records a receiver writes for these requests (7: rows, 4: models'
+    JSON)."""
     from ingest.export.decode import parse_protobuf
     from ingest.service.gctune import tune_for_throughput
 
@@ -178,8 +190,8 @@ def measure_kafka_stages(
         if collector == "off":
             gc.disable()
         try:
-            decoded = _decode(parsed, path, timings)
-            values = _receiver(decoded, timings)
+            decoded = _decode(parsed, path, timings, with_json=version == 4)
+            values = _receiver(decoded, timings, version)
             assert _sink(values, timings) > 0
         finally:
             gc.enable()
@@ -196,6 +208,7 @@ def measure_kafka_stages(
         "mean_record_bytes": sum(len(v) for v in values) / max(1, len(values)),
         "us_per_span": {name: cpu / spans * 1e6 for name, cpu in best.items()},
         "path": path,
+        "record_version": version,
         "receiver_us_per_span": (best["decode"] + best["screen"] + best["pack"]) / spans * 1e6,
         "sink_us_per_span": (best["sink_decode"] + best["sink_take"] + best["sink_rows"])
         / spans
@@ -224,6 +237,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--verify", action="store_true", help="read the claims back (a server's sink)"
     )
+    parser.add_argument(
+        "--record-version", type=int, choices=(7, 4), default=7, help="the records written"
+    )
     args = parser.parse_args(argv)
     result = measure_kafka_stages(
         args.batch,
@@ -234,6 +250,7 @@ def main(argv: list[str] | None = None) -> None:
         store=args.store,
         per_flush=args.records_per_flush,
         verify=args.verify,
+        version=args.record_version,
     )
     print(json.dumps(result), flush=True)
 

@@ -35,7 +35,7 @@ import base64
 import binascii
 import datetime as dt
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from pydantic import (
@@ -58,7 +58,7 @@ from schemas.events import (
 
 # What writers write for a record of an emission stream.
 SCHEMA_VERSION = 4
-SUPPORTED_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6})
+SUPPORTED_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6, 7})
 # The first version whose batch and quarantined records carry `tenant_id`.
 TENANT_VERSION = 2
 # The first version whose events carry `contract_version_id` and `contract_findings`.
@@ -69,6 +69,9 @@ OWNER_VERSION = 4
 NO_ORDINALS_VERSION = 5
 # The version of a batch record that holds overrides (`holonograph.override` spans).
 OVERRIDE_VERSION = 6
+# The version of a batch record that carries its events and emission records as rows
+# (`decode_rows`): what a receiver writes for a request its hot path took.
+ROWS_VERSION = 7
 # The `stream` of such a record: never an emission stream's name.
 NO_STREAM = ""
 _CONTRACT_FIELDS = frozenset({"contract_version_id", "contract_findings"})
@@ -95,7 +98,10 @@ class _Record(BaseModel):
 
 def _check_tenant(record: BatchRecord | QuarantinedLetter) -> None:
     """Version 1 has no tenant (its rows are tenant `default`); from version 2 on the
-    tenant is required. In code, every new record names its tenant."""
+    tenant is required. In code, every new record names its tenant. A version 7 record
+    holds rows (`decode_rows`), never these models."""
+    if record.schema_version == ROWS_VERSION:
+        raise ValueError(f"schema_version {ROWS_VERSION}: a batch record of rows, not of models")
     given = "tenant_id" in record.model_fields_set
     if record.schema_version < TENANT_VERSION and given:
         raise ValueError(f"tenant_id: not a field of schema_version {record.schema_version}")
@@ -194,13 +200,38 @@ _STREAM = b',"stream":'
 _EVENTS = b',"events":['
 _EMISSIONS = b'],"emissions":['
 _TAIL = b"]}"
+_FINDINGS = b',"contract_findings":'
+# A version 7 record: the envelope of version 4 with the batch's `contract_findings`
+# (every event's), then its rows (RECORDS.md): an event row holds these values (times as
+# nanoseconds since the epoch, in whole microseconds; resource attributes and extras
+# as the JSON text of an object, keys sorted), its dimensions as rows of
+# `DIMENSION_ROW`; an emission row holds `EMISSION_ROW`.
+_ROWS_KEY_SET = frozenset(
+    ("schema_version", "kind", "tenant_id", "agents", "receipt_id", "received_at", "stream",
+     "contract_findings", "events", "emissions")
+)  # fmt: skip
+EVENT_ROW = (
+    "event_id", "surface_id", "agent_id", "correlation_id", "run_mode", "provenance",
+    "timestamp_ns", "lens_version", "light_source_id", "requested", "columns", "cohort_tags",
+    "multiplex_role", "fixture_id", "markers", "latency_ms", "cost_usd", "tokens_input",
+    "tokens_output", "sdk_name", "sdk_version", "seq", "final", "trace_id", "span_id",
+    "resource_attributes", "extras", "dimensions",
+)  # fmt: skip
+DIMENSION_ROW = ("dimension_id", "passed", "score", "expected", "actual", "judge")
+EMISSION_ROW = (
+    "seq", "kind", "final", "quarantined", "event_id", "surface_id", "event_time_ns",
+    "interval_ms", "offered", "delivered", "dropped", "failed", "window_start", "window_end",
+)  # fmt: skip
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 # Room for the receipt id and time when a record is sized before they are known (a
 # 32-character receipt id and a time with microseconds need 81 bytes).
 _ENVELOPE_ALLOWANCE = 128
 _FAST_PREFIXES_BY = {
     version: b'{"schema_version":%d,"kind":"batch",' % version for version in SUPPORTED_VERSIONS
 }
-_FAST_PREFIXES = tuple(_FAST_PREFIXES_BY[v] for v in sorted(SUPPORTED_VERSIONS))
+_FAST_PREFIXES = tuple(
+    _FAST_PREFIXES_BY[v] for v in sorted(SUPPORTED_VERSIONS) if v != ROWS_VERSION
+)
 
 
 def record_agents(agents: frozenset[str] | None) -> tuple[str, ...] | None:
@@ -254,6 +285,123 @@ def join_batch(head: bytes, events: Iterable[bytes], emissions: Iterable[bytes])
     """A batch record from its head and its events' and emissions' JSON, in order: the
     bytes `encode` writes for the same record."""
     return b"".join((head, b",".join(events), _EMISSIONS, b",".join(emissions), _TAIL))
+
+
+def rows_head(envelope: bytes, stream: str, findings: Sequence[str]) -> bytes:
+    """Everything of a version 7 record of `stream` before its first event row
+    (`envelope`: `batch_envelope(..., ROWS_VERSION)`); `join_batch` completes it with
+    the event and emission rows' JSON."""
+    return envelope + _STREAM + to_json(stream) + _FINDINGS + to_json(findings) + _EVENTS
+
+
+def empty_rows_size(
+    tenant_id: str, agents: tuple[str, ...] | None, stream: str, findings: Sequence[str]
+) -> int:
+    """A version 7 record of `stream` with no rows, for any receipt id and time."""
+    envelope = _FAST_PREFIXES_BY[ROWS_VERSION] + b'"tenant_id":' + to_json(tenant_id)
+    head = rows_head(envelope + _AGENTS + to_json(agents) + _RECEIPT_ID, stream, findings)
+    return batch_frame_size(head) + _ENVELOPE_ALLOWANCE
+
+
+def decode_rows(body: dict[str, Any]) -> BatchRecord:
+    """A version 7 record (parsed JSON) as models: the batch record of version 4 that
+    holds the same events and emission records (`schema_version` 4: encoded again, it
+    is that record). Every check of a version 4 record applies, and the rows' own: their
+    lengths, times in whole microseconds since the epoch, resource attributes and extras
+    as JSON objects, no sentinel counters on an evaluation's arrival."""
+    keys = set(body)
+    for key in sorted(keys - _ROWS_KEY_SET):
+        raise RecordError(f"batch: {key}: not a field of schema_version {ROWS_VERSION}")
+    for key in sorted(_ROWS_KEY_SET - keys):
+        raise RecordError(f"batch: {key}: Field required")
+    stream, findings = body["stream"], body["contract_findings"]
+    events, emissions = body["events"], body["emissions"]
+    try:
+        if not isinstance(stream, str) or not stream:
+            raise ValueError(f"stream: a record of schema_version {ROWS_VERSION} has one")
+        if not isinstance(events, list) or not isinstance(emissions, list):
+            raise ValueError("events, emissions: arrays of rows")
+        document = {
+            "schema_version": SCHEMA_VERSION,
+            "kind": "batch",
+            "tenant_id": body["tenant_id"],
+            "agents": body["agents"],
+            "receipt_id": body["receipt_id"],
+            "received_at": body["received_at"],
+            "stream": stream,
+            "events": [_event_document(row, stream, findings) for row in events],
+            "emissions": [_emission_document(row, stream) for row in emissions],
+        }
+    except (TypeError, ValueError, AttributeError, OverflowError) as err:
+        raise RecordError(f"batch: rows: {err}") from None
+    try:
+        return BatchRecord.model_validate(document)
+    except ValidationError as err:
+        raise RecordError(f"batch: {_first_problem(err)}") from None
+
+
+def _from_ticks(ticks: Any) -> dt.datetime:
+    if type(ticks) is not int or ticks % 1000:
+        raise ValueError(f"time {ticks!r}: not whole microseconds since the epoch")
+    return _EPOCH + dt.timedelta(microseconds=ticks // 1000)
+
+
+def _object(text: Any) -> dict[str, Any]:
+    value = json.loads(text) if isinstance(text, str) else None
+    if not isinstance(value, dict):
+        raise ValueError(f"{text!r}: not the JSON text of an object")
+    return value
+
+
+def _event_document(row: Any, stream: str, findings: Any) -> dict[str, Any]:
+    if type(row) is not list or len(row) != len(EVENT_ROW):
+        raise ValueError(f"an event row of {len(EVENT_ROW)} values, not {row!r:.80}")
+    (event_id, surface_id, agent_id, correlation_id, run_mode, provenance, ticks,
+     lens_version, light_source_id, requested, columns, cohort_tags, multiplex_role,
+     fixture_id, markers, latency_ms, cost_usd, tokens_input, tokens_output, sdk_name,
+     sdk_version, seq, final, trace_id, span_id, resource, extras, dimensions) = row  # fmt: skip
+    if type(dimensions) is not list or any(
+        type(d) is not list or len(d) != len(DIMENSION_ROW) for d in dimensions
+    ):
+        raise ValueError(f"dimensions: rows of {len(DIMENSION_ROW)} values")
+    if type(cohort_tags) is not list:
+        raise ValueError("cohort_tags: an array")
+    return {
+        "event_id": event_id, "surface_id": surface_id, "agent_id": agent_id,
+        "correlation_id": correlation_id, "run_mode": run_mode, "provenance": provenance,
+        "timestamp": _from_ticks(ticks), "emission": {"stream": stream, "seq": seq, "final": final},
+        "trace_id": trace_id, "span_id": span_id,
+        "substrate": {
+            "surface_id": surface_id, "agent_id": agent_id, "run_mode": run_mode,
+            "provenance": provenance, "lens_version": lens_version,
+            "light_source_id": light_source_id, "columns": columns,
+            "diagnostic": dict(tag.split("=", 1) for tag in cohort_tags if "=" in tag),
+        },
+        "light_source": {"id": light_source_id, "requested": requested},
+        "lens": {"version": lens_version, "fixture_id": fixture_id},
+        "outcome": {
+            "dimensions": [dict(zip(DIMENSION_ROW, d, strict=True)) for d in dimensions],
+            "cohort_tags": cohort_tags, "markers": markers, "latency_ms": latency_ms,
+            "cost_usd": cost_usd, "tokens_input": tokens_input, "tokens_output": tokens_output,
+        },
+        "multiplex_role": multiplex_role, "sdk_name": sdk_name, "sdk_version": sdk_version,
+        "resource_attributes": _object(resource), "extras": _object(extras),
+        "contract_version_id": "", "contract_findings": findings,
+    }  # fmt: skip
+
+
+def _emission_document(row: Any, stream: str) -> dict[str, Any]:
+    if type(row) is not list or len(row) != len(EMISSION_ROW):
+        raise ValueError(f"an emission row of {len(EMISSION_ROW)} values, not {row!r:.80}")
+    seq, kind, final, quarantined, event_id, surface_id, ticks, *counters = row
+    sentinel = dict(zip(EMISSION_ROW[7:], counters, strict=True))
+    if kind != "sentinel" and any(v is not None for v in counters):
+        raise ValueError("an evaluation's emission row with sentinel counters")
+    return {
+        "stream": stream, "seq": seq, "kind": kind, "final": final, "quarantined": quarantined,
+        "event_id": event_id, "surface_id": surface_id, "event_time": _from_ticks(ticks),
+        "sentinel": sentinel if kind == "sentinel" else None,
+    }  # fmt: skip
 
 
 def _default(value: Any) -> Any:
@@ -342,11 +490,13 @@ def decode(value: bytes | None) -> Record:
     if not isinstance(body, dict):
         raise RecordError("not a JSON object")
     version = body.get("schema_version")
-    if version not in SUPPORTED_VERSIONS:
+    if isinstance(version, list | dict) or version not in SUPPORTED_VERSIONS:  # unhashable
         raise RecordError(_unsupported(version))
     kind = body.get("kind")
     if not isinstance(kind, str) or kind not in _KINDS:
         raise RecordError(f"kind {kind!r} is not one of {'|'.join(_KINDS)}")
+    if version == ROWS_VERSION and kind == "batch":
+        return decode_rows(body)
     model = _KINDS[kind]
     try:
         _unbase64(body, kind)
@@ -396,6 +546,7 @@ __all__ = [
     "NO_STREAM",
     "OVERRIDE_VERSION",
     "OWNER_VERSION",
+    "ROWS_VERSION",
     "SCHEMA_VERSION",
     "SUPPORTED_VERSIONS",
     "TENANT_VERSION",
@@ -410,9 +561,12 @@ __all__ = [
     "batch_head",
     "decode",
     "decode_batch_fast",
+    "decode_rows",
     "empty_batch_size",
+    "empty_rows_size",
     "encode",
     "headers",
     "join_batch",
     "record_agents",
+    "rows_head",
 ]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, get_args
@@ -29,11 +30,18 @@ from aiokafka.errors import KafkaError
 from ingest.errors import Backpressure, Unavailable
 from ingest.export.fast import FastBatch
 from ingest.handoff.kafka_metrics import ProducerMetrics
-from ingest.handoff.kafka_packing import OutRecord, Screened, pack, screen, screen_fast
+from ingest.handoff.kafka_packing import (
+    OutRecord,
+    Screened,
+    pack,
+    screen,
+    screen_fast,
+    screen_rows,
+)
 from ingest.handoff.kafka_producer import BrokerRefused, start_producer
 from ingest.handoff.kafka_topics import ensure_topics
 from ingest.handoff.protocol import AnyBatch
-from schemas.records import headers
+from schemas.records import ROWS_VERSION, SCHEMA_VERSION, headers
 from schemas.times import Clock, utc_now
 from schemas.topics import Compression, Topics
 
@@ -41,6 +49,20 @@ log = logging.getLogger(__name__)
 
 ProducerFactory = Callable[..., Any]
 COMPRESSION_TYPES: tuple[str, ...] = get_args(Compression)
+# The record version written for a request the hot path took: 7 (its rows, which a sink
+# stores without decoding models again) or 4 (its models' JSON: for sinks older than
+# version 7 during an upgrade, until every sink reads 7; see schemas/RECORDS.md).
+RECORD_VERSION_ENV = "HOLONOGRAPH_KAFKA_RECORD_VERSION"
+RECORD_VERSIONS = (ROWS_VERSION, SCHEMA_VERSION)
+
+
+def record_version_from_env() -> int:
+    text = os.environ.get(RECORD_VERSION_ENV, "").strip()
+    if not text:
+        return ROWS_VERSION
+    if text not in {str(v) for v in RECORD_VERSIONS}:
+        raise ValueError(f"{RECORD_VERSION_ENV}={text!r}: use 7 or 4")
+    return int(text)
 
 
 def default_compression() -> str:
@@ -67,7 +89,17 @@ class KafkaHandoff:
         retry_after_seconds: float = 1.0,
         clock: Clock = utc_now,
         metrics: ProducerMetrics | None = None,
+        record_version: int | None = None,
     ) -> None:
+        """`record_version`: what a hot-path request is written as (`RECORD_VERSIONS`;
+        None: `HOLONOGRAPH_KAFKA_RECORD_VERSION`, default 7). Other requests are written
+        as version 4 (5, 6) either way."""
+        version = record_version_from_env() if record_version is None else record_version
+        if version not in RECORD_VERSIONS:
+            raise ValueError(f"record version {version}: use 7 or 4")
+        self.record_version = version
+        # Version 7 records hold rows: the hot path need not make the models' JSON.
+        self.fast_batch_json = version != ROWS_VERSION
         self._bootstrap = bootstrap
         self._topics = topics
         self._max_inflight = max_inflight_bytes
@@ -119,16 +151,19 @@ class KafkaHandoff:
         """Nothing waits for requests still being validated: records go out per request."""
         yield
 
-    # A `FastBatch` with its events' JSON (`fast_batch(with_json=True)`) is packed as
-    # it is, without models.
+    # A `FastBatch` is packed as it is, without models: its rows (version 7), or with
+    # its events' JSON (`fast_batch(with_json=True)`, version 4).
     takes_fast_batches = True
-    fast_batch_json = True
+    fast_batch_json: bool
 
     def prepare(self, batch: AnyBatch) -> Screened:
         """Quarantine what cannot fit one message, before the client is answered; the
         events' JSON made for measuring them travels on to `submit`."""
         if isinstance(batch, FastBatch):
-            screened = screen_fast(batch, self._limit) if batch.with_json else None
+            if self.record_version == ROWS_VERSION:
+                screened = screen_rows(batch, self._limit)
+            else:
+                screened = screen_fast(batch, self._limit) if batch.with_json else None
             if screened is not None:
                 return screened
             batch = batch.materialize()  # something to quarantine: the models say what

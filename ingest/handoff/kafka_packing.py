@@ -13,6 +13,10 @@ Rust serializer: `screen` (the Kafka hand-off's `prepare`, on the decode thread)
 measures units from those bytes, and `pack` (its `submit`) joins them into records
 under the envelope `schemas.records` lays out (the same bytes `schemas.records.encode`
 gives for the record). `Screened` carries the bytes from one to the other.
+
+A request the hot path took is written, by default, as version 7 records of its rows
+instead (`screen_rows`): the `FastBatch`'s rows serialized as the record holds them,
+no models' JSON made (`ingest.handoff.kafka.KafkaHandoff`'s `record_version`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic_core import to_json
 
 from ingest.export.fast import FastBatch
 from ingest.handoff.protocol import Prepared
@@ -39,6 +45,7 @@ from schemas.records import (
     NO_ORDINALS_VERSION,
     NO_STREAM,
     OVERRIDE_VERSION,
+    ROWS_VERSION,
     SCHEMA_VERSION,
     BatchRecord,
     QuarantinedLetter,
@@ -47,9 +54,11 @@ from schemas.records import (
     batch_frame_size,
     batch_head,
     empty_batch_size,
+    empty_rows_size,
     encode,
     join_batch,
     record_agents,
+    rows_head,
 )
 
 # Kafka's per-record framing, the key and our headers, generously bounded.
@@ -89,9 +98,12 @@ class _Unit:
 @dataclass(frozen=True)
 class Screened(Prepared):
     """A batch as the Kafka hand-off carries it from `prepare` to `submit`: screened,
-    its units already serialized, per stream in order."""
+    its units already serialized, per stream in order. `rows`: the units are a hot-path
+    batch's rows (`screen_rows`), packed into version 7 records with these contract
+    findings; None: models' JSON, packed into version 4 (5, 6) records."""
 
     streams: dict[str, list[_Unit]]
+    rows: tuple[str, ...] | None = None
 
 
 def payload_limit(max_message_bytes: int) -> int:
@@ -221,6 +233,52 @@ def screen_fast(batch: FastBatch, max_message_bytes: int) -> Screened | None:
     return Screened(batch, streams)
 
 
+def screen_rows(batch: FastBatch, max_message_bytes: int) -> Screened | None:
+    """`screen_fast` for version 7 records: the units are the batch's rows as a version 7
+    record holds them (`schemas.records.EVENT_ROW`, `EMISSION_ROW`), serialized here, so
+    the batch needs no models' JSON. A stream whose rows fit one record is serialized in
+    one piece (one unit); a larger one row by row (an event with its arrival per unit).
+    None when a unit is too large to travel alone."""
+    limit = payload_limit(max_message_bytes)
+    findings = tuple(batch.contract_findings)
+    agents = record_agents(batch.agents)
+    by_stream: dict[str, tuple[list[list[Any]], list[list[Any]]]] = {}
+    events = iter(batch.events)
+    dimensions = batch.dimensions
+    at = 0
+    for receipt in batch.receipts:
+        stream = receipt[1]
+        rows = by_stream.get(stream) or by_stream.setdefault(stream, ([], []))
+        rows[1].append([receipt[2], *receipt[4:10], *receipt[11:]])
+        if receipt[4] == "evaluation":  # its event precedes it: the pair travels together
+            row = next(events)
+            end = at + len(row[22])
+            rows[0].append([*row[1:22], *row[24:30], [d[2:8] for d in dimensions[at:end]]])
+            at = end
+    streams: dict[str, list[_Unit]] = {}
+    for stream, (event_rows, emission_rows) in by_stream.items():
+        empty = empty_rows_size(batch.tenant_id, agents, stream, findings)
+        event_json, emission_json = to_json(event_rows)[1:-1], to_json(emission_rows)[1:-1]
+        size = len(event_json) + len(emission_json) + 2
+        if empty + size <= limit:
+            streams[stream] = [_Unit(stream, (), (), (event_json,), (emission_json,), size)]
+            continue
+        units = streams[stream] = []
+        rest = iter(event_rows)
+        for emission in emission_rows:
+            emission_json = to_json(emission)
+            if emission[1] == "evaluation":
+                event_json = to_json(next(rest))
+                size = len(event_json) + len(emission_json) + 2
+                units.append(_Unit(stream, (), (), (event_json,), (emission_json,), size))
+            else:
+                size = len(emission_json) + 1
+                units.append(_Unit(stream, (), (), (), (emission_json,), size))
+            if empty + size > limit:
+                return None
+    return Screened(batch, streams, findings)
+
+
 def _chain(*parts: Iterator[_Unit]) -> Iterator[_Unit]:
     for part in parts:
         yield from part
@@ -255,10 +313,14 @@ def pack(
     limit = payload_limit(max_message_bytes)
     tenant_id = screened.batch.tenant_id
     agents = record_agents(screened.batch.agents)
-    envelope = batch_envelope(tenant_id, agents, receipt_id, received_at)
+    rows = screened.rows
+    version = SCHEMA_VERSION if rows is None else ROWS_VERSION
+    envelope = batch_envelope(tenant_id, agents, receipt_id, received_at, version)
     out: list[OutRecord] = []
     for stream, units in screened.streams.items():
-        if stream == NO_STREAM:
+        if rows is not None:
+            head = rows_head(envelope, stream, rows)
+        elif stream == NO_STREAM:
             no_ordinals = batch_envelope(
                 tenant_id, agents, receipt_id, received_at, NO_ORDINALS_VERSION
             )
@@ -267,7 +329,16 @@ def pack(
             head = batch_head(envelope, stream)
         for chunk in _chunks(units, batch_frame_size(head), limit):
             out.append(
-                _batch_record(head, tenant_id, agents, stream, chunk, receipt_id, received_at)
+                _batch_record(
+                    head,
+                    tenant_id,
+                    agents,
+                    stream,
+                    chunk,
+                    receipt_id,
+                    received_at,
+                    rows is not None,
+                )
             )
     for span in screened.batch.quarantined:
         letter = _fit_letter(
@@ -308,7 +379,9 @@ def _batch_record(
     chunk: list[_Unit],
     receipt_id: str,
     received_at: dt.datetime,
+    rows: bool = False,
 ) -> OutRecord:
+    """`rows`: a version 7 record (its `record`: the envelope, without rows)."""
     fields: dict[str, Any] = {
         "tenant_id": tenant_id,
         "agents": agents,
@@ -328,6 +401,7 @@ def _batch_record(
         (j for u in chunk for j in u.emission_json),
     )
     version = NO_ORDINALS_VERSION if stream == NO_STREAM else SCHEMA_VERSION
+    version = ROWS_VERSION if rows else version
     record = BatchRecord.model_construct(schema_version=version, **fields)
     key = stream if stream != NO_STREAM else f"{tenant_id}/{record.events[0].event_id}"
     return OutRecord(key.encode(), value, record)

@@ -15,6 +15,12 @@ value it does not check, a record the models reject) returns None and the record
 `tests/ingest/sink/test_fast_records.py` compares the rows of both on the fuzz corpus
 and the wire fixtures.
 
+A version 7 record (the receiver's rows, `schemas.records.decode_rows`) takes the same
+path in rows form (`_rows_record`): the same checks on each value, the rows completed
+with the columns the record holds once; anything else goes to the reference, which
+reads it as the version 4 record of the same rows.
+`tests/ingest/sink/test_rows_records.py` compares what both versions store.
+
 A `FastRecord` becomes its models on demand (`model`: the record decoded by the
 reference), for what needs them: a record the store refuses (its dead letter), an
 ownership rejection (`FastBatch.materialize`).
@@ -31,9 +37,18 @@ from typing import Any
 from pydantic_core import from_json
 
 from ingest.export.fast import FastBatch
+from ingest.store.rows import _json as rows_json
 from ingest.store.rows import ticks_ns
 from schemas.events import PROVENANCES, RUN_MODES, ValidatedBatch
-from schemas.records import BatchRecord, decode_batch_fast
+from schemas.records import (
+    DIMENSION_ROW,
+    EMISSION_ROW,
+    EVENT_ROW,
+    ROWS_VERSION,
+    BatchRecord,
+    decode,
+    decode_batch_fast,
+)
 
 _RECORD_KEYS = (
     "schema_version", "kind", "tenant_id", "agents", "receipt_id", "received_at", "stream",
@@ -72,6 +87,15 @@ _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:\
 # writers write now, so that a new version goes to the models until this path knows it).
 _VERSION = 4
 _PREFIX = b'{"schema_version":%d,"kind":"batch",' % _VERSION
+# A version 7 record: its rows are the store's, checked as the models would check them.
+_ROWS_PREFIX = b'{"schema_version":%d,"kind":"batch",' % ROWS_VERSION
+_ROWS_KEYS = (
+    "schema_version", "kind", "tenant_id", "agents", "receipt_id", "received_at", "stream",
+    "contract_findings", "events", "emissions",
+)  # fmt: skip
+_EVENT_ROW_LENGTH = len(EVENT_ROW)
+_DIMENSION_ROW_LENGTH = len(DIMENSION_ROW)
+_EMISSION_ROW_LENGTH = len(EMISSION_ROW)
 _STRINGS = {str}
 
 
@@ -85,11 +109,16 @@ class FastRecord:
     __slots__ = ("_model", "_value", "batch", "receipt_id", "received_at", "schema_version")
 
     def __init__(
-        self, value: bytes, batch: FastBatch, receipt_id: str, received_at: dt.datetime
+        self,
+        value: bytes,
+        batch: FastBatch,
+        receipt_id: str,
+        received_at: dt.datetime,
+        version: int = _VERSION,
     ) -> None:
         self._value = value
         self._model: BatchRecord | None = None
-        self.schema_version = _VERSION
+        self.schema_version = version
         self.batch = batch
         self.receipt_id = receipt_id
         self.received_at = received_at
@@ -104,8 +133,14 @@ class FastRecord:
         return len(self.batch.events) + len(self.batch.dimensions) + len(self.batch.receipts)
 
     def model(self) -> BatchRecord:
-        """The record as the reference decodes it."""
+        """The record as the reference decodes it (a version 7 record: as the version 4
+        record of the same rows)."""
         if self._model is None:
+            if self.schema_version == ROWS_VERSION:
+                rows = decode(self._value)
+                assert isinstance(rows, BatchRecord), "the hot path took a record of rows"
+                self._model = rows
+                return rows
             model = decode_batch_fast(self._value)
             assert model is not None, "the hot path took a record the models reject"
             self._model = model
@@ -127,6 +162,11 @@ class FastRecord:
 def fast_record(value: bytes) -> FastRecord | None:
     """The record in `value` with its rows when the hot path takes it (see the module);
     None otherwise."""
+    if value.startswith(_ROWS_PREFIX):
+        try:
+            return _rows_record(value, from_json(value))
+        except (_Slow, ValueError, TypeError, KeyError, AttributeError, OverflowError):
+            return None
     if not value.startswith(_PREFIX):
         return None
     try:
@@ -378,4 +418,134 @@ def _receipt(tenant: str, stream: str, document: Any, times: dict[str, int]) -> 
     return [
         tenant, stream, seq, None, kind, final, quarantined, event_id, surface_id,
         _ticks(event_time, times), None, *counters,
+    ]  # fmt: skip
+
+
+def _rows_record(value: bytes, document: Any) -> FastRecord:
+    """A version 7 record's rows: the envelope and every value checked as for version 4
+    (`_record`, `_event`, `_receipt`), the rows completed with the columns the record
+    holds once (tenant, stream, an event's layers on its dimensions)."""
+    record = _keys(document, _ROWS_KEYS)
+    tenant = _text(record["tenant_id"], required=True)
+    agents_value = record["agents"]
+    agents = None if agents_value is None else frozenset(_texts(agents_value))
+    receipt_id = _text(record["receipt_id"], required=True)
+    received_at = _time(record["received_at"])
+    stream = _text(record["stream"], required=True)
+    findings = tuple(_texts(record["contract_findings"]))
+    events, emissions = record["events"], record["emissions"]
+    if type(events) is not list or type(emissions) is not list or (events and not emissions):
+        raise _Slow
+    batch = FastBatch(tenant, findings, agents=agents)
+    objects: dict[str, bool] = {"{}": True}
+    event_ids, rows, dimension_rows = batch.event_ids, batch.events, batch.dimensions
+    for row in events:
+        if type(row) is not list or len(row) != _EVENT_ROW_LENGTH:
+            raise _Slow
+        (event_id, surface_id, agent_id, correlation_id, run_mode, provenance, ticks,
+         lens_version, light_source_id, requested, columns, cohort_tags, multiplex_role,
+         fixture_id, markers, latency_ms, cost_usd, tokens_input, tokens_output, sdk_name,
+         sdk_version, seq, final, trace_id, span_id, resource, extras,
+         dimensions) = row  # fmt: skip
+        if not (
+            type(event_id) is type(surface_id) is type(agent_id) is type(correlation_id)
+            is type(trace_id) is type(span_id) is type(multiplex_role) is type(sdk_name)
+            is type(sdk_version) is type(lens_version) is type(light_source_id)
+            is type(requested) is type(fixture_id) is type(resource) is type(extras) is str
+        ):  # fmt: skip
+            raise _Slow
+        if not event_id or not surface_id or run_mode not in RUN_MODES:
+            raise _Slow
+        if provenance not in PROVENANCES or event_id in event_ids:
+            raise _Slow  # a repeat: `decide` judges the second against the first
+        if type(ticks) is not int or ticks % 1000 or not 0 <= ticks <= _INT64_MAX:
+            raise _Slow
+        if type(seq) is not int or not 0 <= seq <= _INT64_MAX or type(final) is not bool:
+            raise _Slow
+        _text_map(columns)
+        if type(markers) is not dict:
+            raise _Slow
+        for values in markers.values():
+            _texts(values)
+        if not (objects.get(resource) and objects.get(extras)):
+            _canonical(resource, objects)
+            _canonical(extras, objects)
+        if type(dimensions) is not list:
+            raise _Slow
+        _texts(cohort_tags)
+        layers = [
+            surface_id, agent_id, correlation_id, run_mode, provenance, ticks, lens_version,
+            light_source_id, requested, columns, cohort_tags, stream,
+        ]  # fmt: skip
+        dimension_ids: list[str] = []
+        for item in dimensions:
+            if type(item) is not list or len(item) != _DIMENSION_ROW_LENGTH:
+                raise _Slow
+            dimension_id, passed, score, expected, actual, judge = item
+            if not (type(dimension_id) is type(expected) is type(actual) is type(judge) is str):
+                raise _Slow
+            if not dimension_id or (passed is not None and type(passed) is not bool):
+                raise _Slow
+            dimension_ids.append(dimension_id)
+            dimension_rows.append(
+                [
+                    tenant, event_id, dimension_id, passed, _optional_number(score),
+                    expected, actual, judge, *layers,
+                ]
+            )  # fmt: skip
+        event_ids.add(event_id)
+        rows.append(
+            [
+                tenant, event_id, surface_id, agent_id, correlation_id, run_mode, provenance,
+                ticks, lens_version, light_source_id, requested, columns, cohort_tags,
+                multiplex_role, fixture_id, markers,
+                _optional_number(latency_ms), _optional_number(cost_usd),
+                _optional_integer(tokens_input), _optional_integer(tokens_output),
+                sdk_name, sdk_version, dimension_ids, stream, seq, final, trace_id, span_id,
+                resource, extras,
+            ]
+        )  # fmt: skip
+    times: dict[str, int] = {}
+    receipts = batch.receipts
+    for row in emissions:
+        receipts.append(_receipt_row(tenant, stream, row, times))
+    out = FastRecord(value, batch, receipt_id, received_at, ROWS_VERSION)
+    batch._source = out.models
+    return out
+
+
+def _canonical(text: str, objects: dict[str, bool]) -> None:
+    """`text` is the JSON of an object as the store's rows write it (`ingest.store.rows`:
+    keys sorted, compact), what the models give back for it; each text checked once."""
+    if not objects.get(text):
+        value = json.loads(text)
+        if type(value) is not dict or rows_json(value) != text:
+            raise _Slow
+        objects[text] = True
+
+
+def _receipt_row(tenant: str, stream: str, row: Any, times: dict[str, int]) -> list[Any]:
+    """An emission row's receipt row (`_receipt` for version 7)."""
+    if type(row) is not list or len(row) != _EMISSION_ROW_LENGTH:
+        raise _Slow
+    seq, kind, final, quarantined, event_id, surface_id, ticks, *counters = row
+    if kind not in _KINDS or type(seq) is not int or not 0 <= seq <= _INT64_MAX:
+        raise _Slow
+    if type(final) is not bool or type(quarantined) is not bool:
+        raise _Slow
+    if type(event_id) is not str or type(surface_id) is not str:
+        raise _Slow
+    if type(ticks) is not int or ticks % 1000 or not 0 <= ticks <= _INT64_MAX:
+        raise _Slow
+    if kind == "sentinel":
+        counters = [
+            *(_optional_integer(v) for v in counters[:5]),
+            _optional_time(counters[5]),
+            _optional_time(counters[6]),
+        ]
+    elif any(v is not None for v in counters):
+        raise _Slow
+    return [
+        tenant, stream, seq, None, kind, final, quarantined, event_id, surface_id, ticks, None,
+        *counters,
     ]  # fmt: skip

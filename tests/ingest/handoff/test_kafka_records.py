@@ -1,0 +1,84 @@
+"""Which records the Kafka hand-off writes for a request its hot path took: version 7
+(rows, the default) or version 4 (`HOLONOGRAPH_KAFKA_RECORD_VERSION=4`, for sinks
+that do not read 7 yet); a request of the reference path is version 4 either way.
+No broker: `prepare` and the packing only."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from bench.payload import PayloadSpec, RequestFactory
+from ingest.export.decode import parse_protobuf
+from ingest.export.fast import fast_batch
+from ingest.export.request import validate_request
+from ingest.handoff.kafka import RECORD_VERSION_ENV, KafkaHandoff
+from ingest.handoff.kafka_packing import pack
+from ingest.sink.fast import FastRecord, fast_record
+from schemas.records import BatchRecord, decode, headers
+from schemas.topics import Topics
+
+AT = dt.datetime(2026, 11, 30, 14, 0, 0, tzinfo=dt.UTC)
+
+
+def _handoff(version: int | None = None) -> KafkaHandoff:
+    return KafkaHandoff(
+        "localhost:1",
+        Topics(),
+        max_inflight_bytes=1 << 20,
+        max_message_bytes=1_000_000,
+        record_version=version,
+    )
+
+
+def _request() -> object:
+    factory = RequestFactory(PayloadSpec(batch=8, sentinel_every=4, tag="handoffv"))
+    return parse_protobuf(factory.body(0))
+
+
+def _versions(handoff: KafkaHandoff, batch: object) -> set[int]:
+    prepared = handoff.prepare(batch)  # type: ignore[arg-type]
+    records = pack(prepared, "r" * 32, AT, 1_000_000)
+    for record in records:
+        taken = fast_record(record.value)
+        assert isinstance(taken, FastRecord)
+        assert isinstance(decode(record.value), BatchRecord)
+    return {int(dict(_headers(r))["holonograph-schema-version"]) for r in records}
+
+
+def _headers(record: object) -> list[tuple[str, str]]:
+    return [(k, v.decode()) for k, v in headers(record.record)]  # type: ignore[attr-defined]
+
+
+def test_a_hot_path_request_is_written_as_rows_by_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(RECORD_VERSION_ENV, raising=False)
+    handoff = _handoff()
+    assert handoff.fast_batch_json is False  # rows need no models' JSON
+    batch = fast_batch(_request(), with_json=handoff.fast_batch_json)  # type: ignore[arg-type]
+    assert _versions(handoff, batch) == {7}
+
+
+def test_version_4_on_request_for_sinks_not_reading_7(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(RECORD_VERSION_ENV, "4")
+    handoff = _handoff()
+    assert handoff.fast_batch_json is True
+    batch = fast_batch(_request(), with_json=True)  # type: ignore[arg-type]
+    assert _versions(handoff, batch) == {4}
+    assert _versions(_handoff(4), batch) == {4}
+
+
+def test_a_reference_path_request_stays_version_4() -> None:
+    batch = validate_request(_request())  # type: ignore[arg-type]
+    assert _versions(_handoff(7), batch) == {4}
+
+
+@pytest.mark.parametrize("text", ["5", "seven", "8"])
+def test_another_version_is_refused_at_start(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setenv(RECORD_VERSION_ENV, text)
+    with pytest.raises(ValueError, match=RECORD_VERSION_ENV):
+        _handoff()
+    with pytest.raises(ValueError, match="use 7 or 4"):
+        _handoff(6)
