@@ -33,6 +33,7 @@ import click
 from pydantic import ValidationError
 from pydantic_core import PydanticUndefined
 
+from holonograph.cli import leaving
 from holonograph.cli.errors import EXIT_FINDING, EXIT_USAGE, CommandFailed
 from holonograph.cli.options import (
     CLOCK_KEY,
@@ -202,7 +203,9 @@ class CommandStores:
     opens itself, the first unscoped reader is scoped to the store's only tenant
     (`storeaccess.connect`), so the runner's tenant lookup and that tenant's reads run
     on one connection. `own_statements`: the job runs only its own code's statements
-    (`storeaccess.connect`): its readers skip the statement gate."""
+    (`storeaccess.connect`): its readers skip the statement gate. Once `close` has
+    closed them all, the process may end without the interpreter's teardown
+    (`holonograph.cli.leaving`)."""
 
     def __init__(
         self, store_url: str | None, data_dir: str | None, *, own_statements: bool = False
@@ -216,6 +219,8 @@ class CommandStores:
         key = (write, tenant, tuple(sorted((limits or {}).items())))
         if key not in self._open:
             first = not self._open
+            if first:
+                leaving.hold()
             store = open_store_or_exit(
                 self._url, self._dir, write=write, tenant=tenant, limits=limits,
                 migrate=first, only_tenant=first and not write and tenant is None,
@@ -247,6 +252,8 @@ class CommandStores:
         opened, self._open = self._open, {}
         for store in {id(store): store for store in opened.values()}.values():
             store.close()
+        if opened:
+            leaving.release()
 
 
 def command_clock() -> Clock:
