@@ -24,7 +24,6 @@ from typing import Any, Protocol, TypeVar
 
 from holonograph.limits import job_limits, over_limit
 from ingest.store.limits import LimitRequest, ReadLimitExceeded
-from processors.completeness.job import refresh_stream_status
 from processors.jobs import NO_STORE, Job, JobRequest, Report
 from processors.names import require_known
 from processors.tenants import resolve_tenant
@@ -114,6 +113,9 @@ def freshen(
     with stores.reading(request.tenant, wanted) as store, _within(job, store, wanted):
         found = job.freshness(store, request, clock)
     if found is not None and found.stale:
+        # the completeness job's module (its models, its SQL) only when there is a refresh
+        from processors.completeness.job import refresh_stream_status
+
         with stores.writing() as store:
             refresh_stream_status(store, clock())
     return found
