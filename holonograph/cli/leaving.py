@@ -57,8 +57,9 @@ def leave(code: object) -> None:
 
 def _flushed() -> bool:
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):  # a closed pipe or stream: the interpreter says so
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:  # None: started without it
+                stream.flush()
+    except Exception:  # a closed pipe or stream: the interpreter's exit says so, as before
         return False
     return True

@@ -79,6 +79,31 @@ def test_a_running_thread_keeps_the_ordinary_exit(ended: list[str]) -> None:
     assert ended == []
 
 
+class _Broken:
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_stream_that_cannot_flush_keeps_the_ordinary_exit(
+    ended: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leaving.hold()
+    leaving.release()
+    monkeypatch.setattr(sys, "stdout", _Broken())
+    leaving.leave(0)  # the interpreter's exit reports the pipe, as before
+    assert ended == []
+
+
+def test_a_process_started_without_stdout_still_leaves(
+    ended: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leaving.hold()
+    leaving.release()
+    monkeypatch.setattr(sys, "stdout", None)  # `holonograph ... >&-`
+    with pytest.raises(Ended):
+        leaving.leave(0)
+
+
 def holonograph(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "holonograph", *args],
