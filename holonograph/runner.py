@@ -26,6 +26,7 @@ from holonograph.limits import job_limits, over_limit
 from ingest.store.limits import LimitRequest, ReadLimitExceeded
 from processors.jobs import NO_STORE, Job, JobRequest, Report
 from processors.names import require_known
+from processors.series.readonce import forget
 from processors.tenants import resolve_tenant
 from schemas.completeness import WindowsFreshness
 from schemas.events import DEFAULT_TENANT
@@ -118,6 +119,7 @@ def freshen(
 
         with stores.writing() as store:
             refresh_stream_status(store, clock())
+        forget()  # a `read_once` block's reads were of the windows before
     return found
 
 

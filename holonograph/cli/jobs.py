@@ -46,6 +46,7 @@ from holonograph.limits import JobOverLimit
 from holonograph.runner import execute, freshen, scope
 from ingest.store.limits import LimitRequest
 from processors.jobs import Job, JobError, JobRequest, Report
+from processors.series.readonce import read_once
 from schemas.store import Store
 from schemas.times import Clock, utc_now
 
@@ -302,16 +303,18 @@ def run_fresh(
 ) -> ReportT:
     """`execute`, after refreshing the completeness windows the job reads when they lag
     its range and the command may write (said on stderr): a drift straight after a
-    backfill brackets the backfill's loss instead of missing it."""
-    if stores.may_refresh():
-        found = freshen(job, request, stores, clock, limits)
-        if found is not None and found.stale:
-            click.echo(
-                "refreshed the completeness windows first: events of this range arrived"
-                " after their last refresh",
-                err=True,
-            )
-    return execute(job, request, stores, clock, limits)
+    backfill brackets the backfill's loss instead of missing it. Windows found fresh
+    are not read again by the job (`processors.series.freshness.read_once`)."""
+    with read_once():
+        if stores.may_refresh():
+            found = freshen(job, request, stores, clock, limits)
+            if found is not None and found.stale:
+                click.echo(
+                    "refreshed the completeness windows first: events of this range arrived"
+                    " after their last refresh",
+                    err=True,
+                )
+        return execute(job, request, stores, clock, limits)
 
 
 def run_command(
