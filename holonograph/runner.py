@@ -26,10 +26,10 @@ from holonograph.limits import job_limits, over_limit
 from ingest.store.limits import LimitRequest, ReadLimitExceeded
 from processors.jobs import NO_STORE, Job, JobRequest, Report
 from processors.names import require_known
-from processors.series.readonce import forget
 from processors.tenants import resolve_tenant
 from schemas.completeness import WindowsFreshness
 from schemas.events import DEFAULT_TENANT
+from schemas.readonce import forget
 from schemas.store import Store
 from schemas.times import Clock, utc_now
 

@@ -46,7 +46,7 @@ from holonograph.limits import JobOverLimit
 from holonograph.runner import execute, freshen, scope
 from ingest.store.limits import LimitRequest
 from processors.jobs import Job, JobError, JobRequest, Report
-from processors.series.readonce import read_once
+from schemas.readonce import read_once
 from schemas.store import Store
 from schemas.times import Clock, utc_now
 
@@ -283,15 +283,25 @@ def report_of(
     clock = command_clock()
     limits = given_limits()
     try:
-        return [
-            run_fresh(job, scope(job, r, stores, limits), stores, clock, limits) for r in requests
-        ]
+        return [_scoped_run(job, r, stores, clock, limits) for r in requests]
     except JobError as err:
         raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     except JobOverLimit as err:  # the request's to narrow, or the flag's to raise
         raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     finally:
         stores.close()
+
+
+def _scoped_run(
+    job: Job[RequestT, ReportT],
+    request: RequestT,
+    stores: CommandStores,
+    clock: Clock,
+    limits: LimitRequest | None,
+) -> ReportT:
+    """`scope`, then `run_fresh`, reading what they share once (the store's tables)."""
+    with read_once():
+        return run_fresh(job, scope(job, request, stores, limits), stores, clock, limits)
 
 
 def run_fresh(

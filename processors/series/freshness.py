@@ -21,9 +21,9 @@ import datetime as dt
 import os
 
 from processors.series.cells import SeriesQuery
-from processors.series.readonce import remembered
 from processors.series.refreshes import last_refresh_began
 from schemas.completeness import WindowsFreshness
+from schemas.readonce import remembered
 from schemas.store import Store
 from schemas.tables import EVALUATION_EVENTS
 from schemas.times import from_store_time, to_store_time
@@ -95,7 +95,7 @@ def read_freshness(
     """The windows' freshness for the events `query` reads (`tolerance`: how old an
     event arriving after the last refresh may be and still be live traffic; default
     `live_tolerance()`); read once per store and query in a
-    `processors.series.readonce.read_once` block."""
+    `schemas.readonce.read_once` block."""
     return remembered(
         store, ("freshness", query, tolerance), lambda: _read_freshness(store, query, tolerance)
     )

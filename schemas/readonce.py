@@ -1,9 +1,9 @@
-"""Freshness of the completeness windows read once per command (`read_once`): the
-runner's check before a job (`holonograph.runner.freshen`) and the job's own read of
-the same range (`processors.series.freshness.read_freshness`) answer alike when
-nothing was written between, so the second is not sent. Light on purpose: the runner
-and every job command import it, and the analyses' modules (numpy) only the jobs that
-read the series."""
+"""What a job command reads of the store once (`read_once`), where a second read on the
+same connection, with nothing written between, would answer alike: the windows'
+freshness (the runner's check before a job, `holonograph.runner.freshen`, and the
+job's own read of the same range, `processors.series.freshness.read_freshness`) and
+the store's tables (`schemas.migrations.table_names`: no job creates or drops one).
+Light on purpose: the runner and every job command import it."""
 
 from __future__ import annotations
 
@@ -16,14 +16,17 @@ T = TypeVar("T")
 
 # In a `read_once` block: (store id, key) -> the store it was read on and what was read.
 _READ: ContextVar[dict[tuple[int, Hashable], tuple[object, object]] | None] = ContextVar(
-    "windows_freshness_read", default=None
+    "store_read_once", default=None
 )
 
 
 @contextmanager
 def read_once() -> Iterator[None]:
-    """Within the block, `remembered` reads one key on one store once (until `forget`).
-    Outside such a block every call reads."""
+    """Within the block, `remembered` reads one key on one store once (until `forget`);
+    a block within one is the same block. Outside such a block every call reads."""
+    if _READ.get() is not None:
+        yield
+        return
     token = _READ.set({})
     try:
         yield
@@ -32,7 +35,7 @@ def read_once() -> Iterator[None]:
 
 
 def forget() -> None:
-    """The windows were rewritten: what the enclosing `read_once` block read is stale."""
+    """The windows were rewritten: what the enclosing `read_once` block read may be stale."""
     read = _READ.get()
     if read is not None:
         read.clear()
