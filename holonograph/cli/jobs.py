@@ -314,7 +314,7 @@ def run_fresh(
     """`execute`, after refreshing the completeness windows the job reads when they lag
     its range and the command may write (said on stderr): a drift straight after a
     backfill brackets the backfill's loss instead of missing it. Windows found fresh
-    are not read again by the job (`processors.series.freshness.read_once`)."""
+    are not read again by the job (`schemas.readonce.read_once`)."""
     with read_once():
         if stores.may_refresh():
             found = freshen(job, request, stores, clock, limits)
