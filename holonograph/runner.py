@@ -24,12 +24,12 @@ from typing import Any, Protocol, TypeVar
 
 from holonograph.limits import job_limits, over_limit
 from ingest.store.limits import LimitRequest, ReadLimitExceeded
-from processors.completeness.job import refresh_stream_status
 from processors.jobs import NO_STORE, Job, JobRequest, Report
 from processors.names import require_known
 from processors.tenants import resolve_tenant
 from schemas.completeness import WindowsFreshness
 from schemas.events import DEFAULT_TENANT
+from schemas.readonce import forget
 from schemas.store import Store
 from schemas.times import Clock, utc_now
 
@@ -114,8 +114,12 @@ def freshen(
     with stores.reading(request.tenant, wanted) as store, _within(job, store, wanted):
         found = job.freshness(store, request, clock)
     if found is not None and found.stale:
+        # the completeness job's module (its models, its SQL) only when there is a refresh
+        from processors.completeness.job import refresh_stream_status
+
         with stores.writing() as store:
             refresh_stream_status(store, clock())
+        forget()  # a `read_once` block's reads were of the windows before
     return found
 
 

@@ -8,11 +8,11 @@ tenant would silently mix customers, so `resolve_tenant` refuses and lists them.
 from __future__ import annotations
 
 from processors.jobs import JobError
+from schemas.migrations import table_names
 from schemas.store import Store
 from schemas.tables import (
     CHANGE_EVENTS,
     CONFORMANCE_FIXTURES,
-    DATABASE,
     EMISSION_RECEIPTS,
     EVALUATION_EVENTS,
     QUARANTINE,
@@ -45,12 +45,7 @@ class TenantAmbiguous(JobError, ValueError):
 def store_tenants(store: Store) -> list[str]:
     """Every tenant with rows in the store, sorted (of the tables it has: a server not
     migrated as far as this code reads the ones it holds)."""
-    present = {
-        str(name)
-        for (name,) in store.query(
-            "SELECT name FROM system.tables WHERE database = {db:String}", {"db": DATABASE}
-        ).rows
-    }
+    present = table_names(store)
     union = " UNION DISTINCT ".join(
         f"SELECT DISTINCT tenant_id FROM {table.qualified}"
         for table in TENANT_TABLES

@@ -139,12 +139,9 @@ def retention_reach(
     """`tenant`'s retention beside a window from `since` (None: from the beginning) read
     at `now`; None when its rows are kept forever (or the store predates 0018). A
     tenant's reader sees its own setting and the store's default, no other tenant's."""
-    present = store.query(
-        "SELECT count() FROM system.tables WHERE database = {db:String}"
-        " AND has({names:Array(String)}, name)",
-        {"db": DATABASE, "names": [TENANT_RETENTION.name, STORE_RETENTION.name]},
-    ).scalar()
-    if int(present) < 2:
+    from schemas.migrations import table_names  # which imports this module
+
+    if not {TENANT_RETENTION.name, STORE_RETENTION.name} <= table_names(store):
         return None
     seconds, source = read_rules(store).of(tenant)
     if seconds is None or source == "none":

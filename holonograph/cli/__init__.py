@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from holonograph.cli.errors import EXIT_CODES_HELP, EXIT_INTERRUPTED, CommandFailed, translate
+from holonograph.cli.leaving import leave
 from holonograph.cli.options import quiet_libraries
 
 # name -> (module in this package, one line for `holonograph --help`).
@@ -114,4 +115,8 @@ def main() -> None:
     for variable in BLAS_THREAD_VARIABLES:
         os.environ.setdefault(variable, "1")
     os.environ.setdefault(PYDANTIC_PLUGINS_VARIABLE, "__all__")
-    cli(auto_envvar_prefix="HOLONOGRAPH")
+    try:
+        cli(auto_envvar_prefix="HOLONOGRAPH")
+    except SystemExit as done:  # click ends every command so
+        leave(done.code)  # a job command whose stores are closed ends here, at once
+        raise

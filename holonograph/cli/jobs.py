@@ -33,6 +33,7 @@ import click
 from pydantic import ValidationError
 from pydantic_core import PydanticUndefined
 
+from holonograph.cli import leaving
 from holonograph.cli.errors import EXIT_FINDING, EXIT_USAGE, CommandFailed
 from holonograph.cli.options import (
     CLOCK_KEY,
@@ -45,6 +46,7 @@ from holonograph.limits import JobOverLimit
 from holonograph.runner import execute, freshen, scope
 from ingest.store.limits import LimitRequest
 from processors.jobs import Job, JobError, JobRequest, Report
+from schemas.readonce import read_once
 from schemas.store import Store
 from schemas.times import Clock, utc_now
 
@@ -202,7 +204,9 @@ class CommandStores:
     opens itself, the first unscoped reader is scoped to the store's only tenant
     (`storeaccess.connect`), so the runner's tenant lookup and that tenant's reads run
     on one connection. `own_statements`: the job runs only its own code's statements
-    (`storeaccess.connect`): its readers skip the statement gate."""
+    (`storeaccess.connect`): its readers skip the statement gate. Once `close` has
+    closed them all, the process may end without the interpreter's teardown
+    (`holonograph.cli.leaving`)."""
 
     def __init__(
         self, store_url: str | None, data_dir: str | None, *, own_statements: bool = False
@@ -216,6 +220,8 @@ class CommandStores:
         key = (write, tenant, tuple(sorted((limits or {}).items())))
         if key not in self._open:
             first = not self._open
+            if first:
+                leaving.hold()
             store = open_store_or_exit(
                 self._url, self._dir, write=write, tenant=tenant, limits=limits,
                 migrate=first, only_tenant=first and not write and tenant is None,
@@ -247,6 +253,8 @@ class CommandStores:
         opened, self._open = self._open, {}
         for store in {id(store): store for store in opened.values()}.values():
             store.close()
+        if opened:
+            leaving.release()
 
 
 def command_clock() -> Clock:
@@ -275,15 +283,25 @@ def report_of(
     clock = command_clock()
     limits = given_limits()
     try:
-        return [
-            run_fresh(job, scope(job, r, stores, limits), stores, clock, limits) for r in requests
-        ]
+        return [_scoped_run(job, r, stores, clock, limits) for r in requests]
     except JobError as err:
         raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     except JobOverLimit as err:  # the request's to narrow, or the flag's to raise
         raise CommandFailed(str(err), EXIT_USAGE, err.hint) from None
     finally:
         stores.close()
+
+
+def _scoped_run(
+    job: Job[RequestT, ReportT],
+    request: RequestT,
+    stores: CommandStores,
+    clock: Clock,
+    limits: LimitRequest | None,
+) -> ReportT:
+    """`scope`, then `run_fresh`, reading what they share once (the store's tables)."""
+    with read_once():
+        return run_fresh(job, scope(job, request, stores, limits), stores, clock, limits)
 
 
 def run_fresh(
@@ -295,16 +313,18 @@ def run_fresh(
 ) -> ReportT:
     """`execute`, after refreshing the completeness windows the job reads when they lag
     its range and the command may write (said on stderr): a drift straight after a
-    backfill brackets the backfill's loss instead of missing it."""
-    if stores.may_refresh():
-        found = freshen(job, request, stores, clock, limits)
-        if found is not None and found.stale:
-            click.echo(
-                "refreshed the completeness windows first: events of this range arrived"
-                " after their last refresh",
-                err=True,
-            )
-    return execute(job, request, stores, clock, limits)
+    backfill brackets the backfill's loss instead of missing it. Windows found fresh
+    are not read again by the job (`schemas.readonce.read_once`)."""
+    with read_once():
+        if stores.may_refresh():
+            found = freshen(job, request, stores, clock, limits)
+            if found is not None and found.stale:
+                click.echo(
+                    "refreshed the completeness windows first: events of this range arrived"
+                    " after their last refresh",
+                    err=True,
+                )
+        return execute(job, request, stores, clock, limits)
 
 
 def run_command(

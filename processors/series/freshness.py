@@ -23,6 +23,7 @@ import os
 from processors.series.cells import SeriesQuery
 from processors.series.refreshes import last_refresh_began
 from schemas.completeness import WindowsFreshness
+from schemas.readonce import remembered
 from schemas.store import Store
 from schemas.tables import EVALUATION_EVENTS
 from schemas.times import from_store_time, to_store_time
@@ -93,7 +94,16 @@ def read_freshness(
 ) -> WindowsFreshness:
     """The windows' freshness for the events `query` reads (`tolerance`: how old an
     event arriving after the last refresh may be and still be live traffic; default
-    `live_tolerance()`)."""
+    `live_tolerance()`); read once per store and query in a
+    `schemas.readonce.read_once` block."""
+    return remembered(
+        store, ("freshness", query, tolerance), lambda: _read_freshness(store, query, tolerance)
+    )
+
+
+def _read_freshness(
+    store: Store, query: SeriesQuery, tolerance: dt.timedelta | None
+) -> WindowsFreshness:
     began = last_refresh_began(store)
     arrived = newest_arrival(store, query)
     if began is None or arrived is None or arrived <= began:

@@ -17,6 +17,7 @@ from holonograph.cli import cli
 from ingest.store.clickhouse import open_store
 from processors.completeness.job import recompute_completeness
 from processors.drift import job as drift_job
+from processors.series import freshness as freshness_module
 from processors.series.refreshes import last_refresh_began
 from processors.variance import evaluate as evaluate_job
 from schemas.migrations import apply_migrations
@@ -149,3 +150,28 @@ def test_a_variance_verdict_after_a_backfill_is_weighed_fresh_or_says_stale(
     fresh = run(backfilled, "variance", "evaluate", "--target-event-id", target, "--json")
     checks = json.loads(fresh.stdout)["checks"]
     assert checks["freshness"]["stale"] is False and checks["lossWindows"] > 0
+
+
+def test_fresh_windows_are_read_once_by_the_command_and_the_job(
+    backfilled: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner's check before drift and drift's own read of the same range: one read
+    of the windows' last refresh when they are fresh (nothing written between); the
+    report says what a read of its own would."""
+    assert run(backfilled, "completeness", "--refresh").exit_code in (0, 1)
+    reads: list[object] = []
+    real = freshness_module.last_refresh_began
+
+    def counted(store: Store) -> dt.datetime | None:
+        reads.append(store)
+        return real(store)
+
+    monkeypatch.setattr(freshness_module, "last_refresh_began", counted)
+    done = run(backfilled, "drift", "--surface", "lossy-surface", *WINDOW, "--no-save", "--json")
+    assert done.exit_code in (0, 1), done.output
+    assert "refreshed the completeness windows first" not in done.stderr
+    assert len(reads) == 1
+    report = json.loads(done.stdout)
+    own = _read_only_drift(backfilled)  # the job alone, reading its own
+    assert len(reads) == 2
+    assert report["freshness"] == own["freshness"] and report["freshness"]["stale"] is False

@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 
 from ingest.store.clickhouse import ClickHouseStore
+from processors.compare import sql
 from processors.compare.job import (
     CompareRequest,
     compare,
@@ -24,6 +25,8 @@ from processors.compare.job import (
 from schemas.compare import CompareReport, Missing, PairedComparison
 from schemas.contracts import parse_contract
 from schemas.registry import register
+from schemas.store import QueryResult
+from schemas.tables import EVALUATION_EVENTS
 from testkit import multiplex
 from testkit.multiplex import BETTER, GAPPY, PRIMARY, Call, MultiplexSpec
 
@@ -322,3 +325,42 @@ def test_score_intervals_hold_for_large_scores(store: ClickHouseStore) -> None:
     assert helpfulness.mean.estimate == pytest.approx(scores.mean(), rel=1e-12)
     width = helpfulness.mean.ci_high - helpfulness.mean.ci_low
     assert width == pytest.approx(2 * half, rel=1e-6)
+
+
+class _Plain:
+    """The store, its events stored without a correlation id: no multiplex calls."""
+
+    def __init__(self, store: ClickHouseStore) -> None:
+        self.store = store
+
+    def insert(self, table: str, rows: list[list[object]], columns: list[str]) -> None:
+        if table == EVALUATION_EVENTS.qualified:
+            at = list(columns).index("correlation_id")
+            rows = [[*row[:at], "", *row[at + 1 :]] for row in rows]
+        self.store.insert(table, rows, columns)
+
+
+class _Recording:
+    def __init__(self, store: ClickHouseStore) -> None:
+        self.store, self.sent = store, []  # type: ignore[var-annotated]
+
+    def query(self, sql_text: str, parameters: dict[str, object] | None = None) -> QueryResult:
+        self.sent.append(sql_text)
+        return self.store.query(sql_text, parameters)
+
+
+def test_without_multiplex_calls_the_pairs_are_empty_and_not_read(store: ClickHouseStore) -> None:
+    """The usual primary and the pairs come from the window's multiplex calls: with none,
+    their queries (which would answer nothing, checked here) are not sent."""
+    multiplex.seed(_Plain(store), SPEC, 7)  # type: ignore[arg-type]
+    request = CompareRequest(surface_id=SPEC.surface_id, since=SINCE, until=UNTIL)
+    recording = _Recording(store)
+    report = compare(recording, request)  # type: ignore[arg-type]
+    assert {g.group for g in report.groups} >= {PRIMARY, BETTER}  # the events are there
+    assert report.paired == [] and report.usual_primary is None
+    assert "no multiplex calls in the window: no paired comparison" in report.notes
+    group, params = request.group_column, request.params()
+    for text in (sql.paired_sql(group), sql.usual_primary_sql(group)):
+        assert text not in recording.sent
+        assert store.query(text, params).rows == []  # what it would have read
+    assert sql.multiplex_totals_sql(group) in recording.sent
