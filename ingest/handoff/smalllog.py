@@ -71,7 +71,9 @@ log = logging.getLogger(__name__)
 MIB = 1 << 20
 _POSITION_FILE = "position"  # `ingest.handoff.segments`' record of the drained position
 # What a frame carries, in this order (a new field is a new version).
-_VERSION = 3  # 2: with the events' placements (migration 0016); 3: with shared rows
+_VERSION = (
+    3  # 2: with the events' placements (migration 0016); 3: shared rows, placements as a dict
+)
 _TABLES = ("events", "dimensions", "receipts", "quarantine", "overrides")
 
 
@@ -95,12 +97,11 @@ def encode_frame(
     rows; format 4 is read by every Python 3 since 3.4), by pickle when a row holds
     another type (a datetime). Safe to read back because the log is owner-only and
     written by this process alone, as the store's own files are."""
-    placements = [[*key, *place] for key, place in rows.placements.items()]
     tables = [getattr(rows, name) for name in _TABLES]
     shared = [
         (part.events, part.event_tail, part.dimensions, part.dimension_tail) for part in rows.shared
     ]
-    frame = (_VERSION, tables, event_claims, stream_claims, placements, shared)
+    frame = (_VERSION, tables, event_claims, stream_claims, rows.placements, shared)
     try:
         return b"M" + marshal.dumps(frame, 4)
     except ValueError:  # an object marshal does not know
@@ -120,8 +121,11 @@ def decode_frame(payload: bytes) -> tuple[TableRows, list[list[Any]], list[list[
         raise ValueError(f"log frame version {version} (this build reads 2-{_VERSION})")
     _, tables, event_claims, stream_claims, placements, *shared = frame
     rows = TableRows(**dict(zip(_TABLES, tables, strict=True)))
-    rows.placements = {(t, e): (surface, hour) for t, e, surface, hour in placements}
-    rows.shared = [SharedRows(*part) for part in (shared[0] if shared else ())]
+    if version == 2:  # placements as [tenant, event id, surface, hour] rows
+        rows.placements = {(t, e): (surface, hour) for t, e, surface, hour in placements}
+    else:  # the dict itself, (tenant, event id) -> (surface, hour)
+        rows.placements = placements
+        rows.shared = [SharedRows(*part) for part in shared[0]]
     return rows, event_claims, stream_claims
 
 

@@ -554,7 +554,8 @@ def test_a_frame_of_the_previous_build_is_read_and_shared_rows_round_trip() -> N
     assert rows.placements == {("default", "e1"): ("x", 3600)} and rows.shared == []
     assert (event_claims, stream_claims) == ([], [["default", "s"]])
     part = SharedRows([["default", "e2"]], [5, 6, "", []], [["default", "e2", "d"]], [5, 6])
-    logged = TableRows(receipts=[["default", "s", 1]], shared=[part])
+    placements = {("default", "e2"): ("x", 7200)}
+    logged = TableRows(receipts=[["default", "s", 1]], placements=placements, shared=[part])
     decoded, _, _ = decode_frame(encode_frame(logged, [], []))
     assert decoded == logged
     assert decoded.expanded().events == [["default", "e2", 5, 6, "", []]]
