@@ -71,9 +71,8 @@ log = logging.getLogger(__name__)
 MIB = 1 << 20
 _POSITION_FILE = "position"  # `ingest.handoff.segments`' record of the drained position
 # What a frame carries, in this order (a new field is a new version).
-_VERSION = (
-    3  # 2: with the events' placements (migration 0016); 3: shared rows, placements as a dict
-)
+# 2: with the events' placements (migration 0016); 3: shared rows, placements as a dict.
+_VERSION = 3
 _TABLES = ("events", "dimensions", "receipts", "quarantine", "overrides")
 
 
