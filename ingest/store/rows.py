@@ -227,19 +227,28 @@ class TableRows:
         self.placements.update(other.placements)
 
     def table_columns(self, table: str) -> list[Sequence[Any]]:
-        """The rows of `table` ("events" or "dimensions") column by column, the shared
-        rows' tails as constant columns."""
+        """The rows of `table` ("events" or "dimensions") column by column: the shared
+        rows pivoted in one pass, their tails as constant columns."""
         rows: list[list[Any]] = getattr(self, table)
-        parts: list[list[Sequence[Any]]] = [list(zip(*rows, strict=True))] if rows else []
-        for part in self.shared:
-            part_rows = part.events if table == "events" else part.dimensions
-            if part_rows:
-                tail = part.event_tail if table == "events" else part.dimension_tail
-                count = len(part_rows)
-                parts.append([*zip(*part_rows, strict=True), *([v] * count for v in tail)])
-        if len(parts) == 1:
-            return parts[0]
-        return [list(chain.from_iterable(columns)) for columns in zip(*parts, strict=True)]
+        if not self.shared:
+            return list(zip(*rows, strict=True))
+        if rows:  # rows built whole before the shared ones (a drain of both kinds)
+            return list(zip(*getattr(self.expanded(), table), strict=True))
+        parts = [
+            (p.events, p.event_tail) if table == "events" else (p.dimensions, p.dimension_tail)
+            for p in self.shared
+        ]
+        columns: list[Sequence[Any]] = list(
+            zip(*chain.from_iterable(part for part, _ in parts), strict=True)
+        )
+        if not columns:
+            return []
+        width = len(parts[0][1])
+        tails = [
+            list(chain.from_iterable([tail[n]] * len(part) for part, tail in parts))
+            for n in range(width)
+        ]
+        return [*columns, *tails]
 
 
 # Where the row builders put what a row's own placement is read from.

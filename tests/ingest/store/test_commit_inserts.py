@@ -157,6 +157,9 @@ def test_shared_rows_are_the_rows_add_to_builds_in_the_same_order() -> None:
     for n, batch in enumerate(fast, 1):
         batch.add_to(whole, f"r{n}", AT, n)
         batch.add_shared(shared, f"r{n}", AT, n)
+    for table in ("events", "dimensions"):  # rows built whole, then shared ones
+        expected = [list(c) for c in zip(*getattr(shared.expanded(), table), strict=True)]
+        assert [list(c) for c in shared.table_columns(table)] == expected
     whole.add(models[-1], "m1", AT, 99)
     later.add(models[-1], "m1", AT, 99)
     shared.extend(later)
