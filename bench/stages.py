@@ -146,12 +146,20 @@ def _log_stages(
 ) -> int:  # fmt: skip
     """The log's commit path on `bodies`; returns the spans."""
     from ingest.export.decode import parse_protobuf
+    from ingest.export.fast import FastBatch
     from ingest.handoff.claims import ClaimIndex, claim_rows, decide
     from ingest.handoff.segments import SegmentLog
     from ingest.handoff.smalllog import Drained, Frame, SmallLog, encode_frame
     from ingest.store.owners import Submission, Writer
     from ingest.store.rows import TableRows
     from schemas.times import utc_now
+
+    def add_logged(d: Any, rows: TableRows, receipt: str, at: Any) -> None:
+        # as the receiver's log adds a commit of hot-path batches (`add_shared`)
+        if isinstance(d, FastBatch):
+            d.add_shared(rows, receipt, at)
+        else:
+            add(d, rows, receipt, at)
 
     small = SmallLog(tmp / "log", store)
     index: ClaimIndex = small.index
@@ -177,7 +185,7 @@ def _log_stages(
             _timed(
                 "build_rows",
                 timings,
-                lambda d=batch, k=start + n, t=rows, a=at: add(d, t, f"r{k}", a),
+                lambda d=batch, k=start + n, t=rows, a=at: add_logged(d, t, f"r{k}", a),
             )
 
         def logged(t: TableRows = rows, o: Any = decided) -> Any:

@@ -53,7 +53,7 @@ from ingest.export.validate import (
     _rfc3339,
     derive_event_id,
 )
-from ingest.store.rows import TableRows, ingest_version, ticks_ms
+from ingest.store.rows import SharedRows, TableRows, ingest_version, ticks_ms
 from schemas.events import (
     DIMENSION_EVENT,
     EVALUATION_SPAN,
@@ -255,6 +255,22 @@ class FastBatch:
         rows.events.extend([*row, *tail] for row in self.events)
         stamps = [received, version]
         rows.dimensions.extend([*row, *stamps] for row in self.dimensions)
+        for row in self.receipts:
+            receipt = row.copy()
+            receipt[RECEIPT_ID_AT] = receipt_id
+            receipt[RECEIVED_AT] = received
+            rows.receipts.append(receipt)
+
+    def add_shared(
+        self, rows: TableRows, receipt_id: str, received_at: dt.datetime, order: int = 0
+    ) -> None:
+        """`add_to`, the event and dimension rows handed over as they are, with the
+        commit's columns as their shared tails (`ingest.store.rows.SharedRows`): what a
+        commit writes column by column, or logs, needs no row copied."""
+        received = ticks_ms(received_at)
+        version = ingest_version(received_at, order)
+        tail = [received, version, "", list(self.contract_findings)]
+        rows.shared.append(SharedRows(self.events, tail, self.dimensions, [received, version]))
         for row in self.receipts:
             receipt = row.copy()
             receipt[RECEIPT_ID_AT] = receipt_id

@@ -321,9 +321,16 @@ class EmbeddedHandoff:
         ]
 
         def add_rows(checked: Sequence[AnyBatch], rows: TableRows) -> None:
+            # A commit of hot-path batches hands their rows over as they are (`add_shared`);
+            # with one batch of models, every batch's rows are built whole (one order).
+            shared = all(isinstance(batch, FastBatch) for batch in checked)
             for pending, batch in zip(taken, checked, strict=True):
                 pending.batch = batch
-                pending.add_to(rows, received_at)
+                if shared:
+                    assert isinstance(batch, FastBatch)
+                    batch.add_shared(rows, pending.receipt_id, received_at, pending.order)
+                else:
+                    pending.add_to(rows, received_at)
 
         try:
             await small.commit(submissions, add_rows)

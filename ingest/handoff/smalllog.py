@@ -48,6 +48,7 @@ from ingest.store.owners import Batch, Submission
 from ingest.store.rows import (
     DIMENSION_PLACE,
     EVENT_PLACE,
+    SharedRows,
     TableRows,
     placed,
     ticks_ms,
@@ -70,7 +71,8 @@ log = logging.getLogger(__name__)
 MIB = 1 << 20
 _POSITION_FILE = "position"  # `ingest.handoff.segments`' record of the drained position
 # What a frame carries, in this order (a new field is a new version).
-_VERSION = 2  # 2: with the events' placements (migration 0016)
+# 2: with the events' placements (migration 0016); 3: shared rows, placements as a dict.
+_VERSION = 3
 _TABLES = ("events", "dimensions", "receipts", "quarantine", "overrides")
 
 
@@ -94,9 +96,11 @@ def encode_frame(
     rows; format 4 is read by every Python 3 since 3.4), by pickle when a row holds
     another type (a datetime). Safe to read back because the log is owner-only and
     written by this process alone, as the store's own files are."""
-    placements = [[*key, *place] for key, place in rows.placements.items()]
     tables = [getattr(rows, name) for name in _TABLES]
-    frame = (_VERSION, tables, event_claims, stream_claims, placements)
+    shared = [
+        (part.events, part.event_tail, part.dimensions, part.dimension_tail) for part in rows.shared
+    ]
+    frame = (_VERSION, tables, event_claims, stream_claims, rows.placements, shared)
     try:
         return b"M" + marshal.dumps(frame, 4)
     except ValueError:  # an object marshal does not know
@@ -111,11 +115,16 @@ def decode_frame(payload: bytes) -> tuple[TableRows, list[list[Any]], list[list[
         frame = pickle.loads(body)  # our own frames: see encode_frame
     else:
         raise ValueError(f"log frame of unknown encoding {kind!r}")
-    version, tables, event_claims, stream_claims, placements = frame
-    if version != _VERSION:
-        raise ValueError(f"log frame version {version} (this build reads {_VERSION})")
+    version = frame[0]
+    if version not in (2, _VERSION):  # 2: a log of the previous build, replayed
+        raise ValueError(f"log frame version {version} (this build reads 2-{_VERSION})")
+    _, tables, event_claims, stream_claims, placements, *shared = frame
     rows = TableRows(**dict(zip(_TABLES, tables, strict=True)))
-    rows.placements = {(t, e): (surface, hour) for t, e, surface, hour in placements}
+    if version == 2:  # placements as [tenant, event id, surface, hour] rows
+        rows.placements = {(t, e): (surface, hour) for t, e, surface, hour in placements}
+    else:  # the dict itself, (tenant, event id) -> (surface, hour)
+        rows.placements = placements
+        rows.shared = [SharedRows(*part) for part in shared[0]]
     return rows, event_claims, stream_claims
 
 
@@ -383,9 +392,7 @@ class SmallLog:
         event_claims: list[list[Any]] = []
         stream_claims: list[list[Any]] = []
         for frame in frames:
-            for name in _TABLES:
-                getattr(rows, name).extend(getattr(frame.rows, name))
-            rows.placements.update(frame.rows.placements)
+            rows.extend(frame.rows)
             event_claims.extend(frame.event_claims)
             stream_claims.extend(frame.stream_claims)
         outcome = Drained(rows.row_count)
@@ -475,6 +482,7 @@ def _completed(search: Coroutine[Any, Any, Isolation[list[Any]]]) -> Isolation[l
 def _row_plan(rows: TableRows) -> list[tuple[str, Any, list[list[Any]]]]:
     """The tables `write_rows` writes, in its order (receipts last), event and
     dimension rows under their placements as `write_rows` writes them."""
+    rows = rows.expanded()
     return [
         ("events", EVALUATION_EVENTS, placed(rows.events, EVENT_PLACE, rows.placements)),
         (

@@ -12,6 +12,7 @@ import datetime as dt
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 from schemas.events import EmissionRecord, EvaluationEvent, QuarantineRecord, ValidatedBatch
@@ -137,8 +138,23 @@ def quarantine_row(tenant_id: str, record: QuarantineRecord, received_at: int) -
 
 
 @dataclass
+class SharedRows:
+    """One hot-path request's event and dimension rows as its batch built them, and the
+    commit's columns every one of them ends with (`ingest.export.fast.FastBatch`): row
+    `i` of the table is `events[i] + event_tail`. Written column by column, the tails
+    are constant columns, so no row is copied to append them."""
+
+    events: list[list[Any]]
+    event_tail: list[Any]
+    dimensions: list[list[Any]]
+    dimension_tail: list[Any]
+
+
+@dataclass
 class TableRows:
-    """Rows for every table from one or more batches, written receipts last."""
+    """Rows for every table from one or more batches, written receipts last. Event and
+    dimension rows are `events` and `dimensions`, then those of `shared`, in this order
+    (`expanded` gives them as rows)."""
 
     events: list[list[Any]] = field(default_factory=list)
     dimensions: list[list[Any]] = field(default_factory=list)
@@ -149,6 +165,7 @@ class TableRows:
     # the ownership check's (`ingest.store.owners.Checked.placements`); an id not in it
     # is placed by its own row's surface and hour, as on its first receipt.
     placements: Placements = field(default_factory=dict)
+    shared: list[SharedRows] = field(default_factory=list)
 
     def add(
         self, batch: ValidatedBatch, receipt_id: str, received_at: dt.datetime, order: int = 0
@@ -179,7 +196,59 @@ class TableRows:
         return (
             len(self.events) + len(self.dimensions) + len(self.receipts) + len(self.quarantine)
             + len(self.overrides)
+            + sum(len(part.events) + len(part.dimensions) for part in self.shared)
         )  # fmt: skip
+
+    def expanded(self) -> TableRows:
+        """These rows with every shared row as a row of `events` and `dimensions` (in
+        the same order); `self` when nothing is shared."""
+        if not self.shared:
+            return self
+        events, dimensions = list(self.events), list(self.dimensions)
+        for part in self.shared:
+            events += [row + part.event_tail for row in part.events]
+            dimensions += [row + part.dimension_tail for row in part.dimensions]
+        return TableRows(
+            events, dimensions, self.receipts, self.quarantine, self.overrides, self.placements
+        )
+
+    def extend(self, other: TableRows) -> None:
+        """Append `other`'s rows (and placements) to these, in order."""
+        if self.shared and (other.events or other.dimensions):
+            # rows after shared ones: expand these first, so the order stays
+            whole = self.expanded()
+            self.events, self.dimensions, self.shared = whole.events, whole.dimensions, []
+        self.events.extend(other.events)
+        self.dimensions.extend(other.dimensions)
+        self.shared.extend(other.shared)
+        self.receipts.extend(other.receipts)
+        self.quarantine.extend(other.quarantine)
+        self.overrides.extend(other.overrides)
+        self.placements.update(other.placements)
+
+    def table_columns(self, table: str) -> list[Sequence[Any]]:
+        """The rows of `table` ("events" or "dimensions") column by column: the shared
+        rows pivoted in one pass, their tails as constant columns."""
+        rows: list[list[Any]] = getattr(self, table)
+        if not self.shared:
+            return list(zip(*rows, strict=True))
+        if rows:  # rows built whole before the shared ones (a drain of both kinds)
+            return list(zip(*getattr(self.expanded(), table), strict=True))
+        parts = [
+            (p.events, p.event_tail) if table == "events" else (p.dimensions, p.dimension_tail)
+            for p in self.shared
+        ]
+        columns: list[Sequence[Any]] = list(
+            zip(*chain.from_iterable(part for part, _ in parts), strict=True)
+        )
+        if not columns:
+            return []
+        width = len(parts[0][1])
+        tails = [
+            list(chain.from_iterable([tail[n]] * len(part) for part, tail in parts))
+            for n in range(width)
+        ]
+        return [*columns, *tails]
 
 
 # Where the row builders put what a row's own placement is read from.
@@ -211,7 +280,13 @@ def placed_columns(
 ) -> list[Sequence[Any]]:
     """`placed(rows, ...)` column by column: the rows' columns and the two of their
     placement, with no row copied."""
-    columns: list[Sequence[Any]] = list(zip(*rows, strict=True))
+    return placed_by_columns(list(zip(*rows, strict=True)), at, placements)
+
+
+def placed_by_columns(
+    columns: list[Sequence[Any]], at: tuple[int, int], placements: Placements
+) -> list[Sequence[Any]]:
+    """`placed_columns` of rows given column by column."""
     surface, timestamp = at
     if not placements:
         return [*columns, columns[surface], [placed_hour(t) for t in columns[timestamp]]]
@@ -238,18 +313,20 @@ def write_rows(store: Store, rows: TableRows) -> None:
     column by column (`ClickHouseStore.insert_columns`); another, as rows."""
     from ingest.store.clickhouse import ClickHouseStore
 
+    if not isinstance(store, ClickHouseStore):
+        rows = rows.expanded()
     placed_tables = (
-        (EVALUATION_EVENTS, rows.events, EVENT_PLACE),
-        (EVALUATION_DIMENSIONS, rows.dimensions, DIMENSION_PLACE),
+        (EVALUATION_EVENTS, "events", EVENT_PLACE),
+        (EVALUATION_DIMENSIONS, "dimensions", DIMENSION_PLACE),
     )
-    for table, table_rows, at in placed_tables:
-        if not table_rows:
-            continue
+    for table, name, at in placed_tables:
         if isinstance(store, ClickHouseStore):
-            columns = placed_columns(table_rows, at, rows.placements)
-            store.insert_columns(table.qualified, columns, table.columns, INSERT_SETTINGS)
-        else:
-            placed_rows = placed(table_rows, at, rows.placements)
+            columns = rows.table_columns(name)
+            if columns and columns[0]:
+                placed_cols = placed_by_columns(columns, at, rows.placements)
+                store.insert_columns(table.qualified, placed_cols, table.columns, INSERT_SETTINGS)
+        elif getattr(rows, name):
+            placed_rows = placed(getattr(rows, name), at, rows.placements)
             store.insert(table.qualified, placed_rows, table.columns, INSERT_SETTINGS)
     plan: Iterable[tuple[Table, list[list[Any]]]] = (
         (QUARANTINE, rows.quarantine),

@@ -62,8 +62,14 @@ def assert_same(
     assert reference.quarantined == (), "the hot path took a request the reference rejects"
     assert reference.collapsed_spans == 0
     expected, got = reference_rows(reference), fast_rows(fast)
+    shared = TableRows()
+    fast.add_shared(shared, "r" * 32, AT, 2)  # as the log's commit adds it
     for table in ("events", "dimensions", "receipts", "quarantine"):
         assert getattr(got, table) == getattr(expected, table), table
+        assert getattr(shared.expanded(), table) == getattr(expected, table), table
+        if table in ("events", "dimensions") and getattr(expected, table):
+            columns = [list(c) for c in zip(*getattr(expected, table), strict=True)]
+            assert [list(c) for c in shared.table_columns(table)] == columns, table
     assert _outcome(fast) == _outcome(reference)
     assert fast.rows == len(reference.events) + len(reference.emissions)
     assert fast.materialize() == reference

@@ -539,6 +539,28 @@ def test_frames_round_trip_by_marshal_or_pickle() -> None:
         decode_frame(b"X")
 
 
+def test_a_frame_of_the_previous_build_is_read_and_shared_rows_round_trip() -> None:
+    """A log written before shared rows (frame version 2) replays; shared rows
+    (`FastBatch.add_shared`) come back as logged."""
+    import marshal
+
+    from ingest.handoff.smalllog import decode_frame, encode_frame
+    from ingest.store.rows import SharedRows, TableRows
+
+    tables = [[["default", "e1", 1]], [], [["default", "s", 0]], [], []]
+    old = b"M" + marshal.dumps((2, tables, [], [["default", "s"]], [["default", "e1", "x", 3600]]))
+    rows, event_claims, stream_claims = decode_frame(old)
+    assert rows.events == [["default", "e1", 1]] and rows.receipts == [["default", "s", 0]]
+    assert rows.placements == {("default", "e1"): ("x", 3600)} and rows.shared == []
+    assert (event_claims, stream_claims) == ([], [["default", "s"]])
+    part = SharedRows([["default", "e2"]], [5, 6, "", []], [["default", "e2", "d"]], [5, 6])
+    placements = {("default", "e2"): ("x", 7200)}
+    logged = TableRows(receipts=[["default", "s", 1]], placements=placements, shared=[part])
+    decoded, _, _ = decode_frame(encode_frame(logged, [], []))
+    assert decoded == logged
+    assert decoded.expanded().events == [["default", "e2", 5, 6, "", []]]
+
+
 async def test_a_resent_event_keeps_its_first_placement_whoever_decides_it(
     store: ClickHouseStore, tmp_path: Path
 ) -> None:

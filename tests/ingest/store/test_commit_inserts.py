@@ -140,3 +140,38 @@ def test_placed_columns_are_the_placed_rows_column_by_column() -> None:
             got = [list(column) for column in placed_columns(table_rows, at, given)]
             assert got == expected
     assert placed_columns(rows.events, EVENT_PLACE, placements)[-2][0] == "elsewhere"
+
+
+def test_shared_rows_are_the_rows_add_to_builds_in_the_same_order() -> None:
+    """A commit's hot-path rows handed over as they are (`FastBatch.add_shared`) are, as
+    rows and column by column, the rows `add_to` builds, after the rows built whole
+    before them; rows appended after shared ones keep their place too."""
+    parsed = [parse_protobuf(r.SerializeToString()) for r in _corpus()]
+    batches = [fast_batch(p) or validate_request(p) for p in parsed]
+    fast = [b for b in batches if isinstance(b, FastBatch)]
+    models = [b for b in batches if not isinstance(b, FastBatch) and b.events]
+    assert len(fast) >= 2 and models
+    whole, shared, later = TableRows(), TableRows(), TableRows()
+    whole.add(models[0], "m0", AT, 0)
+    shared.add(models[0], "m0", AT, 0)
+    for n, batch in enumerate(fast, 1):
+        batch.add_to(whole, f"r{n}", AT, n)
+        batch.add_shared(shared, f"r{n}", AT, n)
+    for table in ("events", "dimensions"):  # rows built whole, then shared ones
+        expected = [list(c) for c in zip(*getattr(shared.expanded(), table), strict=True)]
+        assert [list(c) for c in shared.table_columns(table)] == expected
+    whole.add(models[-1], "m1", AT, 99)
+    later.add(models[-1], "m1", AT, 99)
+    shared.extend(later)
+    expanded = shared.expanded()
+    for table in ("events", "dimensions", "receipts", "quarantine"):
+        assert getattr(expanded, table) == getattr(whole, table), table
+    assert shared.row_count == whole.row_count
+    assert not shared.shared and expanded is shared  # expanded once rows followed
+    again = TableRows()
+    for n, batch in enumerate(fast, 1):
+        batch.add_shared(again, f"r{n}", AT, n)
+    for table in ("events", "dimensions"):
+        rows = getattr(again.expanded(), table)
+        expected = [list(column) for column in zip(*rows, strict=True)]
+        assert [list(column) for column in again.table_columns(table)] == expected
