@@ -8,7 +8,7 @@ tenant would silently mix customers, so `resolve_tenant` refuses and lists them.
 from __future__ import annotations
 
 from processors.jobs import JobError
-from schemas.migrations import table_names
+from schemas.readonce import table_names
 from schemas.store import Store
 from schemas.tables import (
     CHANGE_EVENTS,

@@ -33,7 +33,7 @@ from schemas.cluster import (
 )
 from schemas.cluster import LOCAL_SUFFIX as LOCAL
 from schemas.cluster_relayout import CLUSTER_REPLICAS, Node, Shards, node_urls, relayout_shards
-from schemas.readonce import remembered
+from schemas.readonce import table_names
 from schemas.retention import apply_retention_ttl
 from schemas.store import Store
 from schemas.tables import DATABASE, Table
@@ -96,20 +96,6 @@ def table_exists(store: Store, table: Table) -> bool:
     """Has `table` been created? A reader of a server not migrated this far yet (its
     read-only user cannot run DDL) says what it could not read instead of failing."""
     return table.name in table_names(store)
-
-
-def table_names(store: Store) -> frozenset[str]:
-    """The names of the store's tables (and views), read once per connection in a job
-    command (`schemas.readonce.read_once`: a job creates and drops none; the command
-    migrated the store before it read)."""
-
-    def read() -> frozenset[str]:
-        rows = store.query(
-            "SELECT name FROM system.tables WHERE database = {db:String}", {"db": DATABASE}
-        ).rows
-        return frozenset(str(name) for (name,) in rows)
-
-    return remembered(store, "tables", read)
 
 
 def _columns(store: Store, database: str, table: str) -> list[str]:

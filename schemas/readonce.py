@@ -2,7 +2,7 @@
 same connection, with nothing written between, would answer alike: the windows'
 freshness (the runner's check before a job, `holonograph.runner.freshen`, and the
 job's own read of the same range, `processors.series.freshness.read_freshness`) and
-the store's tables (`schemas.migrations.table_names`: no job creates or drops one).
+the store's tables (`table_names`: no job creates or drops one).
 Light on purpose: the runner and every job command import it."""
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TypeVar
+
+from schemas.store import Store
+from schemas.tables import DATABASE
 
 T = TypeVar("T")
 
@@ -52,3 +55,17 @@ def remembered(store: object, key: Hashable, read: Callable[[], T]) -> T:
     value = read()
     found[slot] = (store, value)
     return value
+
+
+def table_names(store: Store) -> frozenset[str]:
+    """The names of the store's tables (and views), read once per connection in a job
+    command (`read_once`: a job creates and drops none; the command
+    migrated the store before it read)."""
+
+    def read() -> frozenset[str]:
+        rows = store.query(
+            "SELECT name FROM system.tables WHERE database = {db:String}", {"db": DATABASE}
+        ).rows
+        return frozenset(str(name) for (name,) in rows)
+
+    return remembered(store, "tables", read)

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from schemas.cluster import cluster_of
+from schemas.readonce import table_names
 from schemas.store import Store
 from schemas.tables import (
     DATABASE,
@@ -139,8 +140,6 @@ def retention_reach(
     """`tenant`'s retention beside a window from `since` (None: from the beginning) read
     at `now`; None when its rows are kept forever (or the store predates 0018). A
     tenant's reader sees its own setting and the store's default, no other tenant's."""
-    from schemas.migrations import table_names  # which imports this module
-
     if not {TENANT_RETENTION.name, STORE_RETENTION.name} <= table_names(store):
         return None
     seconds, source = read_rules(store).of(tenant)

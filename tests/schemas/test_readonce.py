@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from schemas.migrations import table_exists, table_names
-from schemas.readonce import forget, read_once, remembered
+from schemas.migrations import table_exists
+from schemas.readonce import forget, read_once, remembered, table_names
 from schemas.store import QueryResult, Store
 from schemas.tables import EVALUATION_EVENTS, QUARANTINE, Table
 
