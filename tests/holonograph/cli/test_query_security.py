@@ -6,6 +6,7 @@ of a start-up against a store URL with a password shows the password."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -241,12 +242,15 @@ def test_data_directory_tree_is_owner_only_after_serve_wrote_data(tmp_path: Path
 
 
 def _modes(root: Path) -> dict[Path, int]:
+    """Every path's mode; the running engine's temporary parts (an insert or a merge in
+    progress) may vanish during the walk, and a path gone holds nothing."""
     out = {root: stat.S_IMODE(root.stat().st_mode)}
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
             path = Path(dirpath) / name
-            if not path.is_symlink():
-                out[path] = stat.S_IMODE(path.stat().st_mode)
+            with contextlib.suppress(FileNotFoundError):
+                if not path.is_symlink():
+                    out[path] = stat.S_IMODE(path.stat().st_mode)
     return out
 
 
