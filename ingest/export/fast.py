@@ -176,7 +176,13 @@ class FastBatch:
 
     `events`: event rows up to `extras` (the last columns, ingestion and contract,
     are added per commit); `dimensions`: dimension rows up to `emission_stream`;
-    `receipts`: whole receipt rows with the receipt id and time left to fill."""
+    `receipts`: whole receipt rows with the receipt id and time left to fill.
+
+    Without `layers` (`fast_batch(layers=False)`, what a version 7 record needs), the
+    dimension rows are not laid out: `dimension_values` holds each dimension's own
+    values (`dimension_id`, `passed`, `score`, `expected`, `actual`, `judge`), the
+    events' in order, and `dimensions` stays empty until `layer` lays them out from
+    the event rows (the same rows; `add_to` and `add_shared` do it)."""
 
     __slots__ = (
         "_materialized",
@@ -184,11 +190,13 @@ class FastBatch:
         "agents",
         "collapsed_spans",
         "contract_findings",
+        "dimension_values",
         "dimensions",
         "event_ids",
         "event_json",
         "events",
         "ignored_spans",
+        "layers",
         "quarantined",
         "receipt_json",
         "receipts",
@@ -203,6 +211,7 @@ class FastBatch:
         findings: tuple[str, ...],
         with_json: bool = False,
         agents: frozenset[str] | None = None,
+        layers: bool = True,
     ) -> None:
         self.tenant_id = tenant_id
         # What the request's token may write (None: any agent), as `ValidatedBatch.agents`.
@@ -216,6 +225,8 @@ class FastBatch:
         self.receipt_json: list[bytes] = []
         self.events: list[list[Any]] = []
         self.dimensions: list[list[Any]] = []
+        self.layers = layers
+        self.dimension_values: list[list[Any]] = []
         self.receipts: list[list[Any]] = []
         self.event_ids: set[str] = set()
         self.sentinels = 0
@@ -245,10 +256,26 @@ class FastBatch:
             return {}
         return {finding: len(self.events) for finding in self.contract_findings}
 
+    def layer(self) -> None:
+        """Lay the dimension rows out (`dimensions`) when the batch was decoded without
+        `layers`: each dimension's values after its event's tenant and id, then the
+        event's layer columns, as `_dimensions` lays them out."""
+        if self.layers:
+            return
+        values = iter(self.dimension_values)
+        out = self.dimensions
+        for event in self.events:
+            head = event[:2]
+            tail = [*event[2:13], event[23]]
+            out.extend([*head, *next(values), *tail] for _ in event[22])
+        self.layers = True
+        self.dimension_values = []
+
     def add_to(
         self, rows: TableRows, receipt_id: str, received_at: dt.datetime, order: int = 0
     ) -> None:
         """Complete the rows with the commit's columns (`TableRows.add`'s for a batch)."""
+        self.layer()
         received = ticks_ms(received_at)
         version = ingest_version(received_at, order)
         tail = [received, version, "", list(self.contract_findings)]
@@ -267,6 +294,7 @@ class FastBatch:
         """`add_to`, the event and dimension rows handed over as they are, with the
         commit's columns as their shared tails (`ingest.store.rows.SharedRows`): what a
         commit writes column by column, or logs, needs no row copied."""
+        self.layer()
         received = ticks_ms(received_at)
         version = ingest_version(received_at, order)
         tail = [received, version, "", list(self.contract_findings)]
@@ -298,14 +326,18 @@ def fast_batch(
     principal: Principal = ANONYMOUS,
     contracts: ContractBook | None = None,
     with_json: bool = False,
+    layers: bool = True,
 ) -> FastBatch | None:
     """The rows of `request` for `principal` when every span is valid and nothing needs
     the reference path (see the module); None otherwise. `with_json`: also the JSON of the
-    models the reference would build (`FastBatch.event_json`, `receipt_json`)."""
+    models the reference would build (`FastBatch.event_json`, `receipt_json`). Without
+    `layers` (and without `with_json`), the dimension rows are left to `FastBatch.layer`:
+    what a version 7 record holds of them is `FastBatch.dimension_values`."""
     if is_salvaged(request):
         return None
     findings = (NO_CONTRACT,) if contracts is not None else ()
-    batch = FastBatch(principal.tenant_id, findings, with_json, principal.agents)
+    layers = layers or with_json
+    batch = FastBatch(principal.tenant_id, findings, with_json, principal.agents, layers)
     try:
         _decode(request, principal, contracts, batch)
     except _Slow:
@@ -503,7 +535,10 @@ def _evaluation(
     layers = [surface_id, agent_id, correlation_id, run_mode, provenance, ticks, lens_version,
               light_source_id, requested, columns, cohort_tags, stream]  # fmt: skip
     events = span.events  # most spans have their dimensions; some have no events
-    dimension_ids = _dimensions(tenant, event_id, events, batch.dimensions, reader, layers)
+    if batch.layers:
+        dimension_ids = _dimensions(tenant, event_id, events, batch.dimensions, reader, layers)
+    else:
+        dimension_ids = _dimension_values(events, batch.dimension_values, reader)
     return [
         tenant, event_id, surface_id, agent_id, correlation_id, run_mode, provenance, ticks,
         lens_version, light_source_id, requested, columns, cohort_tags,
@@ -550,6 +585,38 @@ def _dimensions(
                 _str(get("holonograph.dimension.expected")),
                 _str(get("holonograph.dimension.actual")),
                 _str(get("holonograph.dimension.judge")), *layers,
+            ]
+        )  # fmt: skip
+    return ids
+
+
+def _dimension_values(events: Sequence[Any], out: list[list[Any]], reader: _Reader) -> list[str]:
+    """`_dimensions` without the layer columns: each dimension's own values
+    (`FastBatch.dimension_values`); their ids."""
+    ids: list[str] = []
+    read = flat.read
+    for index, event in enumerate(events):
+        if event.name != DIMENSION_EVENT:
+            continue
+        try:
+            attrs = read(event.attributes)
+        except flat.Unread:
+            attrs = reader.otlp_event(index)
+        get = attrs.get
+        dimension_id = get("holonograph.dimension.id")
+        if type(dimension_id) is not str or not dimension_id or dimension_id in ids:
+            raise _Slow
+        passed = get("holonograph.dimension.passed")
+        if passed is not None and type(passed) is not bool:
+            raise _Slow
+        score = _number(get("holonograph.dimension.score"))
+        if passed is None and score is None:
+            raise _Slow
+        ids.append(dimension_id)
+        out.append(
+            [
+                dimension_id, passed, score, _str(get("holonograph.dimension.expected")),
+                _str(get("holonograph.dimension.actual")), _str(get("holonograph.dimension.judge")),
             ]
         )  # fmt: skip
     return ids

@@ -114,11 +114,16 @@ class ExportHandler(Generic[PreparedT]):
         self._receipts = ReceiptIds()
         self._fast = bool(getattr(handoff, "takes_fast_batches", False))
         self._fast_json = bool(getattr(handoff, "fast_batch_json", False))
+        # `fast_batch_layers` false: the hand-off reads no laid-out dimension rows
+        # (version 7 records: `FastBatch.dimension_values`), so none are made.
+        self._fast_layers = bool(getattr(handoff, "fast_batch_layers", True))
 
     def _prepare(self, request: PB2ExportTraceServiceRequest, principal: Principal) -> PreparedT:
         batch: AnyBatch | None = None
         if self._fast:
-            batch = fast_batch(request, principal, self.contracts, self._fast_json)
+            batch = fast_batch(
+                request, principal, self.contracts, self._fast_json, self._fast_layers
+            )
         if batch is None:
             batch = validate_request(request, principal=principal, contracts=self.contracts)
         return self._handoff.prepare(batch)

@@ -55,6 +55,20 @@ def _rows_records(batch: FastBatch, limit: int) -> list[bytes] | None:
     return [r.value for r in out]
 
 
+def assert_unlayered_same(batch: FastBatch, request: Any, principal: Principal, book: Any) -> None:
+    """What `serve --kafka` decodes for version 7 (`fast_batch(layers=False)`: no
+    dimension rows laid out) writes the same records, byte for byte, and lays out the
+    same dimension rows when asked (`FastBatch.layer`)."""
+    bare = fast_batch(request, principal=principal, contracts=book, layers=False)
+    assert bare is not None and not bare.layers and not bare.dimensions
+    assert len(bare.dimension_values) == len(batch.dimensions)
+    for limit in (1_000_000, 4_000):
+        assert _rows_records(bare, limit) == _rows_records(batch, limit)
+    assert bare.events == batch.events and bare.receipts == batch.receipts
+    bare.layer()
+    assert bare.layers and bare.dimensions == batch.dimensions and not bare.dimension_values
+
+
 def _model_records(
     request: Any, principal: Principal, contracts: Any, limit: int
 ) -> list[bytes] | None:
@@ -133,7 +147,9 @@ def test_fuzz_corpus_rows_records_store_the_same_rows(
     batch = fast_batch(request, principal=principal, contracts=book)
     taken.append(batch is not None)
     if batch is None:
+        assert fast_batch(request, principal=principal, contracts=book, layers=False) is None
         return  # the reference path: such a request is written as version 4 (5, 6)
+    assert_unlayered_same(batch, request, principal, book)
     for limit in (1_000_000, 4_000):
         values = _rows_records(batch, limit)
         old = _model_records(request, principal, book, limit)
@@ -166,6 +182,7 @@ def test_the_wire_fixtures_and_the_bench_payload_store_the_same_rows() -> None:
         batch = fast_batch(request, principal=principal, contracts=book)
         if batch is None:
             continue
+        assert_unlayered_same(batch, request, principal, book)
         for limit in (1_000_000, 4_000):
             values = _rows_records(batch, limit)
             old = _model_records(request, principal, book, limit)
