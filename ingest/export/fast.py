@@ -594,32 +594,35 @@ def _dimension_values(events: Sequence[Any], out: list[list[Any]], reader: _Read
     """`_dimensions` without the layer columns: each dimension's own values
     (`FastBatch.dimension_values`); their ids."""
     ids: list[str] = []
-    read = flat.read
+    pick = flat.pick
     for index, event in enumerate(events):
         if event.name != DIMENSION_EVENT:
             continue
         try:
-            attrs = read(event.attributes)
+            values = pick(event.attributes, _DIMENSION_KEYS)
         except flat.Unread:
-            attrs = reader.otlp_event(index)
-        get = attrs.get
-        dimension_id = get("holonograph.dimension.id")
+            values = list(map(reader.otlp_event(index).get, _DIMENSION_KEYS))
+        dimension_id, passed, score, expected, actual, judge = values
         if type(dimension_id) is not str or not dimension_id or dimension_id in ids:
             raise _Slow
-        passed = get("holonograph.dimension.passed")
         if passed is not None and type(passed) is not bool:
             raise _Slow
-        score = _number(get("holonograph.dimension.score"))
+        score = _number(score)
         if passed is None and score is None:
             raise _Slow
         ids.append(dimension_id)
-        out.append(
-            [
-                dimension_id, passed, score, _str(get("holonograph.dimension.expected")),
-                _str(get("holonograph.dimension.actual")), _str(get("holonograph.dimension.judge")),
-            ]
-        )  # fmt: skip
+        out.append([dimension_id, passed, score, _str(expected), _str(actual), _str(judge)])
     return ids
+
+
+_DIMENSION_KEYS = (
+    "holonograph.dimension.id",
+    "holonograph.dimension.passed",
+    "holonograph.dimension.score",
+    "holonograph.dimension.expected",
+    "holonograph.dimension.actual",
+    "holonograph.dimension.judge",
+)
 
 
 _COUNTERS = (

@@ -188,10 +188,39 @@ def read(attributes: Any) -> dict[str, Any]:
                 out[key] = data[1] if tag == 0x18 else data[1] == 1  # int 0-127, bool
             elif size == 9 and tag == 0x21:
                 out[key] = _double(data, 1)[0]
+            elif size == 3 and tag == 0x18 and data[1] >= 0x80 and data[2] < 0x80:
+                out[key] = (data[1] & 0x7F) | (data[2] << 7)  # int 128-16383 (a seq)
             elif tag == 0x2A and size < 130 and data[1] == size - 2:  # a short array
                 out[key] = _strings(data, size)
             else:
                 out[key] = _value(data, 0, size)
+    except (IndexError, UnicodeDecodeError):  # not from a parsed request (or empty)
+        raise Unread from None
+    return out
+
+
+def pick(attributes: Any, keys: tuple[str, ...]) -> list[Any]:
+    """The values of `keys` in a flat span's or event's attributes, as `read` reads them
+    (None for a key it does not have), without reading the others: `Unread` for a value
+    it does not decode."""
+    out: list[Any] = []
+    get = attributes.get
+    try:
+        for key in keys:
+            data = get(key)
+            if data is None:
+                out.append(None)
+                continue
+            size = len(data)
+            tag = data[0]
+            if tag == 0x0A and size < 130 and data[1] == size - 2:  # a short string
+                out.append(data[2:].decode())
+            elif size == 2 and tag == 0x10 and data[1] < 2:
+                out.append(data[1] == 1)
+            elif size == 9 and tag == 0x21:
+                out.append(_double(data, 1)[0])
+            else:
+                out.append(_value(data, 0, size))
     except (IndexError, UnicodeDecodeError):  # not from a parsed request (or empty)
         raise Unread from None
     return out

@@ -117,3 +117,55 @@ def test_a_bool_with_another_varint_is_left_to_the_reference() -> None:
     reference, got = _read_both(parse_protobuf(b"\x0a" + bytes([len(resource)]) + resource))
     assert reference == {"k": True}
     assert got in (reference, flat.Unread)
+
+
+KEYS = ("a", "b", "c", "", "é", "missing")
+
+
+def _pick_both(request: PB2ExportTraceServiceRequest) -> tuple[list[Any], Any]:
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    parsed = flat.parse(request)
+    assert parsed is not None
+    flat_span = parsed.resource_spans[0].scope_spans[0].spans[0]
+    try:
+        got: Any = flat.pick(flat_span.attributes, KEYS)
+        assert flat.pick(flat_span.events[0].attributes, KEYS) == got
+    except flat.Unread:
+        got = flat.Unread
+    reference = attributes(span.attributes)
+    return [reference.get(key) for key in KEYS], got
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "", "é", "other"]), VALUES), max_size=6))
+def test_picked_values_are_the_reference_values(items: list[tuple[str, Any]]) -> None:
+    """`pick` reads only the keys asked for: their reference values (None when absent,
+    the last of a repeated key), of the same types."""
+    reference, got = _pick_both(
+        _request([KeyValue(key=k, value=to_any_value(v)) for k, v in items])
+    )
+    assert got == reference
+    for mine, value in zip(got, reference, strict=True):
+        assert type(mine) is type(value)
+
+
+def test_pick_leaves_other_shapes_to_the_reference_and_ignores_the_keys_not_asked() -> None:
+    kvlist = to_any_value({"k": "v"})
+    reference, got = _pick_both(_request([KeyValue(key="a", value=kvlist)]))
+    assert got is flat.Unread and reference[0] is not None
+    pairs = [KeyValue(key="other", value=kvlist), KeyValue(key="b", value=to_any_value(1.5))]
+    reference, got = _pick_both(_request(pairs))
+    assert got == reference == [None, 1.5, None, None, None, None]
+
+
+def test_an_int_in_a_longer_varint_than_it_needs_reads_as_the_reference() -> None:
+    """Three bytes after the tag's: the inline two-byte int takes only a varint that
+    ends there."""
+    for varint, value in ((b"\xff\x00", 127), (b"\x80\x01", 128), (b"\xff\x7f", 16_383)):
+        pair = b"\x0a\x01k\x12\x03\x18" + varint  # key "k", AnyValue{int_value: varint}
+        span_field = b"\x4a" + bytes([len(pair)]) + pair
+        scope = b"\x12" + bytes([len(span_field)]) + span_field
+        resource = b"\x12" + bytes([len(scope)]) + scope
+        reference, got = _read_both(parse_protobuf(b"\x0a" + bytes([len(resource)]) + resource))
+        assert reference == {"k": value}
+        assert got == reference
