@@ -327,19 +327,21 @@ def fast_batch(
     contracts: ContractBook | None = None,
     with_json: bool = False,
     layers: bool = True,
+    wire: bytes | None = None,
 ) -> FastBatch | None:
     """The rows of `request` for `principal` when every span is valid and nothing needs
     the reference path (see the module); None otherwise. `with_json`: also the JSON of the
     models the reference would build (`FastBatch.event_json`, `receipt_json`). Without
     `layers` (and without `with_json`), the dimension rows are left to `FastBatch.layer`:
-    what a version 7 record holds of them is `FastBatch.dimension_values`."""
+    what a version 7 record holds of them is `FastBatch.dimension_values`. `wire`: the
+    protobuf bytes `request` was parsed from, if the caller has them (`flat.parse`)."""
     if is_salvaged(request):
         return None
     findings = (NO_CONTRACT,) if contracts is not None else ()
     layers = layers or with_json
     batch = FastBatch(principal.tenant_id, findings, with_json, principal.agents, layers)
     try:
-        _decode(request, principal, contracts, batch)
+        _decode(request, principal, contracts, batch, wire)
     except _Slow:
         return None
     batch._source = functools.partial(
@@ -353,13 +355,14 @@ def _decode(
     principal: Principal,
     contracts: ContractBook | None,
     batch: FastBatch,
+    wire: bytes | None = None,
 ) -> None:
     tenant = batch.tenant_id
     agents = principal.agents
     arrived: set[tuple[str, int]] = set()
     event_ids = batch.event_ids
     events, receipts = batch.events, batch.receipts
-    parsed = flat.parse(request)
+    parsed = flat.parse(request, wire)
     if parsed is None:
         raise _Slow
     reader = _Reader(request)

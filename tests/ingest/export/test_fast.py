@@ -53,11 +53,14 @@ def assert_same(
     request: PB2ExportTraceServiceRequest,
     principal: Principal = ANONYMOUS,
     contracts: ContractBook | None = None,
+    wire: bytes | None = None,
 ) -> bool:
-    """True when the hot path took `request` (and built the reference's rows exactly)."""
+    """True when the hot path took `request` (and built the reference's rows exactly).
+    `wire`: the bytes it was parsed from, which the hot path reads as they are."""
     reference = validate_request(request, principal=principal, contracts=contracts)
     fast = fast_batch(request, principal, contracts)
     if fast is None:
+        assert wire is None or fast_batch(request, principal, contracts, wire=wire) is None
         return False
     assert reference.quarantined == (), "the hot path took a request the reference rejects"
     assert reference.collapsed_spans == 0
@@ -72,8 +75,10 @@ def assert_same(
             assert [list(c) for c in shared.table_columns(table)] == columns, table
     # Decoded without the dimension rows laid out (`serve --kafka`, version 7): a commit
     # lays them out, the same rows.
+    if wire is not None:  # as the receiver decodes it: from the bytes it got
+        assert fast_rows(fast_batch(request, principal, contracts, wire=wire)).events == got.events  # type: ignore[arg-type]
     for add in ("add_to", "add_shared"):
-        bare = fast_batch(request, principal, contracts, layers=False)
+        bare = fast_batch(request, principal, contracts, layers=False, wire=wire)
         assert bare is not None and not bare.dimensions
         rows = TableRows()
         getattr(bare, add)(rows, "r" * 32, AT, 2)
@@ -135,8 +140,9 @@ def test_fuzz_corpus_rows_match_the_reference(
     spans = request.resource_spans[0].scope_spans[0].spans
     for mutation in mutations:
         _apply(example, spans[mutation.span], mutation, request)
-    request = parse_protobuf(request.SerializeToString())  # as the receiver reads it
-    taken.append(assert_same(request, contracts=ContractBook() if contracts else None))
+    wire = request.SerializeToString()
+    request = parse_protobuf(wire)  # as the receiver reads it
+    taken.append(assert_same(request, contracts=ContractBook() if contracts else None, wire=wire))
 
 
 def test_the_fuzz_corpus_exercised_both_paths() -> None:
