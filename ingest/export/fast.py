@@ -535,10 +535,10 @@ def _evaluation(
             extras[key] = jsonable(value)
     if extras and attributes_problem(extras) is not None:
         raise _Slow
-    layers = [surface_id, agent_id, correlation_id, run_mode, provenance, ticks, lens_version,
-              light_source_id, requested, columns, cohort_tags, stream]  # fmt: skip
     events = span.events  # most spans have their dimensions; some have no events
     if batch.layers:
+        layers = [surface_id, agent_id, correlation_id, run_mode, provenance, ticks, lens_version,
+                  light_source_id, requested, columns, cohort_tags, stream]  # fmt: skip
         dimension_ids = _dimensions(tenant, event_id, events, batch.dimensions, reader, layers)
     else:
         dimension_ids = _dimension_values(events, batch.dimension_values, reader)
