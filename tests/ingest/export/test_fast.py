@@ -14,15 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from google.protobuf.internal.encoder import _VarintBytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest as PB2ExportTraceServiceRequest,
 )
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from bench.payload import PayloadSpec, RequestFactory
+from ingest.export import flat
 from ingest.export.contracts import ContractBook
-from ingest.export.decode import parse_json, parse_protobuf
+from ingest.export.decode import parse_json, parse_protobuf, to_any_value
 from ingest.export.fast import FastBatch, fast_batch
 from ingest.export.handler import _outcome
 from ingest.export.principal import ANONYMOUS, Principal
@@ -370,3 +373,72 @@ def test_several_substrate_columns_markers_and_extras_keep_the_span_order() -> N
     event = fast_rows(fast).events[0]
     assert list(event[11]) == names
     assert list(event[15]) == names
+
+
+def _field(number: int, body: bytes) -> bytes:
+    return bytes([number << 3 | 2]) + bytes(_VarintBytes(len(body))) + body
+
+
+taken_twice: list[bool] = []
+
+
+@pytest.mark.parametrize("first", [True, False])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        to_any_value(["zz"]),
+        to_any_value("other"),
+        to_any_value(7),
+        AnyValue(),
+        None,  # the attribute's own value again
+    ],
+)
+def test_a_value_sent_twice_in_the_wire_bytes_gives_the_reference_rows(
+    first: bool, extra: Any
+) -> None:
+    """Bytes no OTLP client writes: one attribute of each span (and every array) with
+    its `value` sent twice (another before or after its own; or its own again: the
+    OTLP parse appends two arrays). Read from those bytes, the hot path builds the rows
+    it builds from the parsed request (and both are the reference's)."""
+    factory = RequestFactory(PayloadSpec(batch=8, tag="twicewir"))
+    request = parse_protobuf(factory.body(0))
+    resource_spans = request.resource_spans[0]
+    scope_spans = resource_spans.scope_spans[0]
+    spans = b""
+    for n, span in enumerate(scope_spans.spans):
+        pairs = list(span.attributes)
+        doubled = pairs[n % len(pairs)]
+        body = type(span)()
+        body.CopyFrom(span)
+        del body.attributes[:]
+        encoded = body.SerializeToString()
+        for pair in pairs:
+            kv = pair.SerializeToString()
+            again = (pair.value if extra is None else extra).SerializeToString()
+            if pair is doubled or pair.value.HasField("array_value"):
+                kv = _field(2, again) + kv if first else kv + _field(2, again)
+            encoded += _field(9, kv)
+        spans += _field(2, encoded)
+    scope = type(scope_spans)()
+    scope.CopyFrom(scope_spans)
+    del scope.spans[:]
+    resource = type(resource_spans)()
+    resource.CopyFrom(resource_spans)
+    del resource.scope_spans[:]
+    wire = _field(1, resource.SerializeToString() + _field(2, scope.SerializeToString() + spans))
+    parsed = parse_protobuf(wire)
+    assert parsed.SerializeToString() != wire  # what the OTLP parse merged
+    assert flat._Check.FromString(wire).ByteSize() < len(wire)  # the check sees it
+    from_wire = fast_batch(parsed, wire=wire)
+    again_parsed = fast_batch(parsed)
+    assert (from_wire is None) == (again_parsed is None)
+    taken_twice.append(from_wire is not None)
+    if from_wire is not None and again_parsed is not None:
+        assert fast_rows(from_wire).events == fast_rows(again_parsed).events
+        assert fast_rows(from_wire).dimensions == fast_rows(again_parsed).dimensions
+        assert_same(parsed, wire=wire)
+
+
+def test_a_value_sent_twice_was_taken_by_the_hot_path() -> None:
+    """Run after the test above (file order): some of those requests took the hot path."""
+    assert any(taken_twice), taken_twice
