@@ -152,7 +152,9 @@ class Edge:
         with self.admission.admit(len(payload), expansion) as held:
             request = parse(payload)
             self._take(principal, held, span_count(request), "spans")
-            outcome = await self.exporter.export(request, len(payload), principal)
+            # The protobuf bytes go along: the hot path reads them as they are.
+            wire = payload if parse is parse_protobuf else None
+            outcome = await self.exporter.export(request, len(payload), principal, wire=wire)
         log_request(principal, outcome, started)
         return outcome
 

@@ -176,7 +176,13 @@ class FastBatch:
 
     `events`: event rows up to `extras` (the last columns, ingestion and contract,
     are added per commit); `dimensions`: dimension rows up to `emission_stream`;
-    `receipts`: whole receipt rows with the receipt id and time left to fill."""
+    `receipts`: whole receipt rows with the receipt id and time left to fill.
+
+    Without `layers` (`fast_batch(layers=False)`, what a version 7 record needs), the
+    dimension rows are not laid out: `dimension_values` holds each dimension's own
+    values (`dimension_id`, `passed`, `score`, `expected`, `actual`, `judge`), the
+    events' in order, and `dimensions` stays empty until `layer` lays them out from
+    the event rows (the same rows; `add_to` and `add_shared` do it)."""
 
     __slots__ = (
         "_materialized",
@@ -184,11 +190,13 @@ class FastBatch:
         "agents",
         "collapsed_spans",
         "contract_findings",
+        "dimension_values",
         "dimensions",
         "event_ids",
         "event_json",
         "events",
         "ignored_spans",
+        "layers",
         "quarantined",
         "receipt_json",
         "receipts",
@@ -203,6 +211,7 @@ class FastBatch:
         findings: tuple[str, ...],
         with_json: bool = False,
         agents: frozenset[str] | None = None,
+        layers: bool = True,
     ) -> None:
         self.tenant_id = tenant_id
         # What the request's token may write (None: any agent), as `ValidatedBatch.agents`.
@@ -216,6 +225,8 @@ class FastBatch:
         self.receipt_json: list[bytes] = []
         self.events: list[list[Any]] = []
         self.dimensions: list[list[Any]] = []
+        self.layers = layers
+        self.dimension_values: list[list[Any]] = []
         self.receipts: list[list[Any]] = []
         self.event_ids: set[str] = set()
         self.sentinels = 0
@@ -245,10 +256,26 @@ class FastBatch:
             return {}
         return {finding: len(self.events) for finding in self.contract_findings}
 
+    def layer(self) -> None:
+        """Lay the dimension rows out (`dimensions`) when the batch was decoded without
+        `layers`: each dimension's values after its event's tenant and id, then the
+        event's layer columns, as `_dimensions` lays them out."""
+        if self.layers:
+            return
+        values = iter(self.dimension_values)
+        out = self.dimensions
+        for event in self.events:
+            head = event[:2]
+            tail = [*event[2:13], event[23]]
+            out.extend([*head, *next(values), *tail] for _ in event[22])
+        self.layers = True
+        self.dimension_values = []
+
     def add_to(
         self, rows: TableRows, receipt_id: str, received_at: dt.datetime, order: int = 0
     ) -> None:
         """Complete the rows with the commit's columns (`TableRows.add`'s for a batch)."""
+        self.layer()
         received = ticks_ms(received_at)
         version = ingest_version(received_at, order)
         tail = [received, version, "", list(self.contract_findings)]
@@ -267,6 +294,7 @@ class FastBatch:
         """`add_to`, the event and dimension rows handed over as they are, with the
         commit's columns as their shared tails (`ingest.store.rows.SharedRows`): what a
         commit writes column by column, or logs, needs no row copied."""
+        self.layer()
         received = ticks_ms(received_at)
         version = ingest_version(received_at, order)
         tail = [received, version, "", list(self.contract_findings)]
@@ -298,16 +326,22 @@ def fast_batch(
     principal: Principal = ANONYMOUS,
     contracts: ContractBook | None = None,
     with_json: bool = False,
+    layers: bool = True,
+    wire: bytes | None = None,
 ) -> FastBatch | None:
     """The rows of `request` for `principal` when every span is valid and nothing needs
     the reference path (see the module); None otherwise. `with_json`: also the JSON of the
-    models the reference would build (`FastBatch.event_json`, `receipt_json`)."""
+    models the reference would build (`FastBatch.event_json`, `receipt_json`). Without
+    `layers` (and without `with_json`), the dimension rows are left to `FastBatch.layer`:
+    what a version 7 record holds of them is `FastBatch.dimension_values`. `wire`: the
+    protobuf bytes `request` was parsed from, if the caller has them (`flat.parse`)."""
     if is_salvaged(request):
         return None
     findings = (NO_CONTRACT,) if contracts is not None else ()
-    batch = FastBatch(principal.tenant_id, findings, with_json, principal.agents)
+    layers = layers or with_json
+    batch = FastBatch(principal.tenant_id, findings, with_json, principal.agents, layers)
     try:
-        _decode(request, principal, contracts, batch)
+        _decode(request, principal, contracts, batch, wire)
     except _Slow:
         return None
     batch._source = functools.partial(
@@ -321,13 +355,14 @@ def _decode(
     principal: Principal,
     contracts: ContractBook | None,
     batch: FastBatch,
+    wire: bytes | None = None,
 ) -> None:
     tenant = batch.tenant_id
     agents = principal.agents
     arrived: set[tuple[str, int]] = set()
     event_ids = batch.event_ids
     events, receipts = batch.events, batch.receipts
-    parsed = flat.parse(request)
+    parsed = flat.parse(request, wire)
     if parsed is None:
         raise _Slow
     reader = _Reader(request)
@@ -500,10 +535,13 @@ def _evaluation(
             extras[key] = jsonable(value)
     if extras and attributes_problem(extras) is not None:
         raise _Slow
-    layers = [surface_id, agent_id, correlation_id, run_mode, provenance, ticks, lens_version,
-              light_source_id, requested, columns, cohort_tags, stream]  # fmt: skip
     events = span.events  # most spans have their dimensions; some have no events
-    dimension_ids = _dimensions(tenant, event_id, events, batch.dimensions, reader, layers)
+    if batch.layers:
+        layers = [surface_id, agent_id, correlation_id, run_mode, provenance, ticks, lens_version,
+                  light_source_id, requested, columns, cohort_tags, stream]  # fmt: skip
+        dimension_ids = _dimensions(tenant, event_id, events, batch.dimensions, reader, layers)
+    else:
+        dimension_ids = _dimension_values(events, batch.dimension_values, reader)
     return [
         tenant, event_id, surface_id, agent_id, correlation_id, run_mode, provenance, ticks,
         lens_version, light_source_id, requested, columns, cohort_tags,
@@ -553,6 +591,41 @@ def _dimensions(
             ]
         )  # fmt: skip
     return ids
+
+
+def _dimension_values(events: Sequence[Any], out: list[list[Any]], reader: _Reader) -> list[str]:
+    """`_dimensions` without the layer columns: each dimension's own values
+    (`FastBatch.dimension_values`); their ids."""
+    ids: list[str] = []
+    pick = flat.pick
+    for index, event in enumerate(events):
+        if event.name != DIMENSION_EVENT:
+            continue
+        try:
+            values = pick(event.attributes, _DIMENSION_KEYS)
+        except flat.Unread:
+            values = list(map(reader.otlp_event(index).get, _DIMENSION_KEYS))
+        dimension_id, passed, score, expected, actual, judge = values
+        if type(dimension_id) is not str or not dimension_id or dimension_id in ids:
+            raise _Slow
+        if passed is not None and type(passed) is not bool:
+            raise _Slow
+        score = _number(score)
+        if passed is None and score is None:
+            raise _Slow
+        ids.append(dimension_id)
+        out.append([dimension_id, passed, score, _str(expected), _str(actual), _str(judge)])
+    return ids
+
+
+_DIMENSION_KEYS = (
+    "holonograph.dimension.id",
+    "holonograph.dimension.passed",
+    "holonograph.dimension.score",
+    "holonograph.dimension.expected",
+    "holonograph.dimension.actual",
+    "holonograph.dimension.judge",
+)
 
 
 _COUNTERS = (

@@ -14,10 +14,13 @@ reference). So: an `AnyValue` of another shape (a key-value list, bytes, several
 fields); and the order of the attributes, which a map does not keep, so a caller
 that needs it (substrate columns, markers and extras keep the span's order) reads the
 span the ordinary way when it has more than one such attribute. The bytes parsed are
-the request's own serialization after the OTLP classes parsed it (`parse`): a value
-sent twice in one `KeyValue` was merged by that parse, as the reference reads it, and
-a repeated key keeps its last value in both (`attributes` keeps the first position,
-which only order-keeping callers see).
+the request's own (`parse(request, wire)`) when they hold no `KeyValue` with its value
+sent twice, else its serialization after the OTLP classes parsed it: a value sent
+twice in one `KeyValue` was merged by that parse, as the reference reads it. A
+repeated key keeps its last value in both (`attributes` keeps the first position,
+which only order-keeping callers see). An `AnyValue` as it arrived (a varint longer
+than it needs, fields in any order or twice) is read by its structure: one field,
+nothing after it, or `Unread`.
 """
 
 from __future__ import annotations
@@ -95,12 +98,61 @@ def _request_class() -> type[Message]:
 FlatRequest = _request_class()
 
 
+def _check_class() -> type[Message]:
+    """The request's messages down to the attributes, each `KeyValue` a message of two
+    bytes fields (the value's `AnyValue` left as its bytes), everything else unknown
+    fields: what tells whether a request arrived without a field sent twice where the
+    OTLP parse merges (`parse`)."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name="holonograph_flat_check.proto", package=f"{_PACKAGE}.check", syntax="proto3"
+    )
+    b, m = _FIELD.TYPE_BYTES, _FIELD.TYPE_MESSAGE
+
+    def add(name: str, fields: list[tuple[str, int, int, int, str]]) -> None:
+        message = file.message_type.add(name=name)
+        for field_name, number, kind, label, type_name in fields:
+            field = message.field.add(name=field_name, number=number, type=kind, label=label)
+            if type_name:
+                field.type_name = f".{_PACKAGE}.check.{type_name}"
+
+    add("KeyValue", [("key", 1, b, _ONE, ""), ("value", 2, b, _ONE, "")])
+    add("Event", [("attributes", 3, m, _MANY, "KeyValue")])
+    add("Span", [("attributes", 9, m, _MANY, "KeyValue"), ("events", 11, m, _MANY, "Event")])
+    add("ScopeSpans", [("spans", 2, m, _MANY, "Span")])
+    add("ResourceSpans", [("scope_spans", 2, m, _MANY, "ScopeSpans")])
+    add("Request", [("resource_spans", 1, m, _MANY, "ResourceSpans")])
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    check: type[Message] = message_factory.GetMessageClass(
+        pool.FindMessageTypeByName(f"{_PACKAGE}.check.Request")
+    )
+    return check
+
+
+_Check = _check_class()
+
+
 class Unread(Exception):
     """This attribute value (or this span's attribute order) is for the reference reader."""
 
 
-def parse(request: PB2ExportTraceServiceRequest) -> Any | None:
-    """`request` under the flat messages (its spans in the same places), or None."""
+def parse(request: PB2ExportTraceServiceRequest, wire: bytes | None = None) -> Any | None:
+    """`request` under the flat messages (its spans in the same places), or None.
+
+    `wire`: the bytes `request` was parsed from, parsed as they are when they hold
+    no field twice where the OTLP parse would merge the two: a `KeyValue`'s `value`
+    (two arrays append), which the map keeps the last of. The check: under `_Check`
+    (no enums, no maps, the rest unknown fields kept as they are) the bytes are as
+    long as their canonical encoding. A canonical encoding is never longer than the
+    bytes it was parsed from (a field sent twice keeps the last bytes: shorter), so
+    equal lengths mean no `value` twice. Otherwise the request is serialized again
+    (as the OTLP classes left it)."""
+    if wire is not None:
+        try:
+            if _Check.FromString(wire).ByteSize() == len(wire):
+                return FlatRequest.FromString(wire)
+        except DecodeError:
+            pass
     try:
         return FlatRequest.FromString(request.SerializeToString())
     except DecodeError:
@@ -146,6 +198,7 @@ def _value(data: bytes, at: int, end: int) -> Any:
         number, after = _varint(data, at + 1)
         if after != end:
             raise Unread
+        number &= _TWO_64 - 1  # a tenth byte's bits past 64 (the bytes as they arrived)
         return number - _TWO_64 if number >= _INT64_SIGN else number
     if tag == 0x21:  # double_value
         if at + 9 != end:
@@ -188,10 +241,39 @@ def read(attributes: Any) -> dict[str, Any]:
                 out[key] = data[1] if tag == 0x18 else data[1] == 1  # int 0-127, bool
             elif size == 9 and tag == 0x21:
                 out[key] = _double(data, 1)[0]
+            elif size == 3 and tag == 0x18 and data[1] >= 0x80 and data[2] < 0x80:
+                out[key] = (data[1] & 0x7F) | (data[2] << 7)  # int 128-16383 (a seq)
             elif tag == 0x2A and size < 130 and data[1] == size - 2:  # a short array
                 out[key] = _strings(data, size)
             else:
                 out[key] = _value(data, 0, size)
+    except (IndexError, UnicodeDecodeError):  # not from a parsed request (or empty)
+        raise Unread from None
+    return out
+
+
+def pick(attributes: Any, keys: tuple[str, ...]) -> list[Any]:
+    """The values of `keys` in a flat span's or event's attributes, as `read` reads them
+    (None for a key it does not have), without reading the others: `Unread` for a value
+    it does not decode."""
+    out: list[Any] = []
+    get = attributes.get
+    try:
+        for key in keys:
+            data = get(key)
+            if data is None:
+                out.append(None)
+                continue
+            size = len(data)
+            tag = data[0]
+            if tag == 0x0A and size < 130 and data[1] == size - 2:  # a short string
+                out.append(data[2:].decode())
+            elif size == 2 and tag == 0x10 and data[1] < 2:
+                out.append(data[1] == 1)
+            elif size == 9 and tag == 0x21:
+                out.append(_double(data, 1)[0])
+            else:
+                out.append(_value(data, 0, size))
     except (IndexError, UnicodeDecodeError):  # not from a parsed request (or empty)
         raise Unread from None
     return out

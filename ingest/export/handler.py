@@ -114,11 +114,21 @@ class ExportHandler(Generic[PreparedT]):
         self._receipts = ReceiptIds()
         self._fast = bool(getattr(handoff, "takes_fast_batches", False))
         self._fast_json = bool(getattr(handoff, "fast_batch_json", False))
+        # `fast_batch_layers` false: the hand-off reads no laid-out dimension rows
+        # (version 7 records: `FastBatch.dimension_values`), so none are made.
+        self._fast_layers = bool(getattr(handoff, "fast_batch_layers", True))
 
-    def _prepare(self, request: PB2ExportTraceServiceRequest, principal: Principal) -> PreparedT:
+    def _prepare(
+        self,
+        request: PB2ExportTraceServiceRequest,
+        principal: Principal,
+        wire: bytes | None = None,
+    ) -> PreparedT:
         batch: AnyBatch | None = None
         if self._fast:
-            batch = fast_batch(request, principal, self.contracts, self._fast_json)
+            batch = fast_batch(
+                request, principal, self.contracts, self._fast_json, self._fast_layers, wire
+            )
         if batch is None:
             batch = validate_request(request, principal=principal, contracts=self.contracts)
         return self._handoff.prepare(batch)
@@ -132,16 +142,18 @@ class ExportHandler(Generic[PreparedT]):
         size_bytes: int,
         principal: Principal = ANONYMOUS,
         signal: Signal = TRACES,
+        wire: bytes | None = None,
     ) -> ExportOutcome:
         """`principal` is who the edge authenticated; its tenant owns the rows. `signal`:
-        what the request's items are called in the answer."""
+        what the request's items are called in the answer. `wire`: the protobuf bytes
+        `request` was parsed from, when it was (the hot path reads them as they are)."""
         with self._handoff.arriving():
             if size_bytes <= INLINE_DECODE_BYTES:
-                prepared = self._prepare(request, principal)
+                prepared = self._prepare(request, principal, wire)
             else:
                 loop = asyncio.get_running_loop()
                 prepared = await loop.run_in_executor(
-                    self._decoder, self._prepare, request, principal
+                    self._decoder, self._prepare, request, principal, wire
                 )
         # No await between leaving `arriving` and `submit` queueing the batch, so a
         # waiting commit sees the request either on its way or in the queue.

@@ -100,6 +100,8 @@ class KafkaHandoff:
         self.record_version = version
         # Version 7 records hold rows: the hot path need not make the models' JSON.
         self.fast_batch_json = version != ROWS_VERSION
+        # Nor lay out the dimension rows: a version 7 record holds their own values.
+        self.fast_batch_layers = version != ROWS_VERSION
         self._bootstrap = bootstrap
         self._topics = topics
         self._max_inflight = max_inflight_bytes
@@ -155,6 +157,7 @@ class KafkaHandoff:
     # its events' JSON (`fast_batch(with_json=True)`, version 4).
     takes_fast_batches = True
     fast_batch_json: bool
+    fast_batch_layers: bool
 
     def prepare(self, batch: AnyBatch) -> Screened:
         """Quarantine what cannot fit one message, before the client is answered; the

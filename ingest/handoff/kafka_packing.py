@@ -244,7 +244,8 @@ def screen_rows(batch: FastBatch, max_message_bytes: int) -> Screened | None:
     agents = record_agents(batch.agents)
     by_stream: dict[str, tuple[list[list[Any]], list[list[Any]]]] = {}
     events = iter(batch.events)
-    dimensions = batch.dimensions
+    layered = batch.layers
+    dimensions = batch.dimensions if layered else batch.dimension_values
     at = 0
     for receipt in batch.receipts:
         stream = receipt[1]
@@ -253,7 +254,8 @@ def screen_rows(batch: FastBatch, max_message_bytes: int) -> Screened | None:
         if receipt[4] == "evaluation":  # its event precedes it: the pair travels together
             row = next(events)
             end = at + len(row[22])
-            rows[0].append([*row[1:22], *row[24:30], [d[2:8] for d in dimensions[at:end]]])
+            dims = [d[2:8] for d in dimensions[at:end]] if layered else dimensions[at:end]
+            rows[0].append([*row[1:22], *row[24:30], dims])
             at = end
     streams: dict[str, list[_Unit]] = {}
     for stream, (event_rows, emission_rows) in by_stream.items():

@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from ingest.edge.auth import Authenticator, TokensFileError, load_tokens
+from ingest.export.decode import parse_protobuf
 from ingest.export.principal import ANONYMOUS, Principal
 from ingest.store.clickhouse import ClickHouseStore
 from tests.conftest import RunningReceiver
@@ -198,9 +199,11 @@ def test_a_valid_token_stores_rows_with_its_principal(auth_receiver: RunningRece
     seen: list[Principal] = []
     original = exporter.export
 
-    async def spy(request: Any, size: int, principal: Principal = ANONYMOUS) -> Any:
+    async def spy(request: Any, size: int, principal: Principal = ANONYMOUS, **more: Any) -> Any:
         seen.append(principal)
-        return await original(request, size, principal)
+        wire = more.get("wire")  # the bytes it was parsed from, for the hot path
+        assert isinstance(wire, bytes) and parse_protobuf(wire) == request
+        return await original(request, size, principal, **more)
 
     exporter.export = spy  # type: ignore[method-assign]
     spans = record_spans([Evaluation("globex-otel", 0), Evaluation("globex-otel", 1)])

@@ -33,9 +33,13 @@ def _request(pairs: list[KeyValue]) -> PB2ExportTraceServiceRequest:
     return parse_protobuf(request.SerializeToString())
 
 
-def _read_both(request: PB2ExportTraceServiceRequest) -> tuple[dict[str, Any], Any]:
+def _read_both(
+    request: PB2ExportTraceServiceRequest, wire: bytes | None = None
+) -> tuple[dict[str, Any], Any]:
+    """The reference's attributes of the first span and the flat form's (`wire`: the
+    bytes `request` was parsed from, read as they are where `flat.parse` may)."""
     span = request.resource_spans[0].scope_spans[0].spans[0]
-    parsed = flat.parse(request)
+    parsed = flat.parse(request, wire)
     assert parsed is not None
     flat_span = parsed.resource_spans[0].scope_spans[0].spans[0]
     try:
@@ -82,10 +86,12 @@ def test_a_value_sent_twice_in_one_pair_reads_as_the_reference_merged_it() -> No
     span_field = b"\x4a" + bytes([len(pair)]) + pair  # Span.attributes = 9
     scope = b"\x12" + bytes([len(span_field)]) + span_field
     resource = b"\x12" + bytes([len(scope)]) + scope
-    request = parse_protobuf(b"\x0a" + bytes([len(resource)]) + resource)
-    reference, got = _read_both(request)
-    assert reference == {"x": ["a", "b"]}
-    assert got == reference
+    wire = b"\x0a" + bytes([len(resource)]) + resource
+    request = parse_protobuf(wire)
+    for sent in (None, wire):  # from the wire too: not read as it is (the last array)
+        reference, got = _read_both(request, sent)
+        assert reference == {"x": ["a", "b"]}
+        assert got == reference
 
 
 BOUNDARIES: list[Any] = [
@@ -117,3 +123,119 @@ def test_a_bool_with_another_varint_is_left_to_the_reference() -> None:
     reference, got = _read_both(parse_protobuf(b"\x0a" + bytes([len(resource)]) + resource))
     assert reference == {"k": True}
     assert got in (reference, flat.Unread)
+
+
+KEYS = ("a", "b", "c", "", "é", "missing")
+
+
+def _pick_both(request: PB2ExportTraceServiceRequest) -> tuple[list[Any], Any]:
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    parsed = flat.parse(request)
+    assert parsed is not None
+    flat_span = parsed.resource_spans[0].scope_spans[0].spans[0]
+    try:
+        got: Any = flat.pick(flat_span.attributes, KEYS)
+        assert flat.pick(flat_span.events[0].attributes, KEYS) == got
+    except flat.Unread:
+        got = flat.Unread
+    reference = attributes(span.attributes)
+    return [reference.get(key) for key in KEYS], got
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "", "é", "other"]), VALUES), max_size=6))
+def test_picked_values_are_the_reference_values(items: list[tuple[str, Any]]) -> None:
+    """`pick` reads only the keys asked for: their reference values (None when absent,
+    the last of a repeated key), of the same types."""
+    reference, got = _pick_both(
+        _request([KeyValue(key=k, value=to_any_value(v)) for k, v in items])
+    )
+    assert got == reference
+    for mine, value in zip(got, reference, strict=True):
+        assert type(mine) is type(value)
+
+
+def test_pick_leaves_other_shapes_to_the_reference_and_ignores_the_keys_not_asked() -> None:
+    kvlist = to_any_value({"k": "v"})
+    reference, got = _pick_both(_request([KeyValue(key="a", value=kvlist)]))
+    assert got is flat.Unread and reference[0] is not None
+    pairs = [KeyValue(key="other", value=kvlist), KeyValue(key="b", value=to_any_value(1.5))]
+    reference, got = _pick_both(_request(pairs))
+    assert got == reference == [None, 1.5, None, None, None, None]
+
+
+def test_an_int_in_a_longer_varint_than_it_needs_reads_as_the_reference() -> None:
+    """Three bytes after the tag's: the inline two-byte int takes only a varint that
+    ends there."""
+    for varint, value in ((b"\xff\x00", 127), (b"\x80\x01", 128), (b"\xff\x7f", 16_383)):
+        pair = b"\x0a\x01k\x12\x03\x18" + varint  # key "k", AnyValue{int_value: varint}
+        span_field = b"\x4a" + bytes([len(pair)]) + pair
+        scope = b"\x12" + bytes([len(span_field)]) + span_field
+        resource = b"\x12" + bytes([len(scope)]) + scope
+        reference, got = _read_both(parse_protobuf(b"\x0a" + bytes([len(resource)]) + resource))
+        assert reference == {"k": value}
+        assert got == reference
+
+
+def _length(size: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = size & 0x7F
+        size >>= 7
+        if size:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _field(number: int, body: bytes) -> bytes:
+    return bytes([number << 3 | 2]) + _length(len(body)) + body
+
+
+def _request_bytes(span: bytes) -> bytes:
+    return _field(1, _field(2, _field(2, span)))
+
+
+def _pair(key: bytes, value: bytes) -> bytes:
+    """A `Span.attributes` field (9) holding KeyValue{key, value} as given."""
+    return _field(9, _field(1, key) + _field(2, value))
+
+
+ODD_VALUES = [
+    (b"\x0a\x85\x00abcde", "abcde"),  # a string's length in two varint bytes
+    (b"\x18\x80\x80\x00", 0),  # an int in three varint bytes
+    (b"\x18" + b"\xff" * 9 + b"\x7f", -1),  # a tenth byte with bits past 64
+    (b"\x18\xff\x00", 127),
+    (b"\x0a\x01a\x18\x03", 3),  # two fields of the oneof: the last
+    (b"\x18\x03\x0a\x01a", "a"),
+    (b"\x10\x01\x10\x00", False),
+    (b"\x2a\x05\x0a\x03\x0a\x01a" * 2, ["a", "a"]),  # two arrays: appended
+    (b"\x2a\x07\x0a\x84\x00\x0a\x02ab", ["ab"]),  # an item's length in two bytes
+    (b"\x21" + b"\x00" * 8, 0.0),
+]
+
+
+def test_the_requests_own_bytes_read_as_the_reference_reads_them() -> None:
+    """Bytes as a client may send them (not as the OTLP classes serialize): every value
+    read is the reference's, or left to it."""
+    for value, expected in ODD_VALUES:
+        wire = _request_bytes(_pair(b"k", value) + _pair(b"n", b"\x18\x05"))
+        request = parse_protobuf(wire)
+        reference, got = _read_both(request, wire)
+        assert reference == {"k": expected, "n": 5}, value
+        assert got in (reference, flat.Unread), value
+        if got is not flat.Unread:
+            assert all(type(got[k]) is type(v) for k, v in reference.items()), value
+
+
+def test_a_request_sent_as_its_canonical_bytes_is_read_from_them() -> None:
+    """The check `flat.parse` makes before reading the bytes as they are: canonical
+    bytes pass it, a `KeyValue` with its value twice does not (among others)."""
+    plain = _request_bytes(_pair(b"k", b"\x0a\x01a"))
+    assert flat._Check.FromString(plain).ByteSize() == len(plain)
+    twice = _request_bytes(_field(9, _field(1, b"k") + _field(2, b"\x0a\x01a") * 2))
+    assert flat._Check.FromString(twice).ByteSize() < len(twice)
+    request = parse_protobuf(twice)
+    reference, got = _read_both(request, twice)
+    assert got == reference == {"k": "a"}

@@ -11,7 +11,8 @@ import pytest
 
 from bench.payload import PayloadSpec, RequestFactory
 from ingest.export.decode import parse_protobuf
-from ingest.export.fast import fast_batch
+from ingest.export.fast import FastBatch, fast_batch
+from ingest.export.principal import ANONYMOUS
 from ingest.export.request import validate_request
 from ingest.handoff.kafka import RECORD_VERSION_ENV, KafkaHandoff
 from ingest.handoff.kafka_packing import pack
@@ -59,6 +60,27 @@ def test_a_hot_path_request_is_written_as_rows_by_default(
     assert handoff.fast_batch_json is False  # rows need no models' JSON
     batch = fast_batch(_request(), with_json=handoff.fast_batch_json)  # type: ignore[arg-type]
     assert _versions(handoff, batch) == {7}
+
+
+def test_the_receiver_decodes_for_version_7_without_dimension_rows() -> None:
+    """The export handler asks the hand-off what it reads: at version 7, no dimension
+    rows laid out (`fast_batch(layers=False)`), and the same records as a batch with
+    them; at version 4, laid out (the models' JSON needs them)."""
+    from ingest.export.handler import ExportHandler
+
+    request = _request()
+    for version, layers in ((7, False), (4, True)):
+        handoff = _handoff(version)
+        handler = ExportHandler(handoff)
+        try:
+            prepared = handler._prepare(request, ANONYMOUS)  # type: ignore[arg-type]
+        finally:
+            handler.close()
+        assert isinstance(prepared.batch, FastBatch) and prepared.batch.layers is layers
+        full = fast_batch(request, with_json=version == 4)  # type: ignore[arg-type]
+        expected = pack(handoff.prepare(full), "r" * 32, AT, 1_000_000)  # type: ignore[arg-type]
+        got = pack(prepared, "r" * 32, AT, 1_000_000)
+        assert [r.value for r in got] == [r.value for r in expected]
 
 
 def test_version_4_on_request_for_sinks_not_reading_7(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -55,6 +55,22 @@ def _rows_records(batch: FastBatch, limit: int) -> list[bytes] | None:
     return [r.value for r in out]
 
 
+def assert_unlayered_same(
+    batch: FastBatch, request: Any, principal: Principal, book: Any, wire: bytes | None = None
+) -> None:
+    """What `serve --kafka` decodes for version 7 (`fast_batch(layers=False)`: no
+    dimension rows laid out; `wire`: from the bytes it got) writes the same records,
+    byte for byte, and lays out the same dimension rows when asked (`FastBatch.layer`)."""
+    bare = fast_batch(request, principal=principal, contracts=book, layers=False, wire=wire)
+    assert bare is not None and not bare.layers and not bare.dimensions
+    assert len(bare.dimension_values) == len(batch.dimensions)
+    for limit in (1_000_000, 4_000):
+        assert _rows_records(bare, limit) == _rows_records(batch, limit)
+    assert bare.events == batch.events and bare.receipts == batch.receipts
+    bare.layer()
+    assert bare.layers and bare.dimensions == batch.dimensions and not bare.dimension_values
+
+
 def _model_records(
     request: Any, principal: Principal, contracts: Any, limit: int
 ) -> list[bytes] | None:
@@ -127,13 +143,17 @@ def test_fuzz_corpus_rows_records_store_the_same_rows(
     spans = request.resource_spans[0].scope_spans[0].spans
     for mutation in mutations:
         _apply(example, spans[mutation.span], mutation, request)
-    request = parse_protobuf(request.SerializeToString())
+    wire = request.SerializeToString()
+    request = parse_protobuf(wire)
     principal = Principal("acme", agents=frozenset({"agent-a", "agent-b"})) if agents else ANONYMOUS
     book = ContractBook() if contracts else None
     batch = fast_batch(request, principal=principal, contracts=book)
     taken.append(batch is not None)
     if batch is None:
+        bare = fast_batch(request, principal=principal, contracts=book, layers=False, wire=wire)
+        assert bare is None
         return  # the reference path: such a request is written as version 4 (5, 6)
+    assert_unlayered_same(batch, request, principal, book, wire)
     for limit in (1_000_000, 4_000):
         values = _rows_records(batch, limit)
         old = _model_records(request, principal, book, limit)
@@ -148,24 +168,27 @@ def test_the_fuzz_corpus_has_hot_path_requests() -> None:
     assert set(compared) == {1_000_000, 4_000}, compared
 
 
-def _fixture_batches() -> list[tuple[Any, Principal, Any]]:
-    out: list[tuple[Any, Principal, Any]] = [
-        (parse_json(p.read_bytes()), ANONYMOUS, None) for p in sorted(WIRE.glob("*.json"))
+def _fixture_batches() -> list[tuple[Any, Principal, Any, bytes | None]]:
+    """(request, principal, contracts, the protobuf bytes it was parsed from)."""
+    out: list[tuple[Any, Principal, Any, bytes | None]] = [
+        (parse_json(p.read_bytes()), ANONYMOUS, None, None) for p in sorted(WIRE.glob("*.json"))
     ]
     factory = RequestFactory(PayloadSpec(batch=64, sentinel_every=16, tag="sinkrows"))
     for number in (0, 1, 15):
-        request = parse_protobuf(factory.body(number))
-        out.append((request, ANONYMOUS, ContractBook()))
-        out.append((request, Principal("acme", agents=frozenset({"billing-triage"})), None))
+        body = factory.body(number)
+        request = parse_protobuf(body)
+        out.append((request, ANONYMOUS, ContractBook(), body))
+        out.append((request, Principal("acme", agents=frozenset({"billing-triage"})), None, body))
     return out
 
 
 def test_the_wire_fixtures_and_the_bench_payload_store_the_same_rows() -> None:
     count = 0
-    for request, principal, book in _fixture_batches():
+    for request, principal, book, wire in _fixture_batches():
         batch = fast_batch(request, principal=principal, contracts=book)
         if batch is None:
             continue
+        assert_unlayered_same(batch, request, principal, book, wire)
         for limit in (1_000_000, 4_000):
             values = _rows_records(batch, limit)
             old = _model_records(request, principal, book, limit)
