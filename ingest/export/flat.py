@@ -49,7 +49,7 @@ def _message(
     for field_name, number, kind, label, type_name in fields:
         field = message.field.add(name=field_name, number=number, type=kind, label=label)
         if type_name:
-            field.type_name = f".{_PACKAGE}.{type_name}"
+            field.type_name = f".{file.package}.{type_name}"
     if attributes_at:  # attributes as map<string, bytes>: KeyValue's own encoding
         entry = message.nested_type.add(name="AttributesEntry")
         entry.field.add(name="key", number=1, type=_FIELD.TYPE_STRING, label=_ONE)
@@ -60,8 +60,18 @@ def _message(
             number=attributes_at,
             type=_FIELD.TYPE_MESSAGE,
             label=_MANY,
-            type_name=f".{_PACKAGE}.{name}.AttributesEntry",
+            type_name=f".{file.package}.{name}.AttributesEntry",
         )
+
+
+def _built(file: descriptor_pb2.FileDescriptorProto) -> type[Message]:
+    """The class of `file`'s `Request`, from a pool of its own."""
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    built: type[Message] = message_factory.GetMessageClass(
+        pool.FindMessageTypeByName(f"{file.package}.Request")
+    )
+    return built
 
 
 def _request_class() -> type[Message]:
@@ -87,12 +97,7 @@ def _request_class() -> type[Message]:
     _message(file, "ScopeSpans", [("spans", 2, m, _MANY, "Span")])
     _message(file, "ResourceSpans", [("scope_spans", 2, m, _MANY, "ScopeSpans")])
     _message(file, "Request", [("resource_spans", 1, m, _MANY, "ResourceSpans")])
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    flat: type[Message] = message_factory.GetMessageClass(
-        pool.FindMessageTypeByName(f"{_PACKAGE}.Request")
-    )
-    return flat
+    return _built(file)
 
 
 FlatRequest = _request_class()
@@ -107,26 +112,17 @@ def _check_class() -> type[Message]:
         name="holonograph_flat_check.proto", package=f"{_PACKAGE}.check", syntax="proto3"
     )
     b, m = _FIELD.TYPE_BYTES, _FIELD.TYPE_MESSAGE
-
-    def add(name: str, fields: list[tuple[str, int, int, int, str]]) -> None:
-        message = file.message_type.add(name=name)
-        for field_name, number, kind, label, type_name in fields:
-            field = message.field.add(name=field_name, number=number, type=kind, label=label)
-            if type_name:
-                field.type_name = f".{_PACKAGE}.check.{type_name}"
-
-    add("KeyValue", [("key", 1, b, _ONE, ""), ("value", 2, b, _ONE, "")])
-    add("Event", [("attributes", 3, m, _MANY, "KeyValue")])
-    add("Span", [("attributes", 9, m, _MANY, "KeyValue"), ("events", 11, m, _MANY, "Event")])
-    add("ScopeSpans", [("spans", 2, m, _MANY, "Span")])
-    add("ResourceSpans", [("scope_spans", 2, m, _MANY, "ScopeSpans")])
-    add("Request", [("resource_spans", 1, m, _MANY, "ResourceSpans")])
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    check: type[Message] = message_factory.GetMessageClass(
-        pool.FindMessageTypeByName(f"{_PACKAGE}.check.Request")
+    _message(file, "KeyValue", [("key", 1, b, _ONE, ""), ("value", 2, b, _ONE, "")])
+    _message(file, "Event", [("attributes", 3, m, _MANY, "KeyValue")])
+    _message(
+        file,
+        "Span",
+        [("attributes", 9, m, _MANY, "KeyValue"), ("events", 11, m, _MANY, "Event")],
     )
-    return check
+    _message(file, "ScopeSpans", [("spans", 2, m, _MANY, "Span")])
+    _message(file, "ResourceSpans", [("scope_spans", 2, m, _MANY, "ScopeSpans")])
+    _message(file, "Request", [("resource_spans", 1, m, _MANY, "ResourceSpans")])
+    return _built(file)
 
 
 _Check = _check_class()
