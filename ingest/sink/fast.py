@@ -32,6 +32,7 @@ import datetime as dt
 import json
 import math
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from pydantic_core import from_json
@@ -367,23 +368,7 @@ def _event(
         surface_id, agent_id, correlation_id, run_mode, provenance, ticks, lens_version,
         light_source_id, requested, columns, cohort_tags, stream,
     ]  # fmt: skip
-    dimension_ids: list[str] = []
-    dimension_rows = batch.dimensions
-    for item in dimensions:
-        if type(item) is not dict or tuple(item) != _DIMENSION_KEYS:
-            raise _Slow
-        dimension_id, passed, score, expected, actual, judge = item.values()
-        if not (type(dimension_id) is type(expected) is type(actual) is type(judge) is str):
-            raise _Slow
-        if not dimension_id or (passed is not None and type(passed) is not bool):
-            raise _Slow
-        dimension_ids.append(dimension_id)
-        dimension_rows.append(
-            [
-                tenant, event_id, dimension_id, passed, _optional_number(score),
-                expected, actual, judge, *layers,
-            ]
-        )  # fmt: skip
+    dimension_ids = _dimensions(tenant, event_id, _keyed(dimensions), layers, batch.dimensions)
     row = [
         tenant, event_id, surface_id, agent_id, correlation_id, run_mode, provenance, ticks,
         lens_version, light_source_id, requested, columns, cohort_tags,
@@ -393,6 +378,47 @@ def _event(
         sdk_name, sdk_version, dimension_ids, stream, seq, final, trace_id, span_id,
     ]  # fmt: skip
     return row, findings, attributes, extras
+
+
+def _dimensions(
+    tenant: str,
+    event_id: str,
+    dimensions: Iterable[Iterable[Any]],
+    layers: list[Any],
+    rows: list[list[Any]],
+) -> list[str]:
+    """Append the event's dimension rows to `rows` (each dimension's six values in
+    `DIMENSION_ROW`'s order, whatever shape its record gave them); their ids."""
+    ids: list[str] = []
+    for dimension_id, passed, score, expected, actual, judge in dimensions:
+        if not (type(dimension_id) is type(expected) is type(actual) is type(judge) is str):
+            raise _Slow
+        if not dimension_id or (passed is not None and type(passed) is not bool):
+            raise _Slow
+        ids.append(dimension_id)
+        rows.append(
+            [
+                tenant, event_id, dimension_id, passed, _optional_number(score),
+                expected, actual, judge, *layers,
+            ]
+        )  # fmt: skip
+    return ids
+
+
+def _keyed(dimensions: list[Any]) -> Iterator[Iterable[Any]]:
+    """A version 4 record's dimensions: objects of exactly the model's keys, in order."""
+    for item in dimensions:
+        if type(item) is not dict or tuple(item) != _DIMENSION_KEYS:
+            raise _Slow
+        yield item.values()
+
+
+def _positional(dimensions: list[Any]) -> Iterator[Iterable[Any]]:
+    """A version 7 record's dimensions: arrays of `DIMENSION_ROW`'s six values."""
+    for item in dimensions:
+        if type(item) is not list or len(item) != _DIMENSION_ROW_LENGTH:
+            raise _Slow
+        yield item
 
 
 def _receipt(tenant: str, stream: str, document: Any, times: dict[str, int]) -> list[Any]:
@@ -477,22 +503,9 @@ def _rows_record(value: bytes, document: Any) -> FastRecord:
             surface_id, agent_id, correlation_id, run_mode, provenance, ticks, lens_version,
             light_source_id, requested, columns, cohort_tags, stream,
         ]  # fmt: skip
-        dimension_ids: list[str] = []
-        for item in dimensions:
-            if type(item) is not list or len(item) != _DIMENSION_ROW_LENGTH:
-                raise _Slow
-            dimension_id, passed, score, expected, actual, judge = item
-            if not (type(dimension_id) is type(expected) is type(actual) is type(judge) is str):
-                raise _Slow
-            if not dimension_id or (passed is not None and type(passed) is not bool):
-                raise _Slow
-            dimension_ids.append(dimension_id)
-            dimension_rows.append(
-                [
-                    tenant, event_id, dimension_id, passed, _optional_number(score),
-                    expected, actual, judge, *layers,
-                ]
-            )  # fmt: skip
+        dimension_ids = _dimensions(
+            tenant, event_id, _positional(dimensions), layers, dimension_rows
+        )
         event_ids.add(event_id)
         rows.append(
             [
