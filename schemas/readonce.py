@@ -59,8 +59,8 @@ def remembered(store: object, key: Hashable, read: Callable[[], T]) -> T:
 
 def table_names(store: Store) -> frozenset[str]:
     """The names of the store's tables (and views), read once per connection in a job
-    command (`read_once`: a job creates and drops none; the command
-    migrated the store before it read)."""
+    command (`read_once`: a job creates and drops none; the command migrated the
+    store before it read)."""
 
     def read() -> frozenset[str]:
         rows = store.query(

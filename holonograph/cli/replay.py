@@ -45,6 +45,7 @@ def _kafka_handoff(settings: KafkaSettings) -> KafkaHandoff:
         timeout_seconds=settings.kafka_timeout_ms / 1000,
         idempotence=settings.kafka_idempotence,
         client_id=f"{settings.kafka_client_id}-replay",
+        record_version=settings.kafka_record_version,
     )
 
 

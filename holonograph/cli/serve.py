@@ -205,6 +205,11 @@ async def run_service(
     help="Producer batch compression [zstd; gzip without the cramjam codec].",
 )
 @click.option(
+    "--kafka-record-version",
+    type=int,
+    help="Records of requests the hot path took: 7 (rows), 4 (sinks older than 7) [7].",
+)
+@click.option(
     "--tls-cert-file", type=click.Path(dir_okay=False), help="TLS certificate chain (PEM)."
 )
 @click.option("--tls-key-file", type=click.Path(dir_okay=False), help="TLS private key (PEM).")

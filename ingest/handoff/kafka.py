@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, get_args
@@ -49,20 +48,10 @@ log = logging.getLogger(__name__)
 
 ProducerFactory = Callable[..., Any]
 COMPRESSION_TYPES: tuple[str, ...] = get_args(Compression)
-# The record version written for a request the hot path took: 7 (its rows, which a sink
-# stores without decoding models again) or 4 (its models' JSON: for sinks older than
-# version 7 during an upgrade, until every sink reads 7; see schemas/RECORDS.md).
-RECORD_VERSION_ENV = "HOLONOGRAPH_KAFKA_RECORD_VERSION"
+# The record versions written for a request the hot path took: 7 (its rows, which a
+# sink stores without decoding models again) or 4 (its models' JSON: for sinks older
+# than version 7 during an upgrade; see schemas/RECORDS.md).
 RECORD_VERSIONS = (ROWS_VERSION, SCHEMA_VERSION)
-
-
-def record_version_from_env() -> int:
-    text = os.environ.get(RECORD_VERSION_ENV, "").strip()
-    if not text:
-        return ROWS_VERSION
-    if text not in {str(v) for v in RECORD_VERSIONS}:
-        raise ValueError(f"{RECORD_VERSION_ENV}={text!r}: use 7 or 4")
-    return int(text)
 
 
 def default_compression() -> str:
@@ -89,19 +78,18 @@ class KafkaHandoff:
         retry_after_seconds: float = 1.0,
         clock: Clock = utc_now,
         metrics: ProducerMetrics | None = None,
-        record_version: int | None = None,
+        record_version: int = ROWS_VERSION,
     ) -> None:
         """`record_version`: what a hot-path request is written as (`RECORD_VERSIONS`;
-        None: `HOLONOGRAPH_KAFKA_RECORD_VERSION`, default 7). Other requests are written
-        as version 4 (5, 6) either way."""
-        version = record_version_from_env() if record_version is None else record_version
-        if version not in RECORD_VERSIONS:
-            raise ValueError(f"record version {version}: use 7 or 4")
-        self.record_version = version
+        the setting `kafka_record_version`). Other requests are written as version 4
+        (5, 6) either way."""
+        if record_version not in RECORD_VERSIONS:
+            raise ValueError(f"record version {record_version}: use 7 or 4")
+        self.record_version = record_version
         # Version 7 records hold rows: the hot path need not make the models' JSON.
-        self.fast_batch_json = version != ROWS_VERSION
+        self.fast_batch_json = record_version != ROWS_VERSION
         # Nor lay out the dimension rows: a version 7 record holds their own values.
-        self.fast_batch_layers = version != ROWS_VERSION
+        self.fast_batch_layers = record_version != ROWS_VERSION
         self._bootstrap = bootstrap
         self._topics = topics
         self._max_inflight = max_inflight_bytes

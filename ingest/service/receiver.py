@@ -376,6 +376,7 @@ class ReceiverService:
                 client_id=config.kafka_client_id,
                 clock=self.clock,
                 metrics=ProducerMetrics(self.metrics.registry),
+                record_version=config.kafka_record_version,
             )
             await kafka.start()
             return kafka

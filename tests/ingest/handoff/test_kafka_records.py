@@ -8,14 +8,18 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from click.testing import CliRunner
+from pydantic import ValidationError
 
 from bench.payload import PayloadSpec, RequestFactory
+from holonograph.cli import cli
 from ingest.export.decode import parse_protobuf
 from ingest.export.fast import FastBatch, fast_batch
 from ingest.export.principal import ANONYMOUS
 from ingest.export.request import validate_request
-from ingest.handoff.kafka import RECORD_VERSION_ENV, KafkaHandoff
+from ingest.handoff.kafka import KafkaHandoff
 from ingest.handoff.kafka_packing import pack
+from ingest.service.config import KafkaSettings
 from ingest.sink.fast import FastRecord, fast_record
 from schemas.records import BatchRecord, decode, headers
 from schemas.topics import Topics
@@ -23,7 +27,13 @@ from schemas.topics import Topics
 AT = dt.datetime(2026, 11, 30, 14, 0, 0, tzinfo=dt.UTC)
 
 
+RECORD_VERSION_ENV = "HOLONOGRAPH_KAFKA_RECORD_VERSION"
+
+
 def _handoff(version: int | None = None) -> KafkaHandoff:
+    """The hand-off `serve --kafka` builds: `version`, else the setting (environment)."""
+    if version is None:
+        version = KafkaSettings().kafka_record_version
     return KafkaHandoff(
         "localhost:1",
         Topics(),
@@ -100,7 +110,27 @@ def test_a_reference_path_request_stays_version_4() -> None:
 @pytest.mark.parametrize("text", ["5", "seven", "8"])
 def test_another_version_is_refused_at_start(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
     monkeypatch.setenv(RECORD_VERSION_ENV, text)
-    with pytest.raises(ValueError, match=RECORD_VERSION_ENV):
+    with pytest.raises(ValidationError, match="kafka_record_version"):
         _handoff()
     with pytest.raises(ValueError, match="use 7 or 4"):
         _handoff(6)
+
+
+@pytest.mark.parametrize(
+    "flags, environment",
+    [(["--kafka-record-version", "6"], {}), ([], {RECORD_VERSION_ENV: "5"})],
+)
+def test_serve_refuses_another_version_as_a_configuration_error(
+    flags: list[str], environment: dict[str, str]
+) -> None:
+    done = CliRunner().invoke(
+        cli,
+        ["serve", "--kafka", "127.0.0.1:1", "--grpc-port", "0", "--http-port", "0", *flags],
+        env=environment,
+    )
+    assert done.exit_code == 2, done.output
+    assert done.stderr == (
+        "error: invalid configuration: kafka_record_version (--kafka-record-version or"
+        " HOLONOGRAPH_KAFKA_RECORD_VERSION): use 7 (rows) or 4 (models' JSON, for sinks"
+        " older than 7)\n"
+    )
