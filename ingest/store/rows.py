@@ -276,17 +276,10 @@ def placed(rows: list[list[Any]], at: tuple[int, int], placements: Placements) -
 
 
 def placed_columns(
-    rows: list[list[Any]], at: tuple[int, int], placements: Placements
-) -> list[Sequence[Any]]:
-    """`placed(rows, ...)` column by column: the rows' columns and the two of their
-    placement, with no row copied."""
-    return placed_by_columns(list(zip(*rows, strict=True)), at, placements)
-
-
-def placed_by_columns(
     columns: list[Sequence[Any]], at: tuple[int, int], placements: Placements
 ) -> list[Sequence[Any]]:
-    """`placed_columns` of rows given column by column."""
+    """`placed(rows, ...)` of rows given column by column: their columns and the two of
+    their placement, with no row copied."""
     surface, timestamp = at
     if not placements:
         return [*columns, columns[surface], [placed_hour(t) for t in columns[timestamp]]]
@@ -323,7 +316,7 @@ def write_rows(store: Store, rows: TableRows) -> None:
         if isinstance(store, ClickHouseStore):
             columns = rows.table_columns(name)
             if columns and columns[0]:
-                placed_cols = placed_by_columns(columns, at, rows.placements)
+                placed_cols = placed_columns(columns, at, rows.placements)
                 store.insert_columns(table.qualified, placed_cols, table.columns, INSERT_SETTINGS)
         elif getattr(rows, name):
             placed_rows = placed(getattr(rows, name), at, rows.placements)

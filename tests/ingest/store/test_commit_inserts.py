@@ -137,9 +137,11 @@ def test_placed_columns_are_the_placed_rows_column_by_column() -> None:
     for table_rows, at in ((rows.events, EVENT_PLACE), (rows.dimensions, DIMENSION_PLACE)):
         for given in ({}, placements):
             expected = [list(column) for column in zip(*placed(table_rows, at, given), strict=True)]
-            got = [list(column) for column in placed_columns(table_rows, at, given)]
+            columns = list(zip(*table_rows, strict=True))
+            got = [list(column) for column in placed_columns(columns, at, given)]
             assert got == expected
-    assert placed_columns(rows.events, EVENT_PLACE, placements)[-2][0] == "elsewhere"
+    event_columns = list(zip(*rows.events, strict=True))
+    assert placed_columns(event_columns, EVENT_PLACE, placements)[-2][0] == "elsewhere"
 
 
 def test_shared_rows_are_the_rows_add_to_builds_in_the_same_order() -> None:
