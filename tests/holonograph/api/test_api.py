@@ -27,8 +27,9 @@ from pydantic import TypeAdapter
 
 from holonograph.api.endpoints import ENDPOINTS, NOT_SERVED
 from holonograph.cli import cli
-from schemas.tables import EMISSION_RECEIPTS
+from schemas.tables import COMPLETENESS_REFRESHES, EMISSION_RECEIPTS
 from testkit.backends import migrated_store
+from tests.e2e.kafka.helpers import wait_until
 from tests.holonograph.cli.test_serve import ROOT, ServeProcess
 from tests.ingest.certs import CertificateAuthority
 from tests.processors.conformance.support import event, insert_events
@@ -156,10 +157,21 @@ def serve_with_tokens(
         api = [re.search(r"(https://127\.0\.0\.1:\d+)/openapi.json", line)
                for line in server.lines if line.startswith("HTTP API")]  # fmt: skip
         url = api[0][1] if api and api[0] else match[1]
+        # The start's refresh of the completeness tables done before any comparison: an
+        # answer read before it and one read after would see different tables.
+        wait_until(lambda: _refreshes(data_dir) > 0, 60, "the start's completeness refresh")
         yield Served(data_dir, url, root / "ca.pem", match[1])
     finally:
         code, stderr = server.stop()
         assert code == 0, stderr
+
+
+def _refreshes(data_dir: Path) -> int:
+    """The completeness refreshes recorded, read through the running serve."""
+    sql = f"SELECT count() AS n FROM {COMPLETENESS_REFRESHES.qualified}"
+    done = CliRunner().invoke(cli, ["query", "--data-dir", str(data_dir), "--json", sql])
+    assert done.exit_code == 0, done.output
+    return int(json.loads(done.stdout)[0]["n"])
 
 
 @pytest.fixture(scope="module")
