@@ -334,7 +334,7 @@ def fast_batch(
     models the reference would build (`FastBatch.event_json`, `receipt_json`). Without
     `layers` (and without `with_json`), the dimension rows are left to `FastBatch.layer`:
     what a version 7 record holds of them is `FastBatch.dimension_values`. `wire`: the
-    protobuf bytes `request` was parsed from, if the caller has them (`flat.parse`)."""
+    protobuf bytes `request` was parsed from, if the caller has them (`flat.spans`)."""
     if is_salvaged(request):
         return None
     findings = (NO_CONTRACT,) if contracts is not None else ()
@@ -362,17 +362,18 @@ def _decode(
     arrived: set[tuple[str, int]] = set()
     event_ids = batch.event_ids
     events, receipts = batch.events, batch.receipts
-    parsed = flat.parse(request, wire)
-    if parsed is None:
+    read = flat.spans(request, wire)
+    if read is None:
         raise _Slow
-    reader = _Reader(request)
+    parsed, form = read
+    reader = _Reader(request, form)
     for r, (resource_spans, flat_resource_spans) in enumerate(
-        zip(request.resource_spans, parsed.resource_spans, strict=True)
+        zip(request.resource_spans, parsed, strict=True)
     ):
         resource = jsonable(attributes(resource_spans.resource.attributes))
         resource_json: str | None = None
-        for s, scope_spans in enumerate(flat_resource_spans.scope_spans):
-            for n, span in enumerate(scope_spans.spans):
+        for s, scope_spans in enumerate(flat_resource_spans):
+            for n, span in enumerate(scope_spans):
                 name = span.name
                 if not name.startswith(PREFIX):
                     if carries_results(span):
@@ -426,17 +427,21 @@ def _decode(
 
 
 class _Reader:
-    """Reads one span's attributes (and its events') from the flat form (`flat`), or
-    from the OTLP span at the same place where the flat form cannot say what the
-    reference reads: a value of another shape, or the order of the attributes the rows
-    keep in span order (substrate columns, markers, extras), when there are several."""
+    """Reads one span's attributes (and its events') from the flat form (`flat.spans`,
+    read by `form`), or from the OTLP span at the same place where the flat form cannot
+    say what the reference reads: a value of another shape, or (a form not `ordered`)
+    the order of the attributes the rows keep in span order (substrate columns,
+    markers, extras), when there are several."""
 
-    __slots__ = ("_request", "_span", "at")
+    __slots__ = ("_ordered", "_request", "_span", "at", "pick", "read")
 
-    def __init__(self, request: PB2ExportTraceServiceRequest) -> None:
+    def __init__(self, request: PB2ExportTraceServiceRequest, form: flat.Form) -> None:
         self._request = request
         self._span: Any = None
         self.at = (0, 0, 0)  # the span's place: (resource spans, scope spans, span)
+        self.read = form.read
+        self.pick = form.pick
+        self._ordered = form.ordered
 
     def move(self, r: int, s: int, n: int) -> None:
         self.at = (r, s, n)
@@ -452,7 +457,7 @@ class _Reader:
         """The span's attributes and, in the span's order, its `holonograph.*` keys
         that are not the evaluation's own (substrate columns, markers, extras)."""
         try:
-            attrs = flat.read(span.attributes)
+            attrs = self.read(span.attributes)
         except flat.Unread:
             attrs = attributes(self._otlp().attributes)
             return attrs, _kept(attrs)
@@ -461,7 +466,8 @@ class _Reader:
             if key.startswith(PREFIX):
                 kept.append(key)
         if len(kept) > 1:  # their order is the span's: read it in order
-            attrs = attributes(self._otlp().attributes)
+            if not self._ordered:
+                attrs = attributes(self._otlp().attributes)
             return attrs, _kept(attrs)
         return attrs, kept
 
@@ -563,7 +569,7 @@ def _dimensions(
 ) -> list[str]:
     """Dimension rows (up to `emission_stream`) of a span's dimension events; their ids."""
     ids: list[str] = []
-    read = flat.read
+    read = reader.read
     for index, event in enumerate(events):
         if event.name != DIMENSION_EVENT:
             continue
@@ -597,7 +603,7 @@ def _dimension_values(events: Sequence[Any], out: list[list[Any]], reader: _Read
     """`_dimensions` without the layer columns: each dimension's own values
     (`FastBatch.dimension_values`); their ids."""
     ids: list[str] = []
-    pick = flat.pick
+    pick = reader.pick
     for index, event in enumerate(events):
         if event.name != DIMENSION_EVENT:
             continue

@@ -21,12 +21,23 @@ repeated key keeps its last value in both (`attributes` keeps the first position
 which only order-keeping callers see). An `AnyValue` as it arrived (a varint longer
 than it needs, fields in any order or twice) is read by its structure: one field,
 nothing after it, or `Unread`.
+
+That is the pure form (`PURE`). Where the compiled reader `ingest.export._wire` was
+built (`setup.py`, decision 0018), `spans` reads the request's bytes with it instead
+(`COMPILED`): one walk in C, each span's attributes a ready dict in the span's order
+(so no caller reads a span again for its order), each value as `_value` reads it, None
+where one is not (`Unread`); a request it does not read exactly as the OTLP parse
+does (a `KeyValue` with its value twice, a known field with another wire type, ...)
+is read by the pure form. `HOLONOGRAPH_WIRE_READER=pure` (or `FORM = PURE`) keeps
+the pure form where the compiled one is built.
 """
 
 from __future__ import annotations
 
+import os
 import struct
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
@@ -293,3 +304,65 @@ def _strings(data: bytes, end: int) -> list[Any]:
         else:
             values.append(_value(data, item, start))
     return values
+
+
+class Form(NamedTuple):
+    """How the hot path reads the spans `spans` gives: `read` a span's or event's
+    `attributes` into a dict (`Unread`: the reference reads them), `pick` some of their
+    values (None for a key they do not have); `ordered`: the dicts `read` gives are in
+    the span's order (the reference's: a repeated key keeps its first position)."""
+
+    name: str
+    read: Callable[[Any], dict[str, Any]]
+    pick: Callable[[Any, tuple[str, ...]], list[Any]]
+    ordered: bool
+
+
+PURE = Form("pure", read, pick, ordered=False)
+
+
+def _ready(attributes: dict[str, Any] | None) -> dict[str, Any]:
+    if attributes is None:
+        raise Unread
+    return attributes
+
+
+def _ready_pick(attributes: dict[str, Any] | None, keys: tuple[str, ...]) -> list[Any]:
+    if attributes is None:
+        raise Unread
+    return list(map(attributes.get, keys))
+
+
+try:
+    from ingest.export import _wire
+except ImportError:  # not built (no compiler at install): the pure form only
+    _wire = None  # type: ignore[assignment]
+
+COMPILED: Form | None = None if _wire is None else Form("compiled", _ready, _ready_pick, True)
+# The form `spans` reads with: the compiled one where it was built, unless told not to.
+FORM: Form = (
+    COMPILED
+    if COMPILED is not None and os.environ.get("HOLONOGRAPH_WIRE_READER", "") != "pure"
+    else PURE
+)
+
+Spans = list[list[Sequence[Any]]]
+
+
+def spans(
+    request: PB2ExportTraceServiceRequest, wire: bytes | None = None, form: Form | None = None
+) -> tuple[Spans, Form] | None:
+    """The spans of `request` (per resource spans, per scope spans: in the request's
+    places), each with `name`, `trace_id`, `span_id`, `end_time_unix_nano`,
+    `attributes` and `events` (each with `name` and `attributes`), and the form that
+    reads their attributes; None: the request is for the reference path. `wire`: the
+    bytes `request` was parsed from (`parse`); `form`: `FORM` unless given."""
+    form = FORM if form is None else form
+    if form is COMPILED:
+        got = _wire.spans(request.SerializeToString() if wire is None else wire)
+        if got is not None:
+            return got, form
+    parsed = parse(request, wire)
+    if parsed is None:
+        return None
+    return [[scope.spans for scope in rs.scope_spans] for rs in parsed.resource_spans], PURE
