@@ -124,6 +124,43 @@ text(ptr start, ptr stop, PyObject **out)
     return OK;
 }
 
+/* The attribute keys seen, as str: most requests repeat a few dozen keys, each made
+ * and hashed once here instead of once per attribute. ASCII keys only (their str's
+ * bytes are their UTF-8); a slot taken by another key is replaced. */
+#define KEYS 1024
+#define KEY_MAX 96
+static PyObject *keys[KEYS];
+
+static int
+key_text(ptr start, ptr stop, PyObject **out)
+{
+    Py_ssize_t size = stop - start;
+    uint64_t hash = 14695981039346656037ULL;
+    if (size > KEY_MAX)
+        return text(start, stop, out);
+    for (ptr p = start; p < stop; p++) {
+        if (*p >= 0x80)
+            return text(start, stop, out);
+        hash = (hash ^ *p) * 1099511628211ULL;
+    }
+    PyObject **slot = &keys[(hash ^ (hash >> 32)) & (KEYS - 1)];
+    PyObject *seen = *slot;
+    if (seen != NULL && PyUnicode_GET_LENGTH(seen) == size &&
+        memcmp(PyUnicode_1BYTE_DATA(seen), start, size) == 0) {
+        *out = Py_NewRef(seen);
+        return OK;
+    }
+    int got = text(start, stop, out);
+    if (got == OK) {
+        if (PyObject_Hash(*out) == -1) {
+            Py_CLEAR(*out);
+            return ERROR;
+        }
+        Py_XSETREF(*slot, Py_NewRef(*out));
+    }
+    return got;
+}
+
 /* The `AnyValue` of [at, end) as `flat._value` reads it: one field, nothing after it
  * (FALLBACK otherwise: the reference reads it). */
 static int
@@ -208,10 +245,13 @@ any_value(ptr at, ptr end, int depth, PyObject **out)
     }
 }
 
-/* One `KeyValue` of [p, end) into *attrs (a dict, or NULL once a value was not read:
- * the rest is still walked, for the request's own fallbacks). */
+/* What a value not read is in a dict of attributes (`UNREAD`): its key's last value
+ * is for the reference reader. */
+static PyObject *Unread;
+
+/* One `KeyValue` of [p, end) into attrs, `Unread` for a value not read (*unread set). */
 static int
-key_value(ptr p, ptr end, PyObject **attrs)
+key_value(ptr p, ptr end, PyObject *attrs, int *unread)
 {
     ptr key = NULL, key_end = NULL, value = NULL, value_end = NULL;
     int values = 0;
@@ -239,27 +279,35 @@ key_value(ptr p, ptr end, PyObject **attrs)
     }
     if (values > 1) /* merged by the OTLP parse */
         return FALLBACK;
-    PyObject *name;
-    int got = key ? text(key, key_end, &name) : (name = PyUnicode_New(0, 0)) ? OK : ERROR;
+    PyObject *name, *read = NULL;
+    int got = key ? key_text(key, key_end, &name) : (name = PyUnicode_New(0, 0)) ? OK : ERROR;
     if (got != OK)
         return got;
-    if (*attrs == NULL) {
-        Py_DECREF(name);
-        return OK;
-    }
-    PyObject *read = NULL;
     got = value == NULL || value == value_end ? FALLBACK /* as `flat.read`: no value */
                                               : any_value(value, value_end, 0, &read);
-    if (got == OK) {
-        got = PyDict_SetItem(*attrs, name, read) < 0 ? ERROR : OK;
-        Py_DECREF(read);
-    }
-    else if (got == FALLBACK) {
-        Py_CLEAR(*attrs);
+    if (got == FALLBACK) {
+        read = Py_NewRef(Unread);
+        *unread = 1;
         got = OK;
+    }
+    if (got == OK) {
+        got = PyDict_SetItem(attrs, name, read) < 0 ? ERROR : OK;
+        Py_DECREF(read);
     }
     Py_DECREF(name);
     return got;
+}
+
+/* Whether a dict of attributes has a value not read (a repeated key's last counts). */
+static int
+partial(PyObject *attrs)
+{
+    PyObject *key, *value;
+    Py_ssize_t at = 0;
+    while (PyDict_Next(attrs, &at, &key, &value))
+        if (value == Unread)
+            return 1;
+    return 0;
 }
 
 static PyObject *
@@ -268,12 +316,27 @@ empty_text(void)
     return PyUnicode_New(0, 0);
 }
 
+/* attributes and partial of a span or event: the dict as `attributes` when every
+ * value was read, else as `partial` (and `attributes` None). */
+static void
+set_attributes(PyObject *item, Py_ssize_t at, PyObject *attrs, int unread)
+{
+    if (unread && partial(attrs)) {
+        PyStructSequence_SET_ITEM(item, at, Py_NewRef(Py_None));
+        PyStructSequence_SET_ITEM(item, at + 1, attrs);
+    }
+    else {
+        PyStructSequence_SET_ITEM(item, at, attrs);
+        PyStructSequence_SET_ITEM(item, at + 1, Py_NewRef(Py_None));
+    }
+}
+
 /* A span's event (Event: name = 2, attributes = 3) appended to events. */
 static int
 event(ptr p, ptr end, PyObject *events)
 {
     PyObject *name = empty_text(), *attrs = PyDict_New(), *item;
-    int got = OK;
+    int got = OK, unread = 0;
     if (name == NULL || attrs == NULL) {
         got = ERROR;
         goto done;
@@ -295,7 +358,7 @@ event(ptr p, ptr end, PyObject *events)
                     Py_SETREF(name, value);
             }
             else
-                got = key_value(start, stop, &attrs);
+                got = key_value(start, stop, attrs, &unread);
         }
         else if (!skip(&p, end, type))
             got = FALLBACK;
@@ -308,7 +371,7 @@ event(ptr p, ptr end, PyObject *events)
         goto done;
     }
     PyStructSequence_SET_ITEM(item, 0, name);
-    PyStructSequence_SET_ITEM(item, 1, attrs ? attrs : Py_NewRef(Py_None));
+    set_attributes(item, 1, attrs, unread);
     name = attrs = NULL;
     got = PyList_Append(events, item) < 0 ? ERROR : OK;
     Py_DECREF(item);
@@ -317,16 +380,15 @@ done:
     Py_XDECREF(attrs);
     return got;
 }
-
 /* A span (its fields the walk reads; the others skipped) appended to spans. */
 static int
 span(ptr p, ptr end, PyObject *spans)
 {
-    enum { NAME, TRACE_ID, SPAN_ID, END, ATTRS, EVENTS, FIELDS };
+    enum { NAME, TRACE_ID, SPAN_ID, END, ATTRS, PARTIAL, EVENTS, FIELDS };
     PyObject *field[FIELDS] = {NULL};
     PyObject *item;
     uint64_t end_time = 0;
-    int got = OK;
+    int got = OK, unread = 0;
     field[NAME] = empty_text();
     field[TRACE_ID] = PyBytes_FromStringAndSize(NULL, 0);
     field[SPAN_ID] = PyBytes_FromStringAndSize(NULL, 0);
@@ -356,7 +418,7 @@ span(ptr p, ptr end, PyObject *spans)
                 break;
             }
             if (number == 9)
-                got = key_value(start, stop, &field[ATTRS]);
+                got = key_value(start, stop, field[ATTRS], &unread);
             else if (number == 11)
                 got = event(start, stop, field[EVENTS]);
             else if (number == 5) {
@@ -399,8 +461,11 @@ span(ptr p, ptr end, PyObject *spans)
         got = ERROR;
         goto done;
     }
+    set_attributes(item, ATTRS, field[ATTRS], unread);
+    field[ATTRS] = NULL;
     for (int i = 0; i < FIELDS; i++) {
-        PyStructSequence_SET_ITEM(item, i, field[i] ? field[i] : Py_NewRef(Py_None));
+        if (i != ATTRS && i != PARTIAL)
+            PyStructSequence_SET_ITEM(item, i, field[i]);
         field[i] = NULL;
     }
     got = PyList_Append(spans, item) < 0 ? ERROR : OK;
@@ -498,22 +563,26 @@ static PyMethodDef methods[] = {
 
 static PyStructSequence_Field span_fields[] = {
     {"name", NULL}, {"trace_id", NULL}, {"span_id", NULL}, {"end_time_unix_nano", NULL},
-    {"attributes", "a dict in the span's order, or None: read the span the ordinary way"},
+    {"attributes", "a dict in the span's order; None where a value was not read"},
+    {"partial", "where a value was not read: the dict, UNREAD for those values"},
     {"events", NULL}, {NULL, NULL},
 };
 static PyStructSequence_Desc span_desc = {
-    "ingest.export._wire.Span", "A span as the hot path reads it.", span_fields, 6,
+    "ingest.export._wire.Span", "A span as the hot path reads it.", span_fields, 7,
 };
 static PyStructSequence_Field event_fields[] = {
-    {"name", NULL}, {"attributes", NULL}, {NULL, NULL},
+    {"name", NULL}, {"attributes", NULL}, {"partial", NULL}, {NULL, NULL},
 };
 static PyStructSequence_Desc event_desc = {
-    "ingest.export._wire.Event", "A span's event as the hot path reads it.", event_fields, 2,
+    "ingest.export._wire.Event", "A span's event as the hot path reads it.", event_fields, 3,
 };
 
 static int
 exec_module(PyObject *module)
 {
+    Unread = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    if (Unread == NULL || PyModule_AddObjectRef(module, "UNREAD", Unread) < 0)
+        return -1;
     SpanType = PyStructSequence_NewType(&span_desc);
     if (SpanType == NULL || PyModule_AddObjectRef(module, "Span", (PyObject *)SpanType) < 0)
         return -1;

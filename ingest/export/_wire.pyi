@@ -2,9 +2,12 @@
 
 from typing import Any
 
+UNREAD: object
+
 class Event:
     name: str
     attributes: dict[str, Any] | None
+    partial: dict[str, Any] | None
 
 class Span:
     name: str
@@ -12,6 +15,7 @@ class Span:
     span_id: bytes
     end_time_unix_nano: int
     attributes: dict[str, Any] | None
+    partial: dict[str, Any] | None
     events: list[Event]
 
 def spans(wire: bytes, /) -> list[list[list[Span]]] | None: ...

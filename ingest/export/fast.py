@@ -457,7 +457,7 @@ class _Reader:
         """The span's attributes and, in the span's order, its `holonograph.*` keys
         that are not the evaluation's own (substrate columns, markers, extras)."""
         try:
-            attrs = self.read(span.attributes)
+            attrs = self.read(span)
         except flat.Unread:
             attrs = attributes(self._otlp().attributes)
             return attrs, _kept(attrs)
@@ -574,7 +574,7 @@ def _dimensions(
         if event.name != DIMENSION_EVENT:
             continue
         try:
-            attrs = read(event.attributes)
+            attrs = read(event)
         except flat.Unread:
             attrs = reader.otlp_event(index)
         get = attrs.get
@@ -608,7 +608,7 @@ def _dimension_values(events: Sequence[Any], out: list[list[Any]], reader: _Read
         if event.name != DIMENSION_EVENT:
             continue
         try:
-            values = pick(event.attributes, _DIMENSION_KEYS)
+            values = pick(event, _DIMENSION_KEYS)
         except flat.Unread:
             values = list(map(reader.otlp_event(index).get, _DIMENSION_KEYS))
         dimension_id, passed, score, expected, actual, judge = values

@@ -308,9 +308,10 @@ def _strings(data: bytes, end: int) -> list[Any]:
 
 class Form(NamedTuple):
     """How the hot path reads the spans `spans` gives: `read` a span's or event's
-    `attributes` into a dict (`Unread`: the reference reads them), `pick` some of their
-    values (None for a key they do not have); `ordered`: the dicts `read` gives are in
-    the span's order (the reference's: a repeated key keeps its first position)."""
+    attributes into a dict (`Unread`: the reference reads them), `pick` some of their
+    values (None for a key they do not have; `Unread` for one it does not decode);
+    `ordered`: the dicts `read` gives are in the span's order (the reference's: a
+    repeated key keeps its first position)."""
 
     name: str
     read: Callable[[Any], dict[str, Any]]
@@ -318,19 +319,35 @@ class Form(NamedTuple):
     ordered: bool
 
 
-PURE = Form("pure", read, pick, ordered=False)
+def _read_map(item: Any) -> dict[str, Any]:
+    return read(item.attributes)
 
 
-def _ready(attributes: dict[str, Any] | None) -> dict[str, Any]:
-    if attributes is None:
+def _pick_map(item: Any, keys: tuple[str, ...]) -> list[Any]:
+    return pick(item.attributes, keys)
+
+
+PURE = Form("pure", _read_map, _pick_map, ordered=False)
+
+
+def _ready(item: Any) -> dict[str, Any]:
+    """A compiled span's or event's attributes: None where a value was not read."""
+    attrs: dict[str, Any] | None = item.attributes
+    if attrs is None:
         raise Unread
-    return attributes
+    return attrs
 
 
-def _ready_pick(attributes: dict[str, Any] | None, keys: tuple[str, ...]) -> list[Any]:
-    if attributes is None:
-        raise Unread
-    return list(map(attributes.get, keys))
+def _ready_pick(item: Any, keys: tuple[str, ...]) -> list[Any]:
+    """Some of a compiled span's or event's values: where a value was not read, its
+    `partial` dict holds `_wire.UNREAD` for it."""
+    attrs = item.attributes
+    if attrs is None:
+        values = list(map(item.partial.get, keys))
+        if any(value is _wire.UNREAD for value in values):
+            raise Unread
+        return values
+    return list(map(attrs.get, keys))
 
 
 try:

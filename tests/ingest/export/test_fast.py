@@ -4,7 +4,9 @@ of `test_fuzz`, the wire fixture, the bench payload and hand-picked edges.
 
 Wherever the hot path takes a request it must build exactly the reference's rows and
 answer the same counts; where the reference rejects anything the hot path must not
-take the request at all. No store is needed: the rows are compared as values."""
+take the request at all. No store is needed: the rows are compared as values. Each
+test runs for both forms of the wire reader (`wire_form`: pure, and compiled where
+built)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ from ingest.store.rows import TableRows
 from schemas.events import ValidatedBatch
 from tests.ingest.export.test_fuzz import MUTATIONS, SPANS, Mutation, _apply, _base
 from tests.otel_emit import Dim, Evaluation, Sentinel, export_request, record_spans
+
+pytestmark = pytest.mark.usefixtures("wire_form")
 
 WIRE = Path(__file__).resolve().parents[2] / "testdata" / "wire"
 AT = dt.datetime(2026, 11, 30, 14, 0, 0, 123456, tzinfo=dt.UTC)

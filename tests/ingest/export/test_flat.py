@@ -1,11 +1,13 @@
 """The flat attribute reader (`ingest.export.flat`) against the reference reader
 (`ingest.export.decode.attributes`) on the same spans: every value it decodes is the
-reference's value, and everything else it leaves to the reference (`Unread`)."""
+reference's value, and everything else it leaves to the reference (`Unread`). Each
+test runs for both forms of the reader (`wire_form`: pure, and compiled where built)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -33,22 +35,30 @@ def _request(pairs: list[KeyValue]) -> PB2ExportTraceServiceRequest:
     return parse_protobuf(request.SerializeToString())
 
 
+pytestmark = pytest.mark.usefixtures("wire_form")
+
+
 def _read_both(
     request: PB2ExportTraceServiceRequest, wire: bytes | None = None
 ) -> tuple[dict[str, Any], Any]:
     """The reference's attributes of the first span and the flat form's (`wire`: the
-    bytes `request` was parsed from, read as they are where `flat.parse` may)."""
+    bytes `request` was parsed from, read as they are where `flat.spans` may). A form
+    that says it is `ordered` has them in the reference's order too."""
     span = request.resource_spans[0].scope_spans[0].spans[0]
-    parsed = flat.parse(request, wire)
-    assert parsed is not None
-    flat_span = parsed.resource_spans[0].scope_spans[0].spans[0]
+    read = flat.spans(request, wire)
+    assert read is not None
+    spans, form = read
+    flat_span = spans[0][0][0]
+    reference = attributes(span.attributes)
     try:
-        got: Any = flat.read(flat_span.attributes)
+        got: Any = form.read(flat_span)
         for event in flat_span.events:
-            assert flat.read(event.attributes) == got
+            assert form.read(event) == got
+        if form.ordered:
+            assert list(got) == list(reference)
     except flat.Unread:
         got = flat.Unread
-    return attributes(span.attributes), got
+    return reference, got
 
 
 @settings(max_examples=300, derandomize=True, database=None, deadline=None)
@@ -130,12 +140,13 @@ KEYS = ("a", "b", "c", "", "é", "missing")
 
 def _pick_both(request: PB2ExportTraceServiceRequest) -> tuple[list[Any], Any]:
     span = request.resource_spans[0].scope_spans[0].spans[0]
-    parsed = flat.parse(request)
-    assert parsed is not None
-    flat_span = parsed.resource_spans[0].scope_spans[0].spans[0]
+    read = flat.spans(request)
+    assert read is not None
+    spans, form = read
+    flat_span = spans[0][0][0]
     try:
-        got: Any = flat.pick(flat_span.attributes, KEYS)
-        assert flat.pick(flat_span.events[0].attributes, KEYS) == got
+        got: Any = form.pick(flat_span, KEYS)
+        assert form.pick(flat_span.events[0], KEYS) == got
     except flat.Unread:
         got = flat.Unread
     reference = attributes(span.attributes)
