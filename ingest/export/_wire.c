@@ -283,8 +283,9 @@ key_value(ptr p, ptr end, PyObject *attrs, int *unread)
     int got = key ? key_text(key, key_end, &name) : (name = PyUnicode_New(0, 0)) ? OK : ERROR;
     if (got != OK)
         return got;
-    got = value == NULL || value == value_end ? FALLBACK /* as `flat.read`: no value */
-                                              : any_value(value, value_end, 0, &read);
+    if (value == NULL) /* no value: None, as an empty one (the reference's) */
+        value = value_end = key_end;
+    got = any_value(value, value_end, 0, &read);
     if (got == FALLBACK) {
         read = Py_NewRef(Unread);
         *unread = 1;
