@@ -363,7 +363,7 @@ FORM: Form = (
     else PURE
 )
 
-Spans = list[list[Sequence[Any]]]
+Spans = Sequence[Sequence[Sequence[Any]]]
 
 
 def spans(

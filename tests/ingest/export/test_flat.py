@@ -5,6 +5,9 @@ test runs for both forms of the reader (`wire_form`: pure, and compiled where bu
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -268,3 +271,18 @@ def test_a_pair_with_a_field_besides_key_and_value_reads_as_the_reference(
         reference, got = _read_both(parse_protobuf(wire), wire)
         assert reference == {"k": "a", "n": 5}
         assert got == reference
+
+
+def test_the_environment_can_keep_the_pure_form() -> None:
+    """`HOLONOGRAPH_WIRE_READER=pure`: the pure form even where the compiled one is
+    built; otherwise the compiled one where it is."""
+    code = "from ingest.export import flat; print(flat.FORM.name)"
+    for setting, expected in (
+        ("pure", "pure"),
+        ("", "pure" if flat.COMPILED is None else "compiled"),
+    ):
+        env = {**os.environ, "HOLONOGRAPH_WIRE_READER": setting}
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        assert out.stdout.strip() == expected
