@@ -1,17 +1,21 @@
-/* The OTLP trace request's wire bytes, read once for the hot path (`ingest.export.flat`).
+/* The OTLP trace request's wire bytes, read once for the hot path (`ingest.export.flat`,
+ * decision 0018).
  *
  * `spans(wire)` walks an ExportTraceServiceRequest's bytes and returns, per resource
  * spans and scope spans, the spans as `Span` (name, trace_id, span_id,
- * end_time_unix_nano, attributes, events), each event an `Event` (name, attributes).
- * `attributes` is a dict in the span's order (a repeated key: its first position, its
- * last value, as `ingest.export.decode.attributes`), each value read as
- * `flat._value` reads an `AnyValue`; None where one value is not of those shapes (the
- * caller reads that span or event the ordinary way).
+ * end_time_unix_nano, attributes, partial, events), each event an `Event` (name,
+ * attributes, partial). `attributes` is a dict in the span's order (a repeated key:
+ * its first position, its last value, as `ingest.export.decode.attributes`), each
+ * value read as `flat._value` reads an `AnyValue` (a key without a value: None). Where
+ * a value is not of those shapes, `attributes` is None and `partial` the dict with
+ * `UNREAD` for it (the caller reads that span or event the ordinary way, or picks the
+ * values it can); else `partial` is None.
  *
  * None for the whole request where the bytes are not read exactly the way the OTLP
  * parse reads them: a field the walk knows with another wire type, a group, a length
  * past its message, a name or key that is not UTF-8, a `KeyValue` with its `value`
- * twice (the OTLP parse merges the two). The caller then takes the pure path. */
+ * twice (the OTLP parse merges the two). The caller then takes the pure path.
+ * Every read is checked against the end of its message. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -122,6 +126,12 @@ text(ptr start, ptr stop, PyObject **out)
     }
     *out = value;
     return OK;
+}
+
+static PyObject *
+empty_text(void)
+{
+    return PyUnicode_New(0, 0);
 }
 
 /* The attribute keys seen, as str: most requests repeat a few dozen keys, each made
@@ -280,7 +290,7 @@ key_value(ptr p, ptr end, PyObject *attrs, int *unread)
     if (values > 1) /* merged by the OTLP parse */
         return FALLBACK;
     PyObject *name, *read = NULL;
-    int got = key ? key_text(key, key_end, &name) : (name = PyUnicode_New(0, 0)) ? OK : ERROR;
+    int got = key ? key_text(key, key_end, &name) : (name = empty_text()) ? OK : ERROR;
     if (got != OK)
         return got;
     if (value == NULL) /* no value: None, as an empty one (the reference's) */
@@ -309,12 +319,6 @@ partial(PyObject *attrs)
         if (value == Unread)
             return 1;
     return 0;
-}
-
-static PyObject *
-empty_text(void)
-{
-    return PyUnicode_New(0, 0);
 }
 
 /* attributes and partial of a span or event: the dict as `attributes` when every
