@@ -144,7 +144,8 @@ class Unread(Exception):
 
 
 def parse(request: PB2ExportTraceServiceRequest, wire: bytes | None = None) -> Any | None:
-    """`request` under the flat messages (its spans in the same places), or None.
+    """`request` under the flat messages (its spans in the same places), or None: the
+    request is for the reference path.
 
     `wire`: the bytes `request` was parsed from, parsed as they are when they hold
     no field twice where the OTLP parse would merge the two: a `KeyValue`'s `value`
@@ -153,17 +154,54 @@ def parse(request: PB2ExportTraceServiceRequest, wire: bytes | None = None) -> A
     long as their canonical encoding. A canonical encoding is never longer than the
     bytes it was parsed from (a field sent twice keeps the last bytes: shorter), so
     equal lengths mean no `value` twice. Otherwise the request is serialized again
-    (as the OTLP classes left it)."""
+    (as the OTLP classes left it). A `KeyValue` with a field besides its key and value
+    (OTLP's `key_strindex`, an unknown field) is a map entry upb drops: a request whose
+    maps hold fewer entries than it has `KeyValue`s (that, or a key sent twice) is for
+    the reference (`_whole`)."""
+    check: Any = None
+    data = wire
     if wire is not None:
         try:
-            if _Check.FromString(wire).ByteSize() == len(wire):
-                return FlatRequest.FromString(wire)
+            check = _Check.FromString(wire)
         except DecodeError:
-            pass
+            check = None
+        if check is not None and check.ByteSize() != len(wire):
+            check = None
     try:
-        return FlatRequest.FromString(request.SerializeToString())
+        if check is None:
+            data = request.SerializeToString()
+            check = _Check.FromString(data)
+        parsed = FlatRequest.FromString(data)
     except DecodeError:
         return None
+    return parsed if _whole(check, parsed) else None
+
+
+def _whole(check: Any, parsed: Any) -> bool:
+    """Every `KeyValue` of `check` (the request under `_Check`) is in `parsed`'s maps
+    (the same request under `FlatRequest`), as the reference reads them."""
+    for check_rs, parsed_rs in zip(check.resource_spans, parsed.resource_spans, strict=True):
+        for check_ss, parsed_ss in zip(check_rs.scope_spans, parsed_rs.scope_spans, strict=True):
+            for check_span, span in zip(check_ss.spans, parsed_ss.spans, strict=True):
+                if not _same(check_span.attributes, span.attributes):
+                    return False
+                for check_event, event in zip(check_span.events, span.events, strict=True):
+                    if not _same(check_event.attributes, event.attributes):
+                        return False
+    return True
+
+
+def _same(pairs: Any, entries: Any) -> bool:
+    """The map `entries` holds each of `pairs`' keys with its last value: one entry per
+    pair (nearly always), or else compared key by key (a key sent twice keeps its last
+    value in both; an entry upb dropped is missing, or an earlier value of its key)."""
+    if len(pairs) == len(entries):
+        return True
+    try:
+        last = {pair.key.decode(): pair.value for pair in pairs}
+    except UnicodeDecodeError:
+        return False
+    return last == dict(entries)
 
 
 _double = struct.Struct("<d").unpack_from
