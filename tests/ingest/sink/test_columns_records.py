@@ -19,7 +19,8 @@ from ingest.export.contracts import ContractBook
 from ingest.export.decode import parse_protobuf
 from ingest.export.fast import FastBatch, fast_batch
 from ingest.export.principal import ANONYMOUS, Principal
-from ingest.handoff.kafka_packing import pack, payload_limit, screen_columns
+from ingest.export.request import validate_request
+from ingest.handoff.kafka_packing import pack, payload_limit, screen, screen_columns
 from ingest.sink.fast import fast_record
 from schemas.records import COLUMNS_VERSION, EVENT_ROW, RecordError, decode
 from tests.ingest.export.test_fast import CORPUS
@@ -36,6 +37,7 @@ from tests.ingest.sink.test_rows_records import (
     assert_same_rows,
 )
 from tests.otel_emit import Dim, Evaluation, Sentinel, export_request, record_spans
+from tests.schemas.test_records import _batch, _packed
 
 LIMIT = 1_000_000
 
@@ -241,3 +243,19 @@ def test_any_value_replaced_never_makes_the_hot_path_take_more(where: int, odd: 
     holder[key] = odd
     value = json.dumps(document, separators=(",", ":"), allow_nan=True).encode()
     assert_never_more(value)
+
+
+def test_a_record_of_models_or_a_letter_at_version_8_is_rejected() -> None:
+    """Version 8 holds columns: a batch record of models (or a letter) of that version is
+    refused with the reason."""
+    factory = RequestFactory(PayloadSpec(batch=4, sentinel_every=2, tag="colsedge"))
+    batch = validate_request(parse_protobuf(factory.body(0)))
+    value = pack(screen(batch, LIMIT), "r" * 32, AT, LIMIT)[0].value
+    changed = _rewrite(value, lambda d: d.update(schema_version=COLUMNS_VERSION))
+    with pytest.raises(RecordError, match="contract_findings: Field required"):
+        decode(changed)
+    assert fast_record(changed) is None
+    letter = next(r.value for r in _packed(_batch(), "r1") if r.dead_letter)
+    changed = _rewrite(letter, lambda d: d.update(schema_version=COLUMNS_VERSION))
+    with pytest.raises(RecordError, match="schema_version 8: a batch record of rows"):
+        decode(changed)
