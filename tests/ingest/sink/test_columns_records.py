@@ -259,3 +259,18 @@ def test_a_record_of_models_or_a_letter_at_version_8_is_rejected() -> None:
     changed = _rewrite(letter, lambda d: d.update(schema_version=COLUMNS_VERSION))
     with pytest.raises(RecordError, match="schema_version 8: a batch record of rows"):
         decode(changed)
+
+
+def test_a_request_of_sentinels_only_stores_the_same_rows() -> None:
+    """No events: an events table of no rows (every column empty)."""
+    items = [Sentinel("fzs", i, counters={"offered": i + 1}) for i in range(3)]
+    request = parse_protobuf(export_request(record_spans(items, seed=3)).SerializeToString())
+    batch = fast_batch(request)
+    assert batch is not None and not batch.events and len(batch.receipts) == 3
+    values = _columns_records(batch)
+    assert values is not None
+    assert json.loads(values[0])["events"] == {"rows": 0, "columns": [[]] * len(EVENT_ROW)}
+    assert_same_as_rows(batch, values)
+    old = _model_records(request, ANONYMOUS, None, LIMIT)
+    assert old is not None
+    assert_same_rows(values, old)
