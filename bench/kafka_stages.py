@@ -12,14 +12,13 @@ flush's decoding again, chDB's merges), `--records-per-flush` records per flush,
 the process clock.
 
 `--record-version 4` writes the records of version 4 (the models' JSON, made by the hot
-path) instead of 7 (the rows). Run as `python -m bench.kafka_stages --batch 512
---requests 20`; prints one JSON
-line with CPU microseconds per span for each stage (best of `--rounds`). Parsing
-and validating the OTLP request (shared with the embedded path, see
-`bench.stages`) is not counted. `--gc tuned` (default) sets the collector up as
-`serve` and `sink` do (`ingest.service.gctune`); `--gc default` keeps CPython's
-defaults and `--gc off` disables it while timing, to tell the stages' own cost from
-the collector's."""
+path), `7` the rows, instead of 8 (the rows as columns). Run as `python -m
+bench.kafka_stages --batch 512 --requests 20`; prints one JSON line with CPU
+microseconds per span for each stage (best of `--rounds`). Parsing and validating the
+OTLP request (shared with the embedded path, see `bench.stages`) is not counted. `--gc
+tuned` (default) sets the collector up as `serve` and `sink` do
+(`ingest.service.gctune`); `--gc default` keeps CPython's defaults and `--gc off`
+disables it while timing, to tell the stages' own cost from the collector's."""
 
 from __future__ import annotations
 
@@ -79,10 +78,12 @@ def _receiver(decoded: list[Any], timings: dict[str, float], version: int = 4) -
     for n, batch in enumerate(decoded):
         cpu0 = time.process_time()
         fast = isinstance(batch, FastBatch)
-        if version == 7 and fast:
-            from ingest.handoff.kafka_packing import screen_rows
+        if version in (7, 8) and fast:
+            from ingest.handoff.kafka_packing import screen_columns, screen_rows
 
-            screened = screen_rows(batch, MAX_MESSAGE_BYTES)
+            screened = (
+                screen_columns(batch, MAX_MESSAGE_BYTES) if version == 8 else None
+            ) or screen_rows(batch, MAX_MESSAGE_BYTES)
         else:
             screened = screen_fast(batch, MAX_MESSAGE_BYTES) if fast else None
         screened = screened or screen(batch, MAX_MESSAGE_BYTES)
@@ -177,11 +178,11 @@ def measure_kafka_stages(
     store: bool = False,
     per_flush: int = 12,
     verify: bool = False,
-    version: int = 7,
+    version: int = 8,
 ) -> dict[str, Any]:
     """Best of `rounds` per stage (the machine is shared: the minimum is the cost).
-    `version`: the records a receiver writes for these requests (7: rows, 4: models'
-    JSON)."""
+    `version`: the records a receiver writes for these requests (8: rows as columns, 7:
+    rows, 4: models' JSON)."""
     from ingest.export.decode import parse_protobuf
     from ingest.service.gctune import tune_for_throughput
 
@@ -248,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
         "--verify", action="store_true", help="read the claims back (a server's sink)"
     )
     parser.add_argument(
-        "--record-version", type=int, choices=(7, 4), default=7, help="the records written"
+        "--record-version", type=int, choices=(8, 7, 4), default=8, help="the records written"
     )
     args = parser.parse_args(argv)
     result = measure_kafka_stages(

@@ -58,7 +58,7 @@ from schemas.events import (
 
 # What writers write for a record of an emission stream.
 SCHEMA_VERSION = 4
-SUPPORTED_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6, 7})
+SUPPORTED_VERSIONS: frozenset[int] = frozenset({1, 2, 3, 4, 5, 6, 7, 8})
 # The first version whose batch and quarantined records carry `tenant_id`.
 TENANT_VERSION = 2
 # The first version whose events carry `contract_version_id` and `contract_findings`.
@@ -72,6 +72,9 @@ OVERRIDE_VERSION = 6
 # The version of a batch record that carries its events and emission records as rows
 # (`decode_rows`): what a receiver writes for a request its hot path took.
 ROWS_VERSION = 7
+# The version of a batch record that carries the same rows as columns (`rows_of_columns`):
+# what a receiver writes for a hot-path request of one stream that fits one record.
+COLUMNS_VERSION = 8
 # The `stream` of such a record: never an emission stream's name.
 NO_STREAM = ""
 _CONTRACT_FIELDS = frozenset({"contract_version_id", "contract_findings"})
@@ -98,10 +101,12 @@ class _Record(BaseModel):
 
 def _check_tenant(record: BatchRecord | QuarantinedLetter) -> None:
     """Version 1 has no tenant (its rows are tenant `default`); from version 2 on the
-    tenant is required. In code, every new record names its tenant. A version 7 record
-    holds rows (`decode_rows`), never these models."""
-    if record.schema_version == ROWS_VERSION:
-        raise ValueError(f"schema_version {ROWS_VERSION}: a batch record of rows, not of models")
+    tenant is required. In code, every new record names its tenant. A version 7 (8)
+    record holds rows (`decode_rows`, `rows_of_columns`), never these models."""
+    if record.schema_version in (ROWS_VERSION, COLUMNS_VERSION):
+        raise ValueError(
+            f"schema_version {record.schema_version}: a batch record of rows, not of models"
+        )
     given = "tenant_id" in record.model_fields_set
     if record.schema_version < TENANT_VERSION and given:
         raise ValueError(f"tenant_id: not a field of schema_version {record.schema_version}")
@@ -206,6 +211,10 @@ _FINDINGS = b',"contract_findings":'
 # nanoseconds since the epoch, in whole microseconds; resource attributes and extras
 # as the JSON text of an object, keys sorted), its dimensions as rows of
 # `DIMENSION_ROW`; an emission row holds `EMISSION_ROW`.
+_COLUMNS_KEY_SET = frozenset(
+    ("schema_version", "kind", "tenant_id", "agents", "receipt_id", "received_at", "stream",
+     "contract_findings", "events", "dimensions", "emissions")
+)  # fmt: skip
 _ROWS_KEY_SET = frozenset(
     ("schema_version", "kind", "tenant_id", "agents", "receipt_id", "received_at", "stream",
      "contract_findings", "events", "emissions")
@@ -230,7 +239,9 @@ _FAST_PREFIXES_BY = {
     version: b'{"schema_version":%d,"kind":"batch",' % version for version in SUPPORTED_VERSIONS
 }
 _FAST_PREFIXES = tuple(
-    _FAST_PREFIXES_BY[v] for v in sorted(SUPPORTED_VERSIONS) if v != ROWS_VERSION
+    _FAST_PREFIXES_BY[v]
+    for v in sorted(SUPPORTED_VERSIONS)
+    if v not in (ROWS_VERSION, COLUMNS_VERSION)
 )
 
 
@@ -301,6 +312,65 @@ def empty_rows_size(
     envelope = _FAST_PREFIXES_BY[ROWS_VERSION] + b'"tenant_id":' + to_json(tenant_id)
     head = rows_head(envelope + _AGENTS + to_json(agents) + _RECEIPT_ID, stream, findings)
     return batch_frame_size(head) + _ENVELOPE_ALLOWANCE
+
+
+def columns_head(envelope: bytes, stream: str, findings: Sequence[str]) -> bytes:
+    """A version 8 record of `stream` up to its tables (`envelope`: `batch_envelope(...,
+    COLUMNS_VERSION)`): the tables' object (`{"events":...}`) follows without its `{`."""
+    return envelope + _STREAM + to_json(stream) + _FINDINGS + to_json(findings) + b","
+
+
+def rows_of_columns(body: dict[str, Any]) -> dict[str, Any]:
+    """A version 8 record (parsed JSON) as the version 7 record of the same rows (the
+    parsed JSON of it, for `decode_rows`): each table's columns, a column of one value
+    standing for that value in every row; an event row's `dimensions` are the next
+    `dimension_count` rows of the `dimensions` table. Raises `RecordError` for anything
+    not of that layout (a table's row count, a column's length, the counts' sum)."""
+    keys = set(body)
+    for key in sorted(keys - _COLUMNS_KEY_SET):
+        raise RecordError(f"batch: {key}: not a field of schema_version {COLUMNS_VERSION}")
+    for key in sorted(_COLUMNS_KEY_SET - keys):
+        raise RecordError(f"batch: {key}: Field required")
+    try:
+        events = _table(body["events"], len(EVENT_ROW), "events")
+        dimensions = _table(body["dimensions"], len(DIMENSION_ROW), "dimensions")
+        emissions = _table(body["emissions"], len(EMISSION_ROW), "emissions")
+        at = 0
+        for row in events:
+            count = row[-1]
+            if type(count) is not int or count < 0:
+                raise ValueError(f"events: dimension_count {count!r}: not a count")
+            row[-1] = dimensions[at : at + count]
+            at += count
+        if at != len(dimensions):
+            raise ValueError(f"dimensions: {len(dimensions)} rows, the events count {at}")
+    except (TypeError, ValueError) as err:
+        raise RecordError(f"batch: columns: {err}") from None
+    return {
+        "schema_version": ROWS_VERSION, "kind": body["kind"], "tenant_id": body["tenant_id"],
+        "agents": body["agents"], "receipt_id": body["receipt_id"],
+        "received_at": body["received_at"], "stream": body["stream"],
+        "contract_findings": body["contract_findings"], "events": events,
+        "emissions": emissions,
+    }  # fmt: skip
+
+
+def _table(table: Any, width: int, name: str) -> list[list[Any]]:
+    """The rows of a version 8 table: `{"rows": n, "columns": [...]}`, `width` columns
+    of `n` values, or of one value for all `n`."""
+    if type(table) is not dict or tuple(table) != ("rows", "columns"):
+        raise ValueError(f"{name}: an object of rows and columns")
+    count, columns = table["rows"], table["columns"]
+    if type(count) is not int or count < 0 or type(columns) is not list:
+        raise ValueError(f"{name}: a row count and an array of columns")
+    if len(columns) != width:
+        raise ValueError(f"{name}: {width} columns, not {len(columns)}")
+    full: list[list[Any]] = []
+    for column in columns:
+        if type(column) is not list or len(column) not in (count, 1) or (count == 0 and column):
+            raise ValueError(f"{name}: a column of {count} values (or one for all)")
+        full.append(column if len(column) == count else column * count)
+    return [list(row) for row in zip(*full, strict=True)]
 
 
 def decode_rows(body: dict[str, Any]) -> BatchRecord:
@@ -497,6 +567,8 @@ def decode(value: bytes | None) -> Record:
         raise RecordError(f"kind {kind!r} is not one of {'|'.join(_KINDS)}")
     if version == ROWS_VERSION and kind == "batch":
         return decode_rows(body)
+    if version == COLUMNS_VERSION and kind == "batch":
+        return decode_rows(rows_of_columns(body))
     model = _KINDS[kind]
     try:
         _unbase64(body, kind)
@@ -540,6 +612,7 @@ def _first_problem(err: Exception) -> str:
 
 __all__ = [
     "BATCH_HEAD",
+    "COLUMNS_VERSION",
     "CONTRACT_VERSION",
     "KIND_HEADER",
     "NO_ORDINALS_VERSION",
@@ -559,6 +632,7 @@ __all__ = [
     "batch_envelope",
     "batch_frame_size",
     "batch_head",
+    "columns_head",
     "decode",
     "decode_batch_fast",
     "decode_rows",
@@ -569,4 +643,5 @@ __all__ = [
     "join_batch",
     "record_agents",
     "rows_head",
+    "rows_of_columns",
 ]

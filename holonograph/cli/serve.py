@@ -207,7 +207,8 @@ async def run_service(
 @click.option(
     "--kafka-record-version",
     type=int,
-    help="Records of requests the hot path took: 7 (rows), 4 (sinks older than 7) [7].",
+    help="Records of requests the hot path took: 8 (rows as columns), 7 (sinks older than"
+    " 8), 4 (sinks older than 7) [8].",
 )
 @click.option(
     "--tls-cert-file", type=click.Path(dir_okay=False), help="TLS certificate chain (PEM)."

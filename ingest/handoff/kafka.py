@@ -34,13 +34,14 @@ from ingest.handoff.kafka_packing import (
     Screened,
     pack,
     screen,
+    screen_columns,
     screen_fast,
     screen_rows,
 )
 from ingest.handoff.kafka_producer import BrokerRefused, start_producer
 from ingest.handoff.kafka_topics import ensure_topics
 from ingest.handoff.protocol import AnyBatch
-from schemas.records import ROWS_VERSION, SCHEMA_VERSION, headers
+from schemas.records import COLUMNS_VERSION, ROWS_VERSION, SCHEMA_VERSION, headers
 from schemas.times import Clock, utc_now
 from schemas.topics import Compression, Topics
 
@@ -48,10 +49,11 @@ log = logging.getLogger(__name__)
 
 ProducerFactory = Callable[..., Any]
 COMPRESSION_TYPES: tuple[str, ...] = get_args(Compression)
-# The record versions written for a request the hot path took: 7 (its rows, which a
-# sink stores without decoding models again) or 4 (its models' JSON: for sinks older
-# than version 7 during an upgrade; see schemas/RECORDS.md).
-RECORD_VERSIONS = (ROWS_VERSION, SCHEMA_VERSION)
+# The record versions written for a request the hot path took: 8 (its rows as columns,
+# or as rows (7) when of several streams or too large for one record), 7 (its rows,
+# which a sink stores without decoding models again) or 4 (its models' JSON): 7 and 4
+# for sinks older than version 8 (7) during an upgrade; see schemas/RECORDS.md.
+RECORD_VERSIONS = (COLUMNS_VERSION, ROWS_VERSION, SCHEMA_VERSION)
 
 
 def default_compression() -> str:
@@ -78,18 +80,18 @@ class KafkaHandoff:
         retry_after_seconds: float = 1.0,
         clock: Clock = utc_now,
         metrics: ProducerMetrics | None = None,
-        record_version: int = ROWS_VERSION,
+        record_version: int = COLUMNS_VERSION,
     ) -> None:
         """`record_version`: what a hot-path request is written as (`RECORD_VERSIONS`;
         the setting `kafka_record_version`). Other requests are written as version 4
         (5, 6) either way."""
         if record_version not in RECORD_VERSIONS:
-            raise ValueError(f"record version {record_version}: use 7 or 4")
+            raise ValueError(f"record version {record_version}: use 8, 7 or 4")
         self.record_version = record_version
-        # Version 7 records hold rows: the hot path need not make the models' JSON.
-        self.fast_batch_json = record_version != ROWS_VERSION
+        # Version 7 (8) records hold rows: the hot path need not make the models' JSON.
+        self.fast_batch_json = record_version == SCHEMA_VERSION
         # Nor lay out the dimension rows: a version 7 record holds their own values.
-        self.fast_batch_layers = record_version != ROWS_VERSION
+        self.fast_batch_layers = record_version == SCHEMA_VERSION
         self._bootstrap = bootstrap
         self._topics = topics
         self._max_inflight = max_inflight_bytes
@@ -151,7 +153,9 @@ class KafkaHandoff:
         """Quarantine what cannot fit one message, before the client is answered; the
         events' JSON made for measuring them travels on to `submit`."""
         if isinstance(batch, FastBatch):
-            if self.record_version == ROWS_VERSION:
+            if self.record_version == COLUMNS_VERSION:
+                screened = screen_columns(batch, self._limit) or screen_rows(batch, self._limit)
+            elif self.record_version == ROWS_VERSION:
                 screened = screen_rows(batch, self._limit)
             else:
                 screened = screen_fast(batch, self._limit) if batch.with_json else None

@@ -53,15 +53,19 @@ class KafkaSettings(BaseSettings):
     # Producer batch compression; None: zstd when the cramjam codec is installed, else gzip.
     kafka_compression: Compression | None = None
     kafka_client_id: str = "holonograph"
-    # What a request the receiver's hot path took is written as: 7 (its rows) or 4 (its
-    # models' JSON, while some sinks predate version 7; schemas/RECORDS.md).
-    kafka_record_version: int = 7
+    # What a request the receiver's hot path took is written as: 8 (its rows, as columns
+    # when of one stream), 7 (its rows) or 4 (its models' JSON), 7 or 4 while some sinks
+    # predate version 8 (7); schemas/RECORDS.md.
+    kafka_record_version: int = 8
 
     @field_validator("kafka_record_version")
     @classmethod
     def _check_record_version(cls, value: int) -> int:
-        if value not in (7, 4):
-            raise ValueError("use 7 (rows) or 4 (models' JSON, for sinks older than 7)")
+        if value not in (8, 7, 4):
+            raise ValueError(
+                "use 8 (rows as columns), 7 (rows, for sinks older than 8) or 4 (models'"
+                " JSON, for sinks older than 7)"
+            )
         return value
 
     @field_validator("kafka")

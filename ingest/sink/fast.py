@@ -18,7 +18,9 @@ and the wire fixtures.
 A version 7 record (the receiver's rows, `schemas.records.decode_rows`) takes the same
 path in rows form (`_rows_record`): the same checks on each value, the rows completed
 with the columns the record holds once; anything else goes to the reference, which
-reads it as the version 4 record of the same rows.
+reads it as the version 4 record of the same rows. A version 8 record (the rows as
+columns) is first laid out as the version 7 document of its rows, by the reference's
+own `schemas.records.rows_of_columns`, then takes the same path.
 `tests/ingest/sink/test_rows_records.py` compares what both versions store.
 
 A `FastRecord` becomes its models on demand (`model`: the record decoded by the
@@ -42,6 +44,7 @@ from ingest.store.rows import _json as rows_json
 from ingest.store.rows import ticks_ns
 from schemas.events import PROVENANCES, RUN_MODES, ValidatedBatch
 from schemas.records import (
+    COLUMNS_VERSION,
     DIMENSION_ROW,
     EMISSION_ROW,
     EVENT_ROW,
@@ -49,6 +52,7 @@ from schemas.records import (
     BatchRecord,
     decode,
     decode_batch_fast,
+    rows_of_columns,
 )
 
 _RECORD_KEYS = (
@@ -90,6 +94,8 @@ _VERSION = 4
 _PREFIX = b'{"schema_version":%d,"kind":"batch",' % _VERSION
 # A version 7 record: its rows are the store's, checked as the models would check them.
 _ROWS_PREFIX = b'{"schema_version":%d,"kind":"batch",' % ROWS_VERSION
+# A version 8 record: the same rows as columns, read as version 7's (`rows_of_columns`).
+_COLUMNS_PREFIX = b'{"schema_version":%d,"kind":"batch",' % COLUMNS_VERSION
 _ROWS_KEYS = (
     "schema_version", "kind", "tenant_id", "agents", "receipt_id", "received_at", "stream",
     "contract_findings", "events", "emissions",
@@ -134,10 +140,10 @@ class FastRecord:
         return len(self.batch.events) + len(self.batch.dimensions) + len(self.batch.receipts)
 
     def model(self) -> BatchRecord:
-        """The record as the reference decodes it (a version 7 record: as the version 4
-        record of the same rows)."""
+        """The record as the reference decodes it (a version 7 or 8 record: as the
+        version 4 record of the same rows)."""
         if self._model is None:
-            if self.schema_version == ROWS_VERSION:
+            if self.schema_version in (ROWS_VERSION, COLUMNS_VERSION):
                 rows = decode(self._value)
                 assert isinstance(rows, BatchRecord), "the hot path took a record of rows"
                 self._model = rows
@@ -166,6 +172,14 @@ def fast_record(value: bytes) -> FastRecord | None:
     if value.startswith(_ROWS_PREFIX):
         try:
             return _rows_record(value, from_json(value))
+        except (_Slow, ValueError, TypeError, KeyError, AttributeError, OverflowError):
+            return None
+    if value.startswith(_COLUMNS_PREFIX):
+        try:
+            document = from_json(value)
+            if type(document) is not dict or document.get("kind") != "batch":
+                return None  # a `kind` given twice: the reference reads the last
+            return _rows_record(value, rows_of_columns(document), COLUMNS_VERSION)
         except (_Slow, ValueError, TypeError, KeyError, AttributeError, OverflowError):
             return None
     if not value.startswith(_PREFIX):
@@ -447,10 +461,11 @@ def _receipt(tenant: str, stream: str, document: Any, times: dict[str, int]) -> 
     ]  # fmt: skip
 
 
-def _rows_record(value: bytes, document: Any) -> FastRecord:
+def _rows_record(value: bytes, document: Any, version: int = ROWS_VERSION) -> FastRecord:
     """A version 7 record's rows: the envelope and every value checked as for version 4
     (`_record`, `_event`, `_receipt`), the rows completed with the columns the record
-    holds once (tenant, stream, an event's layers on its dimensions)."""
+    holds once (tenant, stream, an event's layers on its dimensions). `version`: 8 for
+    the version 7 document of a version 8 record (`rows_of_columns`)."""
     record = _keys(document, _ROWS_KEYS)
     tenant = _text(record["tenant_id"], required=True)
     agents_value = record["agents"]
@@ -522,7 +537,7 @@ def _rows_record(value: bytes, document: Any) -> FastRecord:
     receipts = batch.receipts
     for row in emissions:
         receipts.append(_receipt_row(tenant, stream, row, times))
-    out = FastRecord(value, batch, receipt_id, received_at, ROWS_VERSION)
+    out = FastRecord(value, batch, receipt_id, received_at, version)
     batch._source = out.models
     return out
 

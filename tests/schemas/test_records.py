@@ -72,7 +72,7 @@ def test_records_round_trip_byte_for_byte() -> None:
         (b"", "empty record"),
         (b"\xff\xfe", "not JSON"),
         (b"[1]", "not a JSON object"),
-        (b'{"schema_version": 8, "kind": "batch"}', "schema_version 8 is not supported"),
+        (b'{"schema_version": 9, "kind": "batch"}', "schema_version 9 is not supported"),
         (b'{"kind": "batch"}', "schema_version None is not supported"),
         (b'{"schema_version": 1, "kind": "nope"}', "kind 'nope' is not one of"),
         (b'{"schema_version": 1, "kind": "batch"}', "batch: receipt_id: Field required"),
@@ -217,7 +217,7 @@ def test_a_non_finite_float_is_written_as_null_and_an_old_nan_still_decodes() ->
     ("edit", "reason"),
     [
         (lambda v: v[:-1] + b',"extra_field":1}', "batch: extra_field: Extra inputs"),
-        (lambda v: v[:-1] + b',"schema_version":8}', "schema_version 8 is not supported"),
+        (lambda v: v[:-1] + b',"schema_version":9}', "schema_version 9 is not supported"),
         (lambda v: v[:-1] + b',"kind":"poison"}', "poison: "),
         (lambda v: v.replace(b'"seq":0', b'"seq":"zero"', 1), "seq: Input should be"),
         (lambda v: v.replace(b'"receipt_id":"r"', b'"receipt_id":7', 1), "receipt_id"),

@@ -1,6 +1,7 @@
-"""Which records the Kafka hand-off writes for a request its hot path took: version 7
-(rows, the default) or version 4 (`HOLONOGRAPH_KAFKA_RECORD_VERSION=4`, for sinks
-that do not read 7 yet); a request of the reference path is version 4 either way.
+"""Which records the Kafka hand-off writes for a request its hot path took: version 8
+(rows as columns, the default, for a request of one stream that fits one record; else
+7), version 7 (rows, `HOLONOGRAPH_KAFKA_RECORD_VERSION=7`) or version 4 (`=4`, for
+sinks that do not read 7 yet); a request of the reference path is version 4 either way.
 No broker: `prepare` and the packing only."""
 
 from __future__ import annotations
@@ -62,13 +63,33 @@ def _headers(record: object) -> list[tuple[str, str]]:
     return [(k, v.decode()) for k, v in headers(record.record)]  # type: ignore[attr-defined]
 
 
-def test_a_hot_path_request_is_written_as_rows_by_default(
+def test_a_hot_path_request_is_written_as_columns_by_default(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv(RECORD_VERSION_ENV, raising=False)
     handoff = _handoff()
     assert handoff.fast_batch_json is False  # rows need no models' JSON
     batch = fast_batch(_request(), with_json=handoff.fast_batch_json)  # type: ignore[arg-type]
+    assert _versions(handoff, batch) == {8}
+
+
+def test_a_request_of_several_streams_is_written_as_rows_at_version_8() -> None:
+    """Columns only for one stream's rows: a request of two streams is version 7."""
+    factory = RequestFactory(PayloadSpec(batch=8, sentinel_every=4, tag="handoffv"))
+    request = parse_protobuf(factory.body(0))
+    other = parse_protobuf(factory.body(1))
+    request.resource_spans.extend(other.resource_spans)  # type: ignore[attr-defined]
+    batch = fast_batch(request, with_json=False)  # type: ignore[arg-type]
+    assert isinstance(batch, FastBatch) and len({r[1] for r in batch.receipts}) == 2
+    assert _versions(_handoff(8), batch) == {7}
+    assert _versions(_handoff(8), fast_batch(_request(), with_json=False)) == {8}  # type: ignore[arg-type]
+
+
+def test_version_7_on_request_for_sinks_not_reading_8(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(RECORD_VERSION_ENV, "7")
+    handoff = _handoff()
+    assert handoff.fast_batch_json is False
+    batch = fast_batch(_request(), with_json=False)  # type: ignore[arg-type]
     assert _versions(handoff, batch) == {7}
 
 
@@ -79,7 +100,7 @@ def test_the_receiver_decodes_for_version_7_without_dimension_rows() -> None:
     from ingest.export.handler import ExportHandler
 
     request = _request()
-    for version, layers in ((7, False), (4, True)):
+    for version, layers in ((8, False), (7, False), (4, True)):
         handoff = _handoff(version)
         handler = ExportHandler(handoff)
         try:
@@ -105,14 +126,15 @@ def test_version_4_on_request_for_sinks_not_reading_7(monkeypatch: pytest.Monkey
 def test_a_reference_path_request_stays_version_4() -> None:
     batch = validate_request(_request())  # type: ignore[arg-type]
     assert _versions(_handoff(7), batch) == {4}
+    assert _versions(_handoff(8), batch) == {4}
 
 
-@pytest.mark.parametrize("text", ["5", "seven", "8"])
+@pytest.mark.parametrize("text", ["5", "seven", "9"])
 def test_another_version_is_refused_at_start(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
     monkeypatch.setenv(RECORD_VERSION_ENV, text)
     with pytest.raises(ValidationError, match="kafka_record_version"):
         _handoff()
-    with pytest.raises(ValueError, match="use 7 or 4"):
+    with pytest.raises(ValueError, match="use 8, 7 or 4"):
         _handoff(6)
 
 
@@ -131,6 +153,6 @@ def test_serve_refuses_another_version_as_a_configuration_error(
     assert done.exit_code == 2, done.output
     assert done.stderr == (
         "error: invalid configuration: kafka_record_version (--kafka-record-version or"
-        " HOLONOGRAPH_KAFKA_RECORD_VERSION): use 7 (rows) or 4 (models' JSON, for sinks"
-        " older than 7)\n"
+        " HOLONOGRAPH_KAFKA_RECORD_VERSION): use 8 (rows as columns), 7 (rows, for sinks"
+        " older than 8) or 4 (models' JSON, for sinks older than 7)\n"
     )
