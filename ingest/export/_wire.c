@@ -33,6 +33,11 @@ static PyTypeObject *EventType;
 
 #define MAX_DEPTH 100
 
+/* The digest of this source it was built from (setup.py): `flat` checks it. */
+#ifndef WIRE_SOURCE
+#define WIRE_SOURCE ""
+#endif
+
 typedef const uint8_t *ptr;
 
 /* A varint of at most ten bytes at *p, before end. *lost: bits past 64 (a tenth byte
@@ -587,6 +592,8 @@ exec_module(PyObject *module)
 {
     Unread = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
     if (Unread == NULL || PyModule_AddObjectRef(module, "UNREAD", Unread) < 0)
+        return -1;
+    if (PyModule_AddStringConstant(module, "SOURCE", WIRE_SOURCE) < 0)
         return -1;
     SpanType = PyStructSequence_NewType(&span_desc);
     if (SpanType == NULL || PyModule_AddObjectRef(module, "Span", (PyObject *)SpanType) < 0)

@@ -3,6 +3,7 @@
 from typing import Any
 
 UNREAD: object
+SOURCE: str  # the digest of the _wire.c it was built from (setup.py)
 
 class Event:
     name: str

@@ -34,9 +34,12 @@ the pure form where the compiled one is built.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
+import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -388,9 +391,28 @@ def _ready_pick(item: Any, keys: tuple[str, ...]) -> list[Any]:
     return list(map(attrs.get, keys))
 
 
+def _current(module: Any, source: Path) -> bool:
+    """`module` (the compiled reader) was built from `source`: the digest `setup.py`
+    compiles into it is the source's (a source not there: a build of its own kind,
+    taken as it is)."""
+    try:
+        digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return True
+    return getattr(module, "SOURCE", None) == digest
+
+
 try:
     from ingest.export import _wire
 except ImportError:  # not built (no compiler at install): the pure form only
+    _wire = None  # type: ignore[assignment]
+if _wire is not None and not _current(_wire, Path(__file__).with_name("_wire.c")):
+    warnings.warn(
+        "ingest.export._wire was built from another _wire.c than the one beside it:"
+        " reading with the pure form; `pip install -e .` builds it again",
+        RuntimeWarning,
+        stacklevel=1,
+    )
     _wire = None  # type: ignore[assignment]
 
 COMPILED: Form | None = None if _wire is None else Form("compiled", _ready, _ready_pick, True)

@@ -5,9 +5,12 @@ test runs for both forms of the reader (`wire_form`: pure, and compiled where bu
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -303,3 +306,20 @@ def test_the_environment_can_keep_the_pure_form() -> None:
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
         )
         assert out.stdout.strip() == expected
+
+
+def test_a_reader_built_from_another_source_is_not_used(tmp_path: Path) -> None:
+    """The digest `setup.py` compiles in against the source beside the module: a
+    checkout pulled without a rebuild reads with the pure form, with a warning."""
+    source = tmp_path / "_wire.c"
+    source.write_bytes(b"/* one */")
+    digest = hashlib.sha256(b"/* one */").hexdigest()[:16]
+    assert flat._current(SimpleNamespace(SOURCE=digest), source)
+    assert not flat._current(SimpleNamespace(SOURCE="0" * 16), source)
+    assert not flat._current(SimpleNamespace(), source)
+    assert flat._current(SimpleNamespace(), tmp_path / "absent.c")
+
+
+@pytest.mark.skipif(flat.COMPILED is None, reason="the compiled reader is not built here")
+def test_the_built_reader_is_the_source_beside_it() -> None:
+    assert flat._current(flat._wire, Path(flat.__file__).with_name("_wire.c"))
