@@ -72,7 +72,7 @@ MIB = 1 << 20
 # How long logged commits wait to be drained together (or `drain_rows` rows, or half of
 # `max_bytes`): a drain costs ~40 ms of chDB's time whatever it carries (an insert and a
 # part per table, then their merges), so at one-span requests from many clients a drain
-# a second cost ~20 us a span more than one every three (bench/RESULTS.md, "Eighth
+# a second costs ~25 us a span and one every three ~8 (bench/RESULTS.md, "Eighth
 # round"). Readers do not wait for it: they ask for a drain at once (`wait_drained`).
 DRAIN_SECONDS = 3.0
 _POSITION_FILE = "position"  # `ingest.handoff.segments`' record of the drained position
