@@ -50,6 +50,8 @@ RATE_HALF_LIFE_SECONDS = 5.0
 # Busy time before the measured rate is trusted for queue-time refusals.
 MIN_BUSY_SECONDS = 0.5
 MAX_RETRY_AFTER_SECONDS = 30.0
+# The busy time and the decay are brought up to date at most this often.
+ADVANCE_SECONDS = 0.001
 
 
 class Admission:
@@ -111,14 +113,14 @@ class Admission:
         plain object, not a generator: it is entered once for every request."""
         cost = int(size_bytes * expansion)
         self._check(size_bytes, cost)
-        self._advance()
+        self._advance(force=not self.inflight_wire_bytes)
         self.inflight_bytes += cost
         self.inflight_wire_bytes += size_bytes
         return Held(self, cost, size_bytes)
 
     def _release(self, held: Held) -> None:
         """`held`'s request was answered (or failed): its cost is free again."""
-        self._advance()
+        self._advance(force=held.size_bytes >= self.inflight_wire_bytes)
         self.inflight_bytes -= held.cost
         self.inflight_wire_bytes -= held.size_bytes
         self._done_bytes += held.size_bytes
@@ -161,12 +163,17 @@ class Admission:
             retry,
         )
 
-    def _advance(self) -> None:
-        """Count busy time since the last update and decay the measurements."""
+    def _advance(self, force: bool = False) -> None:
+        """Count busy time since the last update and decay the measurements: at most
+        once a millisecond (`ADVANCE_SECONDS`), not at each of the four calls a request
+        makes, unless `force`d where requests in flight start or stop (an interval left
+        over is then all busy or all idle, and counts as such at the next update)."""
         now = self._monotonic()
-        elapsed = max(0.0, now - self._updated)
+        elapsed = now - self._updated
+        if elapsed < ADVANCE_SECONDS and not force:
+            return
         self._updated = now
-        if elapsed == 0.0:
+        if elapsed <= 0.0:
             return
         decay = 0.5 ** (elapsed / RATE_HALF_LIFE_SECONDS)
         busy = elapsed if self.inflight_wire_bytes else 0.0

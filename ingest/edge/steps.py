@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from google.protobuf.message import Message
@@ -88,6 +88,69 @@ class RefusalObserver(Protocol):
         vocabulary: `ingest.edge.answers.REFUSAL_REASONS`)."""
 
 
+class _BodyTimeouts:
+    """The body timeouts of the reads in progress, as one timer: a read's deadline is
+    noted (`start`) and dropped (`end`), and the timer, armed at the earliest deadline
+    of the reads in progress, cancels those past theirs. Per read that is a dict entry,
+    where `asyncio.timeout` schedules and cancels a timer (and an object) of its own;
+    the timer fires about once a timeout under steady load."""
+
+    __slots__ = ("_at", "_deadlines", "_expired", "_loop", "_timer")
+
+    def __init__(self) -> None:
+        self._deadlines: dict[asyncio.Task[Any], float] = {}
+        self._expired: set[asyncio.Task[Any]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._at = 0.0
+
+    def start(self, seconds: float) -> asyncio.Task[Any]:
+        """The current task reads a body until `seconds` from now."""
+        task = asyncio.current_task()
+        assert task is not None
+        loop = task.get_loop()
+        deadline = loop.time() + seconds
+        self._deadlines[task] = deadline
+        if self._timer is None or self._loop is not loop or deadline < self._at:
+            self._arm(loop, deadline)
+        return task
+
+    def end(self, task: asyncio.Task[Any]) -> None:
+        del self._deadlines[task]
+        if self._expired:
+            self._expired.discard(task)
+
+    def expired(self, task: asyncio.Task[Any]) -> bool:
+        """Whether `task`'s cancellation is its body timeout's (taken back, then: the
+        read ends with `ReadTimeout`, not cancelled)."""
+        if task not in self._expired:
+            return False
+        self._expired.discard(task)
+        task.uncancel()
+        return True
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._loop, self._at = loop, deadline
+        self._timer = loop.call_at(deadline, self._sweep)
+
+    def _sweep(self) -> None:
+        self._timer = None
+        loop = self._loop
+        assert loop is not None
+        now = loop.time()
+        earliest: float | None = None
+        for task, deadline in self._deadlines.items():
+            if deadline > now:
+                earliest = deadline if earliest is None else min(earliest, deadline)
+            elif task not in self._expired:
+                self._expired.add(task)
+                task.cancel()
+        if earliest is not None:
+            self._arm(loop, earliest)
+
+
 @dataclass
 class Edge:
     exporter: ExportHandler[Any]
@@ -100,6 +163,9 @@ class Edge:
     refusals: RefusalObserver | None = None
     min_body_rate: MinimumRate = NO_MINIMUM_RATE
     max_request_spans: int = 50_000
+    _timeouts: _BodyTimeouts = field(
+        default_factory=lambda: _BodyTimeouts(), init=False, repr=False
+    )
 
     def refused(self, transport: str, error: BaseException, peer: str) -> None:
         """Count (and maybe log) a refusal: never one log line per request."""
@@ -125,20 +191,24 @@ class Edge:
     async def read(self, receive: Callable[[], Awaitable[bytes]], reader: Hashable) -> bytes:
         """Receive a body in one of `reader`'s reading turns, within the body timeout.
         Once per request on the event loop: a free turn is taken without a context
-        manager's coroutine, and the timeout runs in this task (`asyncio.timeout`), not
-        in a task of its own (`asyncio.wait_for`)."""
+        manager's coroutine, and the timeout is a deadline in `_deadlines` that one
+        timer sweeps for every request (`_BodyTimeouts`), not a timer of its own."""
         self.admission.check_room()
         reads = self.reads
         if not reads.try_turn(reader):
             await reads.wait_turn(reader)
+        timeouts = self._timeouts
+        task = timeouts.start(self.body_timeout_seconds)
         try:
-            async with asyncio.timeout(self.body_timeout_seconds):
-                return await receive()
-        except TimeoutError:
+            return await receive()
+        except asyncio.CancelledError:
+            if not timeouts.expired(task):
+                raise
             raise ReadTimeout(
                 f"the request body did not arrive within {self.body_timeout_seconds:g}s"
             ) from None
         finally:
+            timeouts.end(task)
             reads.end_turn(reader)
 
     async def export(

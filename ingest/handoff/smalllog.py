@@ -69,6 +69,12 @@ from schemas.times import Clock, utc_now
 log = logging.getLogger(__name__)
 
 MIB = 1 << 20
+# How long logged commits wait to be drained together (or `drain_rows` rows, or half of
+# `max_bytes`): a drain costs ~40 ms of chDB's time whatever it carries (an insert and a
+# part per table, then their merges), so at one-span requests from many clients a drain
+# a second costs ~25 us a span and one every three ~8 (bench/RESULTS.md, "Eighth
+# round"). Readers do not wait for it: they ask for a drain at once (`wait_drained`).
+DRAIN_SECONDS = 3.0
 _POSITION_FILE = "position"  # `ingest.handoff.segments`' record of the drained position
 # What a frame carries, in this order (a new field is a new version).
 # 2: with the events' placements (migration 0016); 3: shared rows, placements as a dict.
@@ -146,7 +152,7 @@ class SmallLog:
         store: Store,
         max_bytes: int = 16 * MIB,
         drain_rows: int = 20_000,
-        drain_seconds: float = 1.0,
+        drain_seconds: float = DRAIN_SECONDS,
         wait_seconds: float = 30.0,
         retry_after_seconds: float = 1.0,
         clock: Clock = utc_now,
@@ -156,6 +162,9 @@ class SmallLog:
         self.index = ClaimIndex()
         self.max_bytes = max_bytes
         self._drain_rows = drain_rows
+        # Bytes logged at which the drain runs before its cadence: half the bound, so
+        # the cadence alone never makes a burst of large rows meet the bound.
+        self._drain_bytes = max_bytes // 2
         self._drain_seconds = drain_seconds
         self._wait_seconds = wait_seconds
         self._retry_after = retry_after_seconds
@@ -257,7 +266,7 @@ class SmallLog:
         self.undrained_bytes += frame[0].size
         self._undrained_rows += frame[0].rows.row_count
         self.acked = number
-        if len(self.frames) == 1 or self._undrained_rows >= self._drain_rows:
+        if len(self.frames) == 1 or self._due():
             self._kick.set()  # the cadence starts, or the drain is due
         return frame[1]
 
@@ -319,6 +328,12 @@ class SmallLog:
 
     # --- the drain --------------------------------------------------------------------
 
+    def _due(self) -> bool:
+        """Enough is logged to drain before the cadence ends (rows, or bytes)."""
+        return self._undrained_rows >= self._drain_rows or bool(
+            self._drain_bytes and self.undrained_bytes >= self._drain_bytes
+        )
+
     def _hurry(self) -> None:
         """Drain now, without waiting for the cadence (on the event loop)."""
         self._urgent = True
@@ -333,7 +348,7 @@ class SmallLog:
                 self._kick.clear()
                 await self._kick.wait()
                 continue
-            if not (self._closing or self._urgent or self._undrained_rows >= self._drain_rows):
+            if not (self._closing or self._urgent or self._due()):
                 self._kick.clear()  # set again only by a reason to drain before the cadence
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._kick.wait(), self._drain_seconds)

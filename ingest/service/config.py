@@ -163,7 +163,7 @@ class ServeConfig(ServiceSettings):
     # retry delay. False: every commit is inserted before its answer.
     ingest_log: bool = True
     ingest_log_max_bytes: int = Field(16 * MIB, gt=0)
-    ingest_log_drain_ms: float = Field(1000.0, ge=0)
+    ingest_log_drain_ms: float = Field(3000.0, ge=0)
     retention: str | None = None
     # The receiver edge: TLS, bearer tokens, read limits and admission.
     tls_cert_file: Path | None = None

@@ -220,3 +220,16 @@ def test_spans_add_their_cost_once_parsed_and_refuse_past_the_budget() -> None:
         alone.spans(500, span_cost=1000)
         assert admission.inflight_bytes == int(1000 * PROTOBUF_EXPANSION) + 500_000
     assert admission.inflight_bytes == 0
+
+
+def test_the_drain_rate_counts_requests_shorter_than_its_update_step() -> None:
+    clock = FakeClock()
+    admission = Admission(max_bytes=1 << 40, monotonic=clock)
+    # 4,000 requests of 1,000 bytes, 0.4 ms each, 0.1 ms apart: 2,000,000 bytes per busy
+    # second (the updates come at most once a millisecond).
+    for _ in range(4000):
+        with admission.admit(1000):
+            clock.now += 0.0004
+        clock.now += 0.0001
+    rate = admission.drain_rate()
+    assert rate is not None and rate == pytest.approx(2_000_000, rel=0.3)

@@ -231,6 +231,31 @@ async def test_readers_wait_for_the_drain(store: ClickHouseStore, tmp_path: Path
 # --- bounds ---------------------------------------------------------------------------
 
 
+async def test_the_log_drains_before_its_cadence_at_half_its_bytes_bound(
+    store: ClickHouseStore, tmp_path: Path
+) -> None:
+    """The cadence is an hour and the row count out of reach: the bytes logged drain the
+    log once they pass half its bound, before a request would be refused for them."""
+    small = _log(store, tmp_path / "log", max_bytes=64 * 1024, drain_seconds=3600, drain_rows=10**9)
+    handoff = _handoff(store, small)
+    await handoff.open()
+    await _submit(handoff, _request("small"), "r0")
+    assert small.undrained_bytes < 32 * 1024
+    await asyncio.sleep(0.3)
+    assert _events(store) == 0  # below half the bound: waits for the cadence
+    n = 1
+    while small.undrained_bytes < 32 * 1024:
+        await _submit(handoff, _request(f"fill-{n}", count=8), f"r{n}")
+        n += 1
+    for _ in range(200):  # the drain runs on its own: no read asked for it
+        if small.drained == small.acked:
+            break
+        await asyncio.sleep(0.05)
+    assert small.drained == small.acked
+    assert _events(store) == 2 + 8 * (n - 1)
+    await handoff.close()
+
+
 async def test_a_full_log_is_answered_with_a_retry_delay(
     store: ClickHouseStore, tmp_path: Path
 ) -> None:
