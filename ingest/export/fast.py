@@ -434,7 +434,7 @@ class _Reader:
     the order of the attributes the rows keep in span order (substrate columns,
     markers, extras), when there are several."""
 
-    __slots__ = ("_compiled", "_ordered", "_request", "_span", "at", "pick", "read")
+    __slots__ = ("_ordered", "_request", "_span", "at", "compiled", "pick", "read")
 
     def __init__(self, request: PB2ExportTraceServiceRequest, form: flat.Form) -> None:
         self._request = request
@@ -444,7 +444,7 @@ class _Reader:
         self.pick = form.pick
         self._ordered = form.ordered
         # The compiled form's items hold their attributes (None: not read): read inline.
-        self._compiled = form is flat.COMPILED
+        self.compiled = form is flat.COMPILED
 
     def _otlp(self) -> Any:
         if self._span is None:
@@ -458,7 +458,7 @@ class _Reader:
         markers, extras)."""
         self.at = at
         self._span = None
-        if self._compiled:
+        if self.compiled:
             attrs = span.attributes
             if attrs is None:
                 attrs = attributes(self._otlp().attributes)
@@ -469,10 +469,10 @@ class _Reader:
             except flat.Unread:
                 attrs = attributes(self._otlp().attributes)
                 return attrs, _kept(attrs)
-        rest = attrs.keys() - _EVALUATION_KEYS
-        if not rest:
-            return attrs, []
-        kept = [key for key in rest if key.startswith(PREFIX)]
+        kept: list[str] = []
+        for key in attrs.keys() - _EVALUATION_KEYS:
+            if key.startswith(PREFIX):
+                kept.append(key)
         if len(kept) > 1:  # their order is the span's: read it in order
             if not self._ordered:
                 attrs = attributes(self._otlp().attributes)
@@ -481,7 +481,7 @@ class _Reader:
 
     def event(self, event: Any, index: int) -> dict[str, Any]:
         """The attributes of the span's event `index` (`event`)."""
-        if self._compiled:
+        if self.compiled:
             attrs: dict[str, Any] | None = event.attributes
             if attrs is None:
                 return self.otlp_event(index)
@@ -644,10 +644,6 @@ def _evaluation(
     ], extras  # fmt: skip
 
 
-# What `_dimensions` takes for a dimension attribute the event does not have.
-_DIMENSION_DEFAULTS = (None, None, None, "", "", "")
-
-
 def _dimensions(
     tenant: str,
     event_id: str,
@@ -658,12 +654,20 @@ def _dimensions(
 ) -> list[str]:
     """Dimension rows (up to `emission_stream`) of a span's dimension events; their ids."""
     ids: list[str] = []
+    compiled = reader.compiled
     for index, event in enumerate(events):
         if event.name != DIMENSION_EVENT:
             continue
-        dimension_id, passed, score, expected, actual, judge = map(
-            reader.event(event, index).get, _DIMENSION_KEYS, _DIMENSION_DEFAULTS
-        )
+        attrs = event.attributes if compiled else None  # None: not read (`flat._ready`)
+        if attrs is None:
+            attrs = reader.event(event, index)
+        get = attrs.get
+        dimension_id = get("holonograph.dimension.id")
+        passed = get("holonograph.dimension.passed")
+        score = get("holonograph.dimension.score")
+        expected = get("holonograph.dimension.expected", "")
+        actual = get("holonograph.dimension.actual", "")
+        judge = get("holonograph.dimension.judge", "")
         if type(dimension_id) is not str or not dimension_id or dimension_id in ids:
             raise _Slow
         if passed is not None and type(passed) is not bool:
