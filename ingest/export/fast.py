@@ -367,6 +367,8 @@ def _decode(
         raise _Slow
     parsed, form = read
     reader = _Reader(request, form)
+    with_json = batch.with_json
+    dimensions = batch.dimensions
     for r, (resource_spans, flat_resource_spans) in enumerate(
         zip(request.resource_spans, parsed, strict=True)
     ):
@@ -380,14 +382,13 @@ def _decode(
                         raise _Slow  # a GenAI evaluation: the reference maps it
                     batch.ignored_spans += 1
                     continue
-                reader.move(r, s, n)
-                attrs, kept = reader.span(span)
+                attrs, kept = reader.span(span, (r, s, n))
                 if name == EVALUATION_SPAN:
                     if resource_json is None:
                         if attributes_problem(resource) is not None:
                             raise _Slow
                         resource_json = _json(resource)
-                    dims_before = len(batch.dimensions)
+                    dims_before = len(dimensions)
                     event, extras = _evaluation(
                         tenant, span, attrs, kept, resource_json, batch, reader
                     )
@@ -405,8 +406,8 @@ def _decode(
                         surface_id, event[7], None, None, None, None, None, None, None, None,
                     ]  # fmt: skip
                     events.append(event)
-                    if batch.with_json:
-                        dims = batch.dimensions[dims_before:]
+                    if with_json:
+                        dims = dimensions[dims_before:]
                         batch.event_json.append(
                             _event_json(event, dims, resource, extras, batch.contract_findings)
                         )
@@ -415,7 +416,7 @@ def _decode(
                     receipt = _sentinel(tenant, span, attrs)
                     stream, seq = receipt[1], receipt[2]
                     batch.sentinels += 1
-                    if batch.with_json:
+                    if with_json:
                         batch.receipt_json.append(_receipt_json(receipt, receipt[11:]))
                 else:
                     raise _Slow
@@ -433,7 +434,7 @@ class _Reader:
     the order of the attributes the rows keep in span order (substrate columns,
     markers, extras), when there are several."""
 
-    __slots__ = ("_ordered", "_request", "_span", "at", "pick", "read")
+    __slots__ = ("_ordered", "_request", "_span", "at", "compiled", "pick", "read")
 
     def __init__(self, request: PB2ExportTraceServiceRequest, form: flat.Form) -> None:
         self._request = request
@@ -442,10 +443,8 @@ class _Reader:
         self.read = form.read
         self.pick = form.pick
         self._ordered = form.ordered
-
-    def move(self, r: int, s: int, n: int) -> None:
-        self.at = (r, s, n)
-        self._span = None
+        # The compiled form's items hold their attributes (None: not read): read inline.
+        self.compiled = form is flat.COMPILED
 
     def _otlp(self) -> Any:
         if self._span is None:
@@ -453,14 +452,23 @@ class _Reader:
             self._span = self._request.resource_spans[r].scope_spans[s].spans[n]
         return self._span
 
-    def span(self, span: Any) -> tuple[dict[str, Any], list[str]]:
-        """The span's attributes and, in the span's order, its `holonograph.*` keys
-        that are not the evaluation's own (substrate columns, markers, extras)."""
-        try:
-            attrs = self.read(span)
-        except flat.Unread:
-            attrs = attributes(self._otlp().attributes)
-            return attrs, _kept(attrs)
+    def span(self, span: Any, at: tuple[int, int, int]) -> tuple[dict[str, Any], list[str]]:
+        """The attributes of the span at `at` and, in the span's order, its
+        `holonograph.*` keys that are not the evaluation's own (substrate columns,
+        markers, extras)."""
+        self.at = at
+        self._span = None
+        if self.compiled:
+            attrs = span.attributes
+            if attrs is None:
+                attrs = attributes(self._otlp().attributes)
+                return attrs, _kept(attrs)
+        else:
+            try:
+                attrs = self.read(span)
+            except flat.Unread:
+                attrs = attributes(self._otlp().attributes)
+                return attrs, _kept(attrs)
         kept: list[str] = []
         for key in attrs.keys() - _EVALUATION_KEYS:
             if key.startswith(PREFIX):
@@ -470,6 +478,18 @@ class _Reader:
                 attrs = attributes(self._otlp().attributes)
             return attrs, _kept(attrs)
         return attrs, kept
+
+    def event(self, event: Any, index: int) -> dict[str, Any]:
+        """The attributes of the span's event `index` (`event`)."""
+        if self.compiled:
+            attrs: dict[str, Any] | None = event.attributes
+            if attrs is None:
+                return self.otlp_event(index)
+            return attrs
+        try:
+            return self.read(event)
+        except flat.Unread:
+            return self.otlp_event(index)
 
     def otlp_event(self, index: int) -> dict[str, Any]:
         """The attributes of the span's event `index`, read the ordinary way."""
@@ -494,6 +514,25 @@ def _spelled(attrs: dict[str, Any], key: str, baggage: str) -> Any:
     return value
 
 
+# The evaluation's string attributes, absent ones empty (`_str`), read in one pass.
+_TEXT_KEYS = (
+    "holonograph.event.id",
+    "holonograph.provenance",
+    "holonograph.agent.id",
+    "holonograph.correlation.id",
+    "holonograph.lens.version",
+    "holonograph.light_source.id",
+    "holonograph.light_source.requested",
+    "holonograph.multiplex.role",
+    "holonograph.fixture.id",
+    "holonograph.sdk.name",
+    "holonograph.sdk.version",
+)
+_NO_TEXTS = ("",) * len(_TEXT_KEYS)
+_NO_TRACE = bytes(16)
+_NO_SPAN = bytes(8)
+
+
 def _evaluation(
     tenant: str,
     span: Any,
@@ -505,29 +544,77 @@ def _evaluation(
 ) -> tuple[list[Any], dict[str, Any]]:
     """The event row (up to `extras`) of an evaluation span and its extras, its
     dimension rows added to `batch`; `_Slow` for anything the reference would reject
-    or might. `kept`: the span's other `holonograph.*` keys, in the span's order."""
-    trace_id, span_id = _ids(span)
-    stream, seq, final = _ordinal(attrs)
+    or might. `kept`: the span's other `holonograph.*` keys, in the span's order.
+
+    The checks of `_ids`, `_ordinal`, `_event_ticks`, `_str`, `_number` and `_integer`
+    are inline here (the same rules): a span has a dozen attributes, a call each
+    was most of its cost."""
+    trace_id, span_id = span.trace_id, span.span_id
+    if len(trace_id) != 16 or len(span_id) != 8 or trace_id == _NO_TRACE or span_id == _NO_SPAN:
+        raise _Slow
     get = attrs.get
-    run_mode = _spelled(attrs, "holonograph.run_mode", RUN_MODE_BAGGAGE)
+    stream = get("holonograph.emission.stream")
+    seq = get("holonograph.emission.seq")
+    final = get("holonograph.emission.final")
+    if type(stream) is not str or not stream or type(seq) is not int or seq < 0:
+        raise _Slow
+    if final is None:
+        final = False
+    elif type(final) is not bool:
+        raise _Slow
+    texts = list(map(get, _TEXT_KEYS, _NO_TEXTS))
+    try:
+        "".join(texts)  # every one a string (the decoders' are exact `str`)
+    except TypeError:
+        texts = [_str(get(key)) for key in _TEXT_KEYS]  # None: empty; others _Slow
+    (event_id, provenance, agent_id, correlation_id, lens_version, light_source_id, requested,
+     multiplex_role, fixture_id, sdk_name, sdk_version) = texts  # fmt: skip
+    if RUN_MODE_BAGGAGE in attrs or CORRELATION_BAGGAGE in attrs:
+        run_mode = _spelled(attrs, "holonograph.run_mode", RUN_MODE_BAGGAGE)
+        correlation_id = _str(_spelled(attrs, "holonograph.correlation.id", CORRELATION_BAGGAGE))
+    else:
+        run_mode = get("holonograph.run_mode")
     if type(run_mode) is not str or run_mode not in RUN_MODES:
         raise _Slow
     surface_id = get("holonograph.surface.id")
     if type(surface_id) is not str or not surface_id:
         raise _Slow
-    event_id = _str(get("holonograph.event.id")) or derive_event_id(stream, seq)
-    provenance = _str(get("holonograph.provenance"))
+    if not event_id:
+        event_id = derive_event_id(stream, seq)
     if not provenance:
         provenance = "production-state" if run_mode == "production" else "exploratory-state"
     elif provenance not in PROVENANCES:
         raise _Slow
-    agent_id = _str(get("holonograph.agent.id"))
-    correlation_id = _str(_spelled(attrs, "holonograph.correlation.id", CORRELATION_BAGGAGE))
-    lens_version = _str(get("holonograph.lens.version"))
-    light_source_id = _str(get("holonograph.light_source.id"))
-    requested = _str(get("holonograph.light_source.requested"))
-    cohort_tags = _strings(get("holonograph.cohort_tags"))
-    ticks = _event_ticks(span, attrs)
+    cohort_tags = get("holonograph.cohort_tags")
+    if cohort_tags is None:
+        cohort_tags = []
+    elif type(cohort_tags) is list:
+        for tag in cohort_tags:
+            if type(tag) is not str:
+                raise _Slow
+        cohort_tags = list(cohort_tags)
+    else:
+        cohort_tags = _strings(cohort_tags)
+    ticks = get("holonograph.timestamp")
+    if ticks is None:
+        ticks = span.end_time_unix_nano
+        if ticks == 0 or ticks > INT64_MAX:
+            raise _Slow
+        ticks = ticks // 1000 * 1000
+    else:
+        ticks = _event_ticks(span, attrs)
+    latency_ms = get("holonograph.latency_ms")
+    if latency_ms is not None:
+        latency_ms = _number(latency_ms)
+    cost_usd = get("holonograph.cost.usd")
+    if cost_usd is not None:
+        cost_usd = _number(cost_usd)
+    tokens_input = get("holonograph.tokens.input")
+    tokens_output = get("holonograph.tokens.output")
+    if (tokens_input is not None and type(tokens_input) is not int) or (
+        tokens_output is not None and type(tokens_output) is not int
+    ):
+        raise _Slow
     columns: dict[str, str] = {}
     markers: dict[str, list[str]] = {}
     extras: dict[str, Any] = {}
@@ -550,12 +637,10 @@ def _evaluation(
         dimension_ids = _dimension_values(events, batch.dimension_values, reader)
     return [
         tenant, event_id, surface_id, agent_id, correlation_id, run_mode, provenance, ticks,
-        lens_version, light_source_id, requested, columns, cohort_tags,
-        _str(get("holonograph.multiplex.role")), _str(get("holonograph.fixture.id")), markers,
-        _number(get("holonograph.latency_ms")), _number(get("holonograph.cost.usd")),
-        _integer(get("holonograph.tokens.input")), _integer(get("holonograph.tokens.output")),
-        _str(get("holonograph.sdk.name")), _str(get("holonograph.sdk.version")), dimension_ids,
-        stream, seq, final, trace_id, span_id, resource_json, _json(extras),
+        lens_version, light_source_id, requested, columns, cohort_tags, multiplex_role,
+        fixture_id, markers, latency_ms, cost_usd, tokens_input, tokens_output, sdk_name,
+        sdk_version, dimension_ids, stream, seq, final, trace_id.hex(), span_id.hex(),
+        resource_json, _json(extras) if extras else "{}",
     ], extras  # fmt: skip
 
 
@@ -569,33 +654,38 @@ def _dimensions(
 ) -> list[str]:
     """Dimension rows (up to `emission_stream`) of a span's dimension events; their ids."""
     ids: list[str] = []
-    read = reader.read
+    compiled = reader.compiled
     for index, event in enumerate(events):
         if event.name != DIMENSION_EVENT:
             continue
-        try:
-            attrs = read(event)
-        except flat.Unread:
-            attrs = reader.otlp_event(index)
+        attrs = event.attributes if compiled else None  # None: not read (`flat._ready`)
+        if attrs is None:
+            attrs = reader.event(event, index)
         get = attrs.get
         dimension_id = get("holonograph.dimension.id")
+        passed = get("holonograph.dimension.passed")
+        score = get("holonograph.dimension.score")
+        expected = get("holonograph.dimension.expected", "")
+        actual = get("holonograph.dimension.actual", "")
+        judge = get("holonograph.dimension.judge", "")
         if type(dimension_id) is not str or not dimension_id or dimension_id in ids:
             raise _Slow
-        passed = get("holonograph.dimension.passed")
         if passed is not None and type(passed) is not bool:
             raise _Slow
-        score = _number(get("holonograph.dimension.score"))
-        if passed is None and score is None:
+        if score is not None:
+            score = _number(score)
+        elif passed is None:
             raise _Slow
+        if type(expected) is not str:
+            expected = _str(expected)
+        if type(actual) is not str:
+            actual = _str(actual)
+        if type(judge) is not str:
+            judge = _str(judge)
         ids.append(dimension_id)
         out.append(
-            [
-                tenant, event_id, dimension_id, passed, score,
-                _str(get("holonograph.dimension.expected")),
-                _str(get("holonograph.dimension.actual")),
-                _str(get("holonograph.dimension.judge")), *layers,
-            ]
-        )  # fmt: skip
+            [tenant, event_id, dimension_id, passed, score, expected, actual, judge, *layers]
+        )
     return ids
 
 
@@ -616,11 +706,18 @@ def _dimension_values(events: Sequence[Any], out: list[list[Any]], reader: _Read
             raise _Slow
         if passed is not None and type(passed) is not bool:
             raise _Slow
-        score = _number(score)
-        if passed is None and score is None:
+        if score is not None:
+            score = _number(score)
+        elif passed is None:
             raise _Slow
+        if type(expected) is not str:
+            expected = _str(expected)
+        if type(actual) is not str:
+            actual = _str(actual)
+        if type(judge) is not str:
+            judge = _str(judge)
         ids.append(dimension_id)
-        out.append([dimension_id, passed, score, _str(expected), _str(actual), _str(judge)])
+        out.append([dimension_id, passed, score, expected, actual, judge])
     return ids
 
 

@@ -259,6 +259,17 @@ def _request(*items: Evaluation | Sentinel) -> PB2ExportTraceServiceRequest:
         pytest.param([Evaluation("a", 0, dims=[Dim("x")])], id="ungraded-dimension"),
         pytest.param([Evaluation("a", 0, extra={"holonograph.latency_ms": "fast"})],
                      id="wrong-type"),
+        # The string attributes read in one pass, the tokens and dimensions checked inline.
+        pytest.param([Evaluation("a", 0, extra={"holonograph.sdk.name": 3})],
+                     id="text-not-a-string"),
+        pytest.param([Evaluation("a", 0, extra={"holonograph.fixture.id": ["f"]})],
+                     id="text-a-list"),
+        pytest.param([Evaluation("a", 0, extra={"holonograph.tokens.output": 2.5})],
+                     id="tokens-not-integer"),
+        pytest.param([Evaluation("a", 0, dims=[Dim("x", passed=True, judge=7)])],  # type: ignore[arg-type]
+                     id="judge-not-a-string"),
+        pytest.param([Evaluation("a", 0, dims=[Dim("x", score=float("nan"))])],
+                     id="score-not-finite"),
     ],
 )  # fmt: skip
 def test_what_the_reference_must_judge_is_left_to_it(items: list[Evaluation]) -> None:
