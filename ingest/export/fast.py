@@ -479,18 +479,6 @@ class _Reader:
             return attrs, _kept(attrs)
         return attrs, kept
 
-    def event(self, event: Any, index: int) -> dict[str, Any]:
-        """The attributes of the span's event `index` (`event`)."""
-        if self.compiled:
-            attrs: dict[str, Any] | None = event.attributes
-            if attrs is None:
-                return self.otlp_event(index)
-            return attrs
-        try:
-            return self.read(event)
-        except flat.Unread:
-            return self.otlp_event(index)
-
     def otlp_event(self, index: int) -> dict[str, Any]:
         """The attributes of the span's event `index`, read the ordinary way."""
         return attributes(self._otlp().events[index].attributes)
@@ -652,55 +640,35 @@ def _dimensions(
     reader: _Reader,
     layers: list[Any],
 ) -> list[str]:
-    """Dimension rows (up to `emission_stream`) of a span's dimension events; their ids."""
+    """Dimension rows (up to `emission_stream`) of a span's dimension events: each
+    dimension's own values (`_dimension_values`) between the event's keys and its
+    layers; their ids."""
+    return _dimension_values(events, out, reader, (tenant, event_id), layers)
+
+
+def _dimension_values(
+    events: Sequence[Any],
+    out: list[list[Any]],
+    reader: _Reader,
+    head: tuple[str, str] | tuple[()] = (),
+    tail: Sequence[Any] = (),
+) -> list[str]:
+    """Each dimension event's own values, checked, between `head` and `tail`
+    (`FastBatch.dimension_values`: neither); their ids. The compiled form's attributes
+    are read inline, others picked (`flat.Unread`: the OTLP event's)."""
     ids: list[str] = []
-    compiled = reader.compiled
+    compiled, pick = reader.compiled, reader.pick
     for index, event in enumerate(events):
         if event.name != DIMENSION_EVENT:
             continue
         attrs = event.attributes if compiled else None  # None: not read (`flat._ready`)
-        if attrs is None:
-            attrs = reader.event(event, index)
-        get = attrs.get
-        dimension_id = get("holonograph.dimension.id")
-        passed = get("holonograph.dimension.passed")
-        score = get("holonograph.dimension.score")
-        expected = get("holonograph.dimension.expected", "")
-        actual = get("holonograph.dimension.actual", "")
-        judge = get("holonograph.dimension.judge", "")
-        if type(dimension_id) is not str or not dimension_id or dimension_id in ids:
-            raise _Slow
-        if passed is not None and type(passed) is not bool:
-            raise _Slow
-        if score is not None:
-            score = _number(score)
-        elif passed is None:
-            raise _Slow
-        if type(expected) is not str:
-            expected = _str(expected)
-        if type(actual) is not str:
-            actual = _str(actual)
-        if type(judge) is not str:
-            judge = _str(judge)
-        ids.append(dimension_id)
-        out.append(
-            [tenant, event_id, dimension_id, passed, score, expected, actual, judge, *layers]
-        )
-    return ids
-
-
-def _dimension_values(events: Sequence[Any], out: list[list[Any]], reader: _Reader) -> list[str]:
-    """`_dimensions` without the layer columns: each dimension's own values
-    (`FastBatch.dimension_values`); their ids."""
-    ids: list[str] = []
-    pick = reader.pick
-    for index, event in enumerate(events):
-        if event.name != DIMENSION_EVENT:
-            continue
-        try:
-            values = pick(event, _DIMENSION_KEYS)
-        except flat.Unread:
-            values = list(map(reader.otlp_event(index).get, _DIMENSION_KEYS))
+        if attrs is not None:
+            values = list(map(attrs.get, _DIMENSION_KEYS, _DIMENSION_ABSENT))
+        else:
+            try:
+                values = pick(event, _DIMENSION_KEYS)
+            except flat.Unread:
+                values = list(map(reader.otlp_event(index).get, _DIMENSION_KEYS))
         dimension_id, passed, score, expected, actual, judge = values
         if type(dimension_id) is not str or not dimension_id or dimension_id in ids:
             raise _Slow
@@ -717,7 +685,7 @@ def _dimension_values(events: Sequence[Any], out: list[list[Any]], reader: _Read
         if type(judge) is not str:
             judge = _str(judge)
         ids.append(dimension_id)
-        out.append([dimension_id, passed, score, expected, actual, judge])
+        out.append([*head, dimension_id, passed, score, expected, actual, judge, *tail])
     return ids
 
 
@@ -729,6 +697,7 @@ _DIMENSION_KEYS = (
     "holonograph.dimension.actual",
     "holonograph.dimension.judge",
 )
+_DIMENSION_ABSENT = (None, None, None, "", "", "")  # an absent text is empty
 
 
 _COUNTERS = (
