@@ -35,6 +35,7 @@ from tests.ingest.sink.test_rows_records import (
     _rows_records,
     assert_never_more,
     assert_same_rows,
+    one_replaced,
 )
 from tests.otel_emit import Dim, Evaluation, Sentinel, export_request, record_spans
 from tests.schemas.test_records import _batch, _packed
@@ -228,21 +229,7 @@ def test_a_kind_given_twice_is_read_as_the_reference_reads_it() -> None:
 def test_any_value_replaced_never_makes_the_hot_path_take_more(where: int, odd: Any) -> None:
     """Any one value of the record (envelope, table, column or value) replaced by an
     odd one."""
-    document = json.loads(_bench_value())
-    holders: list[tuple[Any, Any]] = []
-
-    def walk(node: Any) -> None:
-        keys = range(len(node)) if isinstance(node, list) else list(node)
-        for key in keys:
-            holders.append((node, key))
-            if isinstance(node[key], list | dict):
-                walk(node[key])
-
-    walk(document)
-    holder, key = holders[where % len(holders)]
-    holder[key] = odd
-    value = json.dumps(document, separators=(",", ":"), allow_nan=True).encode()
-    assert_never_more(value)
+    assert_never_more(one_replaced(_bench_value(), where, odd))
 
 
 def test_a_record_of_models_or_a_letter_at_version_8_is_rejected() -> None:
