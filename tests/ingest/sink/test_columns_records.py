@@ -15,16 +15,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.payload import PayloadSpec, RequestFactory
-from ingest.export.contracts import ContractBook
 from ingest.export.decode import parse_protobuf
 from ingest.export.fast import FastBatch, fast_batch
-from ingest.export.principal import ANONYMOUS, Principal
+from ingest.export.principal import ANONYMOUS
 from ingest.export.request import validate_request
 from ingest.handoff.kafka_packing import pack, payload_limit, screen, screen_columns
 from ingest.sink.fast import fast_record
 from schemas.records import COLUMNS_VERSION, EVENT_ROW, RecordError, decode
 from tests.ingest.export.test_fast import CORPUS
-from tests.ingest.export.test_fuzz import MUTATIONS, SPANS, Mutation, _apply
+from tests.ingest.export.test_fuzz import MUTATIONS, SPANS, Mutation
+from tests.ingest.sink.test_fast_records import mutated
 from tests.ingest.sink.test_rows_records import (
     AT,
     ODD,
@@ -98,14 +98,9 @@ def test_fuzz_corpus_columns_records_store_the_same_rows(
     takes, as `serve --kafka` decodes it (no dimension rows laid out, from the wire)
     and with the rows laid out: its version 8 record against its version 4 and 7
     records."""
-    request = _one_stream(example)
-    spans = request.resource_spans[0].scope_spans[0].spans
-    for mutation in mutations:
-        _apply(example, spans[mutation.span], mutation, request)
-    wire = request.SerializeToString()
-    request = parse_protobuf(wire)
-    principal = Principal("acme", agents=frozenset({"agent-a", "agent-b"})) if agents else ANONYMOUS
-    book = ContractBook() if contracts else None
+    request, wire, principal, book = mutated(
+        _one_stream(example), example, mutations, contracts, agents
+    )
     batch = fast_batch(request, principal=principal, contracts=book)
     if batch is None:
         return

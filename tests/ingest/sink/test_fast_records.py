@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka.structs import TopicPartition
@@ -100,6 +101,19 @@ def _copy(state: Owners) -> Owners:
     return Owners(events=dict(state.events), streams=dict(state.streams))
 
 
+def mutated(
+    request: Any, example: int, mutations: list[Mutation], contracts: bool, agents: bool
+) -> tuple[Any, bytes, Principal, ContractBook | None]:
+    """`request` with `test_fuzz`'s `mutations` applied, as a receiver parses it from
+    its bytes (and those bytes); the principal and contracts the two flags choose."""
+    spans = request.resource_spans[0].scope_spans[0].spans
+    for mutation in mutations:
+        _apply(example, spans[mutation.span], mutation, request)
+    wire = request.SerializeToString()
+    principal = Principal("acme", agents=frozenset({"agent-a", "agent-b"})) if agents else ANONYMOUS
+    return parse_protobuf(wire), wire, principal, ContractBook() if contracts else None
+
+
 taken: list[bool] = []
 
 
@@ -114,15 +128,8 @@ def test_fuzz_corpus_records_match_the_reference(
     mutations: list[Mutation], contracts: bool, agents: bool, example: int
 ) -> None:
     """The receiver's records of every mutation of `test_fuzz` (and of none)."""
-    request = _base(example)
-    spans = request.resource_spans[0].scope_spans[0].spans
-    for mutation in mutations:
-        _apply(example, spans[mutation.span], mutation, request)
-    request = parse_protobuf(request.SerializeToString())
-    principal = Principal("acme", agents=frozenset({"agent-a", "agent-b"})) if agents else ANONYMOUS
-    batch = validate_request(
-        request, principal=principal, contracts=ContractBook() if contracts else None
-    )
+    request, _, principal, book = mutated(_base(example), example, mutations, contracts, agents)
+    batch = validate_request(request, principal=principal, contracts=book)
     for limit in (1_000_000, 2_000):
         for value in _records(batch, limit):
             taken.append(assert_same(value))

@@ -35,8 +35,8 @@ from schemas.records import (
     encode,
 )
 from tests.ingest.export.test_fast import CORPUS
-from tests.ingest.export.test_fuzz import MUTATIONS, Mutation, _apply, _base
-from tests.ingest.sink.test_fast_records import TP, assert_same, assert_same_ownership
+from tests.ingest.export.test_fuzz import MUTATIONS, Mutation, _base
+from tests.ingest.sink.test_fast_records import TP, assert_same, assert_same_ownership, mutated
 from tests.schemas.test_records import _batch, _packed
 
 WIRE = Path(__file__).resolve().parents[2] / "testdata" / "wire"
@@ -139,14 +139,7 @@ def test_fuzz_corpus_rows_records_store_the_same_rows(
     """Every request of `test_fuzz` the receiver's hot path takes: its version 7
     records against its version 4 records (under two message limits: one record per
     stream, and several)."""
-    request = _base(example)
-    spans = request.resource_spans[0].scope_spans[0].spans
-    for mutation in mutations:
-        _apply(example, spans[mutation.span], mutation, request)
-    wire = request.SerializeToString()
-    request = parse_protobuf(wire)
-    principal = Principal("acme", agents=frozenset({"agent-a", "agent-b"})) if agents else ANONYMOUS
-    book = ContractBook() if contracts else None
+    request, wire, principal, book = mutated(_base(example), example, mutations, contracts, agents)
     batch = fast_batch(request, principal=principal, contracts=book)
     taken.append(batch is not None)
     if batch is None:
