@@ -131,8 +131,9 @@ class SinkService:
         """Graceful: flush what is held, commit, leave the group, close the endpoint;
         within `timeout` seconds (default `stop_timeout_seconds`). Past it, what is held
         is abandoned uncommitted, as `abort` would; returns whether the stop was graceful:
-        everything taken stored and committed (a group leave left unanswered is not lost
-        data)."""
+        everything taken stored (an offset commit or a group leave the broker left
+        unanswered is not lost data: what is stored and uncommitted is read again and
+        collapses)."""
         self._stop.set()
         limit = self.config.stop_timeout_seconds if timeout is None else timeout
         loop = asyncio.get_running_loop()
@@ -148,9 +149,10 @@ class SinkService:
                     # A broker that does not answer the group leave (stopped, or holding
                     # a rebalance): the leave is best effort, as in every Kafka client.
                     log.warning(
-                        "stopping: every record taken is stored and committed; the broker"
-                        " did not answer the group leave within %gs, so the next member"
-                        " waits up to the session timeout for this one's partitions",
+                        "stopping: every record taken is stored%s; the broker did not"
+                        " answer the group leave within %gs, so the next member waits up"
+                        " to the session timeout for this one's partitions",
+                        self._committed(),
                         limit * 0.8,
                     )
                     await _cancel(self._task, deadline)
@@ -208,6 +210,15 @@ class SinkService:
             await asyncio.sleep(period)
             if self.sink is not None:
                 self.sink.stalled()
+
+    def _committed(self) -> str:
+        """How far the offsets got, for the stop's message."""
+        if self.sink is None or self.sink.committed:
+            return " and committed"
+        return (
+            " (its last offset commit was not answered: the next member reads those"
+            " records again and the store collapses them)"
+        )
 
     def _degraded(self) -> str | None:
         """Failing periodic jobs, and partitions that make no progress."""
@@ -270,6 +281,7 @@ class SinkService:
             on_idle=self.trimmer.soon,
             on_rejected=self.refusals.observe_rejected,
             stall_seconds=config.sink_stall_seconds,
+            commit_timeout_seconds=config.kafka_timeout_ms / 1000,
         )
         consumer.subscribe(list(config.topics().all()), listener=self.sink.listener())
         feed = await self._contract_feed(config.kafka)

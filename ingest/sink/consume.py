@@ -96,6 +96,7 @@ class Sink:
         on_idle: Callable[[], None] | None = None,
         on_rejected: Callable[[Sequence[QuarantineRecord]], None] | None = None,
         stall_seconds: float = 15.0,
+        commit_timeout_seconds: float = 5.0,
     ) -> None:
         self._consumer = consumer
         self._store = store
@@ -123,6 +124,13 @@ class Sink:
         self.liveness = Liveness(metrics, stall_seconds, monotonic)
         self.flushes = 0
         self.last_error: str | None = None
+        # aiokafka retries a commit while the broker answers with a retriable error or
+        # not at all (its request timeout is 40 s): bounded here, so a stop or the loop
+        # goes on with the rows stored and the offsets left for the next commit.
+        self._commit_timeout = commit_timeout_seconds
+        # Whether the last offset commit was answered: False, the records written since
+        # the last good commit are read again by the next owner (and collapse).
+        self.committed = True
 
     def assigned(self) -> int:
         """Partitions this member owns now."""
@@ -387,12 +395,15 @@ class Sink:
         if not mine:
             return
         try:
-            await self._consumer.commit(mine)
+            await asyncio.wait_for(self._consumer.commit(mine), self._commit_timeout)
             self._metrics.commits.labels(result="ok").inc()
-        except (CommitFailedError, IllegalStateError, KafkaError) as err:
+            self.committed = True
+        except (CommitFailedError, IllegalStateError, KafkaError, TimeoutError) as err:
             # Rows are stored; the next owner rereads and the store collapses the repeat.
             self._metrics.commits.labels(result="error").inc()
-            log.warning("offset commit failed (records will be redelivered): %s", err)
+            self.committed = False
+            reason = str(err) or f"not answered within {self._commit_timeout:g}s"
+            log.warning("offset commit failed (records will be redelivered): %s", reason)
 
     async def revoked(self, partitions: set[TopicPartition]) -> None:
         """Finish the revoked partitions' records if the store takes them now; else

@@ -156,6 +156,51 @@ def test_a_sink_with_everything_committed_stops_gracefully_when_its_leave_is_una
         sink.close()
 
 
+class _CommitUnanswered(AIOKafkaConsumer):  # type: ignore[misc]
+    """A member whose offset commits the broker never answers (aiokafka would retry one
+    for as long as the broker keeps it waiting)."""
+
+    async def commit(self, offsets: Any = None) -> None:
+        await asyncio.Event().wait()
+
+
+def test_an_unanswered_offset_commit_is_bounded_and_the_next_member_rereads_without_loss(
+    broker: Broker,
+    names: dict[str, str],
+    kafka_receiver: KafkaReceiver,
+    store: ClickHouseStore,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    first = RunningSink(broker, names, store, consumer_class=_CommitUnanswered)
+    try:
+        with caplog.at_level(logging.WARNING, logger="ingest.sink.consume"):
+            produce(kafka_receiver, "unanswered", 20, seed=4)
+            wait_until(lambda: count(store) == 20, timeout=60, what="the records stored")
+            wait_until(
+                lambda: "offset commit failed" in caplog.text, timeout=30, what="the commit bound"
+            )
+            # The loop went on past the unanswered commit: the stop is graceful, in time.
+            graceful = first.call(first.service.stop(8.0))
+        assert graceful, caplog.text
+        assert "offset commit failed (records will be redelivered): not answered within 2s" in (
+            caplog.text
+        )
+    finally:
+        first.close()
+    topic, group = names["kafka_records_topic"], names["sink_group"]
+    assert asyncio.run(_uncommitted(broker.bootstrap, group, topic)) > 0  # the request's records
+    second = RunningSink(broker, names, store)
+    try:
+        wait_until(
+            lambda: asyncio.run(_uncommitted(broker.bootstrap, group, topic)) == 0,
+            timeout=60,
+            what="the next member's commit",
+        )
+        assert count(store) == 20  # read again, collapsed: once each
+    finally:
+        second.stop()
+
+
 @pytest.mark.tansu_only("stops the broker with SIGSTOP")
 def test_a_second_ctrl_c_exits_at_once(
     paused: Broker, names: dict[str, str], tmp_path: Path
