@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import copy
 import importlib
+import importlib.abc
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -57,6 +59,11 @@ class ClickHouseStore:
         self._insert_settings = {"max_threads": 1} if _is_chdb_client(client) else {}
         # Each insert's `insert_deduplication_token` is `{token}:{table}` (`with_token`).
         self._token: str | None = None
+        # In-process chDB takes column-wise inserts as Arrow tables on a connection of
+        # our own (`ingest.store.arrow`), opened at the first; shared by `with_token`.
+        self._arrow = (
+            _ArrowConnection(Path(urlparse(url).path)) if _is_chdb_client(client) else None
+        )
 
     @property
     def display_url(self) -> str:
@@ -91,9 +98,19 @@ class ClickHouseStore:
     ) -> None:
         """`insert` of rows given column by column (`columns[i]`: every row's value of
         `column_names[i]`), which clickhouse-connect's Native insert takes as they are:
-        no row is copied to add a column or pivoted."""
-        if columns and columns[0]:
-            self._insert(table, columns, column_names, settings, columnar=True)
+        no row is copied to add a column or pivoted. In-process chDB takes them as an
+        Arrow table instead, when `ingest.store.arrow` maps every column's type."""
+        if not (columns and columns[0]):
+            return
+        if self._arrow is not None:
+            sent = dedup_settings(self._token, table, settings) if self._token else settings
+            with self._lock:
+                arrow = self._arrow.client()
+                if arrow.insert_arrow(
+                    table, columns, column_names, {**self._insert_settings, **(sent or {})}
+                ):
+                    return
+        self._insert(table, columns, column_names, settings, columnar=True)
 
     def _insert(
         self,
@@ -137,6 +154,8 @@ class ClickHouseStore:
 
     def close(self) -> None:
         with self._lock:
+            if self._arrow is not None:
+                self._arrow.close()
             self._client.close()
 
     def reopen(self) -> ClickHouseStore:
@@ -144,6 +163,57 @@ class ClickHouseStore:
         admin queries on it never hold up the inserts on this one (chDB allows
         several connections to the directory its process owns)."""
         return open_store(self.url, direct=_is_embedded_client(self._client))
+
+
+class _ArrowConnection:
+    """The chDB connection `ClickHouseStore.insert_columns` sends Arrow tables on,
+    opened at its first insert (calls serialized by the store's lock)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._client: EmbeddedClient | None = None
+        _load_pyarrow()
+
+    def client(self) -> EmbeddedClient:
+        if self._client is None:
+            from ingest.store.embedded import open_embedded
+
+            self._client = open_embedded(self._path)
+            # A store left open at exit: this connection closes before clickhouse-connect's
+            # (finalizers run newest first), else chDB's engine stops under it.
+            weakref.finalize(self, self._client.close)
+        return self._client
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+
+def _load_pyarrow() -> None:
+    """pyarrow, and its first array built (which sets the library up), when a store
+    opens rather than in the first drain, where ~0.2 s of CPU under the GIL would stall
+    the decode thread. Its first `array()` would import pandas (~0.1 s, ~50 MiB) only
+    to ask whether the list is a pandas object: imported with pandas unavailable (as
+    `_skip_pandas_probe`, no pandas object exists while pandas is not imported), pyarrow
+    remembers it has none; a later `import pandas` works as usual."""
+    with _chdb_import:
+        blocker = None if "pandas" in sys.modules else _NoPandas()
+        if blocker is not None:
+            sys.meta_path.insert(0, blocker)
+        try:
+            importlib.import_module("pyarrow").array([0])
+        finally:
+            if blocker is not None:
+                sys.meta_path.remove(blocker)
+
+
+class _NoPandas(importlib.abc.MetaPathFinder):
+    """An import of pandas fails while this finder is first on `sys.meta_path`."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
+        if fullname == "pandas" or fullname.startswith("pandas."):
+            raise ImportError(f"{fullname} is not imported here")
 
 
 def _is_chdb_client(client: object) -> bool:

@@ -3,7 +3,8 @@ embedded store themselves (`holonograph drift|completeness|compare|quarantine ..
 with no `serve` holding it): clickhouse-connect's import and its per-client handshake
 (its HTTP stack, `system.settings` read and parsed at every client) are a third of
 such a command's time (bench/RESULTS.md, issue 24). `serve`, `sink` and the admin
-endpoint keep clickhouse-connect (its Native insert is the hot path's).
+endpoint keep clickhouse-connect, with one connection of this module beside it for
+the column-wise inserts (`EmbeddedClient.insert_arrow`: Arrow, `ingest.store.arrow`).
 
 `EmbeddedClient` is the part of clickhouse-connect's `Client` our store code calls
 (`query`, `command`, `insert`, `close`), with the same Python values: results are
@@ -16,6 +17,7 @@ queries, parameters and inserts through both and compares what comes back.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import importlib.machinery
@@ -144,6 +146,7 @@ class EmbeddedClient:
         self._conn = connection
         self._lock = threading.Lock()
         self._types: dict[str, dict[str, str]] = {}
+        self._schemas: dict[tuple[str, tuple[str, ...]], Any] = {}  # `insert_arrow`'s
         try:  # clickhouse-connect's client sets these on every session it opens
             self._run("SET date_time_input_format = 'best_effort'", {})
             self._run("SET cast_string_to_dynamic_use_inference = 1", {})
@@ -210,6 +213,44 @@ class EmbeddedClient:
         )
         clause = _settings_clause(settings)
         self._run(f"INSERT INTO {table} ({columns}){clause} VALUES {values}", {})
+
+    def insert_arrow(
+        self,
+        table: str,
+        columns: Sequence[Sequence[Any]],
+        column_names: Sequence[str],
+        settings: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """`columns[i]` (every row's value of `column_names[i]`) into `table` as one Arrow
+        stream handed to chDB's streaming insert (`ingest.store.arrow`: no file, no
+        per-value Python). False, with nothing written, when a column's type is not one
+        that module maps."""
+        from ingest.store.arrow import arrow_schema, arrow_stream, arrow_table
+
+        key = (table, tuple(column_names))
+        if key not in self._schemas:
+            self._schemas[key] = arrow_schema(column_names, self._column_types(table))
+        schema = self._schemas[key]
+        if schema is None:
+            return False
+        names = ", ".join(_identifier(name) for name in column_names)
+        payload = arrow_stream(arrow_table(schema, columns))
+        sql = f"INSERT INTO {table} ({names}){_settings_clause(settings)}"
+        with self._lock:
+            if self._conn is None:
+                raise EmbeddedError("the chDB connection is closed")
+            try:
+                inserter = self._conn.send_insert(sql, "ArrowStream")
+                try:
+                    self._conn.insert_append(inserter, payload)
+                except BaseException:
+                    with contextlib.suppress(RuntimeError):  # the append's error says why
+                        self._conn.insert_cancel(inserter)
+                    raise
+                self._conn.insert_done(inserter)
+            except RuntimeError as err:
+                raise EmbeddedError(str(err)) from None
+        return True
 
     def _column_types(self, table: str) -> dict[str, str]:
         """`table`'s column types, once per connection: a VALUES literal is parsed as

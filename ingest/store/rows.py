@@ -324,11 +324,21 @@ def write_rows(store: Store, rows: TableRows) -> None:
     plan: Iterable[tuple[Table, list[list[Any]]]] = (
         (QUARANTINE, rows.quarantine),
         (LESSON_OVERRIDES, rows.overrides),
-        (EMISSION_RECEIPTS, rows.receipts),
     )
     for table, table_rows in plan:
         if table_rows:
             store.insert(table.qualified, table_rows, table.columns, INSERT_SETTINGS)
+    if not rows.receipts:
+        return
+    if isinstance(store, ClickHouseStore):  # a commit's receipts are many: as columns
+        receipts = list(zip(*rows.receipts, strict=True))
+        store.insert_columns(
+            EMISSION_RECEIPTS.qualified, receipts, EMISSION_RECEIPTS.columns, INSERT_SETTINGS
+        )
+    else:
+        store.insert(
+            EMISSION_RECEIPTS.qualified, rows.receipts, EMISSION_RECEIPTS.columns, INSERT_SETTINGS
+        )
 
 
 # The commit's inserts keep every row they carry: the versions of an event id written in

@@ -70,7 +70,11 @@ def test_the_token_view_inserts_column_wise_the_rows_the_wrapper_stored(
     assert isinstance(view, ClickHouseStore)
     spy = Columns(view)
     write_rows(view, rows)
-    assert spy.calls == ["holonograph.evaluation_events", "holonograph.evaluation_dimensions"]
+    assert spy.calls == [
+        "holonograph.evaluation_events",
+        "holonograph.evaluation_dimensions",
+        "holonograph.emission_receipts",
+    ]
     after = _dump(store)
     for table in TABLES:  # the same rows again: each now twice
         assert after[table] == sorted(before[table] * 2, key=repr), table
