@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ingest.errors import Backpressure, Unavailable
-from ingest.handoff.claims import ClaimIndex, claim_rows, decide
+from ingest.handoff.claims import ClaimIndex, Pinned, claim_rows, decide
 from ingest.handoff.segments import Position, SegmentLog
 from ingest.store.errors import Isolation, describe, is_permanent, isolate, refusal
 from ingest.store.owners import Batch, Submission
@@ -92,7 +92,7 @@ class Frame:
     rows: TableRows
     event_claims: list[list[Any]]
     stream_claims: list[list[Any]]
-    pinned: list[tuple[str, str, str]] = field(default_factory=list)
+    pinned: Pinned = field(default_factory=Pinned)
 
 
 def encode_frame(
