@@ -223,7 +223,7 @@ class SmallLog:
         self,
         directory: Path,
         store: Store,
-        max_bytes: int = 16 * MIB,
+        max_bytes: int = 24 * MIB,  # as `ingest.service.config`'s default
         drain_rows: int = 20_000,
         drain_seconds: float = DRAIN_SECONDS,
         wait_seconds: float = 30.0,
