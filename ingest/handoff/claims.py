@@ -17,9 +17,9 @@ and memory is asked only about the others. Those memory does not know (the filte
 hold them) are looked up in the store, one query for the commit's such keys
 (`ingest.store.owners.lookup`). A commit's keys are taken as sets and its decision's
 owners kept as the dicts it made, so a commit of new keys costs one filter step a key
-and no other Python a key (bench/RESULTS.md, "Ninth round"). An event id's entry is its owner
-and its placement (`schemas.placement`): a re-send decided from memory keeps the
-sorting key of its first version, as one decided by the store's lookup does. A
+and no other Python a key (bench/RESULTS.md, "Ninth round"). An event id's entry is
+its owner and its placement (`schemas.placement`): a re-send decided from memory keeps
+the sorting key of its first version, as one decided by the store's lookup does. A
 writer other than the log (an override through the API or the admin endpoint) is
 noted with `foreign_write`; the next decision first reads the claims written since.
 """
@@ -113,36 +113,6 @@ class Bloom:
         return sum(len(words) * words.itemsize for words, _, _ in self._filters)
 
 
-class Pinned:
-    """What one commit's decision made known (`ClaimIndex.pin`), kept by the index until
-    its frame is drained (`ClaimIndex.unpin`): its owners, and a copy of its placements
-    (the frame's rows are written under the decision's own)."""
-
-    __slots__ = ("events", "frame", "placements", "streams")
-
-    def __init__(
-        self,
-        frame: int = 0,
-        events: dict[Key, str] | None = None,
-        placements: dict[Key, Placement] | None = None,
-        streams: dict[Key, StreamOwner] | None = None,
-    ) -> None:
-        self.frame = frame
-        self.events = events or {}
-        self.placements = placements or {}
-        self.streams = streams or {}
-
-    def __len__(self) -> int:
-        return len(self.events) + len(self.streams)
-
-    def drop(self, kind: str, key: Key) -> None:
-        if kind == "e":
-            self.events.pop(key, None)
-            self.placements.pop(key, None)
-        else:
-            self.streams.pop(key, None)
-
-
 class _Known:
     """Owners by key, for each kind: events' (`events`, with `placements`) and streams'."""
 
@@ -156,7 +126,7 @@ class _Known:
     def __len__(self) -> int:
         return len(self.events) + len(self.streams)
 
-    def add(self, known: Pinned | _Known) -> None:
+    def add(self, known: _Known) -> None:
         self.events.update(known.events)
         self.placements.update(known.placements)
         self.streams.update(known.streams)
@@ -167,6 +137,27 @@ class _Known:
             self.placements.pop(key, None)
         else:
             self.streams.pop(key, None)
+
+
+class Pinned(_Known):
+    """What one commit's decision made known (`ClaimIndex.pin`), kept by the index until
+    its frame is drained (`ClaimIndex.unpin`): its owners, and a copy of its placements
+    (the frame's rows are written under the decision's own)."""
+
+    __slots__ = ("frame",)
+
+    def __init__(
+        self,
+        frame: int = 0,
+        events: dict[Key, str] | None = None,
+        placements: dict[Key, Placement] | None = None,
+        streams: dict[Key, StreamOwner] | None = None,
+    ) -> None:
+        super().__init__()
+        self.frame = frame
+        self.events = events or {}
+        self.placements = dict(placements or {})
+        self.streams = streams or {}
 
 
 class ClaimIndex:
@@ -180,8 +171,8 @@ class ClaimIndex:
         self._frames: dict[int, Pinned] = {}
         self._pending = _Known()
         self._stale_pending = False
-        # Recently seen keys: the newer generation takes them; once it holds `recent`
-        # keys it becomes the older one, and the older one is dropped.
+        # Recently seen keys: the newer generation takes them; once it holds half of
+        # `recent` keys it becomes the older one, and the older one is dropped.
         self._recent = _Known()
         self._older = _Known()
         self._recent_max = recent
@@ -322,7 +313,7 @@ class ClaimIndex:
         """After a commit's decision: its keys' owners (claimed now or known) are known
         until frame `frame` is drained; returns what it pins (the decision's owners of
         `events` and `streams`: their every key, as `decide` gives them)."""
-        pinned = Pinned(frame, decided.events, dict(decided.placements), decided.streams)
+        pinned = Pinned(frame, decided.events, decided.placements, decided.streams)
         self._frames[frame] = pinned
         self._pending.add(pinned)
         return pinned
