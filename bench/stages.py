@@ -11,7 +11,9 @@ path (`ingest.export.fast`: protobuf straight to rows, the commit's columns adde
 `--log N` measures the small-request log instead of the direct commit
 (`ingest.handoff.smalllog`): "own" is the ownership decided in memory (the claim
 index), "log" the frame's encoding, write and fsync, and "insert" the drain, one
-insert per table for every N commits.
+insert per table for every N commits. As in the receiver, the hot path is given the
+request's bytes there (no serialization again), and a commit of hot-path batches is
+framed as the tree's log frames it (`smalllog.Logged` where it has one).
 
 `--insert-ab` measures the commit's insert alone, the way it inserted before this
 tree's settings and column-wise rows ("before": placed rows, the block merged at
@@ -51,19 +53,20 @@ def _timed(label: str, timings: dict[str, float], work: Any) -> Any:
 
 
 def _decoder(path: str) -> tuple[Any, Any, Any]:
-    """(decode(request), spans(decoded), add(decoded, rows, receipt, at)) of `path`."""
+    """(decode(request, wire=None), spans(decoded), add(decoded, rows, receipt, at)) of
+    `path` (`wire`: the request's bytes, which the hot path reads as the receiver does)."""
     from ingest.export.fast import FastBatch, fast_batch
     from ingest.export.request import validate_request
 
     if path == "reference":
         return (
-            validate_request,
+            lambda request, wire=None: validate_request(request),
             lambda d: len(d.emissions),
             lambda d, rows, receipt, at: rows.add(d, receipt, at),
         )
 
-    def decode(request: Any) -> FastBatch:
-        batch = fast_batch(request)
+    def decode(request: Any, wire: bytes | None = None) -> FastBatch:
+        batch = fast_batch(request, wire=wire)
         if batch is None:
             raise SystemExit("the bench payload must take the hot path")
         return batch
@@ -147,6 +150,7 @@ def _log_stages(
     """The log's commit path on `bodies`; returns the spans."""
     from ingest.export.decode import parse_protobuf
     from ingest.export.fast import FastBatch
+    from ingest.handoff import smalllog
     from ingest.handoff.claims import ClaimIndex, claim_rows, decide
     from ingest.handoff.segments import SegmentLog
     from ingest.handoff.smalllog import Drained, Frame, SmallLog, encode_frame
@@ -161,6 +165,8 @@ def _log_stages(
         else:
             add(d, rows, receipt, at)
 
+    hot = decode  # with the request's bytes, as the receiver's (`_decoder`)
+    of = getattr(smalllog, "Logged", None)
     small = SmallLog(tmp / "log", store)
     index: ClaimIndex = small.index
     segments: SegmentLog = small.segments
@@ -172,7 +178,7 @@ def _log_stages(
         decoded_all = []
         for body in bodies[start : start + requests_per_commit]:
             request = _timed("parse", timings, lambda b=body: parse_protobuf(b))
-            decoded = _timed("decode_validate", timings, lambda q=request: decode(q))
+            decoded = _timed("decode_validate", timings, lambda q=request, b=body: hot(q, b))
             spans += count(decoded)
             decoded_all.append(decoded)
         at = utc_now()
@@ -188,8 +194,15 @@ def _log_stages(
                 lambda d=batch, k=start + n, t=rows, a=at: add_logged(d, t, f"r{k}", a),
             )
 
-        def logged(t: TableRows = rows, o: Any = decided) -> Any:
-            payload = encode_frame(t, *claim_rows(o))
+        def logged(
+            t: TableRows = rows, o: Any = decided, k: int = start, c: Any = checked, a: Any = at
+        ) -> Any:
+            # as the receiver's log frames a commit of hot-path batches with their bytes
+            # (`smalllog.Logged`, where the tree has it)
+            parts = None
+            if of is not None and all(isinstance(d, FastBatch) and d.wire for d in c):
+                parts = [of.of(d, f"r{k + n}", a, n) for n, d in enumerate(c)]
+            payload = encode_frame(t, *claim_rows(o), *([parts] if parts else []))
             end = segments.append(payload)
             segments.sync()
             return end, len(payload)

@@ -202,6 +202,7 @@ class FastBatch:
         "receipts",
         "sentinels",
         "tenant_id",
+        "wire",
         "with_json",
     )
 
@@ -233,6 +234,9 @@ class FastBatch:
         self.ignored_spans = 0
         self.collapsed_spans = 0
         self.quarantined: tuple[()] = ()
+        # The protobuf bytes the batch was decoded from, when the caller had them
+        # (`fast_batch(wire=...)`): what the small-request log keeps of it.
+        self.wire: bytes | None = None
         # What gives the same batch as models (`materialize`).
         self._source: Callable[[], ValidatedBatch] | None = None
         self._materialized: ValidatedBatch | None = None
@@ -294,10 +298,10 @@ class FastBatch:
         """`add_to`, the event and dimension rows handed over as they are, with the
         commit's columns as their shared tails (`ingest.store.rows.SharedRows`): what a
         commit writes column by column, or logs, needs no row copied."""
-        self.layer()
         received = ticks_ms(received_at)
         version = ingest_version(received_at, order)
         tail = [received, version, "", list(self.contract_findings)]
+        self.layer()
         rows.shared.append(SharedRows(self.events, tail, self.dimensions, [received, version]))
         for row in self.receipts:
             receipt = row.copy()
@@ -347,6 +351,7 @@ def fast_batch(
     batch._source = functools.partial(
         validate_request, request, principal=principal, contracts=contracts
     )
+    batch.wire = wire
     return batch
 
 

@@ -9,12 +9,17 @@ holds:
   `stream_owners` at start) or by this process since: a key it does not hold has
   certainly no owner;
 - the owners of the keys claimed by the log and not yet drained (exact, pinned until
-  the store holds them), and of recently seen keys (bounded, least recently used).
+  the store holds them), and of recently seen keys (bounded: two generations, the
+  older dropped whole when the newer fills).
 
-Any other key (the filter may hold it) is looked up in the store, one query for the
-commit's such keys (`ingest.store.owners.lookup`). An event id's entry is its owner
-and its placement (`schemas.placement`): a re-send decided from memory keeps the
-sorting key of its first version, as one decided by the store's lookup does. A
+A key the filter does not hold is new: it is added and decided from the commit alone,
+and memory is asked only about the others. Those memory does not know (the filter may
+hold them) are looked up in the store, one query for the commit's such keys
+(`ingest.store.owners.lookup`). A commit's keys are taken as sets and its decision's
+owners kept as the dicts it made, so a commit of new keys costs one filter step a key
+and no other Python a key (bench/RESULTS.md, "Ninth round"). An event id's entry is
+its owner and its placement (`schemas.placement`): a re-send decided from memory keeps
+the sorting key of its first version, as one decided by the store's lookup does. A
 writer other than the log (an override through the API or the admin endpoint) is
 noted with `foreign_write`; the next decision first reads the claims written since.
 """
@@ -23,12 +28,12 @@ from __future__ import annotations
 
 import random
 from array import array
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ingest.store import owners
-from ingest.store.owners import Owners, Submission
+from ingest.store.owners import Owners, StreamOwner, Submission
+from schemas.placement import Placement
 from schemas.store import Store
 from schemas.tables import EVENT_OWNERS, STREAM_OWNERS
 
@@ -82,9 +87,77 @@ class Bloom:
                 return True
         return False
 
+    def held_or_add(self, kind: str, keys: Iterable[Key]) -> set[Key]:
+        """The keys whose `(kind, *key)` the filter may hold; every other one is added
+        (`add`), all in one call: a commit's keys, each hashed once."""
+        held: set[Key] = set()
+        masks, filters = _MASKS, self._filters
+        words, size, capacity = filters[-1]
+        for pair in keys:
+            h = hash((kind, *pair))
+            at, mask = h & 0xFFFFFFFF, masks[(h >> 32) & 0xFFF]
+            for old_words, old_size, _ in filters:
+                if old_words[at % old_size] & mask == mask:
+                    held.add(pair)
+                    break
+            else:
+                if self._count >= capacity:
+                    self._grow(capacity * 2)
+                    words, size, capacity = filters[-1]
+                self._count += 1
+                words[at % size] |= mask
+        return held
+
     @property
     def nbytes(self) -> int:
         return sum(len(words) * words.itemsize for words, _, _ in self._filters)
+
+
+class _Known:
+    """Owners by key, for each kind: events' (`events`, with `placements`) and streams'."""
+
+    __slots__ = ("events", "placements", "streams")
+
+    def __init__(self) -> None:
+        self.events: dict[Key, str] = {}
+        self.placements: dict[Key, Placement | None] = {}
+        self.streams: dict[Key, StreamOwner] = {}
+
+    def __len__(self) -> int:
+        return len(self.events) + len(self.streams)
+
+    def add(self, known: _Known) -> None:
+        self.events.update(known.events)
+        self.placements.update(known.placements)
+        self.streams.update(known.streams)
+
+    def drop(self, kind: str, key: Key) -> None:
+        if kind == "e":
+            self.events.pop(key, None)
+            self.placements.pop(key, None)
+        else:
+            self.streams.pop(key, None)
+
+
+class Pinned(_Known):
+    """What one commit's decision made known (`ClaimIndex.pin`), kept by the index until
+    its frame is drained (`ClaimIndex.unpin`): its owners, and a copy of its placements
+    (the frame's rows are written under the decision's own)."""
+
+    __slots__ = ("frame",)
+
+    def __init__(
+        self,
+        frame: int = 0,
+        events: dict[Key, str] | None = None,
+        placements: dict[Key, Placement] | None = None,
+        streams: dict[Key, StreamOwner] | None = None,
+    ) -> None:
+        super().__init__()
+        self.frame = frame
+        self.events = events or {}
+        self.placements = dict(placements or {})
+        self.streams = streams or {}
 
 
 class ClaimIndex:
@@ -92,9 +165,16 @@ class ClaimIndex:
 
     def __init__(self, recent: int = 100_000) -> None:
         self.bloom = Bloom()
-        # The owners of the keys the log claimed and has not drained (pinned).
-        self._pending: dict[tuple[str, str, str], Any] = {}
-        self._recent: OrderedDict[tuple[str, str, str], Any] = OrderedDict()
+        # What each logged and undrained commit decided (pinned), and all of it merged
+        # (`_pending`, rebuilt after a drain unpins: later commits' owners agree with
+        # earlier ones', so a merge in any order holds each key's one owner).
+        self._frames: dict[int, Pinned] = {}
+        self._pending = _Known()
+        self._stale_pending = False
+        # Recently seen keys: the newer generation takes them; once it holds half of
+        # `recent` keys it becomes the older one, and the older one is dropped.
+        self._recent = _Known()
+        self._older = _Known()
         self._recent_max = recent
         self._blocks = {"e": -1, "s": -1}
         self._stale = False
@@ -151,43 +231,25 @@ class ClaimIndex:
                 {} if since < 0 else {"b": since},
             ).rows
             for tenant, key, block in rows:
-                item = (kind, str(tenant), str(key))
-                self.bloom.add(item)
-                self._recent.pop(item, None)  # the store says again who owns it
+                pair = (str(tenant), str(key))
+                self.bloom.add((kind, *pair))
+                self._recent.drop(kind, pair)  # the store says again who owns it
+                self._older.drop(kind, pair)
                 self._blocks[kind] = max(self._blocks[kind], int(block))
 
     # --- deciding ---------------------------------------------------------------------
 
-    def _known(self, item: tuple[str, str, str]) -> Any:
-        value = self._pending.get(item)
-        if value is not None:
-            return value
-        value = self._recent.get(item)
-        if value is not None:
-            self._recent.move_to_end(item)
-        return value
-
     def owners(self, store: Store, events: Iterable[Key], streams: Iterable[Key]) -> Owners:
-        """What owns `events` and `streams`: from memory, and for the keys the filter may
-        hold and memory does not, one store lookup."""
+        """What owns `events` and `streams`: nothing for a key the filter does not hold
+        (added to it now), from memory, and for the keys the filter may hold and memory
+        does not, one store lookup."""
         if self._stale:
             self._refresh(store)
+        if self._stale_pending:
+            self._merge_pending()
         found = Owners(claim_events=False)
-        maybe_events: set[Key] = set()
-        maybe_streams: set[Key] = set()
-        for kind, keys, maybe in (("e", events, maybe_events), ("s", streams, maybe_streams)):
-            for key in keys:
-                item = (kind, *key)
-                value = self._known(item)
-                if value is None:
-                    if item in self.bloom:
-                        maybe.add(key)
-                elif kind == "s":
-                    found.streams[key] = value
-                else:  # an event's owner and placement (None: an override's id)
-                    found.events[key], place = value
-                    if place is not None:
-                        found.placements[key] = place
+        maybe_events = self._known("e", self.bloom.held_or_add("e", events), found)
+        maybe_streams = self._known("s", self.bloom.held_or_add("s", streams), found)
         if maybe_events or maybe_streams:
             self.store_lookups += 1
             stored = owners.lookup(store, maybe_events, maybe_streams)
@@ -196,62 +258,103 @@ class ClaimIndex:
                 place = stored.placements.get(key)
                 if place is not None:
                     found.placements[key] = place
-                self._remember(("e", *key), (agent, place))
+                self._remember("e", key, agent, place)
             for key, stream_owner in stored.streams.items():
                 found.streams[key] = stream_owner
-                self._remember(("s", *key), stream_owner)
+                self._remember("s", key, stream_owner)
         return found
 
-    def _remember(self, item: tuple[str, str, str], value: Any) -> None:
-        self._recent[item] = value
-        self._recent.move_to_end(item)
-        while len(self._recent) > self._recent_max:
-            self._recent.popitem(last=False)
+    def _known(self, kind: str, keys: set[Key], found: Owners) -> set[Key]:
+        """Record in `found` the owners memory holds of `keys` (the filter's): pending,
+        then recent (kept recent); returns the others."""
+        unknown: set[Key] = set()
+        for key in keys:
+            for at, known in enumerate((self._pending, self._recent, self._older)):
+                if kind == "s":
+                    stream_owner = known.streams.get(key)
+                    if stream_owner is None:
+                        continue
+                    found.streams[key] = stream_owner
+                    if at:
+                        self._remember("s", key, stream_owner)
+                    break
+                agent = known.events.get(key)
+                if agent is None:
+                    continue
+                found.events[key] = agent
+                place = known.placements.get(key)  # None: an override's id
+                if place is not None:
+                    found.placements[key] = place
+                if at:
+                    self._remember("e", key, agent, place)
+                break
+            else:
+                unknown.add(key)
+        return unknown
+
+    def _remember(self, kind: str, key: Key, owner: Any, place: Placement | None = None) -> None:
+        recent = self._recent
+        if kind == "s":
+            recent.streams[key] = owner
+        else:
+            recent.events[key] = owner
+            recent.placements[key] = place
+        if len(recent) >= self._recent_max // 2:
+            self._age()
+
+    def _age(self) -> None:
+        """The newer generation of recent keys (half of `recent`) becomes the older; the
+        older is dropped."""
+        self._older, self._recent = self._recent, _Known()
 
     def pin(
         self, decided: Owners, events: Iterable[Key], streams: Iterable[Key], frame: int
-    ) -> list[tuple[str, str, str]]:
+    ) -> Pinned:
         """After a commit's decision: its keys' owners (claimed now or known) are known
-        until frame `frame` is drained; returns the keys newly pinned."""
-        pinned: list[tuple[str, str, str]] = []
-        pending, add = self._pending, self.bloom.add
-        placements = decided.placements
-        for kind, keys, values in (("e", events, decided.events), ("s", streams, decided.streams)):
-            for key in keys:
-                known = values.get(key)
-                if known is None:
-                    continue
-                item = (kind, *key)
-                if item in pending:
-                    continue
-                add(item)
-                # an event's: with the placement its re-sends keep (`schemas.placement`)
-                pending[item] = (known, placements.get(key)) if kind == "e" else known
-                pinned.append(item)
+        until frame `frame` is drained; returns what it pins (the decision's owners of
+        `events` and `streams`: their every key, as `decide` gives them)."""
+        pinned = Pinned(frame, decided.events, decided.placements, decided.streams)
+        self._frames[frame] = pinned
+        self._pending.add(pinned)
         return pinned
 
-    def unpin(self, items: Sequence[tuple[str, str, str]], stored: bool) -> None:
+    def unpin(self, pinned: Pinned, stored: bool) -> None:
         """`stored`: the store now holds these claims (remembered as recent); else they
         were never made durable (forgotten: the filter still sends them to the store)."""
-        for item in items:
-            value = self._pending.pop(item, None)
-            if value is not None and stored:
-                self._remember(item, value)
+        if self._frames.get(pinned.frame) is not pinned:
+            return
+        del self._frames[pinned.frame]
+        self._stale_pending = True
+        if stored:
+            self._recent.add(pinned)
+            if len(self._recent) >= self._recent_max // 2:
+                self._age()
+
+    def _merge_pending(self) -> None:
+        self._stale_pending = False
+        self._pending = _Known()
+        for pinned in self._frames.values():
+            self._pending.add(pinned)
 
     def forget(self, items: Iterable[tuple[str, str, str]]) -> None:
         """Keys whose claim the store refused: the store decides them again."""
-        for item in items:
-            self._pending.pop(item, None)
-            self._recent.pop(item, None)
+        for kind, tenant, key in items:
+            pair = (tenant, key)
+            for pinned in self._frames.values():
+                pinned.drop(kind, pair)
+            for known in (self._pending, self._recent, self._older):
+                known.drop(kind, pair)
 
     @property
     def pending(self) -> int:
+        if self._stale_pending:
+            self._merge_pending()
         return len(self._pending)
 
 
 def decide(
     index: ClaimIndex, store: Store, submissions: Sequence[Submission], frame: int
-) -> tuple[list[owners.Batch], Owners, list[tuple[str, str, str]]]:
+) -> tuple[list[owners.Batch], Owners, Pinned]:
     """`ingest.store.owners.check` for one writer, against `index`: each submission's
     batch as it may be stored, the decision (its `stream_claims` and override
     `event_claims` are the rows the log carries to the store), the keys pinned."""
@@ -268,4 +371,4 @@ def claim_rows(decided: Owners) -> tuple[list[list[Any]], list[list[Any]]]:
     return list(decided.event_claims.values()), list(decided.stream_claims.values())
 
 
-__all__ = ["Bloom", "ClaimIndex", "claim_rows", "decide"]
+__all__ = ["Bloom", "ClaimIndex", "Pinned", "claim_rows", "decide"]

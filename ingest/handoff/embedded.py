@@ -45,7 +45,7 @@ from ingest.errors import Backpressure, IngestError, Unavailable
 from ingest.export.fast import FastBatch
 from ingest.handoff.protocol import AnyBatch, Prepared
 from ingest.handoff.refused import refused_unit, span_units, stored_batch
-from ingest.handoff.smalllog import SmallLog
+from ingest.handoff.smalllog import Logged, SmallLog
 from ingest.store import owners
 from ingest.store.errors import StoreRejected, describe, is_permanent, isolate, refusal
 from ingest.store.owners import Submission, Writer
@@ -320,17 +320,24 @@ class EmbeddedHandoff:
             Submission(p.batch, Writer(p.batch.agents), received_at, p.order) for p in taken
         ]
 
-        def add_rows(checked: Sequence[AnyBatch], rows: TableRows) -> None:
-            # A commit of hot-path batches hands their rows over as they are (`add_shared`);
+        def add_rows(checked: Sequence[AnyBatch], rows: TableRows) -> list[Logged] | None:
+            # A commit of hot-path batches hands their rows over as they are (`add_shared`),
+            # and is logged as their requests' bytes when every one has them (`Logged`);
             # with one batch of models, every batch's rows are built whole (one order).
             shared = all(isinstance(batch, FastBatch) for batch in checked)
+            logged: list[Logged] | None = [] if shared else None
             for pending, batch in zip(taken, checked, strict=True):
                 pending.batch = batch
-                if shared:
-                    assert isinstance(batch, FastBatch)
-                    batch.add_shared(rows, pending.receipt_id, received_at, pending.order)
-                else:
+                if not shared:
                     pending.add_to(rows, received_at)
+                    continue
+                assert isinstance(batch, FastBatch)
+                batch.add_shared(rows, pending.receipt_id, received_at, pending.order)
+                if logged is not None and batch.wire is not None:
+                    logged.append(Logged.of(batch, pending.receipt_id, received_at, pending.order))
+                else:
+                    logged = None
+            return logged
 
         try:
             await small.commit(submissions, add_rows)

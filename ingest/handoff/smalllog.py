@@ -7,7 +7,8 @@ requests from many clients then cost a frame and a share of an fsync, not three
 inserts and the merges of their parts each.
 
     commit (one thread hop, the log's thread): ownership decided in memory
-      (`ingest.handoff.claims`) -> rows -> frame -> fsync -> answer success
+      (`ingest.handoff.claims`) -> rows -> frame (a commit of hot-path batches: their
+      requests' bytes, `Logged`; else the rows) -> fsync -> answer success
     drain (the commit thread): claims, then rows, in one insert per table for many
       commits -> position recorded (fsync) -> segments before it removed
     start: frames past the position replayed into the store (a torn tail cut off),
@@ -29,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import datetime as dt
 import json
 import logging
 import marshal
@@ -41,7 +43,12 @@ from pathlib import Path
 from typing import Any
 
 from ingest.errors import Backpressure, Unavailable
-from ingest.handoff.claims import ClaimIndex, claim_rows, decide
+from ingest.export.contracts import ContractBook
+from ingest.export.decode import parse_protobuf
+from ingest.export.fast import FastBatch, fast_batch
+from ingest.export.principal import Principal
+from ingest.export.request import validate_request
+from ingest.handoff.claims import ClaimIndex, Pinned, claim_rows, decide
 from ingest.handoff.segments import Position, SegmentLog
 from ingest.store.errors import Isolation, describe, is_permanent, isolate, refusal
 from ingest.store.owners import Batch, Submission
@@ -52,6 +59,7 @@ from ingest.store.rows import (
     TableRows,
     placed,
     ticks_ms,
+    ticks_ns,
     write_rows,
 )
 from schemas.store import Store
@@ -69,6 +77,7 @@ from schemas.times import Clock, utc_now
 log = logging.getLogger(__name__)
 
 MIB = 1 << 20
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 # How long logged commits wait to be drained together (or `drain_rows` rows, or half of
 # `max_bytes`): a drain costs ~40 ms of chDB's time whatever it carries (an insert and a
 # part per table, then their merges), so at one-span requests from many clients a drain
@@ -77,8 +86,10 @@ MIB = 1 << 20
 DRAIN_SECONDS = 3.0
 _POSITION_FILE = "position"  # `ingest.handoff.segments`' record of the drained position
 # What a frame carries, in this order (a new field is a new version).
-# 2: with the events' placements (migration 0016); 3: shared rows, placements as a dict.
+# 2: with the events' placements (migration 0016); 3: shared rows, placements as a dict;
+# 4: a commit of hot-path batches as their requests' bytes (`Logged`).
 _VERSION = 3
+_WIRE_VERSION = 4
 _TABLES = ("events", "dimensions", "receipts", "quarantine", "overrides")
 
 
@@ -92,16 +103,72 @@ class Frame:
     rows: TableRows
     event_claims: list[list[Any]]
     stream_claims: list[list[Any]]
-    pinned: list[tuple[str, str, str]] = field(default_factory=list)
+    pinned: Pinned = field(default_factory=Pinned)
+
+
+@dataclass(frozen=True)
+class Logged:
+    """A hot-path batch of a commit as its frame holds it: the request's protobuf bytes
+    as received, who sent it, and the commit's columns of its rows. Replayed, the bytes
+    are decoded again (`ingest.export.fast.fast_batch`, else the reference path), which
+    gives the rows the commit held: the decode is a function of the bytes and the
+    sender (the differential tests of `tests/ingest/export` hold both paths to it)."""
+
+    wire: bytes
+    tenant_id: str
+    agents: list[str] | None  # None: any agent
+    findings: list[str]  # the batch's contract findings (`FastBatch.contract_findings`)
+    receipt_id: str
+    received_ns: int  # the commit's receipt time (`ticks_ns`)
+    order: int  # the batch's place in its commit (`ingest_version`)
+
+    @classmethod
+    def of(cls, batch: FastBatch, receipt_id: str, received_at: dt.datetime, order: int) -> Logged:
+        assert batch.wire is not None
+        agents = None if batch.agents is None else sorted(batch.agents)
+        findings = list(batch.contract_findings)
+        received = ticks_ns(received_at)
+        return cls(batch.wire, batch.tenant_id, agents, findings, receipt_id, received, order)
+
+    def rows(self) -> TableRows:
+        """The rows `add_shared` gave this batch in its commit."""
+        request = parse_protobuf(self.wire)
+        agents = None if self.agents is None else frozenset(self.agents)
+        principal = Principal(tenant_id=self.tenant_id, agents=agents)
+        contracts = ContractBook() if self.findings else None  # findings: "no-contract"
+        received_at = _EPOCH + dt.timedelta(microseconds=self.received_ns // 1000)
+        rows = TableRows()
+        batch = fast_batch(request, principal, contracts, wire=self.wire)
+        if batch is not None:
+            batch.add_shared(rows, self.receipt_id, received_at, self.order)
+        else:  # this build's hot path declines the request (a build without `_wire`)
+            models = validate_request(request, principal=principal, contracts=contracts)
+            rows.add(models, self.receipt_id, received_at, self.order)
+        return rows
 
 
 def encode_frame(
-    rows: TableRows, event_claims: list[list[Any]], stream_claims: list[list[Any]]
+    rows: TableRows,
+    event_claims: list[list[Any]],
+    stream_claims: list[list[Any]],
+    logged: Sequence[Logged] | None = None,
 ) -> bytes:
     """Our own rows, by `marshal` (plain values: twice as fast as pickle on a commit's
     rows; format 4 is read by every Python 3 since 3.4), by pickle when a row holds
     another type (a datetime). Safe to read back because the log is owner-only and
-    written by this process alone, as the store's own files are."""
+    written by this process alone, as the store's own files are. `logged`: `rows` are
+    those of these hot-path batches (`add_shared`, in this order), and the frame holds
+    their requests' bytes instead: the rows are not encoded at all (marshal of a
+    commit's rows, read back from memory, cost ~4-5 us a span; bench/RESULTS.md,
+    "Ninth round")."""
+    if logged is not None:
+        parts = [
+            (b.wire, b.tenant_id, b.agents, b.findings, b.receipt_id, b.received_ns, b.order)
+            for b in logged
+        ]
+        body = (_WIRE_VERSION, event_claims, stream_claims, rows.placements, parts)
+        with contextlib.suppress(ValueError):  # else the rows, below
+            return b"M" + marshal.dumps(body, 4)
     tables = [getattr(rows, name) for name in _TABLES]
     shared = [
         (part.events, part.event_tail, part.dimensions, part.dimension_tail) for part in rows.shared
@@ -122,8 +189,14 @@ def decode_frame(payload: bytes) -> tuple[TableRows, list[list[Any]], list[list[
     else:
         raise ValueError(f"log frame of unknown encoding {kind!r}")
     version = frame[0]
-    if version not in (2, _VERSION):  # 2: a log of the previous build, replayed
-        raise ValueError(f"log frame version {version} (this build reads 2-{_VERSION})")
+    if version == _WIRE_VERSION:
+        _, event_claims, stream_claims, placements, parts = frame
+        rows = TableRows(placements=placements)
+        for part in parts:
+            rows.extend(Logged(*part).rows())
+        return rows, event_claims, stream_claims
+    if version not in (2, _VERSION):  # 2, 3: logs of previous builds, replayed
+        raise ValueError(f"log frame version {version} (this build reads 2-{_WIRE_VERSION})")
     _, tables, event_claims, stream_claims, placements, *shared = frame
     rows = TableRows(**dict(zip(_TABLES, tables, strict=True)))
     if version == 2:  # placements as [tenant, event id, surface, hour] rows
@@ -150,7 +223,7 @@ class SmallLog:
         self,
         directory: Path,
         store: Store,
-        max_bytes: int = 16 * MIB,
+        max_bytes: int = 24 * MIB,  # as `ingest.service.config`'s default
         drain_rows: int = 20_000,
         drain_seconds: float = DRAIN_SECONDS,
         wait_seconds: float = 30.0,
@@ -249,8 +322,10 @@ class SmallLog:
 
     async def commit(self, submissions: Sequence[Submission], add_rows: Any) -> list[Batch]:
         """Decide ownership, log the commit's rows durably; returns the batches as
-        stored. `add_rows(checked, rows)` builds the rows of the checked batches.
-        Raises (nothing acknowledged) when deciding or logging fails."""
+        stored. `add_rows(checked, rows)` builds the rows of the checked batches and
+        returns them as `Logged` when they are all hot-path batches with their bytes
+        (else None: the frame holds the rows). Raises (nothing acknowledged) when
+        deciding or logging fails."""
         if self.broken:
             raise Unavailable(f"the ingest log is stopped: {self.broken}", self._retry_after)
         if any(getattr(s.batch, "overrides", ()) for s in submissions):
@@ -276,9 +351,9 @@ class SmallLog:
         checked, decided, pinned = decide(self.index, self.store, submissions, number)
         try:
             rows = TableRows(placements=decided.placements)  # the rows' sorting keys
-            add_rows(checked, rows)
+            logged = add_rows(checked, rows)
             event_claims, stream_claims = claim_rows(decided)
-            payload = encode_frame(rows, event_claims, stream_claims)
+            payload = encode_frame(rows, event_claims, stream_claims, logged)
         except Exception:
             self.index.unpin(pinned, stored=False)
             raise

@@ -160,9 +160,11 @@ class ServeConfig(ServiceSettings):
     # The small-request log (a chDB store this process holds): commits are answered
     # once fsynced to `<data dir>/ingest-log` and drained into the store in large
     # inserts (decision 0010); bytes logged and not drained are bounded, past it a
-    # retry delay. False: every commit is inserted before its answer.
+    # retry delay (24 MiB: as many spans as 16 MiB held when frames were the rows'
+    # marshal; a hot-path frame is its request's bytes, ~1.45x as many). False: every
+    # commit is inserted before its answer.
     ingest_log: bool = True
-    ingest_log_max_bytes: int = Field(16 * MIB, gt=0)
+    ingest_log_max_bytes: int = Field(24 * MIB, gt=0)
     ingest_log_drain_ms: float = Field(3000.0, ge=0)
     retention: str | None = None
     # The receiver edge: TLS, bearer tokens, read limits and admission.

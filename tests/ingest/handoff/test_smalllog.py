@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import marshal
 import random
 import threading
 from pathlib import Path
@@ -53,9 +54,11 @@ def _request(stream: str, count: int = 2, **first: Any) -> PB2ExportTraceService
 
 
 def _batch(request: PB2ExportTraceServiceRequest) -> AnyBatch:
-    """As the receiver hands it over: the hot path's batch, else the models'."""
-    parsed = parse_protobuf(request.SerializeToString())
-    return fast_batch(parsed) or validate_request(parsed)
+    """As the receiver hands it over: the hot path's batch (with its bytes, which the
+    log keeps of it), else the models'."""
+    wire = request.SerializeToString()
+    parsed = parse_protobuf(wire)
+    return fast_batch(parsed, wire=wire) or validate_request(parsed)
 
 
 def _log(store: ClickHouseStore, directory: Path, **options: Any) -> SmallLog:
@@ -413,13 +416,21 @@ def _corpus() -> list[Any]:
 
 
 async def test_the_log_stores_the_rows_of_the_direct_path(
-    store: ClickHouseStore, tmp_path: Path
+    store: ClickHouseStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Drained from memory, or replayed from the frames after a kill (a hot-path batch's
+    frame holds its request's bytes: decoded again by the hot path, or by the reference
+    where this build's hot path declines them), the log stores the direct path's rows."""
+    from ingest.handoff import smalllog
+
     corpus = _corpus()
     answers: dict[str, list[Any]] = {}
     dumps = {}
-    for name in ("direct", "log"):
-        small = _log(store, tmp_path / name) if name == "log" else None
+    for name in ("direct", "log", "replayed", "replayed by the reference"):
+        logged = name != "direct"
+        killed = name.startswith("replayed")
+        options = {"drain_seconds": 3600, "drain_rows": 10**9} if killed else {}
+        small = _log(store, tmp_path / name, **options) if logged else None
         handoff = _handoff(store, small)
         await handoff.open()
         answers[name] = []
@@ -430,20 +441,35 @@ async def test_the_log_stores_the_rows_of_the_direct_path(
                 if not isinstance(stored, ValidatedBatch)
                 else (len(stored.events), len(stored.quarantined), len(stored.emissions))
             )
-        await handoff.close()
+        if killed:  # as SIGKILL leaves it: nothing drained or closed, the next start replays
+            assert _events(store) == 0
+            frames = SegmentLog(tmp_path / name)
+            versions = {marshal.loads(payload[1:])[0] for payload, _ in frames.recover()}
+            frames.close()
+            assert versions == {3, 4}  # the hot path's batches as their bytes, the rest rows
+            if name.endswith("reference"):
+                monkeypatch.setattr(smalllog, "fast_batch", lambda *args, **kwargs: None)
+            restarted = _log(store, tmp_path / name)
+            assert await asyncio.to_thread(restarted.replay) == len(corpus)
+            restarted.segments.close()
+            monkeypatch.undo()
+        else:
+            await handoff.close()
         dumps[name] = _dump(store)
         _truncate(store)
-    assert answers["log"] == answers["direct"]
+    assert answers["log"] == answers["direct"] == answers["replayed"]
     assert dumps["direct"]["evaluation_events"], "the corpus stored nothing"
     assert dumps["direct"]["quarantine"], "the corpus quarantined nothing"
-    for table in TABLES:
-        log_rows, direct_rows = dumps["log"][table], dumps["direct"][table]
-        assert len(log_rows) == len(direct_rows), table
-        for a, b in zip(log_rows, direct_rows, strict=True):
-            assert a == b, (
-                table,
-                [(i, x, y) for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y],
-            )
+    for name in ("log", "replayed", "replayed by the reference"):
+        for table in TABLES:
+            log_rows, direct_rows = dumps[name][table], dumps["direct"][table]
+            assert len(log_rows) == len(direct_rows), (name, table)
+            for a, b in zip(log_rows, direct_rows, strict=True):
+                assert a == b, (
+                    name,
+                    table,
+                    [(i, x, y) for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y],
+                )
 
 
 def test_wait_drained_on_the_loop_thread_never_blocks(tmp_path: Path) -> None:
