@@ -31,6 +31,7 @@ ownership rejection (`FastBatch.materialize`).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import math
 import re
@@ -143,27 +144,42 @@ class FastRecord:
         """The record as the reference decodes it (a version 7 or 8 record: as the
         version 4 record of the same rows)."""
         if self._model is None:
-            if self.schema_version in (ROWS_VERSION, COLUMNS_VERSION):
-                rows = decode(self._value)
-                assert isinstance(rows, BatchRecord), "the hot path took a record of rows"
-                self._model = rows
-                return rows
-            model = decode_batch_fast(self._value)
-            assert model is not None, "the hot path took a record the models reject"
-            self._model = model
+            self._model = _reference(self._value, self.schema_version)
         return self._model
 
     def models(self) -> ValidatedBatch:
         """Its batch as `ingest.sink.batch.Consumed.recorded` gives a record's."""
-        from ingest.sink.batch import shared_resources
+        return _batch_models(self.model())
 
-        record = self.model()
-        return ValidatedBatch.model_construct(
-            tenant_id=record.tenant_id,
-            agents=None if record.agents is None else frozenset(record.agents),
-            events=shared_resources(record.events),
-            emissions=record.emissions,
-        )
+
+def _reference(value: bytes, version: int) -> BatchRecord:
+    """A record the hot path took, as the reference decodes it."""
+    if version in (ROWS_VERSION, COLUMNS_VERSION):
+        rows = decode(value)
+        assert isinstance(rows, BatchRecord), "the hot path took a record of rows"
+        return rows
+    model = decode_batch_fast(value)
+    assert model is not None, "the hot path took a record the models reject"
+    return model
+
+
+def _batch_models(record: BatchRecord) -> ValidatedBatch:
+    from ingest.sink.batch import shared_resources
+
+    return ValidatedBatch.model_construct(
+        tenant_id=record.tenant_id,
+        agents=None if record.agents is None else frozenset(record.agents),
+        events=shared_resources(record.events),
+        emissions=record.emissions,
+    )
+
+
+def _record_models(value: bytes, version: int) -> ValidatedBatch:
+    """`FastRecord.models` from the record's bytes alone: a batch's `_source` that holds
+    no reference to its record, whose `batch` holds it (a cycle would keep every
+    record's rows until a full pass of the garbage collector, which the services make
+    rare: `ingest.service.gctune`)."""
+    return _batch_models(_reference(value, version))
 
 
 def fast_record(value: bytes) -> FastRecord | None:
@@ -312,9 +328,8 @@ def _record(value: bytes, document: Any) -> FastRecord:
     receipts = batch.receipts
     for emission in emissions:
         receipts.append(_receipt(tenant, stream, emission, times))
-    out = FastRecord(value, batch, receipt_id, received_at)
-    batch._source = out.models
-    return out
+    batch._source = functools.partial(_record_models, value, _VERSION)
+    return FastRecord(value, batch, receipt_id, received_at)
 
 
 def _event(
@@ -537,9 +552,8 @@ def _rows_record(value: bytes, document: Any, version: int = ROWS_VERSION) -> Fa
     receipts = batch.receipts
     for row in emissions:
         receipts.append(_receipt_row(tenant, stream, row, times))
-    out = FastRecord(value, batch, receipt_id, received_at, version)
-    batch._source = out.models
-    return out
+    batch._source = functools.partial(_record_models, value, version)
+    return FastRecord(value, batch, receipt_id, received_at, version)
 
 
 def _canonical(text: str, objects: dict[str, bool]) -> None:
