@@ -2,21 +2,23 @@
 
 from typing import Any
 
-UNREAD: object
+UNREAD: object  # a value not read, while a span is read (never in what it gives)
 SOURCE: str  # the digest of the _wire.c it was built from (setup.py)
 
 class Event:
     name: str
-    attributes: dict[str, Any] | None
-    partial: dict[str, Any] | None
+    values: tuple[Any, ...] | None
 
 class Span:
     name: str
     trace_id: bytes
     span_id: bytes
     end_time_unix_nano: int
-    attributes: dict[str, Any] | None
-    partial: dict[str, Any] | None
+    values: tuple[Any, ...] | None
+    rest: dict[str, Any] | None
     events: list[Event]
 
-def spans(wire: bytes, /) -> list[list[list[Span]]] | None: ...
+# layout: (span keys, span kinds, event keys, event kinds), `flat.Layout.wire`
+def spans(
+    wire: bytes, layout: tuple[tuple[str, ...], bytes, tuple[str, ...], bytes], /
+) -> list[list[list[Span]]] | None: ...

@@ -25,7 +25,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -90,27 +89,8 @@ def _str(value: Any) -> str:
     return value
 
 
-def _number(value: Any) -> float | None:
-    if value is None:
-        return None
-    kind = type(value)
-    if kind is float:
-        if not math.isfinite(value):
-            raise _Slow
-        return value  # type: ignore[no-any-return]
-    if kind is int:
-        return float(value)
-    raise _Slow
-
-
 def _integer(value: Any) -> int | None:
     if value is None or type(value) is int:
-        return value
-    raise _Slow
-
-
-def _flag(value: Any) -> bool | None:
-    if value is None or type(value) is bool:
         return value
     raise _Slow
 
@@ -145,10 +125,9 @@ def _ordinal(attrs: dict[str, Any]) -> tuple[str, int, bool]:
     return stream, seq, final
 
 
-def _event_ticks(span: Any, attrs: dict[str, Any]) -> int:
+def _event_ticks(span: Any, value: Any) -> int:
     """The event's time in DateTime64(9) ticks, as the reference's datetime gives it
-    (microseconds)."""
-    value = attrs.get("holonograph.timestamp")
+    (microseconds), from its `holonograph.timestamp` (None: absent)."""
     if value is None:
         end = span.end_time_unix_nano
         if end == 0 or end > INT64_MAX:
@@ -367,7 +346,7 @@ def _decode(
     arrived: set[tuple[str, int]] = set()
     event_ids = batch.event_ids
     events, receipts = batch.events, batch.receipts
-    read = flat.spans(request, wire)
+    read = flat.spans(request, LAYOUT, wire)
     if read is None:
         raise _Slow
     parsed, form = read
@@ -387,15 +366,17 @@ def _decode(
                         raise _Slow  # a GenAI evaluation: the reference maps it
                     batch.ignored_spans += 1
                     continue
-                attrs, kept = reader.span(span, (r, s, n))
+                values, rest = reader.span(span, (r, s, n))
                 if name == EVALUATION_SPAN:
+                    if values is None:
+                        raise _Slow  # a value not of its kind: the reference judges it
                     if resource_json is None:
                         if attributes_problem(resource) is not None:
                             raise _Slow
                         resource_json = _json(resource)
                     dims_before = len(dimensions)
                     event, extras = _evaluation(
-                        tenant, span, attrs, kept, resource_json, batch, reader
+                        tenant, span, values, rest, resource_json, batch, reader
                     )
                     event_id, agent_id, surface_id = event[1], event[3], event[2]
                     if event_id in event_ids:
@@ -418,7 +399,13 @@ def _decode(
                         )
                         batch.receipt_json.append(_receipt_json(receipt, None))
                 elif name == SENTINEL_SPAN:
-                    receipt = _sentinel(tenant, span, attrs)
+                    if values is not None:  # the span's attributes as one dict again
+                        attrs = dict(zip(LAYOUT.span_keys, values, strict=True))
+                        if rest is not None:
+                            attrs.update(rest)
+                        rest = attrs
+                    assert rest is not None
+                    receipt = _sentinel(tenant, span, rest)
                     stream, seq = receipt[1], receipt[2]
                     batch.sentinels += 1
                     if with_json:
@@ -432,23 +419,65 @@ def _decode(
                 receipts.append(receipt)
 
 
-class _Reader:
-    """Reads one span's attributes (and its events') from the flat form (`flat.spans`,
-    read by `form`), or from the OTLP span at the same place where the flat form cannot
-    say what the reference reads: a value of another shape, or (a form not `ordered`)
-    the order of the attributes the rows keep in span order (substrate columns,
-    markers, extras), when there are several."""
+# The attributes the hot path takes by place (`flat.Layout`): an evaluation span's own
+# (`_evaluation` unpacks them in this order), and a dimension event's.
+LAYOUT = flat.Layout(
+    [
+        ("holonograph.event.id", flat.TEXT),
+        ("holonograph.surface.id", flat.TEXT),
+        ("holonograph.run_mode", flat.ANY),
+        ("holonograph.emission.stream", flat.TEXT),
+        ("holonograph.emission.seq", flat.INT),
+        ("holonograph.emission.final", flat.BOOL),
+        ("holonograph.agent.id", flat.TEXT),
+        ("holonograph.correlation.id", flat.ANY),
+        ("holonograph.provenance", flat.TEXT),
+        ("holonograph.lens.version", flat.TEXT),
+        ("holonograph.light_source.id", flat.TEXT),
+        ("holonograph.light_source.requested", flat.TEXT),
+        ("holonograph.cohort_tags", flat.STRINGS),
+        ("holonograph.multiplex.role", flat.TEXT),
+        ("holonograph.fixture.id", flat.TEXT),
+        ("holonograph.latency_ms", flat.NUMBER),
+        ("holonograph.cost.usd", flat.NUMBER),
+        ("holonograph.tokens.input", flat.INT),
+        ("holonograph.tokens.output", flat.INT),
+        ("holonograph.sdk.name", flat.TEXT),
+        ("holonograph.sdk.version", flat.TEXT),
+        ("holonograph.timestamp", flat.ANY),
+        (RUN_MODE_BAGGAGE, flat.ANY),
+        (CORRELATION_BAGGAGE, flat.ANY),
+    ],
+    [
+        ("holonograph.dimension.id", flat.TEXT),
+        ("holonograph.dimension.passed", flat.BOOL),
+        ("holonograph.dimension.score", flat.NUMBER),
+        ("holonograph.dimension.expected", flat.TEXT),
+        ("holonograph.dimension.actual", flat.TEXT),
+        ("holonograph.dimension.judge", flat.TEXT),
+    ],
+)
+# A span's `rest` is then its attributes that are not the evaluation's own.
+assert frozenset(LAYOUT.span_keys) == _EVALUATION_KEYS
 
-    __slots__ = ("_ordered", "_request", "_span", "at", "compiled", "pick", "read")
+
+class _Reader:
+    """Reads one span's values and other attributes (and its events' values) from the
+    flat form (`flat.spans`, read by `form` with `LAYOUT`), or from the OTLP span at the
+    same place where the flat form cannot say what the reference reads: a value of
+    another shape or kind, or (a form not `ordered`) the order of the other attributes
+    the rows keep in span order (substrate columns, markers, extras), when there are
+    several."""
+
+    __slots__ = ("_form", "_ordered", "_request", "_span", "at", "compiled")
 
     def __init__(self, request: PB2ExportTraceServiceRequest, form: flat.Form) -> None:
         self._request = request
         self._span: Any = None
         self.at = (0, 0, 0)  # the span's place: (resource spans, scope spans, span)
-        self.read = form.read
-        self.pick = form.pick
+        self._form = form
         self._ordered = form.ordered
-        # The compiled form's items hold their attributes (None: not read): read inline.
+        # The compiled form's items hold their values (None: not read): read inline.
         self.compiled = form is flat.COMPILED
 
     def _otlp(self) -> Any:
@@ -457,71 +486,54 @@ class _Reader:
             self._span = self._request.resource_spans[r].scope_spans[s].spans[n]
         return self._span
 
-    def span(self, span: Any, at: tuple[int, int, int]) -> tuple[dict[str, Any], list[str]]:
-        """The attributes of the span at `at` and, in the span's order, its
-        `holonograph.*` keys that are not the evaluation's own (substrate columns,
-        markers, extras)."""
+    def span(
+        self, span: Any, at: tuple[int, int, int]
+    ) -> tuple[tuple[Any, ...] | None, dict[str, Any] | None]:
+        """The `LAYOUT` values of the span at `at` and its other attributes (`rest`, in
+        the span's order); values None where one is not of its kind, `rest` then the
+        span's whole attributes (the reference's)."""
         self.at = at
         self._span = None
         if self.compiled:
-            attrs = span.attributes
-            if attrs is None:
-                attrs = attributes(self._otlp().attributes)
-                return attrs, _kept(attrs)
+            if span.values is not None:
+                return span.values, span.rest
         else:
             try:
-                attrs = self.read(span)
+                values, rest = self._form.span(span, LAYOUT)
             except flat.Unread:
-                attrs = attributes(self._otlp().attributes)
-                return attrs, _kept(attrs)
-        kept: list[str] = []
-        for key in attrs.keys() - _EVALUATION_KEYS:
-            if key.startswith(PREFIX):
-                kept.append(key)
-        if len(kept) > 1:  # their order is the span's: read it in order
-            if not self._ordered:
-                attrs = attributes(self._otlp().attributes)
-            return attrs, _kept(attrs)
-        return attrs, kept
+                pass
+            else:
+                if rest is None or sum(key.startswith(PREFIX) for key in rest) < 2:
+                    return values, rest
+                # several to keep: their order is the span's, which the map does not keep
+        attrs = attributes(self._otlp().attributes)
+        fixed = flat.fix(attrs, LAYOUT.span_keys, LAYOUT.span_kinds)
+        return fixed, attrs if fixed is None else flat.rest(attrs, LAYOUT.span_keys)
 
-    def otlp_event(self, index: int) -> dict[str, Any]:
-        """The attributes of the span's event `index`, read the ordinary way."""
-        return attributes(self._otlp().events[index].attributes)
+    def event(self, event: Any, index: int) -> tuple[Any, ...]:
+        """The `LAYOUT` values of the span's event `index` (`event`, as the flat form
+        has it); `_Slow` where one is not of its kind."""
+        values: tuple[Any, ...] | None
+        try:
+            values = self._form.event(event, LAYOUT)
+        except flat.Unread:
+            attrs = attributes(self._otlp().events[index].attributes)
+            values = flat.fix(attrs, LAYOUT.event_keys, LAYOUT.event_kinds)
+            if values is None:
+                raise _Slow from None
+        return values
 
 
-def _kept(attrs: dict[str, Any]) -> list[str]:
-    return [key for key in attrs if key.startswith(PREFIX) and key not in _EVALUATION_KEYS]
-
-
-def _spelled(attrs: dict[str, Any], key: str, baggage: str) -> Any:
-    """An attribute that may come in its baggage spelling too (`validate._spelled`):
-    either one alone, or both the same; `_Slow` for two that differ."""
-    value = attrs.get(key)
-    if baggage not in attrs:  # the usual span: one lookup more
-        return value
-    other = attrs[baggage]
-    if key not in attrs:
-        return other
-    if type(other) is not type(value) or other != value:
+def _spelled(value: Any, baggage: Any) -> Any:
+    """An attribute that may come in its baggage spelling too (`validate._spelled`;
+    None: absent): either one alone, or both the same; `_Slow` for two that differ."""
+    if value is None:
+        return baggage
+    if type(baggage) is not type(value) or baggage != value:
         raise _Slow
     return value
 
 
-# The evaluation's string attributes, absent ones empty (`_str`), read in one pass.
-_TEXT_KEYS = (
-    "holonograph.event.id",
-    "holonograph.provenance",
-    "holonograph.agent.id",
-    "holonograph.correlation.id",
-    "holonograph.lens.version",
-    "holonograph.light_source.id",
-    "holonograph.light_source.requested",
-    "holonograph.multiplex.role",
-    "holonograph.fixture.id",
-    "holonograph.sdk.name",
-    "holonograph.sdk.version",
-)
-_NO_TEXTS = ("",) * len(_TEXT_KEYS)
 _NO_TRACE = bytes(16)
 _NO_SPAN = bytes(8)
 
@@ -529,103 +541,75 @@ _NO_SPAN = bytes(8)
 def _evaluation(
     tenant: str,
     span: Any,
-    attrs: dict[str, Any],
-    kept: list[str],
+    values: tuple[Any, ...],
+    rest: dict[str, Any] | None,
     resource_json: str,
     batch: FastBatch,
     reader: _Reader,
 ) -> tuple[list[Any], dict[str, Any]]:
     """The event row (up to `extras`) of an evaluation span and its extras, its
     dimension rows added to `batch`; `_Slow` for anything the reference would reject
-    or might. `kept`: the span's other `holonograph.*` keys, in the span's order.
+    or might. `values`: the span's `LAYOUT` values (their kinds checked); `rest`: its
+    other attributes, in the span's order.
 
-    The checks of `_ids`, `_ordinal`, `_event_ticks`, `_str`, `_number` and `_integer`
-    are inline here (the same rules): a span has a dozen attributes, a call each
-    was most of its cost."""
+    The checks of `_ids`, `_ordinal` and `_event_ticks` are inline here (the same
+    rules): a call each was most of a span's cost."""
     trace_id, span_id = span.trace_id, span.span_id
     if len(trace_id) != 16 or len(span_id) != 8 or trace_id == _NO_TRACE or span_id == _NO_SPAN:
         raise _Slow
-    get = attrs.get
-    stream = get("holonograph.emission.stream")
-    seq = get("holonograph.emission.seq")
-    final = get("holonograph.emission.final")
-    if type(stream) is not str or not stream or type(seq) is not int or seq < 0:
+    (event_id, surface_id, run_mode, stream, seq, final, agent_id, correlation_id, provenance,
+     lens_version, light_source_id, requested, cohort_tags, multiplex_role, fixture_id,
+     latency_ms, cost_usd, tokens_input, tokens_output, sdk_name, sdk_version, ticks,
+     run_mode_baggage, correlation_baggage) = values  # fmt: skip
+    if run_mode_baggage is not None:
+        run_mode = _spelled(run_mode, run_mode_baggage)
+    if correlation_baggage is not None:
+        correlation_id = _spelled(correlation_id, correlation_baggage)
+    if type(run_mode) is not str or run_mode not in RUN_MODES:
+        raise _Slow
+    if correlation_id is None:
+        correlation_id = ""
+    elif type(correlation_id) is not str:
+        raise _Slow
+    if not stream or seq is None or seq < 0 or not surface_id:
         raise _Slow
     if final is None:
         final = False
-    elif type(final) is not bool:
-        raise _Slow
-    texts = list(map(get, _TEXT_KEYS, _NO_TEXTS))
-    try:
-        "".join(texts)  # every one a string (the decoders' are exact `str`)
-    except TypeError:
-        texts = [_str(get(key)) for key in _TEXT_KEYS]  # None: empty; others _Slow
-    (event_id, provenance, agent_id, correlation_id, lens_version, light_source_id, requested,
-     multiplex_role, fixture_id, sdk_name, sdk_version) = texts  # fmt: skip
-    if RUN_MODE_BAGGAGE in attrs or CORRELATION_BAGGAGE in attrs:
-        run_mode = _spelled(attrs, "holonograph.run_mode", RUN_MODE_BAGGAGE)
-        correlation_id = _str(_spelled(attrs, "holonograph.correlation.id", CORRELATION_BAGGAGE))
-    else:
-        run_mode = get("holonograph.run_mode")
-    if type(run_mode) is not str or run_mode not in RUN_MODES:
-        raise _Slow
-    surface_id = get("holonograph.surface.id")
-    if type(surface_id) is not str or not surface_id:
-        raise _Slow
     if not event_id:
         event_id = derive_event_id(stream, seq)
     if not provenance:
         provenance = "production-state" if run_mode == "production" else "exploratory-state"
     elif provenance not in PROVENANCES:
         raise _Slow
-    cohort_tags = get("holonograph.cohort_tags")
-    if cohort_tags is None:
-        cohort_tags = []
-    elif type(cohort_tags) is list:
-        for tag in cohort_tags:
-            if type(tag) is not str:
-                raise _Slow
-        cohort_tags = list(cohort_tags)
-    else:
-        cohort_tags = _strings(cohort_tags)
-    ticks = get("holonograph.timestamp")
     if ticks is None:
         ticks = span.end_time_unix_nano
         if ticks == 0 or ticks > INT64_MAX:
             raise _Slow
         ticks = ticks // 1000 * 1000
     else:
-        ticks = _event_ticks(span, attrs)
-    latency_ms = get("holonograph.latency_ms")
-    if latency_ms is not None:
-        latency_ms = _number(latency_ms)
-    cost_usd = get("holonograph.cost.usd")
-    if cost_usd is not None:
-        cost_usd = _number(cost_usd)
-    tokens_input = get("holonograph.tokens.input")
-    tokens_output = get("holonograph.tokens.output")
-    if (tokens_input is not None and type(tokens_input) is not int) or (
-        tokens_output is not None and type(tokens_output) is not int
-    ):
-        raise _Slow
+        ticks = _event_ticks(span, ticks)
     columns: dict[str, str] = {}
     markers: dict[str, list[str]] = {}
     extras: dict[str, Any] = {}
-    for key in kept:
-        value = attrs[key]
-        if key.startswith(SUBSTRATE_PREFIX):
-            columns[key[_SUBSTRATE_CUT:]] = _str(value)
-        elif key.startswith(MARKER_PREFIX):
-            markers[key[_MARKER_CUT:]] = _strings(value)
-        else:
-            extras[key] = jsonable(value)
-    if extras and attributes_problem(extras) is not None:
-        raise _Slow
+    if rest is not None:
+        for key, value in rest.items():
+            if not key.startswith(PREFIX):
+                continue
+            if key.startswith(SUBSTRATE_PREFIX):
+                columns[key[_SUBSTRATE_CUT:]] = _str(value)
+            elif key.startswith(MARKER_PREFIX):
+                markers[key[_MARKER_CUT:]] = _strings(value)
+            else:
+                extras[key] = jsonable(value)
+        if extras and attributes_problem(extras) is not None:
+            raise _Slow
     events = span.events  # most spans have their dimensions; some have no events
     if batch.layers:
         layers = [surface_id, agent_id, correlation_id, run_mode, provenance, ticks, lens_version,
                   light_source_id, requested, columns, cohort_tags, stream]  # fmt: skip
-        dimension_ids = _dimensions(tenant, event_id, events, batch.dimensions, reader, layers)
+        dimension_ids = _dimension_values(
+            events, batch.dimensions, reader, (tenant, event_id), layers
+        )
     else:
         dimension_ids = _dimension_values(events, batch.dimension_values, reader)
     return [
@@ -637,20 +621,6 @@ def _evaluation(
     ], extras  # fmt: skip
 
 
-def _dimensions(
-    tenant: str,
-    event_id: str,
-    events: Sequence[Any],
-    out: list[list[Any]],
-    reader: _Reader,
-    layers: list[Any],
-) -> list[str]:
-    """Dimension rows (up to `emission_stream`) of a span's dimension events: each
-    dimension's own values (`_dimension_values`) between the event's keys and its
-    layers; their ids."""
-    return _dimension_values(events, out, reader, (tenant, event_id), layers)
-
-
 def _dimension_values(
     events: Sequence[Any],
     out: list[list[Any]],
@@ -658,51 +628,23 @@ def _dimension_values(
     head: tuple[str, str] | tuple[()] = (),
     tail: Sequence[Any] = (),
 ) -> list[str]:
-    """Each dimension event's own values, checked, between `head` and `tail`
-    (`FastBatch.dimension_values`: neither); their ids. The compiled form's attributes
-    are read inline, others picked (`flat.Unread`: the OTLP event's)."""
+    """Each dimension event's own values (`LAYOUT`'s, their kinds checked), between
+    `head` and `tail` (`FastBatch.dimension_values`: neither); their ids. The compiled
+    form's values are read inline."""
     ids: list[str] = []
-    compiled, pick = reader.compiled, reader.pick
+    compiled = reader.compiled
     for index, event in enumerate(events):
         if event.name != DIMENSION_EVENT:
             continue
-        attrs = event.attributes if compiled else None  # None: not read (`flat._ready`)
-        if attrs is not None:
-            values = list(map(attrs.get, _DIMENSION_KEYS, _DIMENSION_ABSENT))
-        else:
-            try:
-                values = pick(event, _DIMENSION_KEYS)
-            except flat.Unread:
-                values = list(map(reader.otlp_event(index).get, _DIMENSION_KEYS))
-        dimension_id, passed, score, expected, actual, judge = values
-        if type(dimension_id) is not str or not dimension_id or dimension_id in ids:
+        values = event.values if compiled else None
+        if values is None:
+            values = reader.event(event, index)
+        dimension_id, passed, score = values[0], values[1], values[2]
+        if not dimension_id or dimension_id in ids or (passed is None and score is None):
             raise _Slow
-        if passed is not None and type(passed) is not bool:
-            raise _Slow
-        if score is not None:
-            score = _number(score)
-        elif passed is None:
-            raise _Slow
-        if type(expected) is not str:
-            expected = _str(expected)
-        if type(actual) is not str:
-            actual = _str(actual)
-        if type(judge) is not str:
-            judge = _str(judge)
         ids.append(dimension_id)
-        out.append([*head, dimension_id, passed, score, expected, actual, judge, *tail])
+        out.append([*head, *values, *tail])
     return ids
-
-
-_DIMENSION_KEYS = (
-    "holonograph.dimension.id",
-    "holonograph.dimension.passed",
-    "holonograph.dimension.score",
-    "holonograph.dimension.expected",
-    "holonograph.dimension.actual",
-    "holonograph.dimension.judge",
-)
-_DIMENSION_ABSENT = (None, None, None, "", "", "")  # an absent text is empty
 
 
 _COUNTERS = (
@@ -728,7 +670,8 @@ def _sentinel(tenant: str, span: Any, attrs: dict[str, Any]) -> list[Any]:
         raise _Slow
     counters = [_integer(attrs.get(key)) for key in _COUNTERS]
     return [
-        tenant, stream, seq, None, "sentinel", final, False, "", "", _event_ticks(span, attrs),
+        tenant, stream, seq, None, "sentinel", final, False, "", "",
+        _event_ticks(span, attrs.get("holonograph.timestamp")),
         None, interval_ms, *counters, *window,
     ]  # fmt: skip
 

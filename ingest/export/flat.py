@@ -22,23 +22,32 @@ which only order-keeping callers see). An `AnyValue` as it arrived (a varint lon
 than it needs, fields in any order or twice) is read by its structure: one field,
 nothing after it, or `Unread`.
 
-That is the pure form (`PURE`). Where the compiled reader `ingest.export._wire` was
-built (`setup.py`, decision 0018), `spans` reads the request's bytes with it instead
-(`COMPILED`): one walk in C, each span's attributes a ready dict in the span's order
-(so no caller reads a span again for its order), each value as `_value` reads it, None
-where one is not (`Unread`); a request it does not read exactly as the OTLP parse
-does (a `KeyValue` with its value twice, a known field with another wire type, ...)
-is read by the pure form. `HOLONOGRAPH_WIRE_READER=pure` (or `FORM = PURE`) keeps
-the pure form where the compiled one is built.
+A caller reads them with a `Layout`: the keys it takes, each of a kind (a string, a
+bool, an int, a number, strings, any), given as a tuple of values in a fixed order
+(`fix`: the same from the reference's attributes), with the span's other attributes
+as a dict (`rest`): no dict of its attributes to look each key up in, and the kinds'
+checks made where the value is read. A value of another kind is the reference's to
+judge (the caller reads that span the ordinary way).
+
+That is the pure form (`PURE`): the map read, then `fix`. Where the compiled reader
+`ingest.export._wire` was built (`setup.py`, decision 0018), `spans` reads the
+request's bytes with it instead (`COMPILED`): one walk in C, each span's and event's
+values placed and checked as they are read, `rest` in the span's order (so no caller
+reads a span again for its order), each value as `_value` reads it; a request it does
+not read exactly as the OTLP parse does (a `KeyValue` with its value twice, a known
+field with another wire type, ...) is read by the pure form.
+`HOLONOGRAPH_WIRE_READER=pure` (or `FORM = PURE`) keeps the pure form where the
+compiled one is built.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import struct
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -347,48 +356,133 @@ def _strings(data: bytes, end: int) -> list[Any]:
     return values
 
 
+# The kinds a layout's value may be of (`Layout`), each a letter as `_wire` takes them.
+TEXT = "t"  # a string; absent (or without a value): empty
+ANY = "a"  # as read; a key without a value is for the reference (presence is compared)
+BOOL = "b"  # a bool, or None
+INT = "i"  # an int, or None
+NUMBER = "n"  # a finite float or an int, as a float; or None
+STRINGS = "s"  # a list of strings (a string: a list of one; absent: empty)
+_KINDS = frozenset(TEXT + ANY + BOOL + INT + NUMBER + STRINGS)
+
+
+class Layout:
+    """Which attributes a caller reads as values in a fixed order, and of what kind:
+    `spans` gives each span's and event's values of `span` and `event` keys as a
+    tuple in their order, as `fix` takes them (None where a value is not of its kind),
+    and a span's other attributes as a dict (`rest`); an event's others are not read.
+    `wire`: what the compiled reader takes (the same object every call)."""
+
+    __slots__ = ("event_keys", "event_kinds", "span_keys", "span_kinds", "wire")
+
+    def __init__(self, span: Sequence[tuple[str, str]], event: Sequence[tuple[str, str]]) -> None:
+        self.span_keys = tuple(key for key, _ in span)
+        self.span_kinds = "".join(kind for _, kind in span)
+        self.event_keys = tuple(key for key, _ in event)
+        self.event_kinds = "".join(kind for _, kind in event)
+        keys = (self.span_keys, self.event_keys)
+        if not set(self.span_kinds + self.event_kinds) <= _KINDS or any(
+            len(set(k)) != len(k) for k in keys
+        ):
+            raise ValueError("a layout's keys are distinct, of the kinds flat names")
+        self.wire = (self.span_keys, self.span_kinds.encode(), *keys[1:], self.event_kinds.encode())
+
+
+class _Odd(Exception):
+    """A value not of its key's kind."""
+
+
+def _as_kind(kind: str, value: Any) -> Any:
+    """`value` (None: absent) as `kind` takes it; `_Odd` where it is not of that kind."""
+    if value is None:
+        return "" if kind == TEXT else [] if kind == STRINGS else None
+    vtype = type(value)
+    if kind in (TEXT, BOOL, INT):
+        if vtype is not (str if kind == TEXT else bool if kind == BOOL else int):
+            raise _Odd
+    elif kind == NUMBER:
+        if vtype is int:
+            return float(value)
+        if vtype is not float or not math.isfinite(value):
+            raise _Odd
+    elif kind == STRINGS:
+        if vtype is str:
+            return [value]
+        if vtype is not list or any(type(v) is not str for v in value):
+            raise _Odd
+        return list(value)
+    return value
+
+
+def _taken(values: Iterable[Any], kinds: str) -> tuple[Any, ...] | None:
+    try:
+        return tuple(map(_as_kind, kinds, values))
+    except _Odd:
+        return None
+
+
+def fix(attrs: dict[str, Any], keys: tuple[str, ...], kinds: str) -> tuple[Any, ...] | None:
+    """The values of `keys` in `attrs` (the reference's attributes), as their `kinds`
+    take them: what the compiled reader gives, in Python; None where one is not of its
+    kind, or a key of kind `ANY` is there without a value."""
+    for key, kind in zip(keys, kinds, strict=True):
+        if kind == ANY and key in attrs and attrs[key] is None:
+            return None
+    return _taken(map(attrs.get, keys), kinds)
+
+
+def rest(attrs: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any] | None:
+    """`attrs` but `keys`, in their order; None for none."""
+    out = {key: value for key, value in attrs.items() if key not in keys}
+    return out or None
+
+
 class Form(NamedTuple):
-    """How the hot path reads the spans `spans` gives: `read` a span's or event's
-    attributes into a dict (`Unread`: the reference reads them), `pick` some of their
-    values (None for a key they do not have; `Unread` for one it does not decode);
-    `ordered`: the dicts `read` gives are in the span's order (the reference's: a
-    repeated key keeps its first position)."""
+    """How the hot path reads the spans `spans` gives, with a `Layout`: `span(item,
+    layout)` a span's values and its other attributes (`rest`), `event(item, layout)`
+    an event's values; `Unread` where a value is not of its shape or kind (the caller
+    reads that span or event the ordinary way). `ordered`: `rest` is in the span's
+    order (the reference's: a repeated key keeps its first position)."""
 
     name: str
-    read: Callable[[Any], dict[str, Any]]
-    pick: Callable[[Any, tuple[str, ...]], list[Any]]
+    span: Callable[[Any, Layout], tuple[tuple[Any, ...], dict[str, Any] | None]]
+    event: Callable[[Any, Layout], tuple[Any, ...]]
     ordered: bool
 
 
-def _read_map(item: Any) -> dict[str, Any]:
-    return read(item.attributes)
-
-
-def _pick_map(item: Any, keys: tuple[str, ...]) -> list[Any]:
-    return pick(item.attributes, keys)
-
-
-PURE = Form("pure", _read_map, _pick_map, ordered=False)
-
-
-def _ready(item: Any) -> dict[str, Any]:
-    """A compiled span's or event's attributes: None where a value was not read."""
-    attrs: dict[str, Any] | None = item.attributes
-    if attrs is None:
+def _map_span(item: Any, layout: Layout) -> tuple[tuple[Any, ...], dict[str, Any] | None]:
+    attrs = read(item.attributes)
+    values = fix(attrs, layout.span_keys, layout.span_kinds)
+    if values is None:
         raise Unread
-    return attrs
+    return values, rest(attrs, layout.span_keys)
 
 
-def _ready_pick(item: Any, keys: tuple[str, ...]) -> list[Any]:
-    """Some of a compiled span's or event's values: where a value was not read, its
-    `partial` dict holds `_wire.UNREAD` for it."""
-    attrs = item.attributes
-    if attrs is None:
-        values = list(map(item.partial.get, keys))
-        if any(value is _wire.UNREAD for value in values):
-            raise Unread
-        return values
-    return list(map(attrs.get, keys))
+def _map_event(item: Any, layout: Layout) -> tuple[Any, ...]:
+    keys, kinds = layout.event_keys, layout.event_kinds
+    if ANY in kinds:  # a key without a value is told from an absent one by the dict
+        values = fix(read(item.attributes), keys, kinds)
+    else:
+        values = _taken(pick(item.attributes, keys), kinds)
+    if values is None:
+        raise Unread
+    return values
+
+
+PURE = Form("pure", _map_span, _map_event, ordered=False)
+
+
+def _compiled_span(item: Any, layout: Layout) -> tuple[tuple[Any, ...], dict[str, Any] | None]:
+    if item.values is None:
+        raise Unread
+    return item.values, item.rest
+
+
+def _compiled_event(item: Any, layout: Layout) -> tuple[Any, ...]:
+    if item.values is None:
+        raise Unread
+    values: tuple[Any, ...] = item.values
+    return values
 
 
 def _current(module: Any, source: Path) -> bool:
@@ -415,7 +509,9 @@ if _wire is not None and not _current(_wire, Path(__file__).with_name("_wire.c")
     )
     _wire = None  # type: ignore[assignment]
 
-COMPILED: Form | None = None if _wire is None else Form("compiled", _ready, _ready_pick, True)
+COMPILED: Form | None = (
+    None if _wire is None else Form("compiled", _compiled_span, _compiled_event, ordered=True)
+)
 # The form `spans` reads with: the compiled one where it was built, unless told not to.
 FORM: Form = (
     COMPILED
@@ -427,16 +523,19 @@ Spans = Sequence[Sequence[Sequence[Any]]]
 
 
 def spans(
-    request: PB2ExportTraceServiceRequest, wire: bytes | None = None, form: Form | None = None
+    request: PB2ExportTraceServiceRequest,
+    layout: Layout,
+    wire: bytes | None = None,
+    form: Form | None = None,
 ) -> tuple[Spans, Form] | None:
     """The spans of `request` (per resource spans, per scope spans: in the request's
-    places), each with `name`, `trace_id`, `span_id`, `end_time_unix_nano`,
-    `attributes` and `events` (each with `name` and `attributes`), and the form that
-    reads their attributes; None: the request is for the reference path. `wire`: the
-    bytes `request` was parsed from (`parse`); `form`: `FORM` unless given."""
+    places), each with `name`, `trace_id`, `span_id`, `end_time_unix_nano` and
+    `events` (each with `name`), and the form that reads their attributes with
+    `layout`; None: the request is for the reference path. `wire`: the bytes `request`
+    was parsed from (`parse`); `form`: `FORM` unless given."""
     form = FORM if form is None else form
     if form is COMPILED:
-        got = _wire.spans(request.SerializeToString() if wire is None else wire)
+        got = _wire.spans(request.SerializeToString() if wire is None else wire, layout.wire)
         if got is not None:
             return got, form
     parsed = parse(request, wire)

@@ -47,24 +47,39 @@ pytestmark = pytest.mark.usefixtures("wire_form")
 def _read_both(
     request: PB2ExportTraceServiceRequest, wire: bytes | None = None
 ) -> tuple[dict[str, Any], Any]:
-    """The reference's attributes of the first span and the flat form's (`wire`: the
-    bytes `request` was parsed from, read as they are where `flat.spans` may). A form
-    that says it is `ordered` has them in the reference's order too."""
+    """The reference's attributes of the first span and the flat form's, as a span's
+    `rest` with no keys in the layout (`wire`: the bytes `request` was parsed from,
+    read as they are where `flat.spans` may). A form that says it is `ordered` has
+    them in the reference's order too. Its events (the same pairs) give the values of
+    the reference's keys, as `flat.fix` takes them from the reference's."""
     span = request.resource_spans[0].scope_spans[0].spans[0]
-    read = flat.spans(request, wire)
+    reference = attributes(span.attributes)
+    layout = flat.Layout([], [(key, flat.ANY) for key in reference])
+    read = flat.spans(request, layout, wire)
     assert read is not None
     spans, form = read
     flat_span = spans[0][0][0]
-    reference = attributes(span.attributes)
     try:
-        got: Any = form.read(flat_span)
-        for event in flat_span.events:
-            assert form.read(event) == got
+        values, rest = form.span(flat_span, layout)
+        assert values == ()
+        got: Any = rest or {}
         if form.ordered:
             assert list(got) == list(reference)
     except flat.Unread:
         got = flat.Unread
+    fixed = flat.fix(reference, layout.event_keys, layout.event_kinds)
+    for event in flat_span.events:
+        assert _event(form, event, layout) == (
+            flat.Unread if got is flat.Unread or fixed is None else fixed
+        )
     return reference, got
+
+
+def _event(form: flat.Form, event: Any, layout: flat.Layout) -> Any:
+    try:
+        return form.event(event, layout)
+    except flat.Unread:
+        return flat.Unread
 
 
 @settings(max_examples=300, derandomize=True, database=None, deadline=None)
@@ -142,17 +157,20 @@ def test_a_bool_with_another_varint_is_left_to_the_reference() -> None:
 
 
 KEYS = ("a", "b", "c", "", "é", "missing")
+ANY_LAYOUT = flat.Layout([(key, flat.ANY) for key in KEYS], [(key, flat.ANY) for key in KEYS])
 
 
 def _pick_both(request: PB2ExportTraceServiceRequest) -> tuple[list[Any], Any]:
+    """The reference's values of `KEYS` in the first span (None: absent) and the flat
+    form's, as a layout of `KEYS` of kind any gives them (its events' too)."""
     span = request.resource_spans[0].scope_spans[0].spans[0]
-    read = flat.spans(request)
+    read = flat.spans(request, ANY_LAYOUT)
     assert read is not None
     spans, form = read
     flat_span = spans[0][0][0]
     try:
-        got: Any = form.pick(flat_span, KEYS)
-        assert form.pick(flat_span.events[0], KEYS) == got
+        got: Any = list(form.span(flat_span, ANY_LAYOUT)[0])
+        assert list(form.event(flat_span.events[0], ANY_LAYOUT)) == got
     except flat.Unread:
         got = flat.Unread
     reference = attributes(span.attributes)
@@ -161,9 +179,9 @@ def _pick_both(request: PB2ExportTraceServiceRequest) -> tuple[list[Any], Any]:
 
 @settings(max_examples=300, derandomize=True, database=None, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "", "é", "other"]), VALUES), max_size=6))
-def test_picked_values_are_the_reference_values(items: list[tuple[str, Any]]) -> None:
-    """`pick` reads only the keys asked for: their reference values (None when absent,
-    the last of a repeated key), of the same types."""
+def test_the_values_of_a_layout_are_the_reference_values(items: list[tuple[str, Any]]) -> None:
+    """A layout's keys are read into their places: their reference values (None when
+    absent, the last of a repeated key), of the same types; the others are the rest."""
     reference, got = _pick_both(
         _request([KeyValue(key=k, value=to_any_value(v)) for k, v in items])
     )
@@ -172,13 +190,88 @@ def test_picked_values_are_the_reference_values(items: list[tuple[str, Any]]) ->
         assert type(mine) is type(value)
 
 
-def test_pick_leaves_other_shapes_to_the_reference_and_ignores_the_keys_not_asked() -> None:
+def test_a_layout_leaves_other_shapes_to_the_reference() -> None:
+    """In a layout's keys or a span's rest (its values not read: the span is the
+    reference's); an event's attributes not in the layout are not read."""
     kvlist = to_any_value({"k": "v"})
     reference, got = _pick_both(_request([KeyValue(key="a", value=kvlist)]))
     assert got is flat.Unread and reference[0] is not None
     pairs = [KeyValue(key="other", value=kvlist), KeyValue(key="b", value=to_any_value(1.5))]
-    reference, got = _pick_both(_request(pairs))
-    assert got == reference == [None, 1.5, None, None, None, None]
+    layout = flat.Layout([("b", flat.NUMBER)], [("b", flat.NUMBER)])
+    read = flat.spans(_request(pairs), layout)
+    assert read is not None
+    spans, form = read
+    with pytest.raises(flat.Unread):
+        form.span(spans[0][0][0], layout)
+    assert form.event(spans[0][0][0].events[0], layout) == (1.5,)
+
+
+KINDS = (flat.TEXT, flat.ANY, flat.BOOL, flat.INT, flat.NUMBER, flat.STRINGS)
+KIND_KEYS = tuple(f"k{kind}" for kind in KINDS)
+KIND_LAYOUT = flat.Layout(
+    list(zip(KIND_KEYS, KINDS, strict=True)), list(zip(KIND_KEYS, KINDS, strict=True))
+)
+KIND_VALUES = st.one_of(
+    VALUES, st.floats(), st.lists(st.text(max_size=3), max_size=3), st.just(None)
+)
+
+
+@settings(max_examples=400, derandomize=True, database=None, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([*KIND_KEYS, "other"]), KIND_VALUES), max_size=7))
+def test_each_kind_takes_its_values_as_fix_takes_the_references(
+    items: list[tuple[str, Any]],
+) -> None:
+    """Every form gives a layout's values as `flat.fix` takes them from the reference's
+    attributes (None: a key without a value), and of the same types, or leaves the span
+    to the reference exactly where `fix` says a value is not of its kind; the other
+    attributes are the `rest`, in the span's order for an ordered form."""
+    pairs = [KeyValue(key=k, value=to_any_value(v)) if v is not None else KeyValue(key=k)
+             for k, v in items]  # fmt: skip
+    request = _request(pairs)
+    reference = attributes(request.resource_spans[0].scope_spans[0].spans[0].attributes)
+    fixed = flat.fix(reference, KIND_LAYOUT.span_keys, KIND_LAYOUT.span_kinds)
+    read = flat.spans(request, KIND_LAYOUT)
+    assert read is not None
+    spans, form = read
+    event = _event(form, spans[0][0][0].events[0], KIND_LAYOUT)
+    assert event == (flat.Unread if fixed is None else fixed) or (
+        event is flat.Unread and form is flat.PURE and None in reference.values()
+    )  # the pure form leaves a key without a value to the reference
+    try:
+        values, rest = form.span(spans[0][0][0], KIND_LAYOUT)
+    except flat.Unread:
+        assert fixed is None or (form is flat.PURE and None in reference.values())
+        return
+    assert values == fixed
+    assert [type(v) for v in values] == [type(v) for v in fixed]
+    for value, kind in zip(values, KIND_LAYOUT.span_kinds, strict=True):
+        if kind == flat.STRINGS:
+            assert all(type(v) is str for v in value)
+    expected = flat.rest(reference, KIND_LAYOUT.span_keys)
+    assert rest == expected
+    if form.ordered and rest is not None and expected is not None:
+        assert list(rest) == list(expected)
+
+
+def test_fix_takes_each_kind_as_the_hot_path_checks_it() -> None:
+    """Absent ones as the rows have them; an int as a float for a number; a value of
+    another kind, a non-finite number or a key of kind any without a value: None."""
+    keys, kinds = KIND_LAYOUT.span_keys, KIND_LAYOUT.span_kinds
+    assert flat.fix({}, keys, kinds) == ("", None, None, None, None, [])
+    assert flat.fix({"kt": None, "ka": 0, "kn": 3, "ks": "x"}, keys, kinds) == (
+        "", 0, None, None, 3.0, ["x"],
+    )  # fmt: skip
+    assert type(flat.fix({"kn": 3}, keys, kinds)[4]) is float  # type: ignore[index]
+    for odd in ({"ka": None}, {"kt": 1}, {"kb": 1}, {"ki": True}, {"ki": 1.0},
+                {"kn": float("nan")}, {"kn": "1"}, {"ks": ["a", 1]}, {"ks": 1}):  # fmt: skip
+        assert flat.fix(odd, keys, kinds) is None, odd
+
+
+def test_a_layout_is_distinct_keys_of_known_kinds() -> None:
+    with pytest.raises(ValueError):
+        flat.Layout([("a", flat.TEXT), ("a", flat.INT)], [])
+    with pytest.raises(ValueError):
+        flat.Layout([("a", "z")], [])
 
 
 def test_an_int_in_a_longer_varint_than_it_needs_reads_as_the_reference() -> None:
@@ -269,8 +362,8 @@ def test_a_pair_with_a_field_besides_key_and_value_reads_as_the_reference(
         wire = _request_bytes(_field(9, pair) + _pair(b"n", b"\x18\x05"))
         request = parse_protobuf(wire)
         if wire_form is flat.PURE:  # the request is the reference's
-            assert flat.spans(request, wire) is None
-            assert flat.spans(request) is None
+            assert flat.spans(request, ANY_LAYOUT, wire) is None
+            assert flat.spans(request, ANY_LAYOUT) is None
             continue
         reference, got = _read_both(request, wire)
         assert reference == {"k": "a", "n": 5}
@@ -283,14 +376,14 @@ def test_a_key_sent_twice_keeps_its_last_value_in_the_pure_form() -> None:
     pair's)."""
     repeat = _pair(b"k", b"\x0a\x01a") + _pair(b"k", b"\x0a\x01b") + _pair(b"n", b"\x18\x05")
     request = parse_protobuf(_request_bytes(repeat))
-    read = flat.spans(request, form=flat.PURE)
+    read = flat.spans(request, ANY_LAYOUT, form=flat.PURE)
     assert read is not None
-    assert flat.PURE.read(read[0][0][0][0]) == {"k": "b", "n": 5}
+    assert flat.PURE.span(read[0][0][0][0], ANY_LAYOUT) == ((None,) * 6, {"k": "b", "n": 5})
     dropped_last = _pair(b"k", b"\x0a\x01a") + _field(
         9, _field(1, b"k") + _field(2, b"\x0a\x01b") + b"\x18\x01"
     )
     wire = _request_bytes(dropped_last)
-    assert flat.spans(parse_protobuf(wire), wire, form=flat.PURE) is None
+    assert flat.spans(parse_protobuf(wire), ANY_LAYOUT, wire, form=flat.PURE) is None
 
 
 def test_the_environment_can_keep_the_pure_form() -> None:

@@ -29,13 +29,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from bench.payload import PayloadSpec, RequestFactory
 from ingest.export import flat
 from ingest.export.decode import attributes, to_any_value
-from ingest.export.fast import _DIMENSION_KEYS
+from ingest.export.fast import LAYOUT
 from tests.ingest.export.conftest import NOT_BUILT
 from tests.ingest.export.test_fuzz import _base
 
 pytestmark = pytest.mark.skipif(flat.COMPILED is None, reason=NOT_BUILT)
 
-PICKED = (*_DIMENSION_KEYS, "k", "a", "", "missing")
+# Keys the hostile requests use, of each kind, and the hot path's dimension keys.
+_OWN = [("k", flat.ANY), ("a", flat.TEXT), ("", flat.NUMBER), ("missing", flat.STRINGS),
+        ("b", flat.BOOL), ("n", flat.INT)]  # fmt: skip
+WIRE_LAYOUT = flat.Layout(_OWN, [*zip(LAYOUT.event_keys, LAYOUT.event_kinds, strict=True), *_OWN])
 
 
 def _typed(value: Any) -> Any:
@@ -49,16 +52,17 @@ def _typed(value: Any) -> Any:
     return (type(value), value)
 
 
-def _read(form: flat.Form, item: Any) -> Any:
+def _span_read(form: flat.Form, item: Any) -> Any:
     try:
-        return _typed(form.read(item))
+        values, rest = form.span(item, WIRE_LAYOUT)
     except flat.Unread:
         return flat.Unread
+    return _typed(list(values)), _typed(rest or {})
 
 
-def _pick(form: flat.Form, item: Any) -> Any:
+def _event_values(form: flat.Form, item: Any) -> Any:
     try:
-        return _typed(form.pick(item, PICKED))
+        return _typed(list(form.event(item, WIRE_LAYOUT)))
     except flat.Unread:
         return flat.Unread
 
@@ -67,18 +71,18 @@ def check(wire: bytes) -> str:
     """What the compiled reader made of `wire` ('unparsed': the OTLP parse refuses it;
     'fallback': the reader left the request to the pure form; 'read'), asserting the
     module's claims."""
-    got = flat._wire.spans(wire)  # never raises
+    got = flat._wire.spans(wire, WIRE_LAYOUT.wire)  # never raises
     assert got is None or type(got) is list
     try:
         request = PB2ExportTraceServiceRequest.FromString(wire)
     except DecodeError:
         return "unparsed"
     if got is None:
-        read = flat.spans(request, wire, flat.COMPILED)
+        read = flat.spans(request, WIRE_LAYOUT, wire, flat.COMPILED)
         assert read is None or read[1] is flat.PURE
         return "fallback"
     assert flat.COMPILED is not None
-    pure = flat.spans(request, wire, flat.PURE)  # None: the pure form leaves it all
+    pure = flat.spans(request, WIRE_LAYOUT, wire, flat.PURE)  # None: the pure form leaves it
     assert len(got) == len(request.resource_spans)
     assert pure is None or len(pure[0]) == len(got)
     for r, resource_spans in enumerate(request.resource_spans):
@@ -92,32 +96,44 @@ def check(wire: bytes) -> str:
                     span.name, span.trace_id, span.span_id, span.end_time_unix_nano
                 )  # fmt: skip
                 assert [e.name for e in mine.events] == [e.name for e in span.events]
-                pairs = [(span, mine, theirs)]
+                _compare_span(attributes(span.attributes), theirs, mine)
                 theirs_events = [None] * len(span.events) if theirs is None else theirs.events
-                pairs += list(zip(span.events, mine.events, theirs_events, strict=True))
-                for otlp, compiled, pure_item in pairs:
-                    reference = attributes(otlp.attributes)
-                    _compare(reference, pure_item, compiled)
+                for otlp, compiled, pure_item in zip(
+                    span.events, mine.events, theirs_events, strict=True
+                ):
+                    _compare_event(attributes(otlp.attributes), pure_item, compiled)
     return "read"
 
 
-def _compare(reference: dict[str, Any], pure_item: Any, compiled_item: Any) -> None:
-    """Where the compiled form reads a span's or event's attributes, or picks some,
-    they are the reference's (and the pure form's where it reads them too)."""
+def _compare_span(reference: dict[str, Any], pure_item: Any, compiled_item: Any) -> None:
+    """Where the compiled form reads a span's values and rest, they are the reference's
+    as `flat.fix` takes them (values, types and order), and the pure form's where it
+    reads them too; where `fix` finds a value not of its kind, neither reads them."""
     assert flat.COMPILED is not None
-    expected = _typed(reference)
-    compiled = _read(flat.COMPILED, compiled_item)
-    if compiled is not flat.Unread:
-        assert compiled == expected  # its values, types and order
+    fixed = flat.fix(reference, WIRE_LAYOUT.span_keys, WIRE_LAYOUT.span_kinds)
+    expected = None
+    if fixed is not None:
+        expected = _typed(list(fixed)), _typed(flat.rest(reference, WIRE_LAYOUT.span_keys) or {})
+    compiled = _span_read(flat.COMPILED, compiled_item)
+    assert compiled is flat.Unread or compiled == expected
     if pure_item is not None:
-        pure = _read(flat.PURE, pure_item)
-        assert pure is flat.Unread or sorted(pure[1]) == sorted(_typed(reference)[1])
-    expected = _typed([reference.get(key) for key in PICKED])
-    compiled = _pick(flat.COMPILED, compiled_item)
-    if compiled is not flat.Unread:
-        assert compiled == expected
+        pure = _span_read(flat.PURE, pure_item)
+        assert pure is flat.Unread or (
+            expected is not None
+            and pure[0] == expected[0]
+            and sorted(pure[1][1]) == sorted(expected[1][1])
+        )
+
+
+def _compare_event(reference: dict[str, Any], pure_item: Any, compiled_item: Any) -> None:
+    """`_compare_span` for an event's values (its other attributes are not read)."""
+    assert flat.COMPILED is not None
+    fixed = flat.fix(reference, WIRE_LAYOUT.event_keys, WIRE_LAYOUT.event_kinds)
+    expected = flat.Unread if fixed is None else _typed(list(fixed))
+    compiled = _event_values(flat.COMPILED, compiled_item)
+    assert compiled is flat.Unread or compiled == expected
     if pure_item is not None:
-        pure = _pick(flat.PURE, pure_item)
+        pure = _event_values(flat.PURE, pure_item)
         assert pure is flat.Unread or pure == expected
 
 
@@ -207,18 +223,24 @@ def test_hand_made_hostile_bytes_are_read_as_the_otlp_parse_reads_them() -> None
 def test_a_request_it_cannot_read_exactly_is_left_to_the_pure_form() -> None:
     """A value sent twice in one pair (merged by the OTLP parse), a name or key that is
     not UTF-8, a known field with another wire type: the whole request."""
-    assert (
-        flat._wire.spans(_request(_span(_pair(b"k", _any("a"), _field(2, 2, _any("b")))))) is None
-    )
-    assert flat._wire.spans(_request(_span(_field(5, 2, b"\xc3\x28")))) is None
-    assert flat._wire.spans(_request(_span(_field(8, 0, b"\x05")))) is None
-    # a value of another shape: only that span's attributes (picking the others works)
-    got = flat._wire.spans(_request(_span(_pair(b"k", _any({"x": 1})), _pair(b"a", _any(1)))))
-    assert got is not None
-    span = got[0][0][0]
-    assert span.attributes is None and span.partial == {"k": flat._wire.UNREAD, "a": 1}
-    assert flat.COMPILED is not None
-    assert flat.COMPILED.pick(span, ("a", "b")) == [1, None]
+
+    def spans(wire: bytes) -> Any:
+        return flat._wire.spans(wire, WIRE_LAYOUT.wire)
+
+    assert spans(_request(_span(_pair(b"k", _any("a"), _field(2, 2, _any("b")))))) is None
+    assert spans(_request(_span(_field(5, 2, b"\xc3\x28")))) is None
+    assert spans(_request(_span(_field(8, 0, b"\x05")))) is None
+    # a value of another shape, or not of its kind: only that span (its last value counts)
+    for pairs in (
+        _pair(b"k", _any({"x": 1})) + _pair(b"a", _any("x")),
+        _pair(b"other", _any({"x": 1})) + _pair(b"a", _any("x")),
+        _pair(b"a", _any("x")) + _pair(b"a", _any(1)),
+    ):
+        got = spans(_request(_span(pairs)))
+        assert got is not None
+        assert got[0][0][0].values is None and got[0][0][0].rest is None
+    got = spans(_request(_span(_pair(b"a", _any(1)) + _pair(b"a", _any("x")))))
+    assert got is not None and got[0][0][0].values[1] == "x"
 
 
 def _mutate(rng: random.Random, wire: bytes) -> bytes:
@@ -320,8 +342,9 @@ def test_the_bench_payload_is_read_by_the_compiled_form_itself() -> None:
     """Not left to the pure form: it reads the spans the hot path takes."""
     wire = RequestFactory(PayloadSpec(batch=64, sentinel_every=16, tag="compiled")).body(0)
     request = PB2ExportTraceServiceRequest.FromString(wire)
-    read = flat.spans(request, wire, flat.COMPILED)
+    read = flat.spans(request, LAYOUT, wire, flat.COMPILED)
     assert read is not None and read[1] is flat.COMPILED
+    assert all(span.values is not None for span in read[0][0][0])
     assert check(wire) == "read"
 
 
@@ -331,7 +354,10 @@ def test_it_keeps_no_memory_or_reference_per_call() -> None:
     inputs = _payloads()
     rng = random.Random(7)
     inputs += [_mutate(rng, wire) for wire in inputs for _ in range(20)]
-    spans = flat._wire.spans
+
+    def spans(wire: bytes) -> Any:
+        return flat._wire.spans(wire, WIRE_LAYOUT.wire)
+
     for wire in inputs:  # warm: the key cache filled
         spans(wire)
     gc.collect()
