@@ -834,11 +834,34 @@ spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* untrack(rows): the garbage collector no longer looks into each list of `rows` (a list
+ * of lists): rows of plain values, which hold nothing that holds them (no cycle can
+ * pass through them), live until their commit, and were most of what each young
+ * collection walked. */
+static PyObject *
+untrack(PyObject *module, PyObject *rows)
+{
+    (void)module;
+    if (!PyList_CheckExact(rows)) {
+        PyErr_SetString(PyExc_TypeError, "untrack(rows): a list of lists");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rows); i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (PyList_CheckExact(row) && PyObject_GC_IsTracked(row))
+            PyObject_GC_UnTrack(row);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"spans", (PyCFunction)(void (*)(void))spans, METH_FASTCALL,
      "spans(wire, layout) -> [[[Span]]] | None: the request's spans, per resource and "
      "scope spans, their attributes as the layout places them; None where the bytes are "
      "for the pure reader."},
+    {"untrack", untrack, METH_O,
+     "untrack(rows): the garbage collector no longer walks the rows (lists of plain "
+     "values, never in a cycle)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -351,6 +351,7 @@ def _decode(
         raise _Slow
     parsed, form = read
     reader = _Reader(request, form)
+    compiled = reader.compiled
     with_json = batch.with_json
     dimensions = batch.dimensions
     for r, (resource_spans, flat_resource_spans) in enumerate(
@@ -366,7 +367,12 @@ def _decode(
                         raise _Slow  # a GenAI evaluation: the reference maps it
                     batch.ignored_spans += 1
                     continue
-                values, rest = reader.span(span, (r, s, n))
+                reader.at = (r, s, n)
+                values = span.values if compiled else None  # `_Reader.span`'s, inline
+                if values is not None:
+                    rest = span.rest
+                else:
+                    values, rest = reader.span(span)
                 if name == EVALUATION_SPAN:
                     if values is None:
                         raise _Slow  # a value not of its kind: the reference judges it
@@ -417,6 +423,8 @@ def _decode(
                     raise _Slow
                 arrived.add(key)
                 receipts.append(receipt)
+    for rows in (events, dimensions, batch.dimension_values, receipts):
+        flat.untrack(rows)  # plain values until their commit (`flat.untrack`)
 
 
 # The attributes the hot path takes by place (`flat.Layout`): an evaluation span's own
@@ -469,31 +477,29 @@ class _Reader:
     the rows keep in span order (substrate columns, markers, extras), when there are
     several."""
 
-    __slots__ = ("_form", "_ordered", "_request", "_span", "at", "compiled")
+    __slots__ = ("_form", "_ordered", "_request", "_span", "_span_at", "at", "compiled")
 
     def __init__(self, request: PB2ExportTraceServiceRequest, form: flat.Form) -> None:
         self._request = request
         self._span: Any = None
-        self.at = (0, 0, 0)  # the span's place: (resource spans, scope spans, span)
+        self._span_at: tuple[int, int, int] | None = None
+        # The span's place (resource spans, scope spans, span): set before each span.
+        self.at = (0, 0, 0)
         self._form = form
         self._ordered = form.ordered
         # The compiled form's items hold their values (None: not read): read inline.
         self.compiled = form is flat.COMPILED
 
     def _otlp(self) -> Any:
-        if self._span is None:
-            r, s, n = self.at
+        if self._span_at is not self.at:
+            r, s, n = self._span_at = self.at
             self._span = self._request.resource_spans[r].scope_spans[s].spans[n]
         return self._span
 
-    def span(
-        self, span: Any, at: tuple[int, int, int]
-    ) -> tuple[tuple[Any, ...] | None, dict[str, Any] | None]:
+    def span(self, span: Any) -> tuple[tuple[Any, ...] | None, dict[str, Any] | None]:
         """The `LAYOUT` values of the span at `at` and its other attributes (`rest`, in
         the span's order); values None where one is not of its kind, `rest` then the
         span's whole attributes (the reference's)."""
-        self.at = at
-        self._span = None
         if self.compiled:
             if span.values is not None:
                 return span.values, span.rest

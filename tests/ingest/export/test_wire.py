@@ -29,7 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from bench.payload import PayloadSpec, RequestFactory
 from ingest.export import flat
 from ingest.export.decode import attributes, to_any_value
-from ingest.export.fast import LAYOUT
+from ingest.export.fast import LAYOUT, fast_batch
 from tests.ingest.export.conftest import NOT_BUILT
 from tests.ingest.export.test_fuzz import _base
 
@@ -376,3 +376,21 @@ def test_it_keeps_no_memory_or_reference_per_call() -> None:
     after = [sys.getrefcount(o) for o in (None, True, False, flat._wire.UNREAD)]
     # (a reference kept per call: 30 * len(inputs) more; the interpreter's own: a few)
     assert all(abs(a - b) < len(inputs) for a, b in zip(after, counts, strict=True)), after
+
+
+def test_untrack_leaves_a_batchs_rows_to_reference_counting() -> None:
+    """The garbage collector no longer walks the rows (their own lists and dicts still
+    are), and the hot path's batches are untracked so; reference counting frees them."""
+    rows: list[list[Any]] = [[1, "a"], [2, ["b"]]]
+    flat.untrack(rows)
+    assert not any(gc.is_tracked(row) for row in rows)
+    assert gc.is_tracked(rows) and gc.is_tracked(rows[1][1])
+    with pytest.raises(TypeError):
+        flat._wire.untrack((1,))  # type: ignore[arg-type]
+    wire = RequestFactory(PayloadSpec(batch=64, sentinel_every=16, tag="untrack0")).body(0)
+    batch = fast_batch(PB2ExportTraceServiceRequest.FromString(wire), wire=wire)
+    assert batch is not None and batch.events and batch.dimensions and batch.receipts
+    assert not any(gc.is_tracked(row) for row in batch.events + batch.dimensions + batch.receipts)
+    row = batch.events[0]
+    del batch
+    assert sys.getrefcount(row) == 2  # this name and the call's: nothing else holds it
