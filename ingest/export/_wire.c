@@ -834,10 +834,20 @@ spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* Whether `list` holds only strings (nothing that can refer to anything). */
+static int
+strings_only(PyObject *list)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++)
+        if (!PyUnicode_CheckExact(PyList_GET_ITEM(list, i)))
+            return 0;
+    return 1;
+}
+
 /* untrack(rows): the garbage collector no longer looks into each list of `rows` (a list
- * of lists): rows of plain values, which hold nothing that holds them (no cycle can
- * pass through them), live until their commit, and were most of what each young
- * collection walked. */
+ * of lists), nor into their lists of strings: rows of plain values, which hold nothing
+ * that holds them (no cycle can pass through them), live until their commit, and were
+ * most of what each young collection walked. */
 static PyObject *
 untrack(PyObject *module, PyObject *rows)
 {
@@ -848,8 +858,14 @@ untrack(PyObject *module, PyObject *rows)
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rows); i++) {
         PyObject *row = PyList_GET_ITEM(rows, i);
-        if (PyList_CheckExact(row) && PyObject_GC_IsTracked(row))
-            PyObject_GC_UnTrack(row);
+        if (!PyList_CheckExact(row) || !PyObject_GC_IsTracked(row))
+            continue;
+        PyObject_GC_UnTrack(row);
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(row); j++) {
+            PyObject *item = PyList_GET_ITEM(row, j);
+            if (PyList_CheckExact(item) && PyObject_GC_IsTracked(item) && strings_only(item))
+                PyObject_GC_UnTrack(item);
+        }
     }
     Py_RETURN_NONE;
 }

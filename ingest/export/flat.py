@@ -526,11 +526,12 @@ def _kept(rows: list[list[Any]]) -> None:
     """Without the compiled reader, rows stay where the garbage collector walks them."""
 
 
-# `untrack(rows)`: the garbage collector no longer walks these rows (lists of plain
-# values, which nothing in them refers back to: no cycle passes through them). A
-# batch's rows live until their commit, and were most of what each young collection
-# walked: the collection that comes every 100k allocations (`ingest.service.gctune`)
-# fell from ~2 to ~0.7 us a span on the decode thread (the bench payload, in process).
+# `untrack(rows)`: the garbage collector no longer walks these rows, nor their lists of
+# strings (plain values, which nothing in them refers back to: no cycle passes through
+# them). A batch's rows live until their commit, and were most of what each young
+# collection walked: the collection that comes every 100k allocations
+# (`ingest.service.gctune`) fell from ~2 to ~0.7 us a span on the decode thread (the
+# bench payload, in process), and comes less often.
 untrack: Callable[[list[list[Any]]], None] = _kept if _wire is None else _wire.untrack
 
 

@@ -379,18 +379,21 @@ def test_it_keeps_no_memory_or_reference_per_call() -> None:
 
 
 def test_untrack_leaves_a_batchs_rows_to_reference_counting() -> None:
-    """The garbage collector no longer walks the rows (their own lists and dicts still
-    are), and the hot path's batches are untracked so; reference counting frees them."""
-    rows: list[list[Any]] = [[1, "a"], [2, ["b"]]]
+    """The garbage collector no longer walks the rows, nor their lists of strings (their
+    other lists and dicts it still does), and the hot path's batches are untracked so;
+    reference counting frees them."""
+    rows: list[list[Any]] = [[1, "a"], [2, ["b"], ["c", 1], ["d", ["e"]], {"f": []}]]
     flat.untrack(rows)
     assert not any(gc.is_tracked(row) for row in rows)
-    assert gc.is_tracked(rows) and gc.is_tracked(rows[1][1])
+    assert not gc.is_tracked(rows[1][1])  # a list of strings in a row
+    assert gc.is_tracked(rows) and all(gc.is_tracked(item) for item in rows[1][2:])
     with pytest.raises(TypeError):
         flat._wire.untrack((1,))  # type: ignore[arg-type]
     wire = RequestFactory(PayloadSpec(batch=64, sentinel_every=16, tag="untrack0")).body(0)
     batch = fast_batch(PB2ExportTraceServiceRequest.FromString(wire), wire=wire)
     assert batch is not None and batch.events and batch.dimensions and batch.receipts
     assert not any(gc.is_tracked(row) for row in batch.events + batch.dimensions + batch.receipts)
+    assert not any(gc.is_tracked(row[12]) or gc.is_tracked(row[22]) for row in batch.events)
     row = batch.events[0]
     del batch
     assert sys.getrefcount(row) == 2  # this name and the call's: nothing else holds it
