@@ -514,7 +514,7 @@ class _Reader:
                 # several to keep: their order is the span's, which the map does not keep
         attrs = attributes(self._otlp().attributes)
         fixed = flat.fix(attrs, LAYOUT.span_keys, LAYOUT.span_kinds)
-        return fixed, attrs if fixed is None else flat.rest(attrs, LAYOUT.span_keys)
+        return fixed, attrs if fixed is None else flat.rest(attrs, LAYOUT.span_set)
 
     def event(self, event: Any, index: int) -> tuple[Any, ...]:
         """The `LAYOUT` values of the span's event `index` (`event`, as the flat form

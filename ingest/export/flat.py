@@ -42,12 +42,13 @@ compiled one is built.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
 import struct
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -373,10 +374,11 @@ class Layout:
     and a span's other attributes as a dict (`rest`); an event's others are not read.
     `wire`: what the compiled reader takes (the same object every call)."""
 
-    __slots__ = ("event_keys", "event_kinds", "span_keys", "span_kinds", "wire")
+    __slots__ = ("event_keys", "event_kinds", "span_keys", "span_kinds", "span_set", "wire")
 
     def __init__(self, span: Sequence[tuple[str, str]], event: Sequence[tuple[str, str]]) -> None:
         self.span_keys = tuple(key for key, _ in span)
+        self.span_set = frozenset(self.span_keys)
         self.span_kinds = "".join(kind for _, kind in span)
         self.event_keys = tuple(key for key, _ in event)
         self.event_kinds = "".join(kind for _, kind in event)
@@ -388,51 +390,64 @@ class Layout:
         self.wire = (self.span_keys, self.span_kinds.encode(), *keys[1:], self.event_kinds.encode())
 
 
-class _Odd(Exception):
-    """A value not of its key's kind."""
+@functools.cache
+def _places(kinds: str) -> tuple[tuple[int, ...], ...]:
+    """The places of each kind in `kinds`: text, any, bool, int, number, strings."""
+    order = (TEXT, ANY, BOOL, INT, NUMBER, STRINGS)
+    return tuple(tuple(i for i, k in enumerate(kinds) if k == kind) for kind in order)
 
 
-def _as_kind(kind: str, value: Any) -> Any:
-    """`value` (None: absent) as `kind` takes it; `_Odd` where it is not of that kind."""
-    if value is None:
-        return "" if kind == TEXT else [] if kind == STRINGS else None
-    vtype = type(value)
-    if kind in (TEXT, BOOL, INT):
-        if vtype is not (str if kind == TEXT else bool if kind == BOOL else int):
-            raise _Odd
-    elif kind == NUMBER:
-        if vtype is int:
-            return float(value)
-        if vtype is not float or not math.isfinite(value):
-            raise _Odd
-    elif kind == STRINGS:
-        if vtype is str:
-            return [value]
-        if vtype is not list or any(type(v) is not str for v in value):
-            raise _Odd
-        return list(value)
-    return value
-
-
-def _taken(values: Iterable[Any], kinds: str) -> tuple[Any, ...] | None:
-    try:
-        return tuple(map(_as_kind, kinds, values))
-    except _Odd:
-        return None
+def _taken(values: list[Any], kinds: str) -> tuple[Any, ...] | None:
+    """`values` (None: absent) as their `kinds` take them, or None: one is not of its
+    kind. Kind by kind, in one call: the pure form does this for every span."""
+    text, _, flags, ints, numbers, strings = _places(kinds)
+    for i in text:
+        value = values[i]
+        if value is None:
+            values[i] = ""
+        elif type(value) is not str:
+            return None
+    for i in flags:
+        if values[i] is not None and type(values[i]) is not bool:
+            return None
+    for i in ints:
+        if values[i] is not None and type(values[i]) is not int:
+            return None
+    for i in numbers:
+        value = values[i]
+        if type(value) is int:
+            values[i] = float(value)
+        elif value is not None and (type(value) is not float or not math.isfinite(value)):
+            return None
+    for i in strings:
+        value = values[i]
+        if value is None:
+            values[i] = []
+        elif type(value) is str:
+            values[i] = [value]
+        elif type(value) is list:
+            for item in value:
+                if type(item) is not str:
+                    return None
+            values[i] = list(value)
+        else:
+            return None
+    return tuple(values)
 
 
 def fix(attrs: dict[str, Any], keys: tuple[str, ...], kinds: str) -> tuple[Any, ...] | None:
     """The values of `keys` in `attrs` (the reference's attributes), as their `kinds`
     take them: what the compiled reader gives, in Python; None where one is not of its
     kind, or a key of kind `ANY` is there without a value."""
-    for key, kind in zip(keys, kinds, strict=True):
-        if kind == ANY and key in attrs and attrs[key] is None:
+    values = list(map(attrs.get, keys))
+    for i in _places(kinds)[1]:
+        if values[i] is None and keys[i] in attrs:
             return None
-    return _taken(map(attrs.get, keys), kinds)
+    return _taken(values, kinds)
 
 
-def rest(attrs: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any] | None:
-    """`attrs` but `keys`, in their order; None for none."""
+def rest(attrs: dict[str, Any], keys: Container[str]) -> dict[str, Any] | None:
+    """`attrs` but `keys` (`Layout.span_set`), in their order; None for none."""
     out = {key: value for key, value in attrs.items() if key not in keys}
     return out or None
 
@@ -455,7 +470,7 @@ def _map_span(item: Any, layout: Layout) -> tuple[tuple[Any, ...], dict[str, Any
     values = fix(attrs, layout.span_keys, layout.span_kinds)
     if values is None:
         raise Unread
-    return values, rest(attrs, layout.span_keys)
+    return values, rest(attrs, layout.span_set)
 
 
 def _map_event(item: Any, layout: Layout) -> tuple[Any, ...]:
