@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported at the first insert: a command that never inserts skips it
     import pyarrow as pa
 
-__all__ = ["ArrowValueError", "arrow_schema", "arrow_stream", "arrow_table"]
+__all__ = ["ArrowValueError", "arrow_array", "arrow_schema", "arrow_stream", "arrow_table"]
 
 _CALL = re.compile(r"^(\w+)\((.*)\)$", re.DOTALL)
 _TICKS = {0: "s", 3: "ms", 6: "us", 9: "ns"}
@@ -100,18 +100,24 @@ def arrow_schema(names: Sequence[str], types: Mapping[str, str]) -> pa.Schema | 
     return pa.schema(fields)
 
 
+def arrow_array(field: pa.Field, column: Sequence[Any]) -> pa.Array:
+    """`column` as an array of `field`'s type, its buffers from the C allocator (see
+    `arrow_stream`); raises `ArrowValueError` naming the column when a value does not
+    fit its type."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(column, type=field.type, memory_pool=pa.system_memory_pool())
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as err:
+        raise ArrowValueError(f"column {field.name}: {err}") from err
+
+
 def arrow_table(schema: pa.Schema, columns: Sequence[Sequence[Any]]) -> pa.Table:
     """`columns` (one list per field of `schema`, in order) as an Arrow table; raises
     `ArrowValueError` naming the column when a value does not fit its type."""
     import pyarrow as pa
 
-    pool = pa.system_memory_pool()  # see `arrow_stream`
-    arrays = []
-    for field, column in zip(schema, columns, strict=True):
-        try:
-            arrays.append(pa.array(column, type=field.type, memory_pool=pool))
-        except (pa.ArrowException, TypeError, ValueError, OverflowError) as err:
-            raise ArrowValueError(f"column {field.name}: {err}") from err
+    arrays = [arrow_array(field, column) for field, column in zip(schema, columns, strict=True)]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
