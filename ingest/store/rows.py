@@ -334,17 +334,24 @@ def write_rows(store: Store, rows: TableRows) -> None:
     for table, table_rows in plan:
         if table_rows:
             store.insert(table.qualified, table_rows, table.columns, INSERT_SETTINGS)
-    if not rows.receipts:
+    insert_many(store, EMISSION_RECEIPTS, rows.receipts, INSERT_SETTINGS)
+
+
+def insert_many(
+    store: Store, table: Table, rows: list[list[Any]], settings: dict[str, Any] | None = None
+) -> None:
+    """`rows` (many: a commit's receipts, a drain's claims) into `table`: as columns to
+    our own store (`ClickHouseStore.insert_columns`: Arrow into in-process chDB), as rows
+    to another."""
+    from ingest.store.clickhouse import ClickHouseStore
+
+    if not rows:
         return
-    if isinstance(store, ClickHouseStore):  # a commit's receipts are many: as columns
-        receipts = list(zip(*rows.receipts, strict=True))
-        store.insert_columns(
-            EMISSION_RECEIPTS.qualified, receipts, EMISSION_RECEIPTS.columns, INSERT_SETTINGS
-        )
+    if isinstance(store, ClickHouseStore):
+        columns = list(zip(*rows, strict=True))
+        store.insert_columns(table.qualified, columns, table.columns, settings)
     else:
-        store.insert(
-            EMISSION_RECEIPTS.qualified, rows.receipts, EMISSION_RECEIPTS.columns, INSERT_SETTINGS
-        )
+        store.insert(table.qualified, rows, table.columns, settings)
 
 
 def _write_arrow(store: ClickHouseStore, rows: TableRows) -> bool:

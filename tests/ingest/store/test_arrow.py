@@ -26,12 +26,19 @@ from ingest.store.rows import (
     DIMENSION_PLACE,
     EVENT_PLACE,
     TableRows,
+    insert_many,
     placed_columns,
     ticks_ns,
     write_rows,
 )
 from schemas.placement import placed_hour
-from schemas.tables import EMISSION_RECEIPTS, EVALUATION_DIMENSIONS, EVALUATION_EVENTS
+from schemas.tables import (
+    EMISSION_RECEIPTS,
+    EVALUATION_DIMENSIONS,
+    EVALUATION_EVENTS,
+    EVENT_OWNERS,
+    STREAM_OWNERS,
+)
 from tests.ingest.handoff.test_smalllog import AT, _corpus
 
 pytestmark = [
@@ -310,3 +317,36 @@ class _RowsOnly:
 
     def close(self) -> None:
         self._store.close()
+
+
+def test_a_drains_claims_as_columns_store_what_their_rows_store(store: ClickHouseStore) -> None:
+    """The log's drain writes a drain's claims column-wise (`insert_many`: Arrow here)."""
+    from ingest.handoff.claims import ClaimIndex, claim_rows, decide
+
+    requests = [r.SerializeToString() for r in _corpus()]
+    submissions = [
+        Submission(fast_batch(parse_protobuf(r)) or validate_request(parse_protobuf(r)),
+                   Writer(None), AT, n)
+        for n, r in enumerate(requests)
+    ]  # fmt: skip
+    index = ClaimIndex()
+    index.load(store)
+    event_claims, stream_claims = claim_rows(decide(index, store, submissions, 1)[1])
+    assert stream_claims  # an event's claims are its rows' (a view); an override's are these
+    received, version = ticks_ns(AT) // 10**6, ticks_ns(AT) + 1
+    event_claims += [["default", "override-1", "agent-a", received, version, "surface-s", 3600]]
+    dumps = []
+    for columns in (True, False):
+        for table, claims in ((EVENT_OWNERS, event_claims), (STREAM_OWNERS, stream_claims)):
+            if columns:
+                insert_many(store, table, claims)
+            else:
+                store.insert(table.qualified, claims, table.columns)
+        dumps.append({t.name: _read(store, t.name) for t in (EVENT_OWNERS, STREAM_OWNERS)})
+        for table in (EVENT_OWNERS, STREAM_OWNERS):
+            store.command(f"TRUNCATE TABLE {table.qualified}")
+    assert dumps[0] == dumps[1]
+
+
+def _read(store: ClickHouseStore, table: str) -> list[tuple[Any, ...]]:
+    return sorted(store.query(f"SELECT * FROM holonograph.{table}").rows, key=repr)
