@@ -19,7 +19,7 @@ any other type, which is then inserted as before. The differential tests
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported at the first insert: a command that never inserts skips it
@@ -121,15 +121,26 @@ def arrow_table(schema: pa.Schema, columns: Sequence[Sequence[Any]]) -> pa.Table
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def arrow_stream(table: pa.Table) -> bytes:
-    """`table` in Arrow's IPC stream format (ClickHouse's `ArrowStream`). Its buffers,
-    as `arrow_table`'s, come from the C allocator, which gives a drain's tens of MiB
-    back when they are freed; pyarrow's default pool (jemalloc) kept ~60 MiB more
-    resident in `serve` under the batch-512 load."""
+# A stream's end: a continuation marker and a zero length (Arrow's IPC format).
+_END = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+CHUNK_BYTES = 1 << 20
+
+
+def arrow_stream(table: pa.Table, chunk_bytes: int | None = None) -> Iterator[bytes]:
+    """`table` in Arrow's IPC stream format (ClickHouse's `ArrowStream`), in pieces of
+    about `chunk_bytes` (`CHUNK_BYTES`): its schema, a record batch of its rows at a time, the end.
+    chDB's streaming insert parses them as one stream (one part: its blocks are
+    squashed). Pieces that small are recycled by the allocator from one to the next,
+    where a drain's whole stream (~12 MiB, then copied into one `bytes`) was fresh
+    memory every drain: 4-5k page faults and ~1.5 us a span (bench/RESULTS.md, "Tenth
+    round"). Buffers come from the C allocator, which gives them back when freed;
+    pyarrow's default pool (jemalloc) kept ~60 MiB more resident in `serve`."""
     import pyarrow as pa
 
-    sink = pa.BufferOutputStream(memory_pool=pa.system_memory_pool())
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    payload: bytes = sink.getvalue().to_pybytes()
-    return payload
+    pool = pa.system_memory_pool()
+    yield table.schema.serialize(memory_pool=pool).to_pybytes()
+    size = chunk_bytes or CHUNK_BYTES
+    rows = max(1, table.num_rows * size // max(table.nbytes, 1))
+    for batch in table.to_batches(max_chunksize=rows):
+        yield batch.serialize(memory_pool=pool).to_pybytes()
+    yield _END

@@ -251,11 +251,10 @@ class EmbeddedClient:
         self, table: str, data: pa.Table, settings: Mapping[str, Any] | None = None
     ) -> None:
         """`data` (its columns by name, in the types `arrow_schema` gives) into `table`,
-        as one Arrow stream through chDB's streaming insert."""
+        as one Arrow stream through chDB's streaming insert, a piece at a time."""
         from ingest.store.arrow import arrow_stream
 
         names = ", ".join(_identifier(name) for name in data.column_names)
-        payload = arrow_stream(data)
         sql = f"INSERT INTO {table} ({names}){_settings_clause(settings)}"
         with self._lock:
             if self._conn is None:
@@ -263,7 +262,8 @@ class EmbeddedClient:
             try:
                 inserter = self._conn.send_insert(sql, "ArrowStream")
                 try:
-                    self._conn.insert_append(inserter, payload)
+                    for piece in arrow_stream(data):
+                        self._conn.insert_append(inserter, piece)
                 except BaseException:
                     with contextlib.suppress(RuntimeError):  # the append's error says why
                         self._conn.insert_cancel(inserter)

@@ -16,8 +16,8 @@ from bench.payload import PayloadSpec, RequestFactory
 from ingest.export.decode import parse_protobuf
 from ingest.export.fast import FastBatch, fast_batch
 from ingest.export.request import validate_request
-from ingest.store import owners
-from ingest.store.arrow import ArrowValueError, arrow_schema, arrow_table
+from ingest.store import arrow, owners
+from ingest.store.arrow import ArrowValueError, arrow_schema, arrow_stream, arrow_table
 from ingest.store.arrow_rows import _hours, _taken, placed_tables
 from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.errors import is_permanent
@@ -273,9 +273,13 @@ def test_placed_hours_are_placed_hour_at_the_edges() -> None:
     assert hours.tolist() == [placed_hour(t) for t in ticks]
 
 
-def test_the_drain_tables_store_what_native_rows_store(store: ClickHouseStore) -> None:
-    """`write_rows` into in-process chDB (Arrow tables) and as rows (Native) store the
-    same rows, the commit's placements among them."""
+@pytest.mark.parametrize("chunk_bytes", [arrow.CHUNK_BYTES, 20_000])
+def test_the_drain_tables_store_what_native_rows_store(
+    store: ClickHouseStore, chunk_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`write_rows` into in-process chDB (Arrow tables, streamed in one piece or in
+    many) and as rows (Native) store the same rows, the commit's placements among them."""
+    monkeypatch.setattr(arrow, "CHUNK_BYTES", chunk_bytes)
     factory = RequestFactory(PayloadSpec(batch=64, tag="arrow003"))
     requests = [*_corpus(), *(factory.body(n) for n in range(3))]
     dumps = []
@@ -284,10 +288,10 @@ def test_the_drain_tables_store_what_native_rows_store(store: ClickHouseStore) -
         write_rows(_RowsOnly(store) if native else store, rows)
         dumps.append(_dump(store))
         _truncate(store)
-    arrow, native_dump = dumps
+    as_arrow, native_dump = dumps
     assert native_dump["evaluation_dimensions"] and native_dump["event_moves"]
     for table in READ:
-        assert arrow[table] == native_dump[table], table
+        assert as_arrow[table] == native_dump[table], table
 
 
 def test_an_event_value_arrow_cannot_hold_is_refused_for_good(store: ClickHouseStore) -> None:
@@ -350,3 +354,17 @@ def test_a_drains_claims_as_columns_store_what_their_rows_store(store: ClickHous
 
 def _read(store: ClickHouseStore, table: str) -> list[tuple[Any, ...]]:
     return sorted(store.query(f"SELECT * FROM holonograph.{table}").rows, key=repr)
+
+
+def test_a_stream_in_pieces_is_the_table(store: ClickHouseStore) -> None:
+    import pyarrow as pa
+
+    factory = RequestFactory(PayloadSpec(batch=64, tag="arrow004"))
+    rows = _rows(store, [factory.body(n) for n in range(2)])
+    dimensions = placed_tables(rows, *_schemas(store))[1]
+    assert dimensions is not None
+    pieces = list(arrow_stream(dimensions, chunk_bytes=5_000))
+    assert len(pieces) > 4  # the schema, several batches, the end
+    read = pa.ipc.open_stream(b"".join(pieces)).read_all()
+    assert read.equals(dimensions)
+    assert b"".join(arrow_stream(dimensions)) != b"".join(pieces)  # one batch, there
