@@ -25,7 +25,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported at the first insert: a command that never inserts skips it
     import pyarrow as pa
 
-__all__ = ["ArrowValueError", "arrow_array", "arrow_schema", "arrow_stream", "arrow_table"]
+__all__ = [
+    "ArrowStreamer",
+    "ArrowValueError",
+    "arrow_array",
+    "arrow_schema",
+    "arrow_stream",
+    "arrow_table",
+]
 
 _CALL = re.compile(r"^(\w+)\((.*)\)$", re.DOTALL)
 _TICKS = {0: "s", 3: "ms", 6: "us", 9: "ns"}
@@ -121,26 +128,49 @@ def arrow_table(schema: pa.Schema, columns: Sequence[Sequence[Any]]) -> pa.Table
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-# A stream's end: a continuation marker and a zero length (Arrow's IPC format).
-_END = b"\xff\xff\xff\xff\x00\x00\x00\x00"
-CHUNK_BYTES = 1 << 20
+PIECE_BYTES = 1 << 20
+KEPT_BYTES = 32 << 20
 
 
-def arrow_stream(table: pa.Table, chunk_bytes: int | None = None) -> Iterator[bytes]:
-    """`table` in Arrow's IPC stream format (ClickHouse's `ArrowStream`), in pieces of
-    about `chunk_bytes` (`CHUNK_BYTES`): its schema, a record batch of its rows at a time, the end.
-    chDB's streaming insert parses them as one stream (one part: its blocks are
-    squashed). Pieces that small are recycled by the allocator from one to the next,
-    where a drain's whole stream (~12 MiB, then copied into one `bytes`) was fresh
-    memory every drain: 4-5k page faults and ~1.5 us a span (bench/RESULTS.md, "Tenth
-    round"). Buffers come from the C allocator, which gives them back when freed;
-    pyarrow's default pool (jemalloc) kept ~60 MiB more resident in `serve`."""
+class ArrowStreamer:
+    """Tables in Arrow's IPC stream format (ClickHouse's `ArrowStream`), each written
+    into one buffer kept from one insert to the next (up to `KEPT_BYTES`) and handed
+    over in pieces of `PIECE_BYTES`: chDB's streaming insert reads the pieces as one
+    byte stream (one record batch, one part). A drain's stream (~12 MiB), written into
+    fresh memory and copied into one `bytes`, cost 5-6k page faults and ~1.5 us a span
+    of the drain thread; pieces that small are recycled by the allocator (bench/
+    RESULTS.md, "Tenth round"). Buffers come from the C allocator, which gives them
+    back when freed; pyarrow's default pool (jemalloc) kept ~60 MiB more resident in
+    `serve`. Not thread-safe: one per connection, used under its lock."""
+
+    def __init__(self) -> None:
+        self._kept: pa.ResizableBuffer | None = None
+
+    def pieces(self, table: pa.Table) -> Iterator[bytes]:
+        import pyarrow as pa
+
+        pool = pa.system_memory_pool()
+        counted = pa.MockOutputStream()
+        _write(counted, table)
+        size = counted.size()
+        buffer = self._kept
+        if buffer is None or buffer.size < size:
+            buffer = pa.allocate_buffer(size, memory_pool=pool, resizable=True)
+            self._kept = buffer if size <= KEPT_BYTES else self._kept
+        _write(pa.FixedSizeBufferWriter(buffer), table)
+        view = memoryview(buffer)[:size]
+        step = PIECE_BYTES
+        for start in range(0, size, step):
+            yield bytes(view[start : start + step])
+
+
+def arrow_stream(table: pa.Table) -> bytes:
+    """`table` in Arrow's IPC stream format, whole (`ArrowStreamer` is the inserts')."""
+    return b"".join(ArrowStreamer().pieces(table))
+
+
+def _write(sink: Any, table: pa.Table) -> None:
     import pyarrow as pa
 
-    pool = pa.system_memory_pool()
-    yield table.schema.serialize(memory_pool=pool).to_pybytes()
-    size = chunk_bytes or CHUNK_BYTES
-    rows = max(1, table.num_rows * size // max(table.nbytes, 1))
-    for batch in table.to_batches(max_chunksize=rows):
-        yield batch.serialize(memory_pool=pool).to_pybytes()
-    yield _END
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)

@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported at the first Arrow insert (`ingest.store.arrow`)
     import pyarrow as pa
 
+    from ingest.store.arrow import ArrowStreamer
+
 __all__ = ["EmbeddedClient", "EmbeddedError", "EmbeddedResult", "open_embedded"]
 
 _CODE = re.compile(r"\bCode:\s*(\d+)")
@@ -150,6 +152,7 @@ class EmbeddedClient:
         self._lock = threading.Lock()
         self._types: dict[str, dict[str, str]] = {}
         self._schemas: dict[tuple[str, tuple[str, ...]], Any] = {}  # `insert_arrow`'s
+        self._streamer: ArrowStreamer | None = None  # `insert_table`'s, at its first
         try:  # clickhouse-connect's client sets these on every session it opens
             self._run("SET date_time_input_format = 'best_effort'", {})
             self._run("SET cast_string_to_dynamic_use_inference = 1", {})
@@ -252,8 +255,10 @@ class EmbeddedClient:
     ) -> None:
         """`data` (its columns by name, in the types `arrow_schema` gives) into `table`,
         as one Arrow stream through chDB's streaming insert, a piece at a time."""
-        from ingest.store.arrow import arrow_stream
+        from ingest.store.arrow import ArrowStreamer
 
+        if self._streamer is None:
+            self._streamer = ArrowStreamer()
         names = ", ".join(_identifier(name) for name in data.column_names)
         sql = f"INSERT INTO {table} ({names}){_settings_clause(settings)}"
         with self._lock:
@@ -262,7 +267,7 @@ class EmbeddedClient:
             try:
                 inserter = self._conn.send_insert(sql, "ArrowStream")
                 try:
-                    for piece in arrow_stream(data):
+                    for piece in self._streamer.pieces(data):
                         self._conn.insert_append(inserter, piece)
                 except BaseException:
                     with contextlib.suppress(RuntimeError):  # the append's error says why

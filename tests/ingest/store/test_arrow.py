@@ -17,7 +17,13 @@ from ingest.export.decode import parse_protobuf
 from ingest.export.fast import FastBatch, fast_batch
 from ingest.export.request import validate_request
 from ingest.store import arrow, owners
-from ingest.store.arrow import ArrowValueError, arrow_schema, arrow_stream, arrow_table
+from ingest.store.arrow import (
+    ArrowStreamer,
+    ArrowValueError,
+    arrow_schema,
+    arrow_stream,
+    arrow_table,
+)
 from ingest.store.arrow_rows import _hours, _taken, placed_tables
 from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.errors import is_permanent
@@ -273,13 +279,13 @@ def test_placed_hours_are_placed_hour_at_the_edges() -> None:
     assert hours.tolist() == [placed_hour(t) for t in ticks]
 
 
-@pytest.mark.parametrize("chunk_bytes", [arrow.CHUNK_BYTES, 20_000])
+@pytest.mark.parametrize("piece_bytes", [arrow.PIECE_BYTES, 20_011])
 def test_the_drain_tables_store_what_native_rows_store(
-    store: ClickHouseStore, chunk_bytes: int, monkeypatch: pytest.MonkeyPatch
+    store: ClickHouseStore, piece_bytes: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`write_rows` into in-process chDB (Arrow tables, streamed in one piece or in
     many) and as rows (Native) store the same rows, the commit's placements among them."""
-    monkeypatch.setattr(arrow, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(arrow, "PIECE_BYTES", piece_bytes)
     factory = RequestFactory(PayloadSpec(batch=64, tag="arrow003"))
     requests = [*_corpus(), *(factory.body(n) for n in range(3))]
     dumps = []
@@ -356,15 +362,21 @@ def _read(store: ClickHouseStore, table: str) -> list[tuple[Any, ...]]:
     return sorted(store.query(f"SELECT * FROM holonograph.{table}").rows, key=repr)
 
 
-def test_a_stream_in_pieces_is_the_table(store: ClickHouseStore) -> None:
+def test_a_stream_in_pieces_is_the_table(
+    store: ClickHouseStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pieces of one kept buffer, a smaller table's after a larger one's: each joined is
+    its table's stream."""
     import pyarrow as pa
 
     factory = RequestFactory(PayloadSpec(batch=64, tag="arrow004"))
     rows = _rows(store, [factory.body(n) for n in range(2)])
-    dimensions = placed_tables(rows, *_schemas(store))[1]
-    assert dimensions is not None
-    pieces = list(arrow_stream(dimensions, chunk_bytes=5_000))
-    assert len(pieces) > 4  # the schema, several batches, the end
-    read = pa.ipc.open_stream(b"".join(pieces)).read_all()
-    assert read.equals(dimensions)
-    assert b"".join(arrow_stream(dimensions)) != b"".join(pieces)  # one batch, there
+    tables = [t for t in placed_tables(rows, *_schemas(store)) if t is not None]
+    tables.sort(key=lambda t: -t.nbytes)
+    monkeypatch.setattr(arrow, "PIECE_BYTES", 5_003)
+    streamer = ArrowStreamer()
+    for table in tables:
+        pieces = list(streamer.pieces(table))
+        assert len(pieces) > 2
+        assert pa.ipc.open_stream(b"".join(pieces)).read_all().equals(table)
+        assert b"".join(pieces) == arrow_stream(table)
