@@ -57,6 +57,7 @@ from ingest.store.rows import (
     EVENT_PLACE,
     SharedRows,
     TableRows,
+    insert_many,
     placed,
     ticks_ms,
     ticks_ns,
@@ -491,9 +492,8 @@ class SmallLog:
             ("stream_owners", STREAM_OWNERS, stream_claims),
         ]
         try:
-            for _, table, table_rows in plan:
-                if table_rows:
-                    self.store.insert(table.qualified, table_rows, table.columns)
+            for _, table, table_rows in plan:  # a drain's claims are many: as columns
+                insert_many(self.store, table, table_rows)
             write_rows(self.store, rows)
             return outcome
         except Exception as err:

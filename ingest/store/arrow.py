@@ -19,13 +19,20 @@ any other type, which is then inserted as before. The differential tests
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported at the first insert: a command that never inserts skips it
     import pyarrow as pa
 
-__all__ = ["ArrowValueError", "arrow_schema", "arrow_stream", "arrow_table"]
+__all__ = [
+    "ArrowStreamer",
+    "ArrowValueError",
+    "arrow_array",
+    "arrow_schema",
+    "arrow_stream",
+    "arrow_table",
+]
 
 _CALL = re.compile(r"^(\w+)\((.*)\)$", re.DOTALL)
 _TICKS = {0: "s", 3: "ms", 6: "us", 9: "ns"}
@@ -100,30 +107,70 @@ def arrow_schema(names: Sequence[str], types: Mapping[str, str]) -> pa.Schema | 
     return pa.schema(fields)
 
 
+def arrow_array(field: pa.Field, column: Sequence[Any]) -> pa.Array:
+    """`column` as an array of `field`'s type, its buffers from the C allocator (see
+    `arrow_stream`); raises `ArrowValueError` naming the column when a value does not
+    fit its type."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(column, type=field.type, memory_pool=pa.system_memory_pool())
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as err:
+        raise ArrowValueError(f"column {field.name}: {err}") from err
+
+
 def arrow_table(schema: pa.Schema, columns: Sequence[Sequence[Any]]) -> pa.Table:
     """`columns` (one list per field of `schema`, in order) as an Arrow table; raises
     `ArrowValueError` naming the column when a value does not fit its type."""
     import pyarrow as pa
 
-    pool = pa.system_memory_pool()  # see `arrow_stream`
-    arrays = []
-    for field, column in zip(schema, columns, strict=True):
-        try:
-            arrays.append(pa.array(column, type=field.type, memory_pool=pool))
-        except (pa.ArrowException, TypeError, ValueError, OverflowError) as err:
-            raise ArrowValueError(f"column {field.name}: {err}") from err
+    arrays = [arrow_array(field, column) for field, column in zip(schema, columns, strict=True)]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+PIECE_BYTES = 1 << 20
+KEPT_BYTES = 32 << 20
+
+
+class ArrowStreamer:
+    """Tables in Arrow's IPC stream format (ClickHouse's `ArrowStream`), each written
+    into one buffer kept from one insert to the next (up to `KEPT_BYTES`) and handed
+    over in pieces of `PIECE_BYTES`: chDB's streaming insert reads the pieces as one
+    byte stream (one record batch, one part). A drain's stream (~12 MiB), written into
+    fresh memory and copied into one `bytes`, cost 5-6k page faults and ~1.5 us a span
+    of the drain thread; pieces that small are recycled by the allocator (bench/
+    RESULTS.md, "Tenth round"). Buffers come from the C allocator, which gives them
+    back when freed; pyarrow's default pool (jemalloc) kept ~60 MiB more resident in
+    `serve`. Not thread-safe: one per connection, used under its lock."""
+
+    def __init__(self) -> None:
+        self._kept: pa.ResizableBuffer | None = None
+
+    def pieces(self, table: pa.Table) -> Iterator[bytes]:
+        import pyarrow as pa
+
+        pool = pa.system_memory_pool()
+        counted = pa.MockOutputStream()
+        _write(counted, table)
+        size = counted.size()
+        buffer = self._kept
+        if buffer is None or buffer.size < size:
+            buffer = pa.allocate_buffer(size, memory_pool=pool, resizable=True)
+            self._kept = buffer if size <= KEPT_BYTES else self._kept
+        _write(pa.FixedSizeBufferWriter(buffer), table)
+        view = memoryview(buffer)[:size]
+        step = PIECE_BYTES
+        for start in range(0, size, step):
+            yield bytes(view[start : start + step])
+
+
 def arrow_stream(table: pa.Table) -> bytes:
-    """`table` in Arrow's IPC stream format (ClickHouse's `ArrowStream`). Its buffers,
-    as `arrow_table`'s, come from the C allocator, which gives a drain's tens of MiB
-    back when they are freed; pyarrow's default pool (jemalloc) kept ~60 MiB more
-    resident in `serve` under the batch-512 load."""
+    """`table` in Arrow's IPC stream format, whole (`ArrowStreamer` is the inserts')."""
+    return b"".join(ArrowStreamer().pieces(table))
+
+
+def _write(sink: Any, table: pa.Table) -> None:
     import pyarrow as pa
 
-    sink = pa.BufferOutputStream(memory_pool=pa.system_memory_pool())
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    payload: bytes = sink.getvalue().to_pybytes()
-    return payload

@@ -27,6 +27,7 @@ from ingest.store.url import normalize_store_url
 from schemas.store import QueryResult
 
 if TYPE_CHECKING:  # clickhouse-connect is imported when a store is opened
+    import pyarrow as pa
     from clickhouse_connect.datatypes.base import ClickHouseType
     from clickhouse_connect.driver.client import Client
 
@@ -111,6 +112,28 @@ class ClickHouseStore:
                 ):
                     return
         self._insert(table, columns, column_names, settings, columnar=True)
+
+    def arrow_schema(self, table: str, column_names: Sequence[str]) -> pa.Schema | None:
+        """The Arrow schema `insert_arrow` takes `table`'s `column_names` in; None when
+        this store takes no Arrow (a server: Native) or a column's type is not one
+        `ingest.store.arrow` maps."""
+        if self._arrow is None:
+            return None
+        with self._lock:
+            return self._arrow.client().arrow_schema(table, column_names)
+
+    def insert_arrow(
+        self, table: str, data: pa.Table, settings: Mapping[str, Any] | None = None
+    ) -> None:
+        """`data`, built in the schema `arrow_schema` gave, into `table` (in-process chDB
+        only: `arrow_schema` is None elsewhere)."""
+        if self._arrow is None:
+            raise TypeError(f"{self.display_url} takes no Arrow tables")
+        sent = dedup_settings(self._token, table, settings) if self._token else settings
+        with self._lock:
+            self._arrow.client().insert_table(
+                table, data, {**self._insert_settings, **(sent or {})}
+            )
 
     def _insert(
         self,

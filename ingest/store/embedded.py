@@ -33,7 +33,12 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported at the first Arrow insert (`ingest.store.arrow`)
+    import pyarrow as pa
+
+    from ingest.store.arrow import ArrowStreamer
 
 __all__ = ["EmbeddedClient", "EmbeddedError", "EmbeddedResult", "open_embedded"]
 
@@ -147,6 +152,7 @@ class EmbeddedClient:
         self._lock = threading.Lock()
         self._types: dict[str, dict[str, str]] = {}
         self._schemas: dict[tuple[str, tuple[str, ...]], Any] = {}  # `insert_arrow`'s
+        self._streamer: ArrowStreamer | None = None  # `insert_table`'s, at its first
         try:  # clickhouse-connect's client sets these on every session it opens
             self._run("SET date_time_input_format = 'best_effort'", {})
             self._run("SET cast_string_to_dynamic_use_inference = 1", {})
@@ -225,16 +231,35 @@ class EmbeddedClient:
         stream handed to chDB's streaming insert (`ingest.store.arrow`: no file, no
         per-value Python). False, with nothing written, when a column's type is not one
         that module maps."""
-        from ingest.store.arrow import arrow_schema, arrow_stream, arrow_table
+        from ingest.store.arrow import arrow_table
+
+        schema = self.arrow_schema(table, column_names)
+        if schema is None:
+            return False
+        self.insert_table(table, arrow_table(schema, columns), settings)
+        return True
+
+    def arrow_schema(self, table: str, column_names: Sequence[str]) -> pa.Schema | None:
+        """The Arrow schema `insert_table` takes `table`'s `column_names` in (cached);
+        None when a column's type is not one `ingest.store.arrow` maps."""
+        from ingest.store.arrow import arrow_schema
 
         key = (table, tuple(column_names))
         if key not in self._schemas:
             self._schemas[key] = arrow_schema(column_names, self._column_types(table))
-        schema = self._schemas[key]
-        if schema is None:
-            return False
-        names = ", ".join(_identifier(name) for name in column_names)
-        payload = arrow_stream(arrow_table(schema, columns))
+        schema: pa.Schema | None = self._schemas[key]
+        return schema
+
+    def insert_table(
+        self, table: str, data: pa.Table, settings: Mapping[str, Any] | None = None
+    ) -> None:
+        """`data` (its columns by name, in the types `arrow_schema` gives) into `table`,
+        as one Arrow stream through chDB's streaming insert, a piece at a time."""
+        from ingest.store.arrow import ArrowStreamer
+
+        if self._streamer is None:
+            self._streamer = ArrowStreamer()
+        names = ", ".join(_identifier(name) for name in data.column_names)
         sql = f"INSERT INTO {table} ({names}){_settings_clause(settings)}"
         with self._lock:
             if self._conn is None:
@@ -242,7 +267,8 @@ class EmbeddedClient:
             try:
                 inserter = self._conn.send_insert(sql, "ArrowStream")
                 try:
-                    self._conn.insert_append(inserter, payload)
+                    for piece in self._streamer.pieces(data):
+                        self._conn.insert_append(inserter, piece)
                 except BaseException:
                     with contextlib.suppress(RuntimeError):  # the append's error says why
                         self._conn.insert_cancel(inserter)
@@ -250,7 +276,6 @@ class EmbeddedClient:
                 self._conn.insert_done(inserter)
             except RuntimeError as err:
                 raise EmbeddedError(str(err)) from None
-        return True
 
     def _column_types(self, table: str) -> dict[str, str]:
         """`table`'s column types, once per connection: a VALUES literal is parsed as

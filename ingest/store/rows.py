@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from schemas.events import EmissionRecord, EvaluationEvent, QuarantineRecord, ValidatedBatch
 from schemas.overrides import stored_override
@@ -27,6 +27,9 @@ from schemas.tables import (
     QUARANTINE,
     Table,
 )
+
+if TYPE_CHECKING:
+    from ingest.store.clickhouse import ClickHouseStore
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
@@ -302,16 +305,19 @@ def placed_columns(
 def write_rows(store: Store, rows: TableRows) -> None:
     """Insert into every table, event and dimension rows under their placements.
     Receipts go last: a failure before them leaves no receipt, so the client's retry
-    does not look like a duplicate delivery. Our own store takes the placed rows
-    column by column (`ClickHouseStore.insert_columns`); another, as rows."""
+    does not look like a duplicate delivery. Our own store takes the placed rows as
+    Arrow tables (in-process chDB, `_write_arrow`) or column by column
+    (`ClickHouseStore.insert_columns`); another, as rows."""
     from ingest.store.clickhouse import ClickHouseStore
 
     if not isinstance(store, ClickHouseStore):
         rows = rows.expanded()
-    placed_tables = (
+    placed_tables: tuple[tuple[Table, str, tuple[int, int]], ...] = (
         (EVALUATION_EVENTS, "events", EVENT_PLACE),
         (EVALUATION_DIMENSIONS, "dimensions", DIMENSION_PLACE),
     )
+    if isinstance(store, ClickHouseStore) and _write_arrow(store, rows):
+        placed_tables = ()
     for table, name, at in placed_tables:
         if isinstance(store, ClickHouseStore):
             columns = rows.table_columns(name)
@@ -328,18 +334,42 @@ def write_rows(store: Store, rows: TableRows) -> None:
     for table, table_rows in plan:
         if table_rows:
             store.insert(table.qualified, table_rows, table.columns, INSERT_SETTINGS)
-    if not rows.receipts:
-        return
-    if isinstance(store, ClickHouseStore):  # a commit's receipts are many: as columns
-        receipts = list(zip(*rows.receipts, strict=True))
-        store.insert_columns(
-            EMISSION_RECEIPTS.qualified, receipts, EMISSION_RECEIPTS.columns, INSERT_SETTINGS
-        )
-    else:
-        store.insert(
-            EMISSION_RECEIPTS.qualified, rows.receipts, EMISSION_RECEIPTS.columns, INSERT_SETTINGS
-        )
+    insert_many(store, EMISSION_RECEIPTS, rows.receipts, INSERT_SETTINGS)
 
+
+def insert_many(
+    store: Store, table: Table, rows: list[list[Any]], settings: dict[str, Any] | None = None
+) -> None:
+    """`rows` (many: a commit's receipts, a drain's claims) into `table`: as columns to
+    our own store (`ClickHouseStore.insert_columns`: Arrow into in-process chDB), as rows
+    to another."""
+    from ingest.store.clickhouse import ClickHouseStore
+
+    if not rows:
+        return
+    if isinstance(store, ClickHouseStore):
+        columns = list(zip(*rows, strict=True))
+        store.insert_columns(table.qualified, columns, table.columns, settings)
+    else:
+        store.insert(table.qualified, rows, table.columns, settings)
+
+
+def _write_arrow(store: ClickHouseStore, rows: TableRows) -> bool:
+    """The event and dimension rows into a store that takes Arrow tables, built by
+    `ingest.store.arrow_rows` (each value they repeat read once); False, with nothing
+    written, when the store takes none."""
+    from ingest.store.arrow_rows import placed_tables
+
+    schemas = [store.arrow_schema(t.qualified, t.columns) for t in _PLACED]
+    if schemas[0] is None or schemas[1] is None:
+        return False
+    for table, data in zip(_PLACED, placed_tables(rows, schemas[0], schemas[1]), strict=True):
+        if data is not None:
+            store.insert_arrow(table.qualified, data, INSERT_SETTINGS)
+    return True
+
+
+_PLACED = (EVALUATION_EVENTS, EVALUATION_DIMENSIONS)
 
 # The commit's inserts keep every row they carry: the versions of an event id written in
 # one insert are collapsed by the table's merges, and by FINAL before them, as are those

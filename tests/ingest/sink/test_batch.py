@@ -46,17 +46,23 @@ def _dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:
 
 
 class Columns:
-    """Counts the column-wise inserts `store` takes."""
+    """Counts the column-wise inserts `store` takes (columns, or tables built as Arrow's
+    where it takes them: in-process chDB)."""
 
     def __init__(self, store: ClickHouseStore) -> None:
         self.calls: list[str] = []
-        original = store.insert_columns
+        columns, arrow = store.insert_columns, store.insert_arrow
 
-        def counted(table: str, columns: Sequence[Sequence[Any]], *args: Any) -> None:
+        def counted(table: str, data: Sequence[Sequence[Any]], *args: Any) -> None:
             self.calls.append(table)
-            original(table, columns, *args)
+            columns(table, data, *args)
+
+        def counted_arrow(table: str, data: Any, *args: Any) -> None:
+            self.calls.append(table)
+            arrow(table, data, *args)
 
         store.insert_columns = counted  # type: ignore[method-assign]
+        store.insert_arrow = counted_arrow  # type: ignore[method-assign]
 
 
 def test_the_token_view_inserts_column_wise_the_rows_the_wrapper_stored(
