@@ -28,7 +28,7 @@ claims written since.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -164,10 +164,11 @@ class _Known:
 
 class Pinned(_Known):
     """What one commit's decision made known (`ClaimIndex.pin`), kept by the index until
-    its frame is drained (`ClaimIndex.unpin`): its owners, and a copy of its placements
-    (the frame's rows are written under the decision's own)."""
+    its frame is drained (`ClaimIndex.unpin`): its owners and placements, the decision's
+    own dicts (the frame's rows are written under its placements: a key dropped from
+    them copies them first, `drop`)."""
 
-    __slots__ = ("frame",)
+    __slots__ = ("_shared", "frame")
 
     def __init__(
         self,
@@ -179,8 +180,19 @@ class Pinned(_Known):
         super().__init__()
         self.frame = frame
         self.events = events or {}
-        self.placements = dict(placements or {})
+        # The decision's dict, not a copy (mypy: read as this class's wider type).
+        self.placements = cast(dict[Key, Placement | None], placements or {})
         self.streams = streams or {}
+        self._shared = placements is not None
+
+    def drop(self, kind: str, key: Key) -> None:
+        if kind == "e" and self._shared and key in self.placements:
+            self.placements, self._shared = dict(self.placements), False
+        super().drop(kind, key)
+
+    def claimed(self) -> Iterable[tuple[str, Key]]:
+        yield from (("e", key) for key in self.events)
+        yield from (("s", key) for key in self.streams)
 
 
 class ClaimIndex:
@@ -189,12 +201,11 @@ class ClaimIndex:
     def __init__(self, recent: int = 100_000) -> None:
         # The hashes of every key claimed, by kind: event ids ("e") and streams ("s").
         self.claimed = {"e": KeyHashes(), "s": KeyHashes()}
-        # What each logged and undrained commit decided (pinned), and all of it merged
-        # (`_pending`, rebuilt after a drain unpins: later commits' owners agree with
-        # earlier ones', so a merge in any order holds each key's one owner).
+        # What each logged and undrained commit decided (pinned), asked frame by frame
+        # (a few frames, and only about keys whose hash is held: later commits' owners
+        # agree with earlier ones', so any frame that knows a key knows its one owner).
+        # Not merged: a merge cost three dict updates of a commit's keys a commit.
         self._frames: dict[int, Pinned] = {}
-        self._pending = _Known()
-        self._stale_pending = False
         # Recently seen keys: the newer generation takes them; once it holds half of
         # `recent` keys it becomes the older one, and the older one is dropped.
         self._recent = _Known()
@@ -269,8 +280,6 @@ class ClaimIndex:
         know, one store lookup."""
         if self._stale:
             self._refresh(store)
-        if self._stale_pending:
-            self._merge_pending()
         found = Owners(claim_events=False)
         maybe_events = self._known("e", self.claimed["e"].held_or_add(events), found)
         maybe_streams = self._known("s", self.claimed["s"].held_or_add(streams), found)
@@ -292,14 +301,18 @@ class ClaimIndex:
         """Record in `found` the owners memory holds of `keys` (those claimed): pending,
         then recent (kept recent); returns the others."""
         unknown: set[Key] = set()
+        if not keys:
+            return unknown
+        memory = [*self._frames.values(), self._recent, self._older]
+        pinned = len(self._frames)
         for key in keys:
-            for at, known in enumerate((self._pending, self._recent, self._older)):
+            for at, known in enumerate(memory):
                 if kind == "s":
                     stream_owner = known.streams.get(key)
                     if stream_owner is None:
                         continue
                     found.streams[key] = stream_owner
-                    if at:
+                    if at >= pinned:
                         self._remember("s", key, stream_owner)
                     break
                 agent = known.events.get(key)
@@ -309,7 +322,7 @@ class ClaimIndex:
                 place = known.placements.get(key)  # None: an override's id
                 if place is not None:
                     found.placements[key] = place
-                if at:
+                if at >= pinned:
                     self._remember("e", key, agent, place)
                 break
             else:
@@ -339,7 +352,6 @@ class ClaimIndex:
         `events` and `streams`: their every key, as `decide` gives them)."""
         pinned = Pinned(frame, decided.events, decided.placements, decided.streams)
         self._frames[frame] = pinned
-        self._pending.add(pinned)
         return pinned
 
     def unpin(self, pinned: Pinned, stored: bool) -> None:
@@ -348,17 +360,10 @@ class ClaimIndex:
         if self._frames.get(pinned.frame) is not pinned:
             return
         del self._frames[pinned.frame]
-        self._stale_pending = True
         if stored:
             self._recent.add(pinned)
             if len(self._recent) >= self._recent_max // 2:
                 self._age()
-
-    def _merge_pending(self) -> None:
-        self._stale_pending = False
-        self._pending = _Known()
-        for pinned in self._frames.values():
-            self._pending.add(pinned)
 
     def forget(self, items: Iterable[tuple[str, str, str]]) -> None:
         """Keys whose claim the store refused: the store decides them again."""
@@ -366,14 +371,13 @@ class ClaimIndex:
             pair = (tenant, key)
             for pinned in self._frames.values():
                 pinned.drop(kind, pair)
-            for known in (self._pending, self._recent, self._older):
+            for known in (self._recent, self._older):
                 known.drop(kind, pair)
 
     @property
     def pending(self) -> int:
-        if self._stale_pending:
-            self._merge_pending()
-        return len(self._pending)
+        """Keys pinned (each counted once)."""
+        return len({(kind, key) for p in self._frames.values() for kind, key in p.claimed()})
 
 
 def decide(

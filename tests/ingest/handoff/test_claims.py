@@ -120,3 +120,33 @@ def test_keys_never_made_durable_or_refused_are_asked_of_the_store() -> None:
     index.unpin(logged, stored=True)
     found = index.owners(store, set(kept), set())  # type: ignore[arg-type]
     assert found.events == {("t", "kept"): "a"} and store.queries == 2
+
+
+def test_keys_pinned_by_any_undrained_frame_are_known_without_a_lookup() -> None:
+    store, index = _Store(), ClaimIndex()
+    frames = []
+    for frame, name in ((1, "a"), (2, "b"), (3, "c")):
+        keys = [("t", name)]
+        frames.append(index.pin(_decided(index, store, keys, name), set(keys), set(), frame))
+    assert index.pending == 3
+    found = index.owners(store, {("t", "a"), ("t", "b"), ("t", "c")}, set())  # type: ignore[arg-type]
+    assert found.events == {("t", "a"): "a", ("t", "b"): "b", ("t", "c"): "c"}
+    index.unpin(frames[1], stored=True)  # drains need not come in order for the index
+    assert index.pending == 2 and store.queries == 0
+    assert index.owners(store, {("t", "b")}, set()).events == {("t", "b"): "b"}  # type: ignore[arg-type]
+    assert store.queries == 0  # recent now
+
+
+def test_forgetting_a_pinned_key_leaves_the_decisions_placements_as_its_rows_hold_them() -> None:
+    """A frame's rows are written under its decision's placements (the same dict the
+    index pins): a key the store refused is dropped from the index, not from them."""
+    store, index = _Store(), ClaimIndex()
+    keys = [("t", "kept"), ("t", "refused")]
+    decided = _decided(index, store, keys, "a")
+    pinned = index.pin(decided, set(keys), set(), frame=1)
+    assert pinned.placements is decided.placements  # not copied
+    index.forget([("e", "t", "refused")])
+    assert set(decided.placements) == set(keys)
+    assert set(pinned.placements) == {("t", "kept")} and set(pinned.events) == {("t", "kept")}
+    assert index.owners(store, {("t", "refused")}, set()).events == {}  # type: ignore[arg-type]
+    assert store.queries == 1  # the store decides it again
