@@ -24,6 +24,7 @@ this one reads seeded frames as torn: drain the log (a clean stop) before a down
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import zlib
@@ -165,7 +166,8 @@ class SegmentLog:
         blocks when there is one)."""
         path = self.directory / _name(number)
         if fresh and self._spares:
-            os.replace(self._spares.pop(), path)
+            with contextlib.suppress(FileNotFoundError):  # gone: a new file, then
+                os.replace(self._spares.pop(), path)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
         os.fchmod(fd, 0o600)
         self._fd, self._segment = fd, number

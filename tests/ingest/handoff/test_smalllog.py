@@ -216,6 +216,21 @@ def test_a_closed_segment_ends_at_its_last_frame(tmp_path: Path) -> None:
     ]
 
 
+def test_a_spare_removed_by_someone_else_is_replaced_by_a_new_file(tmp_path: Path) -> None:
+    directory = tmp_path / "log"
+    segments = SegmentLog(directory, segment_bytes=100)
+    list(segments.recover())
+    ends = [segments.append(bytes([n]) * 110) for n in range(3)]
+    segments.sync()
+    segments.drained(ends[2])
+    for spare in directory.glob("*.spare"):
+        spare.unlink()
+    segments.append(b"after")  # rolls: no spare left on disk
+    segments.sync()
+    segments.close()
+    assert [p for p, _ in SegmentLog(directory).recover()] == [b"after"]
+
+
 def test_frames_of_builds_before_seeded_crcs_are_read(tmp_path: Path) -> None:
     directory = tmp_path / "log"
     directory.mkdir()
