@@ -5,31 +5,32 @@ The small-request log answers a request before its rows reach the store, so who 
 an event id or a stream must be known without a store query per commit. The index
 holds:
 
-- a Bloom filter of every key claimed in the store (filled from `event_owners` and
-  `stream_owners` at start) or by this process since: a key it does not hold has
-  certainly no owner;
+- the hashes of every key claimed in the store (filled from `event_owners` and
+  `stream_owners` at start) or by this process since (`KeyHashes`): a key whose hash
+  it does not hold has certainly no owner;
 - the owners of the keys claimed by the log and not yet drained (exact, pinned until
   the store holds them), and of recently seen keys (bounded: two generations, the
   older dropped whole when the newer fills).
 
-A key the filter does not hold is new: it is added and decided from the commit alone,
-and memory is asked only about the others. Those memory does not know (the filter may
-hold them) are looked up in the store, one query for the commit's such keys
-(`ingest.store.owners.lookup`). A commit's keys are taken as sets and its decision's
-owners kept as the dicts it made, so a commit of new keys costs one filter step a key
-and no other Python a key (bench/RESULTS.md, "Ninth round"). An event id's entry is
-its owner and its placement (`schemas.placement`): a re-send decided from memory keeps
-the sorting key of its first version, as one decided by the store's lookup does. A
-writer other than the log (an override through the API or the admin endpoint) is
-noted with `foreign_write`; the next decision first reads the claims written since.
+A key whose hash is not held is new: it is added and decided from the commit alone,
+and memory is asked only about the others. Those memory does not know (claimed, and
+drained long enough ago to be forgotten: a re-send) are looked up in the store, one
+query for the commit's such keys (`ingest.store.owners.lookup`). A commit's keys are
+taken as sets and its decision's owners kept as the dicts it made, so a commit of new
+keys costs a hash a key and no other Python a key (bench/RESULTS.md, "Ninth round").
+An event id's entry is its owner and its placement (`schemas.placement`): a re-send
+decided from memory keeps the sorting key of its first version, as one decided by the
+store's lookup does. A writer other than the log (an override through the API or the
+admin endpoint) is noted with `foreign_write`; the next decision first reads the
+claims written since.
 """
 
 from __future__ import annotations
 
-import random
-from array import array
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
+
+import numpy as np
 
 from ingest.store import owners
 from ingest.store.owners import Owners, StreamOwner, Submission
@@ -41,76 +42,98 @@ Key = tuple[str, str]
 _PAGE = 100_000
 
 
-def _masks(count: int = 4096, k: int = 7) -> tuple[int, ...]:
-    """`count` 64-bit words of `k` bits each (fixed: the filter is rebuilt every start)."""
-    rng = random.Random(7)
-    return tuple(sum(1 << bit for bit in rng.sample(range(64), k)) for _ in range(count))
+class KeyHashes:
+    """The 64-bit hashes of every key of one kind claimed (Python's hash of the key,
+    salted per process: they never leave it), in sorted NumPy runs and, the newest, a
+    set. A key whose hash it does not hold has certainly no owner; one whose hash it
+    holds was claimed, but for two keys of one hash (~n/2**64: a store lookup, never a
+    wrong decision). It replaced a Bloom filter of ~10 bits a key, whose 1-2% false
+    positives made nearly every commit of a few thousand new keys look its keys up in
+    the store once it was full (bench/RESULTS.md, "Tenth round"): 8 bytes a key here.
+    Runs are merged as a binary counter does (one run at most a quarter the size of the
+    one before), so a key is merged again ~log4(n / FRESH) times and a question asks
+    that many runs."""
 
+    FRESH = 1 << 15  # hashes kept in the set before they become a run
 
-_MASKS = _masks()
+    def __init__(self) -> None:
+        self._runs: list[np.ndarray[Any, np.dtype[np.int64]]] = []  # largest first
+        self._fresh: set[int] = set()
 
-
-class Bloom:
-    """A blocked Bloom filter over Python's hash of a key (salted per process: the filter
-    never leaves it): a key sets 7 bits of one 64-bit word, the word chosen by the
-    hash's low half and the bits (a mask of a fixed table) by its high half, so adding
-    or asking is one word, not seven bits apart. At ~10 bits a key it answers ~1-2%
-    false positives (each costs a store lookup, never a wrong decision); grown by
-    adding a filter twice as large (a scalable Bloom filter)."""
-
-    def __init__(self, capacity: int = 1 << 20) -> None:
-        self._filters: list[tuple[array[int], int, int]] = []  # words, word count, capacity
-        self._count = 0
-        self._capacity = 0
-        self._grow(capacity)
-
-    def _grow(self, capacity: int) -> None:
-        words = max(1, capacity * 10 // 64)  # ~10 bits a key
-        self._filters.append((array("Q", bytes(8 * words)), words, capacity))
-        self._capacity += capacity
-        self._count = 0
-
-    def add(self, item: tuple[str, str, str]) -> None:
-        words, size, capacity = self._filters[-1]
-        if self._count >= capacity:
-            self._grow(capacity * 2)
-            words, size, capacity = self._filters[-1]
-        self._count += 1
-        h = hash(item)
-        words[(h & 0xFFFFFFFF) % size] |= _MASKS[(h >> 32) & 0xFFF]
-
-    def __contains__(self, item: tuple[str, str, str]) -> bool:
-        h = hash(item)
-        at, mask = h & 0xFFFFFFFF, _MASKS[(h >> 32) & 0xFFF]
-        for words, size, _ in self._filters:  # noqa: SIM110 (no generator per question)
-            if words[at % size] & mask == mask:
+    def __contains__(self, key: Key) -> bool:
+        h = hash(key)
+        if h in self._fresh:
+            return True
+        for run in self._runs:
+            at = int(np.searchsorted(run, h))
+            if at < len(run) and int(run[at]) == h:
                 return True
         return False
 
-    def held_or_add(self, kind: str, keys: Iterable[Key]) -> set[Key]:
-        """The keys whose `(kind, *key)` the filter may hold; every other one is added
-        (`add`), all in one call: a commit's keys, each hashed once."""
-        held: set[Key] = set()
-        masks, filters = _MASKS, self._filters
-        words, size, capacity = filters[-1]
-        for pair in keys:
-            h = hash((kind, *pair))
-            at, mask = h & 0xFFFFFFFF, masks[(h >> 32) & 0xFFF]
-            for old_words, old_size, _ in filters:
-                if old_words[at % old_size] & mask == mask:
-                    held.add(pair)
-                    break
+    def extend(self, keys: Sequence[Key]) -> None:
+        """Hold `keys` (the store's claims, read at start), without asking first."""
+        if keys:
+            self._add_run(np.fromiter(map(hash, keys), np.int64, len(keys)))
+
+    def held_or_add(self, keys: Iterable[Key]) -> set[Key]:
+        """The keys whose hash is held; every other one is held from now on, all in one
+        call: a commit's keys, each hashed once, asked of every run in one step."""
+        pairs = keys if isinstance(keys, (list, tuple)) else list(keys)
+        hashes = list(map(hash, pairs))
+        by_hash = dict(zip(hashes, pairs, strict=True))
+        if len(by_hash) < len(pairs):  # two keys of one hash: each asked alone
+            return self._one_by_one(pairs)
+        held = self._fresh.intersection(hashes)
+        if self._runs:
+            asked = np.fromiter(hashes, np.int64, len(hashes))
+            asked.sort()  # a run searched in order: ~4x faster than at random (cache)
+            found = np.zeros(len(asked), dtype=bool)
+            for run in self._runs:
+                at = np.searchsorted(run, asked)
+                np.minimum(at, len(run) - 1, out=at)
+                found |= run[at] == asked
+            if found.any():
+                held.update(asked[found].tolist())
+        if held:
+            self._fresh.update(h for h in hashes if h not in held)
+        else:
+            self._fresh.update(hashes)
+        if len(self._fresh) >= self.FRESH:
+            self._seal()
+        return {by_hash[h] for h in held}
+
+    def _one_by_one(self, pairs: Sequence[Key]) -> set[Key]:
+        held = set()
+        for pair in pairs:
+            if pair in self:
+                held.add(pair)
             else:
-                if self._count >= capacity:
-                    self._grow(capacity * 2)
-                    words, size, capacity = filters[-1]
-                self._count += 1
-                words[at % size] |= mask
+                self._fresh.add(hash(pair))
+        if len(self._fresh) >= self.FRESH:
+            self._seal()
         return held
+
+    def _seal(self) -> None:
+        run = np.fromiter(self._fresh, np.int64, len(self._fresh))
+        self._fresh = set()
+        self._add_run(run)
+
+    def _add_run(self, run: np.ndarray[Any, np.dtype[np.int64]]) -> None:
+        run.sort()
+        runs = self._runs
+        runs.append(run)
+        while len(runs) > 1 and len(runs[-2]) < 4 * len(runs[-1]):
+            merged = np.concatenate(runs[-2:])
+            merged.sort(kind="stable")  # two sorted runs: merged in one pass
+            runs[-2:] = [merged]
+
+    def __len__(self) -> int:
+        return len(self._fresh) + sum(len(run) for run in self._runs)
 
     @property
     def nbytes(self) -> int:
-        return sum(len(words) * words.itemsize for words, _, _ in self._filters)
+        """Memory held: the runs, and the set (~60 bytes a key, at most `FRESH`)."""
+        return sum(run.nbytes for run in self._runs) + 60 * len(self._fresh)
 
 
 class _Known:
@@ -141,10 +164,11 @@ class _Known:
 
 class Pinned(_Known):
     """What one commit's decision made known (`ClaimIndex.pin`), kept by the index until
-    its frame is drained (`ClaimIndex.unpin`): its owners, and a copy of its placements
-    (the frame's rows are written under the decision's own)."""
+    its frame is drained (`ClaimIndex.unpin`): its owners and placements, the decision's
+    own dicts (the frame's rows are written under its placements: a key dropped from
+    them copies them first, `drop`)."""
 
-    __slots__ = ("frame",)
+    __slots__ = ("_shared", "frame")
 
     def __init__(
         self,
@@ -156,21 +180,32 @@ class Pinned(_Known):
         super().__init__()
         self.frame = frame
         self.events = events or {}
-        self.placements = dict(placements or {})
+        # The decision's dict, not a copy (mypy: read as this class's wider type).
+        self.placements = cast(dict[Key, Placement | None], placements or {})
         self.streams = streams or {}
+        self._shared = placements is not None
+
+    def drop(self, kind: str, key: Key) -> None:
+        if kind == "e" and self._shared and key in self.placements:
+            self.placements, self._shared = dict(self.placements), False
+        super().drop(kind, key)
+
+    def claimed(self) -> Iterable[tuple[str, Key]]:
+        yield from (("e", key) for key in self.events)
+        yield from (("s", key) for key in self.streams)
 
 
 class ClaimIndex:
     """The owners the log decides against (see the module docstring)."""
 
     def __init__(self, recent: int = 100_000) -> None:
-        self.bloom = Bloom()
-        # What each logged and undrained commit decided (pinned), and all of it merged
-        # (`_pending`, rebuilt after a drain unpins: later commits' owners agree with
-        # earlier ones', so a merge in any order holds each key's one owner).
+        # The hashes of every key claimed, by kind: event ids ("e") and streams ("s").
+        self.claimed = {"e": KeyHashes(), "s": KeyHashes()}
+        # What each logged and undrained commit decided (pinned), asked frame by frame
+        # (a few frames, and only about keys whose hash is held: later commits' owners
+        # agree with earlier ones', so any frame that knows a key knows its one owner).
+        # Not merged: a merge cost three dict updates of a commit's keys a commit.
         self._frames: dict[int, Pinned] = {}
-        self._pending = _Known()
-        self._stale_pending = False
         # Recently seen keys: the newer generation takes them; once it holds half of
         # `recent` keys it becomes the older one, and the older one is dropped.
         self._recent = _Known()
@@ -205,8 +240,7 @@ class ClaimIndex:
                     f" ORDER BY tenant_id, {column} LIMIT {_PAGE}",
                     params,
                 ).rows
-                for tenant, key in rows:
-                    self.bloom.add((kind, str(tenant), str(key)))
+                self.claimed[kind].extend([(str(tenant), str(key)) for tenant, key in rows])
                 read += len(rows)
                 if len(rows) < _PAGE:
                     break
@@ -230,26 +264,25 @@ class ClaimIndex:
                 f"SELECT tenant_id, {column}, _block_number FROM {table.qualified}{where}",
                 {} if since < 0 else {"b": since},
             ).rows
-            for tenant, key, block in rows:
-                pair = (str(tenant), str(key))
-                self.bloom.add((kind, *pair))
+            pairs = [(str(tenant), str(key)) for tenant, key, _ in rows]
+            self.claimed[kind].held_or_add(pairs)
+            for pair in pairs:
                 self._recent.drop(kind, pair)  # the store says again who owns it
                 self._older.drop(kind, pair)
-                self._blocks[kind] = max(self._blocks[kind], int(block))
+            if rows:
+                self._blocks[kind] = max(self._blocks[kind], *(int(row[2]) for row in rows))
 
     # --- deciding ---------------------------------------------------------------------
 
     def owners(self, store: Store, events: Iterable[Key], streams: Iterable[Key]) -> Owners:
-        """What owns `events` and `streams`: nothing for a key the filter does not hold
-        (added to it now), from memory, and for the keys the filter may hold and memory
-        does not, one store lookup."""
+        """What owns `events` and `streams`: nothing for a key whose hash is not held
+        (held from now on), from memory, and for the keys claimed that memory does not
+        know, one store lookup."""
         if self._stale:
             self._refresh(store)
-        if self._stale_pending:
-            self._merge_pending()
         found = Owners(claim_events=False)
-        maybe_events = self._known("e", self.bloom.held_or_add("e", events), found)
-        maybe_streams = self._known("s", self.bloom.held_or_add("s", streams), found)
+        maybe_events = self._known("e", self.claimed["e"].held_or_add(events), found)
+        maybe_streams = self._known("s", self.claimed["s"].held_or_add(streams), found)
         if maybe_events or maybe_streams:
             self.store_lookups += 1
             stored = owners.lookup(store, maybe_events, maybe_streams)
@@ -265,17 +298,21 @@ class ClaimIndex:
         return found
 
     def _known(self, kind: str, keys: set[Key], found: Owners) -> set[Key]:
-        """Record in `found` the owners memory holds of `keys` (the filter's): pending,
+        """Record in `found` the owners memory holds of `keys` (those claimed): pending,
         then recent (kept recent); returns the others."""
         unknown: set[Key] = set()
+        if not keys:
+            return unknown
+        memory = [*self._frames.values(), self._recent, self._older]
+        pinned = len(self._frames)
         for key in keys:
-            for at, known in enumerate((self._pending, self._recent, self._older)):
+            for at, known in enumerate(memory):
                 if kind == "s":
                     stream_owner = known.streams.get(key)
                     if stream_owner is None:
                         continue
                     found.streams[key] = stream_owner
-                    if at:
+                    if at >= pinned:
                         self._remember("s", key, stream_owner)
                     break
                 agent = known.events.get(key)
@@ -285,7 +322,7 @@ class ClaimIndex:
                 place = known.placements.get(key)  # None: an override's id
                 if place is not None:
                     found.placements[key] = place
-                if at:
+                if at >= pinned:
                     self._remember("e", key, agent, place)
                 break
             else:
@@ -315,26 +352,18 @@ class ClaimIndex:
         `events` and `streams`: their every key, as `decide` gives them)."""
         pinned = Pinned(frame, decided.events, decided.placements, decided.streams)
         self._frames[frame] = pinned
-        self._pending.add(pinned)
         return pinned
 
     def unpin(self, pinned: Pinned, stored: bool) -> None:
         """`stored`: the store now holds these claims (remembered as recent); else they
-        were never made durable (forgotten: the filter still sends them to the store)."""
+        were never made durable (forgotten: their hashes still send them to the store)."""
         if self._frames.get(pinned.frame) is not pinned:
             return
         del self._frames[pinned.frame]
-        self._stale_pending = True
         if stored:
             self._recent.add(pinned)
             if len(self._recent) >= self._recent_max // 2:
                 self._age()
-
-    def _merge_pending(self) -> None:
-        self._stale_pending = False
-        self._pending = _Known()
-        for pinned in self._frames.values():
-            self._pending.add(pinned)
 
     def forget(self, items: Iterable[tuple[str, str, str]]) -> None:
         """Keys whose claim the store refused: the store decides them again."""
@@ -342,14 +371,13 @@ class ClaimIndex:
             pair = (tenant, key)
             for pinned in self._frames.values():
                 pinned.drop(kind, pair)
-            for known in (self._pending, self._recent, self._older):
+            for known in (self._recent, self._older):
                 known.drop(kind, pair)
 
     @property
     def pending(self) -> int:
-        if self._stale_pending:
-            self._merge_pending()
-        return len(self._pending)
+        """Keys pinned (each counted once)."""
+        return len({(kind, key) for p in self._frames.values() for kind, key in p.claimed()})
 
 
 def decide(
@@ -371,4 +399,4 @@ def claim_rows(decided: Owners) -> tuple[list[list[Any]], list[list[Any]]]:
     return list(decided.event_claims.values()), list(decided.stream_claims.values())
 
 
-__all__ = ["Bloom", "ClaimIndex", "Pinned", "claim_rows", "decide"]
+__all__ = ["ClaimIndex", "KeyHashes", "Pinned", "claim_rows", "decide"]

@@ -1,47 +1,63 @@
-"""The claim index (`ingest.handoff.claims`). Its Bloom filter: a key added is always
-held, through the filter's growth, and a key never added is rarely held (each such
-answer costs a store lookup, never a wrong decision). Its memory: a commit's keys are
-known until drained, then recent for two generations, then the store's to say."""
+"""The claim index (`ingest.handoff.claims`). Its key hashes: a key added is always
+held, through the runs' merges, and a key never added is not (only two keys of one
+64-bit hash would be: a store lookup, never a wrong decision). Its memory: a commit's
+keys are known until drained, then recent for two generations, then the store's to say."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Any
 
-from ingest.handoff.claims import Bloom, ClaimIndex, Key
+import pytest
+
+from ingest.handoff.claims import ClaimIndex, Key, KeyHashes
 from ingest.store.owners import Owners
 
 
-def _keys(prefix: str, count: int) -> list[tuple[str, str, str]]:
-    return [("e", "tenant", f"{prefix}-{n}") for n in range(count)]
+def _keys(prefix: str, count: int) -> list[Key]:
+    return [("tenant", f"{prefix}-{n}") for n in range(count)]
 
 
-def test_every_key_added_is_held_through_growth() -> None:
-    bloom = Bloom(capacity=1000)
-    added = _keys("held", 7000)  # three growths: 1000 + 2000 + 4000
-    for key in added:
-        bloom.add(key)
-    assert all(key in bloom for key in added)
-    assert bloom.nbytes <= 7000 * 10 // 8 + 64  # ~10 bits a key
+@pytest.fixture
+def small_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs of 64 hashes, so that a few thousand keys make several runs and merges."""
+    monkeypatch.setattr(KeyHashes, "FRESH", 64)
 
 
-def test_keys_never_added_are_rarely_held() -> None:
-    bloom = Bloom(capacity=50_000)
-    for key in _keys("in", 50_000):
-        bloom.add(key)
-    others = _keys("out", 50_000)
-    false_positives = sum(key in bloom for key in others)
-    assert false_positives < 0.03 * len(others)
-    assert ("s", "tenant", "out-0") not in Bloom()  # an empty filter holds nothing
+@pytest.mark.usefixtures("small_runs")
+def test_every_key_added_is_held_through_the_merges() -> None:
+    hashes = KeyHashes()
+    added = _keys("held", 7000)
+    for start in range(0, len(added), 500):  # commits of 500 new keys
+        assert hashes.held_or_add(added[start : start + 500]) == set()
+    assert all(key in hashes for key in added)
+    assert hashes.held_or_add(added) == set(added)  # asked of every run at once
+    assert len(hashes) == 7000 and hashes.nbytes <= 7000 * 8 + 60 * 64
+    runs = [len(run) for run in hashes._runs]
+    assert runs == sorted(runs, reverse=True) and len(runs) <= 6  # merged as it went
 
 
-def test_held_or_add_answers_then_holds_every_key() -> None:
-    bloom = Bloom(capacity=1000)
-    first = [("tenant", f"k-{n}") for n in range(3000)]  # grows twice on the way
-    assert len(bloom.held_or_add("e", first)) < 0.03 * len(first)
-    assert bloom.held_or_add("e", first) == set(first)
-    assert all(("e", *key) in bloom for key in first)
-    assert ("s", "tenant", "k-0") not in bloom  # another kind, another key
+@pytest.mark.usefixtures("small_runs")
+def test_keys_never_added_are_not_held() -> None:
+    hashes = KeyHashes()
+    hashes.extend(_keys("in", 50_000))  # as the store's claims are read at start
+    assert hashes.held_or_add(_keys("in", 3)) == set(_keys("in", 3))
+    assert hashes.held_or_add(_keys("out", 50_000)) == set()
+    assert ("tenant", "none") not in KeyHashes()  # empty: holds nothing
+
+
+def test_a_commit_with_two_keys_of_one_hash_is_asked_key_by_key() -> None:
+    """Two keys of one hash in a commit cannot share the one-step answer: each is asked
+    alone, and one claimed before is held whichever of the two comes first."""
+
+    class Same(tuple[str, str]):
+        def __hash__(self) -> int:
+            return 7
+
+    hashes = KeyHashes()
+    claimed, new = Same(("t", "claimed")), Same(("t", "new"))
+    assert hashes.held_or_add([claimed]) == set()
+    assert hashes.held_or_add([new, claimed]) == {new, claimed}  # a collision: both held
 
 
 class _Store:
@@ -104,3 +120,33 @@ def test_keys_never_made_durable_or_refused_are_asked_of_the_store() -> None:
     index.unpin(logged, stored=True)
     found = index.owners(store, set(kept), set())  # type: ignore[arg-type]
     assert found.events == {("t", "kept"): "a"} and store.queries == 2
+
+
+def test_keys_pinned_by_any_undrained_frame_are_known_without_a_lookup() -> None:
+    store, index = _Store(), ClaimIndex()
+    frames = []
+    for frame, name in ((1, "a"), (2, "b"), (3, "c")):
+        keys = [("t", name)]
+        frames.append(index.pin(_decided(index, store, keys, name), set(keys), set(), frame))
+    assert index.pending == 3
+    found = index.owners(store, {("t", "a"), ("t", "b"), ("t", "c")}, set())  # type: ignore[arg-type]
+    assert found.events == {("t", "a"): "a", ("t", "b"): "b", ("t", "c"): "c"}
+    index.unpin(frames[1], stored=True)  # drains need not come in order for the index
+    assert index.pending == 2 and store.queries == 0
+    assert index.owners(store, {("t", "b")}, set()).events == {("t", "b"): "b"}  # type: ignore[arg-type]
+    assert store.queries == 0  # recent now
+
+
+def test_forgetting_a_pinned_key_leaves_the_decisions_placements_as_its_rows_hold_them() -> None:
+    """A frame's rows are written under its decision's placements (the same dict the
+    index pins): a key the store refused is dropped from the index, not from them."""
+    store, index = _Store(), ClaimIndex()
+    keys = [("t", "kept"), ("t", "refused")]
+    decided = _decided(index, store, keys, "a")
+    pinned = index.pin(decided, set(keys), set(), frame=1)
+    assert pinned.placements is decided.placements  # not copied
+    index.forget([("e", "t", "refused")])
+    assert set(decided.placements) == set(keys)
+    assert set(pinned.placements) == {("t", "kept")} and set(pinned.events) == {("t", "kept")}
+    assert index.owners(store, {("t", "refused")}, set()).events == {}  # type: ignore[arg-type]
+    assert store.queries == 1  # the store decides it again

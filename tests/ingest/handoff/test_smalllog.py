@@ -28,7 +28,7 @@ from ingest.export.fast import fast_batch
 from ingest.export.request import validate_request
 from ingest.handoff.embedded import EmbeddedHandoff
 from ingest.handoff.protocol import AnyBatch
-from ingest.handoff.segments import SegmentLog, encode
+from ingest.handoff.segments import SPARES, SegmentLog, encode
 from ingest.handoff.smalllog import SmallLog
 from ingest.store.clickhouse import ClickHouseStore
 from ingest.store.owners import EVENT_OWNED, STREAM_OWNED
@@ -163,6 +163,87 @@ def test_the_drained_position_drops_old_segments(tmp_path: Path) -> None:
     assert len(list(directory.glob("*.seg"))) == 2
     segments.close()
     assert [p for p, _ in SegmentLog(directory).recover()] == [bytes([2]) * 20]
+
+
+def test_drained_segments_are_written_over_and_their_old_frames_never_read(
+    tmp_path: Path,
+) -> None:
+    """A drained segment this writer wrote becomes a spare that the next segment is
+    written over in place: after a kill, only the frames past the position are read,
+    none of those the file held before (they fail the new segment's seeded crc)."""
+    directory = tmp_path / "log"
+    segments = SegmentLog(directory, segment_bytes=100)
+    list(segments.recover())
+    ends = [segments.append(bytes([n]) * 110) for n in range(6)]  # a segment each
+    segments.sync()
+    segments.drained(ends[4])  # segments 0-3 below it: 1-3 are this writer's
+    assert len(list(directory.glob("*.spare"))) == SPARES
+    spare = max(directory.glob("*.spare"))
+    inode = spare.stat().st_ino
+    later = segments.append(b"x" * 10)  # segment 6: the spare, written over
+    segments.sync()
+    assert later.segment == 6 and len(list(directory.glob("*.spare"))) == SPARES - 1
+    recycled = directory / f"{6:016d}.seg"
+    assert recycled.stat().st_ino == inode and recycled.stat().st_size > later.offset
+    # killed here (not closed): the rest of the old frames is still in the file
+    again = SegmentLog(directory, segment_bytes=100)
+    assert [p for p, _ in again.recover()] == [bytes([5]) * 110, b"x" * 10]
+    assert recycled.stat().st_size == later.offset  # cut off as a torn tail
+    again.append(b"y")
+    again.sync()
+    again.close()
+    assert [p for p, _ in SegmentLog(directory).recover()][-2:] == [b"x" * 10, b"y"]
+
+
+def test_a_closed_segment_ends_at_its_last_frame(tmp_path: Path) -> None:
+    """A segment written over a longer spare is cut to its frames when it is closed or
+    the next one opens, so only the last segment can end in bytes that are not a frame
+    (anywhere else that is damage)."""
+    directory = tmp_path / "log"
+    segments = SegmentLog(directory, segment_bytes=100)
+    list(segments.recover())
+    ends = [segments.append(bytes([n]) * 150) for n in range(4)]
+    segments.sync()
+    segments.drained(ends[3])
+    for n in range(3):  # over the spares: shorter than what they held
+        segments.append(bytes([10 + n]) * 120)
+    segments.sync()
+    segments.close()
+    for path in directory.glob("*.seg"):
+        assert path.stat().st_size in (ends[3].offset, 8 + 120)
+    assert [p for p, _ in SegmentLog(directory).recover()] == [
+        bytes([10 + n]) * 120 for n in range(3)
+    ]
+
+
+def test_a_spare_removed_by_someone_else_is_replaced_by_a_new_file(tmp_path: Path) -> None:
+    directory = tmp_path / "log"
+    segments = SegmentLog(directory, segment_bytes=100)
+    list(segments.recover())
+    ends = [segments.append(bytes([n]) * 110) for n in range(3)]
+    segments.sync()
+    segments.drained(ends[2])
+    for spare in directory.glob("*.spare"):
+        spare.unlink()
+    segments.append(b"after")  # rolls: no spare left on disk
+    segments.sync()
+    segments.close()
+    assert [p for p, _ in SegmentLog(directory).recover()] == [b"after"]
+
+
+def test_frames_of_builds_before_seeded_crcs_are_read(tmp_path: Path) -> None:
+    directory = tmp_path / "log"
+    directory.mkdir()
+    (directory / f"{0:016d}.seg").write_bytes(encode(b"old one") + encode(b"old two"))
+    segments = SegmentLog(directory)
+    assert [p for p, _ in segments.recover()] == [b"old one", b"old two"]
+    segments.append(b"new")  # seeded, after them in the same segment
+    segments.sync()
+    segments.close()
+    assert [p for p, _ in SegmentLog(directory).recover()] == [b"old one", b"old two", b"new"]
+    with (directory / f"{0:016d}.seg").open("ab") as other:  # a frame of segment 1 here
+        other.write(encode(b"elsewhere", 1))
+    assert [p for p, _ in SegmentLog(directory).recover()][-1] == b"new"
 
 
 # --- acknowledged means stored --------------------------------------------------------
