@@ -177,7 +177,7 @@ class Pinned(_Known):
         placements: dict[Key, Placement] | None = None,
         streams: dict[Key, StreamOwner] | None = None,
     ) -> None:
-        super().__init__()
+        # The three dicts set here, not by `_Known.__init__` (a commit's pin: no spare dicts).
         self.frame = frame
         self.events = events or {}
         # The decision's dict, not a copy (mypy: read as this class's wider type).
@@ -264,7 +264,9 @@ class ClaimIndex:
                 f"SELECT tenant_id, {column}, _block_number FROM {table.qualified}{where}",
                 {} if since < 0 else {"b": since},
             ).rows
-            pairs = [(str(tenant), str(key)) for tenant, key, _ in rows]
+            # A set: the claim tables hold a row a write (a re-send claims its key again),
+            # and a key twice sends `held_or_add` key by key.
+            pairs = {(str(tenant), str(key)) for tenant, key, _ in rows}
             self.claimed[kind].held_or_add(pairs)
             for pair in pairs:
                 self._recent.drop(kind, pair)  # the store says again who owns it
@@ -287,14 +289,9 @@ class ClaimIndex:
             self.store_lookups += 1
             stored = owners.lookup(store, maybe_events, maybe_streams)
             for key, agent in stored.events.items():
-                found.events[key] = agent
-                place = stored.placements.get(key)
-                if place is not None:
-                    found.placements[key] = place
-                self._remember("e", key, agent, place)
+                self._found(found, "e", key, agent, stored.placements.get(key), remember=True)
             for key, stream_owner in stored.streams.items():
-                found.streams[key] = stream_owner
-                self._remember("s", key, stream_owner)
+                self._found(found, "s", key, stream_owner, None, remember=True)
         return found
 
     def _known(self, kind: str, keys: set[Key], found: Owners) -> set[Key]:
@@ -307,27 +304,34 @@ class ClaimIndex:
         pinned = len(self._frames)
         for key in keys:
             for at, known in enumerate(memory):
-                if kind == "s":
-                    stream_owner = known.streams.get(key)
-                    if stream_owner is None:
-                        continue
-                    found.streams[key] = stream_owner
-                    if at >= pinned:
-                        self._remember("s", key, stream_owner)
+                owner = (known.streams if kind == "s" else known.events).get(key)
+                if owner is not None:
+                    place = None if kind == "s" else known.placements.get(key)
+                    self._found(found, kind, key, owner, place, remember=at >= pinned)
                     break
-                agent = known.events.get(key)
-                if agent is None:
-                    continue
-                found.events[key] = agent
-                place = known.placements.get(key)  # None: an override's id
-                if place is not None:
-                    found.placements[key] = place
-                if at >= pinned:
-                    self._remember("e", key, agent, place)
-                break
             else:
                 unknown.add(key)
         return unknown
+
+    def _found(
+        self,
+        found: Owners,
+        kind: str,
+        key: Key,
+        owner: Any,
+        place: Placement | None,
+        remember: bool,
+    ) -> None:
+        """Record `key`'s owner in `found` (and its placement: None is an override's
+        id); `remember`: keep it recent (it came from the store or from recent keys)."""
+        if kind == "s":
+            found.streams[key] = owner
+        else:
+            found.events[key] = owner
+            if place is not None:
+                found.placements[key] = place
+        if remember:
+            self._remember(kind, key, owner, place)
 
     def _remember(self, kind: str, key: Key, owner: Any, place: Placement | None = None) -> None:
         recent = self._recent
@@ -336,20 +340,18 @@ class ClaimIndex:
         else:
             recent.events[key] = owner
             recent.placements[key] = place
-        if len(recent) >= self._recent_max // 2:
-            self._age()
+        self._age_if_full()
 
-    def _age(self) -> None:
-        """The newer generation of recent keys (half of `recent`) becomes the older; the
-        older is dropped."""
-        self._older, self._recent = self._recent, _Known()
+    def _age_if_full(self) -> None:
+        """Once the newer generation of recent keys holds half of `recent`, it becomes
+        the older; the older is dropped."""
+        if len(self._recent) >= self._recent_max // 2:
+            self._older, self._recent = self._recent, _Known()
 
-    def pin(
-        self, decided: Owners, events: Iterable[Key], streams: Iterable[Key], frame: int
-    ) -> Pinned:
+    def pin(self, decided: Owners, frame: int) -> Pinned:
         """After a commit's decision: its keys' owners (claimed now or known) are known
-        until frame `frame` is drained; returns what it pins (the decision's owners of
-        `events` and `streams`: their every key, as `decide` gives them)."""
+        until frame `frame` is drained; returns what it pins (the decision's owners: every
+        key of the commit, as `decide` gives them)."""
         pinned = Pinned(frame, decided.events, decided.placements, decided.streams)
         self._frames[frame] = pinned
         return pinned
@@ -362,8 +364,7 @@ class ClaimIndex:
         del self._frames[pinned.frame]
         if stored:
             self._recent.add(pinned)
-            if len(self._recent) >= self._recent_max // 2:
-                self._age()
+            self._age_if_full()
 
     def forget(self, items: Iterable[tuple[str, str, str]]) -> None:
         """Keys whose claim the store refused: the store decides them again."""
@@ -391,7 +392,7 @@ def decide(
     decided = index.owners(store, events, streams)
     decided.stored_overrides = owners.stored_overrides(store, owners._override_keys(submissions))
     checked = [owners.decide(decided, s) for s in submissions]
-    return checked, decided, index.pin(decided, events, streams, frame)
+    return checked, decided, index.pin(decided, frame)
 
 
 def claim_rows(decided: Owners) -> tuple[list[list[Any]], list[list[Any]]]:

@@ -216,7 +216,7 @@ class SinkService:
         if self.sink is None or self.sink.committed:
             return " and committed"
         return (
-            " (its last offset commit was not answered: the next member reads those"
+            " (its last offset commit failed: the next member reads those"
             " records again and the store collapses them)"
         )
 

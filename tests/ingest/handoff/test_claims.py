@@ -86,7 +86,7 @@ def _decided(index: ClaimIndex, store: _Store, keys: list[Key], agent: str) -> O
 def test_pinned_keys_are_known_until_drained_then_recent_then_asked_of_the_store() -> None:
     store, index = _Store(), ClaimIndex(recent=4)
     keys = [("t", "a"), ("t", "b")]
-    first = index.pin(_decided(index, store, keys, "agent-1"), set(keys), set(), frame=1)
+    first = index.pin(_decided(index, store, keys, "agent-1"), frame=1)
     assert index.pending == 2 and store.queries == 0  # new keys: no lookup
     again = index.owners(store, {("t", "a")}, set())  # type: ignore[arg-type]
     assert again.events == {("t", "a"): "agent-1"} and again.placements[("t", "a")] == (
@@ -101,7 +101,7 @@ def test_pinned_keys_are_known_until_drained_then_recent_then_asked_of_the_store
     # Two generations of two keys each: four more keys push "a" and "b" out.
     for frame, names in ((2, ["c", "d"]), (3, ["e", "f"])):
         more = [("t", n) for n in names]
-        index.unpin(index.pin(_decided(index, store, more, "x"), set(more), set(), frame), True)
+        index.unpin(index.pin(_decided(index, store, more, "x"), frame), True)
     assert index.owners(store, {("t", "f")}, set()).events == {("t", "f"): "x"}  # type: ignore[arg-type]
     assert store.queries == 0
     assert index.owners(store, {("t", "a")}, set()).events == {}  # type: ignore[arg-type]
@@ -111,8 +111,8 @@ def test_pinned_keys_are_known_until_drained_then_recent_then_asked_of_the_store
 def test_keys_never_made_durable_or_refused_are_asked_of_the_store() -> None:
     store, index = _Store(), ClaimIndex()
     lost, kept = [("t", "lost")], [("t", "kept"), ("t", "refused")]
-    failed = index.pin(_decided(index, store, lost, "a"), set(lost), set(), frame=1)
-    logged = index.pin(_decided(index, store, kept, "a"), set(kept), set(), frame=2)
+    failed = index.pin(_decided(index, store, lost, "a"), frame=1)
+    logged = index.pin(_decided(index, store, kept, "a"), frame=2)
     index.unpin(failed, stored=False)  # its frame was never durable
     assert index.owners(store, set(lost), set()).events == {}  # type: ignore[arg-type]
     assert store.queries == 1
@@ -127,7 +127,7 @@ def test_keys_pinned_by_any_undrained_frame_are_known_without_a_lookup() -> None
     frames = []
     for frame, name in ((1, "a"), (2, "b"), (3, "c")):
         keys = [("t", name)]
-        frames.append(index.pin(_decided(index, store, keys, name), set(keys), set(), frame))
+        frames.append(index.pin(_decided(index, store, keys, name), frame))
     assert index.pending == 3
     found = index.owners(store, {("t", "a"), ("t", "b"), ("t", "c")}, set())  # type: ignore[arg-type]
     assert found.events == {("t", "a"): "a", ("t", "b"): "b", ("t", "c"): "c"}
@@ -143,7 +143,7 @@ def test_forgetting_a_pinned_key_leaves_the_decisions_placements_as_its_rows_hol
     store, index = _Store(), ClaimIndex()
     keys = [("t", "kept"), ("t", "refused")]
     decided = _decided(index, store, keys, "a")
-    pinned = index.pin(decided, set(keys), set(), frame=1)
+    pinned = index.pin(decided, frame=1)
     assert pinned.placements is decided.placements  # not copied
     index.forget([("e", "t", "refused")])
     assert set(decided.placements) == set(keys)
