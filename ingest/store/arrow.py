@@ -115,6 +115,8 @@ def arrow_array(field: pa.Field, column: Sequence[Any]) -> pa.Array:
 
     try:
         return pa.array(column, type=field.type, memory_pool=pa.system_memory_pool())
+    except pa.ArrowMemoryError:
+        raise  # out of memory: retryable, not a value the column cannot hold
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as err:
         raise ArrowValueError(f"column {field.name}: {err}") from err
 
@@ -144,7 +146,7 @@ class ArrowStreamer:
     `serve`. Not thread-safe: one per connection, used under its lock."""
 
     def __init__(self) -> None:
-        self._kept: pa.ResizableBuffer | None = None
+        self._kept: pa.Buffer | None = None
 
     def pieces(self, table: pa.Table) -> Iterator[bytes]:
         import pyarrow as pa
@@ -155,7 +157,7 @@ class ArrowStreamer:
         size = counted.size()
         buffer = self._kept
         if buffer is None or buffer.size < size:
-            buffer = pa.allocate_buffer(size, memory_pool=pool, resizable=True)
+            buffer = pa.allocate_buffer(size, memory_pool=pool)
             self._kept = buffer if size <= KEPT_BYTES else self._kept
         _write(pa.FixedSizeBufferWriter(buffer), table)
         view = memoryview(buffer)[:size]

@@ -211,6 +211,23 @@ def test_a_value_arrow_cannot_hold_is_refused_for_good(store: ClickHouseStore) -
     assert store.query("SELECT count() FROM holonograph.emission_receipts").rows == [(0,)]
 
 
+def test_arrow_out_of_memory_stays_retryable(
+    store: ClickHouseStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyarrow as pa
+
+    def exhausted(*args: Any, **kwargs: Any) -> Any:
+        raise pa.ArrowMemoryError("malloc of size 64 failed")
+
+    rows = _rows(store, _corpus()[:2])
+    columns = _columns(rows)[EMISSION_RECEIPTS.name]
+    monkeypatch.setattr(pa, "array", exhausted)
+    with pytest.raises(MemoryError, match="malloc") as raised:
+        store.insert_columns(EMISSION_RECEIPTS.qualified, columns, EMISSION_RECEIPTS.columns)
+    assert not isinstance(raised.value, ArrowValueError)
+    assert not is_permanent(raised.value)  # retried, never isolated as a bad value
+
+
 # --- the drain's tables built by `ingest.store.arrow_rows` ------------------------------
 
 
