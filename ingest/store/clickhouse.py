@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 from urllib.parse import urlparse
@@ -103,14 +103,12 @@ class ClickHouseStore:
         Arrow table instead, when `ingest.store.arrow` maps every column's type."""
         if not (columns and columns[0]):
             return
-        if self._arrow is not None:
-            sent = dedup_settings(self._token, table, settings) if self._token else settings
-            with self._lock:
-                arrow = self._arrow.client()
-                if arrow.insert_arrow(
-                    table, columns, column_names, {**self._insert_settings, **(sent or {})}
-                ):
-                    return
+        schema = self.arrow_schema(table, column_names)
+        if schema is not None:
+            from ingest.store.arrow import arrow_table
+
+            self._insert_table(table, arrow_table(schema, columns), settings)
+            return
         self._insert(table, columns, column_names, settings, columnar=True)
 
     def arrow_schema(self, table: str, column_names: Sequence[str]) -> pa.Schema | None:
@@ -129,6 +127,12 @@ class ClickHouseStore:
         only: `arrow_schema` is None elsewhere)."""
         if self._arrow is None:
             raise TypeError(f"{self.display_url} takes no Arrow tables")
+        self._insert_table(table, data, settings)
+
+    def _insert_table(self, table: str, data: pa.Table, settings: Mapping[str, Any] | None) -> None:
+        """An Arrow table into in-process chDB, under this store's insert settings and
+        dedup token (`insert_arrow` and `insert_columns`)."""
+        assert self._arrow is not None
         sent = dedup_settings(self._token, table, settings) if self._token else settings
         with self._lock:
             self._arrow.client().insert_table(
@@ -195,6 +199,7 @@ class _ArrowConnection:
     def __init__(self, path: Path) -> None:
         self._path = path
         self._client: EmbeddedClient | None = None
+        self._finalizer: Callable[[], Any] | None = None
         _load_pyarrow()
 
     def client(self) -> EmbeddedClient:
@@ -204,13 +209,13 @@ class _ArrowConnection:
             self._client = open_embedded(self._path)
             # A store left open at exit: this connection closes before clickhouse-connect's
             # (finalizers run newest first), else chDB's engine stops under it.
-            weakref.finalize(self, self._client.close)
+            self._finalizer = weakref.finalize(self, self._client.close)
         return self._client
 
     def close(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            client.close()
+        finalizer, self._finalizer, self._client = self._finalizer, None, None
+        if finalizer is not None:
+            finalizer()  # closes the connection, once, and lets go of it (its kept buffer)
 
 
 def _load_pyarrow() -> None:
@@ -333,7 +338,9 @@ _chdb_import = threading.Lock()
 def _chdb_without_arrow() -> None:
     """chDB's connection module imports pyarrow, for its Arrow APIs only, and reads it as
     optional (None when absent): a fifth of a second of CPU and tens of MiB at every
-    start, for nothing here (clickhouse-connect reads and writes Native). Load that
+    start, for nothing clickhouse-connect does (it reads and writes Native; a store
+    that writes Arrow loads pyarrow itself, `_load_pyarrow`, and inserts through a
+    connection of its own). Load that
     module with pyarrow unavailable, unless pyarrow is already loaded; a later `import
     pyarrow` anywhere works as usual."""
     with _chdb_import:

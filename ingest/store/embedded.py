@@ -4,7 +4,7 @@ with no `serve` holding it): clickhouse-connect's import and its per-client hand
 (its HTTP stack, `system.settings` read and parsed at every client) are a third of
 such a command's time (bench/RESULTS.md, issue 24). `serve`, `sink` and the admin
 endpoint keep clickhouse-connect, with one connection of this module beside it for
-the column-wise inserts (`EmbeddedClient.insert_arrow`: Arrow, `ingest.store.arrow`).
+the column-wise inserts (`EmbeddedClient.insert_table`: Arrow, `ingest.store.arrow`).
 
 `EmbeddedClient` is the part of clickhouse-connect's `Client` our store code calls
 (`query`, `command`, `insert`, `close`), with the same Python values: results are
@@ -151,7 +151,7 @@ class EmbeddedClient:
         self._conn = connection
         self._lock = threading.Lock()
         self._types: dict[str, dict[str, str]] = {}
-        self._schemas: dict[tuple[str, tuple[str, ...]], Any] = {}  # `insert_arrow`'s
+        self._schemas: dict[tuple[str, tuple[str, ...]], Any] = {}  # `arrow_schema`'s
         self._streamer: ArrowStreamer | None = None  # `insert_table`'s, at its first
         try:  # clickhouse-connect's client sets these on every session it opens
             self._run("SET date_time_input_format = 'best_effort'", {})
@@ -219,25 +219,6 @@ class EmbeddedClient:
         )
         clause = _settings_clause(settings)
         self._run(f"INSERT INTO {table} ({columns}){clause} VALUES {values}", {})
-
-    def insert_arrow(
-        self,
-        table: str,
-        columns: Sequence[Sequence[Any]],
-        column_names: Sequence[str],
-        settings: Mapping[str, Any] | None = None,
-    ) -> bool:
-        """`columns[i]` (every row's value of `column_names[i]`) into `table` as one Arrow
-        stream handed to chDB's streaming insert (`ingest.store.arrow`: no file, no
-        per-value Python). False, with nothing written, when a column's type is not one
-        that module maps."""
-        from ingest.store.arrow import arrow_table
-
-        schema = self.arrow_schema(table, column_names)
-        if schema is None:
-            return False
-        self.insert_table(table, arrow_table(schema, columns), settings)
-        return True
 
     def arrow_schema(self, table: str, column_names: Sequence[str]) -> pa.Schema | None:
         """The Arrow schema `insert_table` takes `table`'s `column_names` in (cached);

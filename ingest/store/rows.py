@@ -310,23 +310,21 @@ def write_rows(store: Store, rows: TableRows) -> None:
     (`ClickHouseStore.insert_columns`); another, as rows."""
     from ingest.store.clickhouse import ClickHouseStore
 
-    if not isinstance(store, ClickHouseStore):
+    if isinstance(store, ClickHouseStore):
+        if not _write_arrow(store, rows):
+            for table, name, at in _PLACED:
+                columns = rows.table_columns(name)
+                if columns and columns[0]:
+                    placed_cols = placed_columns(columns, at, rows.placements)
+                    store.insert_columns(
+                        table.qualified, placed_cols, table.columns, INSERT_SETTINGS
+                    )
+    else:
         rows = rows.expanded()
-    placed_tables: tuple[tuple[Table, str, tuple[int, int]], ...] = (
-        (EVALUATION_EVENTS, "events", EVENT_PLACE),
-        (EVALUATION_DIMENSIONS, "dimensions", DIMENSION_PLACE),
-    )
-    if isinstance(store, ClickHouseStore) and _write_arrow(store, rows):
-        placed_tables = ()
-    for table, name, at in placed_tables:
-        if isinstance(store, ClickHouseStore):
-            columns = rows.table_columns(name)
-            if columns and columns[0]:
-                placed_cols = placed_columns(columns, at, rows.placements)
-                store.insert_columns(table.qualified, placed_cols, table.columns, INSERT_SETTINGS)
-        elif getattr(rows, name):
-            placed_rows = placed(getattr(rows, name), at, rows.placements)
-            store.insert(table.qualified, placed_rows, table.columns, INSERT_SETTINGS)
+        for table, name, at in _PLACED:
+            if getattr(rows, name):
+                placed_rows = placed(getattr(rows, name), at, rows.placements)
+                store.insert(table.qualified, placed_rows, table.columns, INSERT_SETTINGS)
     plan: Iterable[tuple[Table, list[list[Any]]]] = (
         (QUARANTINE, rows.quarantine),
         (LESSON_OVERRIDES, rows.overrides),
@@ -360,16 +358,22 @@ def _write_arrow(store: ClickHouseStore, rows: TableRows) -> bool:
     written, when the store takes none."""
     from ingest.store.arrow_rows import placed_tables
 
-    schemas = [store.arrow_schema(t.qualified, t.columns) for t in _PLACED]
+    schemas = [store.arrow_schema(t.qualified, t.columns) for t, _, _ in _PLACED]
     if schemas[0] is None or schemas[1] is None:
         return False
-    for table, data in zip(_PLACED, placed_tables(rows, schemas[0], schemas[1]), strict=True):
+    tables = (table for table, _, _ in _PLACED)
+    for table, data in zip(tables, placed_tables(rows, schemas[0], schemas[1]), strict=True):
         if data is not None:
             store.insert_arrow(table.qualified, data, INSERT_SETTINGS)
     return True
 
 
-_PLACED = (EVALUATION_EVENTS, EVALUATION_DIMENSIONS)
+# The tables written under their events' placements: the rows' attribute, and where a
+# row holds what its own placement is read from.
+_PLACED: tuple[tuple[Table, str, tuple[int, int]], ...] = (
+    (EVALUATION_EVENTS, "events", EVENT_PLACE),
+    (EVALUATION_DIMENSIONS, "dimensions", DIMENSION_PLACE),
+)
 
 # The commit's inserts keep every row they carry: the versions of an event id written in
 # one insert are collapsed by the table's merges, and by FINAL before them, as are those
