@@ -53,6 +53,7 @@ from ingest.export.validate import (
     derive_event_id,
 )
 from ingest.store.rows import SharedRows, TableRows, ingest_version, ticks_ms
+from ingest.store.rows import time_of_ticks_ns as _time
 from schemas.events import (
     DIMENSION_EVENT,
     EVALUATION_SPAN,
@@ -680,10 +681,6 @@ def _sentinel(tenant: str, span: Any, attrs: dict[str, Any]) -> list[Any]:
         _event_ticks(span, attrs.get("holonograph.timestamp")),
         None, interval_ms, *counters, *window,
     ]  # fmt: skip
-
-
-def _time(ticks: int) -> dt.datetime:
-    return _EPOCH + dt.timedelta(microseconds=ticks // 1000)
 
 
 def _event_json(

@@ -61,6 +61,7 @@ from ingest.store.rows import (
     placed,
     ticks_ms,
     ticks_ns,
+    time_of_ticks_ns,
     write_rows,
 )
 from schemas.store import Store
@@ -78,7 +79,6 @@ from schemas.times import Clock, utc_now
 log = logging.getLogger(__name__)
 
 MIB = 1 << 20
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 # How long logged commits wait to be drained together (or `drain_rows` rows, or half of
 # `max_bytes`): a drain costs ~40 ms of chDB's time whatever it carries (an insert and a
 # part per table, then their merges), so at one-span requests from many clients a drain
@@ -137,7 +137,7 @@ class Logged:
         agents = None if self.agents is None else frozenset(self.agents)
         principal = Principal(tenant_id=self.tenant_id, agents=agents)
         contracts = ContractBook() if self.findings else None  # findings: "no-contract"
-        received_at = _EPOCH + dt.timedelta(microseconds=self.received_ns // 1000)
+        received_at = time_of_ticks_ns(self.received_ns)
         rows = TableRows()
         batch = fast_batch(request, principal, contracts, wire=self.wire)
         if batch is not None:

@@ -48,6 +48,12 @@ def ticks_ns(value: dt.datetime) -> int:
     return ((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds) * 1000
 
 
+def time_of_ticks_ns(ticks: int) -> dt.datetime:
+    """The aware UTC time of DateTime64(9) ticks (`ticks_ns`' inverse, to the
+    microsecond a datetime holds)."""
+    return _EPOCH + dt.timedelta(microseconds=ticks // 1000)
+
+
 def ticks_ms(value: dt.datetime) -> int:
     """DateTime64(3) ticks."""
     return int(value.timestamp()) * 1000 + value.microsecond // 1000
