@@ -156,7 +156,8 @@ static unsigned long generation;
  * requests repeat a few dozen keys, each made, hashed and placed once here instead of
  * once per attribute. ASCII keys only (their str's bytes are their UTF-8); a slot taken
  * by another key is replaced. */
-#define KEYS 1024
+#define KEY_BITS 10
+#define KEYS (1 << KEY_BITS)
 #define KEY_MAX 96
 typedef struct {
     PyObject *key;
@@ -205,7 +206,9 @@ key_text(ptr start, ptr stop, PyObject **out, int *span_at, int *event_at)
     else
         for (ptr p = start; p < stop; p++)
             hash = (hash ^ *p) * 1099511628211ULL;
-    Key *slot = &keys[(hash ^ (hash >> 29)) & (KEYS - 1)];
+    /* The top bits: a product's low bits never see its operands' high ones (the last
+     * bytes of a key would not reach the slot). */
+    Key *slot = &keys[hash >> (64 - KEY_BITS)];
     PyObject *seen = slot->key;
     if (seen != NULL && PyUnicode_GET_LENGTH(seen) == size &&
         memcmp(PyUnicode_1BYTE_DATA(seen), start, size) == 0) {

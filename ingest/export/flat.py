@@ -387,7 +387,12 @@ class Layout:
             len(set(k)) != len(k) for k in keys
         ):
             raise ValueError("a layout's keys are distinct, of the kinds flat names")
-        self.wire = (self.span_keys, self.span_kinds.encode(), *keys[1:], self.event_kinds.encode())
+        self.wire = (
+            self.span_keys,
+            self.span_kinds.encode(),
+            self.event_keys,
+            self.event_kinds.encode(),
+        )
 
 
 @functools.cache
